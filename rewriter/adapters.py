@@ -1,0 +1,190 @@
+"""ReduceProd adapters: one small function per schema step and direction.
+
+Each adapter takes ``(node, ctx)`` and rewrites ``node`` (a NodeProto in the model being
+converted) from one ReduceProd schema version to the next one up or down. ``ctx`` is an
+:class:`rewriter.convert.NodeContext`: it reads constants and ranks in the node's scope,
+adds constants, and records what changed. An impossible step raises ConversionError.
+
+The registry ``ADAPTERS`` is keyed ``(op_type, from_version, to_version)`` with adjacent
+schema versions, so it can be compared with the schema history in ``onnx.defs``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import onnx
+
+from rewriter.errors import ConversionError
+
+__all__ = ["ADAPTERS", "register", "schema_versions", "adapter_path"]
+
+Adapter = Callable[[onnx.NodeProto, "object"], None]
+ADAPTERS: dict[tuple[str, int, int], Adapter] = {}
+
+
+def register(op_type: str, from_version: int, to_version: int):
+    """Register an adapter for one schema step of ``op_type`` (adjacent versions)."""
+
+    def decorate(fn: Adapter) -> Adapter:
+        ADAPTERS[(op_type, from_version, to_version)] = fn
+        return fn
+
+    return decorate
+
+
+def schema_versions(op_type: str, domain: str = "") -> list[int]:
+    """The since_versions of every schema of ``op_type``, ascending, from onnx.defs."""
+    return sorted(
+        s.since_version
+        for s in onnx.defs.get_all_schemas_with_history()
+        if s.name == op_type and s.domain == domain
+    )
+
+
+_VERSIONS_CACHE: dict[str, list[int]] = {}
+
+
+def _versions(op_type: str) -> list[int]:
+    if op_type not in _VERSIONS_CACHE:
+        _VERSIONS_CACHE[op_type] = schema_versions(op_type)
+    return _VERSIONS_CACHE[op_type]
+
+
+def schema_version_at(op_type: str, opset: int) -> int:
+    """The schema version of ``op_type`` in force at ``opset`` (newest since_version <= opset)."""
+    usable = [v for v in _versions(op_type) if v <= opset]
+    if not usable:
+        raise ConversionError(f"{op_type} does not exist at opset {opset}")
+    return usable[-1]
+
+
+def adapter_path(op_type: str, from_opset: int, to_opset: int) -> list[tuple[Adapter, int, int]]:
+    """The adapters to apply, in order, to move a node from one opset to another."""
+    versions = _versions(op_type)
+    src = schema_version_at(op_type, from_opset)
+    dst = schema_version_at(op_type, to_opset)
+    i, j = versions.index(src), versions.index(dst)
+    if i <= j:
+        steps = [(versions[k], versions[k + 1]) for k in range(i, j)]
+    else:
+        steps = [(versions[k], versions[k - 1]) for k in range(i, j, -1)]
+    return [(ADAPTERS[(op_type, a, b)], a, b) for a, b in steps]
+
+
+# ---------------------------------------------------------------- attribute helpers
+
+def _attr(node: onnx.NodeProto, name: str) -> onnx.AttributeProto | None:
+    for a in node.attribute:
+        if a.name == name:
+            return a
+    return None
+
+
+def _remove_attr(node: onnx.NodeProto, name: str) -> None:
+    for i, a in enumerate(node.attribute):
+        if a.name == name:
+            del node.attribute[i]
+            return
+
+
+def _set_ints(node: onnx.NodeProto, name: str, values: list[int]) -> None:
+    _remove_attr(node, name)
+    node.attribute.append(onnx.helper.make_attribute(name, values))
+
+
+# ---------------------------------------------------------------- ReduceProd 1 <-> 11
+
+@register("ReduceProd", 1, 11)
+def reduce_prod_1_11(node, ctx) -> None:
+    """Opset 11 only widens the accepted axes range to negative values: nothing to do."""
+
+
+@register("ReduceProd", 11, 1)
+def reduce_prod_11_1(node, ctx) -> None:
+    """Negative axes are not allowed before 11: normalize them with the data's rank."""
+    axes = _attr(node, "axes")
+    if axes is None or all(a >= 0 for a in axes.ints):
+        return
+    rank = ctx.rank(node.input[0])
+    if rank is None:
+        raise ConversionError(
+            f"{ctx.label}: negative axes {list(axes.ints)} cannot be converted below opset 11 "
+            f"because the rank of input '{node.input[0]}' is unknown"
+        )
+    normalized = []
+    for a in axes.ints:
+        if not -rank <= a < rank:
+            raise ConversionError(f"{ctx.label}: axis {a} is out of range for rank {rank}")
+        normalized.append(a + rank if a < 0 else a)
+    _set_ints(node, "axes", normalized)
+    ctx.record("negative axes normalized")
+
+
+# ---------------------------------------------------------------- ReduceProd 11 <-> 13
+
+@register("ReduceProd", 11, 13)
+def reduce_prod_11_13(node, ctx) -> None:
+    """Opset 13 only adds bfloat16: nothing to do."""
+
+
+@register("ReduceProd", 13, 11)
+def reduce_prod_13_11(node, ctx) -> None:
+    """bfloat16 data has no ReduceProd before 13."""
+    if ctx.elem_type(node.input[0]) == onnx.TensorProto.BFLOAT16:
+        raise ConversionError(
+            f"{ctx.label}: bfloat16 ReduceProd does not exist below opset 13"
+        )
+
+
+# ---------------------------------------------------------------- ReduceProd 13 <-> 18
+
+@register("ReduceProd", 13, 18)
+def reduce_prod_13_18(node, ctx) -> None:
+    """The axes attribute becomes a constant int64 input; no attribute means no input."""
+    axes = _attr(node, "axes")
+    if axes is None:
+        return
+    values = list(axes.ints)
+    _remove_attr(node, "axes")
+    if not values:  # an empty attribute already meant "all dims", as an absent input does
+        return
+    name = ctx.add_constant(f"{node.output[0]}_axes", np.array(values, dtype=np.int64))
+    del node.input[1:]
+    node.input.append(name)
+    ctx.record("axes attribute -> input")
+
+
+@register("ReduceProd", 18, 13)
+def reduce_prod_18_13(node, ctx) -> None:
+    """A constant axes input becomes the attribute; noop_with_empty_axes is resolved."""
+    noop = _attr(node, "noop_with_empty_axes")
+    noop = bool(noop.i) if noop is not None else False
+    _remove_attr(node, "noop_with_empty_axes")
+    axes_name = node.input[1] if len(node.input) > 1 else ""
+    values: list[int] = []
+    if axes_name:
+        value = ctx.constant(axes_name)
+        if value is None:
+            raise ConversionError(
+                f"{ctx.label}: axes input '{axes_name}' is not a constant, so it cannot become "
+                f"the axes attribute needed below opset 18"
+            )
+        if value.dtype != np.int64 or value.ndim != 1:
+            raise ConversionError(
+                f"{ctx.label}: axes input '{axes_name}' must be a 1-D int64 tensor, "
+                f"got {value.dtype} with shape {list(value.shape)}"
+            )
+        values = [int(v) for v in value]
+        del node.input[1:]
+        ctx.maybe_unused(axes_name)
+    if not values and noop:
+        ctx.to_identity(node)
+        ctx.record("noop_with_empty_axes -> Identity")
+        return
+    if values:
+        _set_ints(node, "axes", values)
+        ctx.record("axes input -> attribute")
+    elif axes_name:
+        ctx.record("empty axes -> reduce all")

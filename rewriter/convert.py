@@ -1,0 +1,405 @@
+"""Opset conversion: ReduceProd by rewriter's adapters, every other op by onnx.version_converter.
+
+The conversion works on a copy of the model and fails as a whole: every ReduceProd
+node is converted first (the cheap part, and where most impossible conversions are
+found), then the rest of the model is delegated to ``onnx.version_converter`` with
+the ReduceProd nodes held out of its reach in a private domain, then the result is
+validated with the ONNX checker and strict shape inference. The input is never mutated.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import re
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from rewriter import adapters, traversal
+from rewriter.errors import ConversionError, RewriterError
+
+__all__ = ["convert_opset", "convert_model", "ConvertOpsetPass", "ConvertReport"]
+
+logger = logging.getLogger(__name__)
+
+_HOLD_DOMAIN = "ai.rewriter.held"
+_DEFAULT = ("", "ai.onnx")
+
+
+@dataclasses.dataclass
+class ConvertReport:
+    """What a conversion did."""
+
+    source_opset: int
+    target_opset: int
+    reduce_prod_nodes: int = 0
+    changes: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    delegated: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    version_converter_called: bool = False
+
+    def summary_lines(self) -> list[str]:
+        lines = [f"ReduceProd nodes: {self.reduce_prod_nodes}"]
+        lines += [f"  {kind}: {n}" for kind, n in sorted(self.changes.items())]
+        if self.delegated:
+            ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.delegated.items()))
+            lines.append(f"other ops converted by onnx.version_converter: {ops}")
+        else:
+            lines.append("other ops: no schema change, onnx.version_converter not needed")
+        return lines
+
+
+class _State:
+    """What the adapters of one conversion share: the model copy, shape info, new names."""
+
+    def __init__(self, model: onnx.ModelProto, original: onnx.ModelProto, base_dir, report):
+        self.model = model
+        self.original = original
+        self.base_dir = base_dir
+        self.report = report
+        self._types: dict[str, onnx.TypeProto] | None = None
+        self._names: set[str] | None = None
+        self.function_constants: dict[int, list[onnx.NodeProto]] = collections.defaultdict(list)
+        self.maybe_unused: list[tuple[str, traversal.Scope]] = []
+
+    def types(self) -> dict[str, onnx.TypeProto]:
+        """Value types of the original model after (lenient) shape inference, by name."""
+        if self._types is None:
+            try:
+                inferred = onnx.shape_inference.infer_shapes(self.original)
+            except Exception as e:  # inference failures only cost us information here
+                logger.info("shape inference of the input failed: %s", e)
+                inferred = self.original
+            types: dict[str, onnx.TypeProto] = {}
+            for scope in traversal.iter_scopes(inferred):
+                body = scope.body
+                if scope.is_function:
+                    infos = list(getattr(body, "value_info", []))
+                else:
+                    infos = [*body.input, *body.output, *body.value_info]
+                    for t in body.initializer:
+                        types.setdefault(t.name, onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims)))
+                for vi in infos:
+                    if vi.type.HasField("tensor_type"):
+                        types.setdefault(vi.name, vi.type)
+            self._types = types
+        return self._types
+
+    def fresh_name(self, hint: str) -> str:
+        if self._names is None:
+            names = set()
+            for scope in traversal.iter_scopes(self.model):
+                for n in scope.body.node:
+                    names.update(n.input)
+                    names.update(n.output)
+                if not scope.is_function:
+                    names.update(t.name for t in scope.body.initializer)
+                    names.update(v.name for v in scope.body.input)
+            self._names = names
+        name, i = hint, 0
+        while name in self._names:
+            i += 1
+            name = f"{hint}_{i}"
+        self._names.add(name)
+        return name
+
+
+class NodeContext:
+    """The view of the conversion that an adapter gets for one node."""
+
+    def __init__(self, state: _State, node: onnx.NodeProto, scope: traversal.Scope):
+        self._state, self._node, self.scope = state, node, scope
+        self.label = traversal.node_label(node, scope)
+
+    def constant(self, name: str) -> np.ndarray | None:
+        return traversal.constant_value(name, self.scope, self._state.base_dir)
+
+    def rank(self, name: str) -> int | None:
+        t = self._state.types().get(name)
+        if t is None or not t.tensor_type.HasField("shape"):
+            return None
+        return len(t.tensor_type.shape.dim)
+
+    def elem_type(self, name: str) -> int | None:
+        t = self._state.types().get(name)
+        return t.tensor_type.elem_type if t is not None else None
+
+    def add_constant(self, hint: str, value: np.ndarray) -> str:
+        """A new constant visible to the node: an initializer in a graph, a Constant node in a function."""
+        name = self._state.fresh_name(hint)
+        tensor = numpy_helper.from_array(value, name)
+        if self.scope.is_function:
+            const = onnx.helper.make_node("Constant", [], [name], value=tensor, domain=_HOLD_DOMAIN)
+            self._state.function_constants[id(self.scope.body)].append(const)
+        else:
+            self.scope.body.initializer.append(tensor)
+        return name
+
+    def to_identity(self, node: onnx.NodeProto) -> None:
+        data = node.input[0]
+        del node.input[:]
+        node.input.append(data)
+        del node.attribute[:]
+        # Held out of onnx.version_converter's reach like ReduceProd: it is already in target form.
+        node.op_type, node.domain = "Identity", _HOLD_DOMAIN
+
+    def maybe_unused(self, name: str) -> None:
+        self._state.maybe_unused.append((name, self.scope))
+
+    def record(self, kind: str) -> None:
+        self._state.report.changes[kind] += 1
+
+
+def _op_exists(op_type: str, opset: int) -> bool:
+    try:
+        adapters.schema_version_at(op_type, opset)
+        return True
+    except ConversionError:
+        return False
+
+
+_SCHEMA_CACHE: dict[tuple[str, int], int | None] = {}
+
+
+def _since(op_type: str, opset: int) -> int | None:
+    key = (op_type, opset)
+    if key not in _SCHEMA_CACHE:
+        try:
+            _SCHEMA_CACHE[key] = onnx.defs.get_schema(op_type, opset, "").since_version
+        except onnx.defs.SchemaError:
+            _SCHEMA_CACHE[key] = None
+    return _SCHEMA_CACHE[key]
+
+
+def _other_changes(model, target) -> tuple[collections.Counter, collections.Counter]:
+    """Non-ReduceProd default-domain ops whose schema differs between their scope's opset and target.
+
+    Returns counts for the main graph (with subgraphs) and for functions. Raises when an op
+    does not exist at the target opset.
+    """
+    in_graph, in_functions = collections.Counter(), collections.Counter()
+    for scope in traversal.iter_scopes(model):
+        counter = in_functions if _function_root(scope) else in_graph
+        for node in scope.body.node:
+            if node.domain not in _DEFAULT or node.op_type == "ReduceProd":
+                continue
+            source = _since(node.op_type, scope.opset or target)
+            dest = _since(node.op_type, target)
+            if dest is None:
+                raise ConversionError(
+                    f"{traversal.node_label(node, scope)}: operator {node.op_type} does not exist "
+                    f"at opset {target}"
+                )
+            if source != dest:
+                counter[node.op_type] += 1
+    return in_graph, in_functions
+
+
+def _function_root(scope: traversal.Scope) -> bool:
+    while scope.parent is not None:
+        scope = scope.parent
+    return scope.is_function
+
+
+def _run_version_converter(model: onnx.ModelProto, target: int, what: str) -> onnx.ModelProto:
+    from onnx import version_converter
+
+    try:
+        return version_converter.convert_version(model, target)
+    except Exception as e:  # the C++ converter raises RuntimeError/ValidationError with a message
+        message = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        match = re.search(r"(?:for|of) (\w+)", message)
+        op = f"operator {match.group(1)}" if match else "an operator"
+        source = traversal.opset_version(model.opset_import)
+        raise ConversionError(
+            f"{what}: onnx.version_converter cannot convert {op} from opset {source} to {target}: "
+            f"{message.split('failed: ')[-1]}"
+        ) from None
+
+
+def _hold(graph_like) -> None:
+    for node in _all_nodes(graph_like):
+        if node.op_type == "ReduceProd" and node.domain in _DEFAULT:
+            node.domain = _HOLD_DOMAIN
+
+
+def _release(graph_like) -> None:
+    for node in _all_nodes(graph_like):
+        if node.domain == _HOLD_DOMAIN:
+            node.domain = ""
+
+
+def _all_nodes(graph_like):
+    for node in graph_like.node:
+        yield node
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _all_nodes(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    yield from _all_nodes(g)
+
+
+def _convert_main_graph(result: onnx.ModelProto, target: int) -> None:
+    _hold(result.graph)
+    shell = onnx.ModelProto(ir_version=result.ir_version, graph=result.graph)
+    shell.opset_import.extend(result.opset_import)
+    shell.opset_import.add(domain=_HOLD_DOMAIN, version=1)
+    converted = _run_version_converter(shell, target, "main graph")
+    result.graph.CopyFrom(converted.graph)
+
+
+def _convert_function(result: onnx.ModelProto, fn: onnx.FunctionProto, target: int) -> None:
+    """Run the version converter on a function body wrapped in a temporary model."""
+    _hold(fn)
+    graph = onnx.helper.make_graph(
+        list(fn.node), f"{fn.name}_body",
+        [onnx.helper.make_empty_tensor_value_info(i) for i in fn.input],
+        [onnx.helper.make_empty_tensor_value_info(o) for o in fn.output],
+    )
+    shell = onnx.helper.make_model(graph, opset_imports=[*fn.opset_import,
+                                   onnx.helper.make_opsetid(_HOLD_DOMAIN, 1)])
+    shell.ir_version = result.ir_version
+    converted = _run_version_converter(shell, target, f"function '{fn.domain}:{fn.name}'")
+    del fn.node[:]
+    fn.node.extend(converted.graph.node)
+
+
+def _remove_unused(state: _State) -> None:
+    if not state.maybe_unused:
+        return
+    used = set()
+    for scope in traversal.iter_scopes(state.model):
+        for n in scope.body.node:
+            used.update(n.input)
+        if scope.is_function:
+            used.update(scope.body.output)
+        else:
+            used.update(v.name for v in scope.body.output)
+    for name, scope in state.maybe_unused:
+        if name in used:
+            continue
+        s = scope
+        while s is not None:
+            s.invalidate()
+            producer = s.producers().get(name)
+            if producer is not None:
+                s.body.node.remove(producer)
+                s.invalidate()
+                break
+            for i, t in enumerate([] if s.is_function else s.body.initializer):
+                if t.name == name:
+                    del s.body.initializer[i]
+                    break
+            else:
+                s = s.parent
+                continue
+            break
+        used.add(name)  # removed once; a second reference to the same name is a no-op
+
+
+def _set_opset(opset_import, version: int) -> None:
+    for entry in opset_import:
+        if entry.domain in _DEFAULT:
+            entry.version = version
+
+
+def convert_model(
+    model: onnx.ModelProto, target_opset: int, *, base_dir: str | None = None
+) -> tuple[onnx.ModelProto, ConvertReport]:
+    """Convert ``model`` to ``target_opset``; returns the new model and a report.
+
+    Raises ConversionError naming the node when any part cannot be converted.
+    """
+    latest = onnx.defs.onnx_opset_version()
+    if not 1 <= target_opset <= latest:
+        raise RewriterError(f"target opset must be in 1..{latest}, got {target_opset}")
+    source = traversal.opset_version(model.opset_import)
+    if source is None:
+        raise ConversionError("the model does not import the default ONNX domain: nothing to convert")
+    result = onnx.ModelProto()
+    result.CopyFrom(model)
+    report = ConvertReport(source, target_opset)
+    state = _State(result, model, base_dir, report)
+
+    for node, scope in list(traversal.iter_nodes(result, "ReduceProd")):
+        report.reduce_prod_nodes += 1
+        ctx = NodeContext(state, node, scope)
+        for adapter, _from, _to in adapters.adapter_path("ReduceProd", scope.opset or source, target_opset):
+            adapter(node, ctx)
+            if node.op_type != "ReduceProd":
+                break
+    for fn in result.functions:
+        extra = state.function_constants.get(id(fn))
+        if extra:
+            nodes = extra + list(fn.node)
+            del fn.node[:]
+            fn.node.extend(nodes)
+    _remove_unused(state)
+
+    in_graph, in_functions = _other_changes(result, target_opset)
+    report.delegated = in_graph + in_functions
+    if in_graph:
+        report.version_converter_called = True
+        _convert_main_graph(result, target_opset)
+    for fn in result.functions:
+        if in_functions and any(n.domain in _DEFAULT for n in fn.node):
+            report.version_converter_called = True
+            _convert_function(result, fn, target_opset)
+        _release(fn)
+        _set_opset(fn.opset_import, target_opset)
+    _release(result.graph)
+    _set_opset(result.opset_import, target_opset)
+    required_ir = onnx.helper.find_min_ir_version_for(list(result.opset_import), ignore_unknown=True)
+    result.ir_version = max(result.ir_version, required_ir)
+    _validate(result)
+    return result, report
+
+
+def _validate(model: onnx.ModelProto) -> None:
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except Exception as e:
+        raise ConversionError(f"the converted model is not valid: {' '.join(str(e).split())}") from None
+
+
+def convert_opset(model, target_opset: int):
+    """Convert a ModelProto or onnx_ir.Model to ``target_opset``; returns the same kind."""
+    return _convert_any(model, target_opset)[0]
+
+
+def _convert_any(model, target_opset: int):
+    if isinstance(model, onnx.ModelProto):
+        return convert_model(model, target_opset)
+    import onnx_ir as ir
+
+    result, report = convert_model(ir.to_proto(model), target_opset)
+    return ir.from_proto(result), report
+
+
+def _make_pass():
+    import onnx_ir as ir
+
+    class ConvertOpsetPass(ir.passes.FunctionalPass):
+        """Convert a model's default-domain opset (ReduceProd by rewriter's adapters)."""
+
+        def __init__(self, target_opset: int):
+            super().__init__()
+            self.target_opset = target_opset
+
+        def call(self, model: ir.Model) -> ir.passes.PassResult:
+            result, report = _convert_any(model, self.target_opset)
+            modified = report.source_opset != report.target_opset or bool(report.changes)
+            return ir.passes.PassResult(result, modified=modified)
+
+    return ConvertOpsetPass
+
+
+def __getattr__(name):
+    if name == "ConvertOpsetPass":
+        cls = _make_pass()
+        globals()[name] = cls
+        return cls
+    raise AttributeError(name)
