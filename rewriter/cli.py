@@ -122,11 +122,48 @@ def _cmd_convert(args) -> int:
 # ---------------------------------------------------------------- fold / optimize
 
 def _cmd_fold(args) -> int:
-    raise RewriterError("fold is not available yet")
+    """Fold constant ReduceProd nodes; with ``optimize`` also remove what is unused and verify."""
+    import os
+
+    from rewriter import fold, model_io
+
+    optimize = args.command == "optimize"
+    start = time.perf_counter()
+    size_before = os.path.getsize(args.model) if os.path.isfile(args.model) else 0
+    model = model_io.load_model(args.model)
+    base_dir = os.path.dirname(os.path.abspath(args.model))
+    result, report = fold.fold_model(model, int_overflow=getattr(args, "int_overflow", "skip"),
+                                     base_dir=base_dir)
+    if optimize:
+        from rewriter import unused
+
+        report.removed += unused.remove_unused(result)
+        report.bytes_after = fold.constant_bytes(result)
+        if not args.no_verify:
+            import onnx
+
+            try:
+                onnx.shape_inference.infer_shapes(result, check_type=True, strict_mode=True)
+            except Exception as e:  # InferenceError, ValidationError, ...
+                raise VerificationFailed(
+                    f"the result fails strict shape inference: {_one_line(str(e))}") from None
+    _verify_rewrite(model, result, args)
+    model_io.save_model(result, args.output)
+    elapsed = time.perf_counter() - start
+    size_after = os.path.getsize(args.output)
+    print(f"{args.model}: folded {len(report.folded)} ReduceProd node(s), skipped {len(report.skipped)}"
+          + (f", removed {len(report.removed)} unused item(s)" if report.removed else "")
+          + f"; written to {args.output} in {elapsed:.2f}s")
+    for line in report.summary_lines():
+        print(f"  {line}")
+    print(f"  size: {size_before} -> {size_after} bytes (saved {size_before - size_after}); "
+          f"constant data: {report.bytes_before} -> {report.bytes_after} bytes")
+    return EXIT_OK
 
 
 def _cmd_optimize(args) -> int:
-    raise RewriterError("optimize is not available yet")
+    """Fold, remove unused nodes and initializers, verify with strict shape inference, save."""
+    return _cmd_fold(args)
 
 
 # ---------------------------------------------------------------- check / verification

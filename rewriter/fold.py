@@ -1,0 +1,392 @@
+"""Fold ReduceProd nodes whose inputs are constant: ``fold_constants`` and ``FoldReduceProdPass``.
+
+The core works on an ``onnx.ModelProto`` (fast, and it never reads the bytes of a tensor
+it does not fold); the onnx_ir pass is a thin wrapper around it. A folded value becomes
+an initializer in a graph (a Constant node inside a function, or in a graph whose IR
+version predates initializers that are not inputs) under the node's output name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from rewriter import traversal, unused
+from rewriter.errors import KernelError, RewriterError
+
+__all__ = ["fold_constants", "fold_model", "FoldReduceProdPass", "FoldReport", "INT_OVERFLOW_MODES"]
+
+logger = logging.getLogger(__name__)
+
+INT_OVERFLOW_MODES = ("skip", "wrap", "saturate")
+_FOLDABLE_TYPES = {
+    onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
+    onnx.TensorProto.BFLOAT16, onnx.TensorProto.INT32, onnx.TensorProto.INT64,
+    onnx.TensorProto.UINT32, onnx.TensorProto.UINT64,
+}
+_OVERFLOW_WHY = ("runtimes disagree on integer overflow: NumPy and the ONNX reference wrap, "
+                 "ONNX Runtime's CPU kernel saturates; pass int_overflow='wrap' or 'saturate' "
+                 "(--int-overflow) to fold it anyway")
+
+
+@dataclasses.dataclass
+class FoldedNode:
+    label: str
+    output: str
+    dtype: str
+    shape: tuple[int, ...]
+
+
+@dataclasses.dataclass
+class SkippedNode:
+    label: str
+    reason: str
+
+
+@dataclasses.dataclass
+class FoldReport:
+    """What a fold did: nodes folded, nodes skipped with the reason, constant bytes before/after."""
+
+    folded: list[FoldedNode] = dataclasses.field(default_factory=list)
+    skipped: list[SkippedNode] = dataclasses.field(default_factory=list)
+    removed: list[str] = dataclasses.field(default_factory=list)
+    bytes_before: int = 0  # bytes of constant tensor data (initializers and Constant nodes)
+    bytes_after: int = 0
+
+    @property
+    def modified(self) -> bool:
+        return bool(self.folded or self.removed)
+
+    def summary_lines(self) -> list[str]:
+        lines = [f"folded {f.label} -> '{f.output}' {f.dtype}{list(f.shape)}" for f in self.folded]
+        lines += [f"skipped {s.label}: {s.reason}" for s in self.skipped]
+        lines += [f"removed unused {r}" for r in self.removed]
+        return lines
+
+
+_SUB_BYTE_BITS = {getattr(onnx.TensorProto, n): b for n, b in
+                  (("INT4", 4), ("UINT4", 4), ("FLOAT4E2M1", 4), ("INT2", 2), ("UINT2", 2))
+                  if hasattr(onnx.TensorProto, n)}
+
+
+def _tensor_nbytes(t: onnx.TensorProto) -> int:
+    if t.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
+        return 0
+    bits = _SUB_BYTE_BITS.get(t.data_type)
+    if bits is None:
+        bits = 8 * onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+    return (int(np.prod(t.dims, dtype=np.int64)) * bits + 7) // 8
+
+
+def constant_bytes(model: onnx.ModelProto) -> int:
+    """Bytes of constant tensor data (initializers, Constant nodes) without reading any of it."""
+    total = 0
+    for scope in traversal.iter_scopes(model):
+        if not scope.is_function:
+            total += sum(_tensor_nbytes(t) for t in scope.body.initializer)
+        for node in scope.body.node:
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+                for attr in node.attribute:
+                    if attr.type == onnx.AttributeProto.TENSOR:
+                        total += _tensor_nbytes(attr.t)
+                    elif attr.type in (onnx.AttributeProto.INTS, onnx.AttributeProto.FLOATS):
+                        total += 8 * len(attr.ints) + 4 * len(attr.floats)
+    return total
+
+
+def _reduce_prod_version(opset: int) -> int:
+    return onnx.defs.get_schema("ReduceProd", opset).since_version
+
+
+def _attr(node: onnx.NodeProto, name: str, default=None):
+    for a in node.attribute:
+        if a.name == name:
+            return onnx.helper.get_attribute_value(a)
+    return default
+
+
+def _definition(name: str, scope: traversal.Scope):
+    """(kind, thing, scope) of what defines ``name`` as seen from ``scope``."""
+    s = scope
+    while s is not None:
+        producer = s.producers().get(name)
+        if producer is not None:
+            return "node", producer, s
+        if name in s.inputs():
+            return "input", None, s
+        if name in s.initializers():
+            return "initializer", None, s
+        s = s.parent
+    return "undefined", None, None
+
+
+def _not_constant_reason(role: str, name: str, scope: traversal.Scope) -> str:
+    kind, producer, where = _definition(name, scope)
+    if kind == "node":
+        return f"{role} '{name}' is computed at run time by a {producer.op_type} node"
+    if kind == "input":
+        if name in where.initializers():
+            return (f"{role} '{name}' is an initializer that is also an input of the {where.location} "
+                    "(it can be overridden at run time)")
+        return f"{role} '{name}' is an input of the {where.location}"
+    return f"{role} '{name}' is not defined"
+
+
+class _StaticShapes:
+    """Static shapes of values after ONNX shape inference, per scope (only built when needed)."""
+
+    def __init__(self, model: onnx.ModelProto, scopes: list[traversal.Scope]):
+        self.error = None
+        self._shapes: dict[int, dict[str, list[int] | None]] = {}
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model)
+        except Exception as e:  # inference errors come in several exception types
+            self.error = f"shape inference failed: {' '.join(str(e).split())}"
+            return
+        for scope, iscope in zip(scopes, traversal.iter_scopes(inferred)):
+            table: dict[str, list[int] | None] = {}
+            if not scope.is_function:
+                for t in iscope.body.initializer:
+                    table[t.name] = list(t.dims)
+                for v in [*iscope.body.value_info, *iscope.body.output, *iscope.body.input]:
+                    table[v.name] = self._dims(v.type)
+            self._shapes[id(scope.body)] = table
+
+    @staticmethod
+    def _dims(tp: onnx.TypeProto) -> list[int] | None:
+        if not tp.HasField("tensor_type") or not tp.tensor_type.HasField("shape"):
+            return None
+        dims = tp.tensor_type.shape.dim
+        if not all(d.HasField("dim_value") for d in dims):
+            return None
+        return [d.dim_value for d in dims]
+
+    def shape(self, name: str, scope: traversal.Scope) -> list[int] | None:
+        kind, _, where = _definition(name, scope)
+        if where is None:
+            return None
+        return self._shapes.get(id(where.body), {}).get(name)
+
+
+class _Folder:
+    def __init__(self, model, base_dir, int_overflow, report):
+        self.model = model
+        self.base_dir = base_dir
+        self.int_overflow = int_overflow
+        self.report = report
+        self.scopes = list(traversal.iter_scopes(model))
+        self.consumed: set[str] = set()  # inputs of folded nodes: removed when left unused
+        self.replaced: dict[int, set[str]] = {}  # id(graph) -> outputs now made by Constant nodes
+        self.shapes = _StaticShapes(model, self.scopes) if self._has_shape_pattern() else None
+
+    def _shape_producer(self, name, scope):
+        kind, producer, where = _definition(name, scope)
+        if kind == "node" and producer.op_type == "Shape" and producer.domain in ("", "ai.onnx"):
+            return producer, where
+        return None, None
+
+    def _has_shape_pattern(self) -> bool:
+        return any(
+            node.input and self._shape_producer(node.input[0], scope)[0] is not None
+            for scope in self.scopes for node in scope.body.node if _is_reduce_prod(node)
+        )
+
+    def run(self) -> None:
+        for scope in self.scopes:
+            for node in list(scope.body.node):
+                if _is_reduce_prod(node):
+                    self._fold(node, scope)
+
+    def _data(self, name, scope):
+        """(array, consumed names) or (None, reason)."""
+        value = traversal.constant_value(name, scope, self.base_dir)
+        if value is not None:
+            return value, {name}
+        shape_node, where = self._shape_producer(name, scope)
+        if shape_node is None:
+            return None, _not_constant_reason("data", name, scope)
+        x = shape_node.input[0]
+        dims = None
+        if self.shapes is not None and self.shapes.error is None:
+            dims = self.shapes.shape(x, where)
+        if dims is None:
+            why = self.shapes.error if self.shapes is not None and self.shapes.error else "it is not static"
+            return None, f"data '{name}' is the Shape of '{x}' and {why}"
+        start, end = _attr(shape_node, "start", 0), _attr(shape_node, "end", None)
+        return np.array(dims[start:end], dtype=np.int64), {name}
+
+    def _fold(self, node: onnx.NodeProto, scope: traversal.Scope) -> None:
+        label = traversal.node_label(node, scope)
+        reason = self._try_fold(node, scope, label)
+        if reason is not None:
+            self.report.skipped.append(SkippedNode(label, reason))
+            logger.info("%s: not folded: %s", label, reason)
+
+    def _try_fold(self, node, scope, label) -> str | None:
+        if scope.opset is None:
+            return "the default opset is not imported here"
+        if len(node.output) < 1 or not node.output[0] or not node.input or not node.input[0]:
+            return "the node has no data input or no output"
+        version = _reduce_prod_version(scope.opset)
+        keepdims = bool(_attr(node, "keepdims", 1))
+        noop = False
+        consumed: set[str] = set()
+        if version >= 18:
+            noop = bool(_attr(node, "noop_with_empty_axes", 0))
+            axes = None
+            if len(node.input) > 1 and node.input[1]:
+                value = traversal.constant_value(node.input[1], scope, self.base_dir)
+                if value is None:
+                    return _not_constant_reason("axes", node.input[1], scope)
+                axes = [int(a) for a in np.asarray(value).reshape(-1)]
+                consumed.add(node.input[1])
+        else:
+            axes = _attr(node, "axes", None)
+            axes = None if axes is None else list(axes)
+        data, extra = self._data(node.input[0], scope)
+        if data is None:
+            return extra
+        consumed |= extra
+        try:
+            tensor_type = onnx.helper.np_dtype_to_tensor_dtype(data.dtype)
+        except (KeyError, TypeError, ValueError):
+            tensor_type = None
+        if tensor_type not in _FOLDABLE_TYPES:
+            return f"data type {data.dtype} is not supported by ReduceProd"
+        result = self._compute(data, axes, keepdims, noop, label)
+        if isinstance(result, str):
+            return result
+        self._replace(node, scope, result)
+        self.consumed |= consumed
+        self.report.folded.append(FoldedNode(label, node.output[0], str(result.dtype), result.shape))
+        logger.info("%s: folded to %s%s", label, result.dtype, list(result.shape))
+        return None
+
+    def _compute(self, data, axes, keepdims, noop, label):
+        from rewriter import kernels
+
+        try:
+            if data.dtype.kind in "iu" and self.int_overflow == "skip":
+                result, overflowed = kernels.reduce_prod_checked(data, axes, keepdims, noop)
+                if overflowed:
+                    reason = f"the {data.dtype} product overflows; {_OVERFLOW_WHY}"
+                    logger.warning("%s: not folded: %s", label, reason)
+                    return reason
+            else:
+                mode = "wrap" if self.int_overflow == "skip" else self.int_overflow
+                result = kernels.reduce_prod(data, axes, keepdims, noop, int_overflow=mode)
+        except KernelError as e:
+            raise RewriterError(f"{label}: cannot fold: {e}") from None
+        return np.asarray(result)
+
+    def _replace(self, node, scope, result: np.ndarray) -> None:
+        """Turn the node into a Constant node in place (kept in position, so later lookups see it)."""
+        out = node.output[0]
+        constant = onnx.helper.make_node("Constant", [], [out], name=node.name,
+                                         value=numpy_helper.from_array(result, out))
+        node.CopyFrom(constant)
+        scope.invalidate()
+        if not scope.is_function and self.model.ir_version >= 4:
+            self.replaced.setdefault(id(scope.body), set()).add(out)
+
+    def lift_to_initializers(self) -> None:
+        """In graphs, move the Constant nodes made by folding into initializers."""
+        for scope in self.scopes:
+            outs = self.replaced.get(id(scope.body))
+            if not outs:
+                continue
+            body = scope.body
+            doomed = [i for i, n in enumerate(body.node) if n.op_type == "Constant" and n.output[0] in outs]
+            for i in doomed:
+                init = body.initializer.add()
+                init.CopyFrom(body.node[i].attribute[0].t)
+            for i in reversed(doomed):
+                del body.node[i]
+            scope.invalidate()
+
+
+def _is_reduce_prod(node: onnx.NodeProto) -> bool:
+    return node.op_type == "ReduceProd" and node.domain in ("", "ai.onnx")
+
+
+def fold_model(model: onnx.ModelProto, *, int_overflow: str = "skip", base_dir: str | None = None,
+               in_place: bool = False) -> tuple[onnx.ModelProto, FoldReport]:
+    """Fold every foldable ReduceProd of ``model`` and remove the constants this left unused.
+
+    ``base_dir`` is where external tensor data is found. Returns the folded model (a
+    copy unless ``in_place``) and a :class:`FoldReport`. Raises RewriterError naming the
+    node when a node's axes are invalid.
+    """
+    if int_overflow not in INT_OVERFLOW_MODES:
+        raise RewriterError(f"int_overflow must be one of {', '.join(INT_OVERFLOW_MODES)}, got {int_overflow!r}")
+    if not in_place:
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)
+        model = copy
+    report = FoldReport(bytes_before=constant_bytes(model))
+    folder = _Folder(model, base_dir, int_overflow, report)
+    folder.run()
+    if report.folded:
+        folder.lift_to_initializers()
+        report.removed = unused.remove_unused(model, only=folder.consumed)
+    report.bytes_after = constant_bytes(model)
+    return model, report
+
+
+def fold_constants(model, *, int_overflow: str = "skip"):
+    """Fold constant ReduceProd nodes of an ``onnx.ModelProto`` or ``onnx_ir.Model``.
+
+    Returns a new model of the same kind; the argument is not changed. Integer products
+    that overflow are left unfolded with a warning unless ``int_overflow`` is "wrap" or
+    "saturate".
+    """
+    if isinstance(model, onnx.ModelProto):
+        return fold_model(model, int_overflow=int_overflow)[0]
+    return _pass_class()(int_overflow=int_overflow)(model).model
+
+
+_PASS = None
+
+
+def _pass_class():
+    """Build FoldReduceProdPass on first use, so the CLI does not import onnx_ir."""
+    global _PASS
+    if _PASS is not None:
+        return _PASS
+    import onnx_ir as ir
+
+    class FoldReduceProdPass(ir.passes.FunctionalPass):
+        """onnx_ir pass: fold constant ReduceProd nodes (see :func:`fold_model`).
+
+        After a run, ``self.report`` holds the :class:`FoldReport`.
+        """
+
+        def __init__(self, int_overflow: str = "skip", base_dir: str | None = None):
+            super().__init__()
+            if int_overflow not in INT_OVERFLOW_MODES:
+                raise RewriterError(f"int_overflow must be one of {', '.join(INT_OVERFLOW_MODES)}, "
+                                    f"got {int_overflow!r}")
+            self.int_overflow = int_overflow
+            self.base_dir = base_dir
+            self.report: FoldReport | None = None
+
+        def call(self, model: ir.Model) -> ir.passes.PassResult:
+            proto = ir.serde.serialize_model(model)
+            proto, self.report = fold_model(proto, int_overflow=self.int_overflow,
+                                            base_dir=self.base_dir, in_place=True)
+            return ir.passes.PassResult(ir.serde.deserialize_model(proto), modified=self.report.modified)
+
+    FoldReduceProdPass.__module__ = __name__
+    FoldReduceProdPass.__qualname__ = "FoldReduceProdPass"
+    _PASS = FoldReduceProdPass
+    return _PASS
+
+
+def __getattr__(name: str):
+    if name == "FoldReduceProdPass":
+        return _pass_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

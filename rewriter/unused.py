@@ -1,0 +1,115 @@
+"""Remove nodes and initializers nobody uses, in every graph, subgraph and function.
+
+Proto-level and scope-aware: a name read anywhere inside a node's subgraphs counts as
+used by that node, so an outer-scope value used only by an If branch stays.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterable
+
+import onnx
+
+from rewriter import traversal
+
+__all__ = ["remove_unused"]
+
+logger = logging.getLogger(__name__)
+
+
+def _subgraphs(node: onnx.NodeProto) -> Iterable[onnx.GraphProto]:
+    for attr in node.attribute:
+        if attr.type == onnx.AttributeProto.GRAPH:
+            yield attr.g
+        elif attr.type == onnx.AttributeProto.GRAPHS:
+            yield from attr.graphs
+
+
+def _graph_reads(graph: onnx.GraphProto) -> Iterable[str]:
+    """Every name a subgraph reads, its own definitions included (an over-approximation)."""
+    for node in graph.node:
+        yield from _node_reads(node)
+    for out in graph.output:
+        yield out.name
+
+
+def _node_reads(node: onnx.NodeProto) -> Iterable[str]:
+    yield from (name for name in node.input if name)
+    for g in _subgraphs(node):
+        yield from _graph_reads(g)
+
+
+def _use_counts(scope: traversal.Scope) -> Counter:
+    body = scope.body
+    counts: Counter = Counter()
+    for node in body.node:
+        counts.update(_node_reads(node))
+    outputs = body.output if scope.is_function else (v.name for v in body.output)
+    counts.update(outputs)
+    return counts
+
+
+def _sweep_scope(scope: traversal.Scope, only: set[str] | None) -> list[str]:
+    """One backwards pass over a topologically sorted body; returns what it removed."""
+    body = scope.body
+    counts = _use_counts(scope)
+    removed: list[str] = []
+    doomed: list[int] = []
+    for index in range(len(body.node) - 1, -1, -1):
+        node = body.node[index]
+        outputs = [o for o in node.output if o]
+        if not outputs or any(counts[o] for o in outputs):
+            continue
+        if only is not None and not all(o in only for o in outputs):
+            continue
+        doomed.append(index)
+        removed.append(traversal.node_label(node, scope))
+        for name in _node_reads(node):
+            counts[name] -= 1
+    for index in doomed:  # descending, so earlier indices stay valid
+        del body.node[index]
+    if not scope.is_function:
+        inputs = {v.name for v in body.input}
+        doomed = [
+            i for i, t in enumerate(body.initializer)
+            if not counts[t.name] and t.name not in inputs and (only is None or t.name in only)
+        ]
+        for index in reversed(doomed):
+            removed.append(f"initializer '{body.initializer[index].name}' in {scope.location}")
+            del body.initializer[index]
+        if doomed or removed:
+            _drop_stale_value_info(body)
+    if removed:
+        scope.invalidate()
+    return removed
+
+
+def _drop_stale_value_info(graph: onnx.GraphProto) -> None:
+    defined = {o for n in graph.node for o in n.output}
+    defined.update(t.name for t in graph.initializer)
+    defined.update(v.name for v in graph.input)
+    stale = [i for i, v in enumerate(graph.value_info) if v.name not in defined]
+    for index in reversed(stale):
+        del graph.value_info[index]
+
+
+def remove_unused(model: onnx.ModelProto, *, only: Iterable[str] | None = None) -> list[str]:
+    """Remove, in place, nodes whose outputs nobody reads and initializers nobody reads.
+
+    Graph inputs, graph outputs and function outputs are never removed; an initializer
+    that is also a graph input stays (it is part of the model's interface). With
+    ``only``, just the nodes all of whose outputs, and the initializers whose names, are
+    in ``only`` are candidates. Returns a description of each removed item.
+    """
+    only_set = None if only is None else set(only)
+    # Children before parents: a dead use inside a subgraph is gone before its
+    # enclosing scope counts uses.
+    scopes = list(traversal.iter_scopes(model))
+    removed: list[str] = []
+    for scope in reversed(scopes):
+        removed.extend(_sweep_scope(scope, only_set))
+    for item in removed:
+        logger.info("removed unused %s", item)
+    return removed
