@@ -48,7 +48,83 @@ def _opset_arg(text: str) -> int:
 
 def _add_output(p: argparse.ArgumentParser) -> None:
     p.add_argument("-o", "--output", required=True, metavar="OUT",
-                   help="where to write the result (written atomically; may be the input path)")
+                   help="where to write the result (written atomically; may be the input path); "
+                   "with a directory MODEL, the directory that mirrors it")
+
+
+def _layout_arg(text: str):
+    if text in ("always", "never") or text.isdigit():
+        return text
+    raise argparse.ArgumentTypeError(f"--external-data must be always, never or a size in bytes, got {text!r}")
+
+
+def _add_file_options(sub) -> None:
+    """-j and --external-data for the commands that write models (called from build_parser)."""
+    for name in ("convert", "fold", "optimize"):
+        p = sub.choices[name]
+        p.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
+                       help="with a directory MODEL: worker processes (default 1)")
+        p.add_argument("--external-data", type=_layout_arg, default=None, metavar="always|never|BYTES",
+                       help="where the output keeps tensor data: 'always' in OUT.data beside it, 'never' "
+                       "inline, or in OUT.data for tensors of at least BYTES bytes (default: as the input)")
+
+
+_PRELOADED: dict[str, object] = {}
+
+
+def load_input(path: str):
+    """Load and validate an input model (RewriterError naming the file and node when bad).
+
+    Handlers call this instead of ``model_io.load_model``: ``main`` has already loaded the
+    file once to refuse bad input before anything runs, and this hands that model over.
+    """
+    import os
+
+    from rewriter import model_io, validate
+
+    model = _PRELOADED.pop(os.path.abspath(path), None)
+    if model is None:
+        model = model_io.load_model(path)
+        validate.validate_model(model, path)
+    return model
+
+
+def _preflight(args) -> None:
+    """Refuse bad usage and bad input before any handler runs, so nothing is written."""
+    import os
+
+    output = getattr(args, "output", None)
+    if output is not None:
+        if os.path.isdir(output):
+            raise UsageError(f"-o {output}: is a directory")
+        parent = os.path.dirname(os.path.abspath(output))
+        if not os.path.isdir(parent):
+            raise UsageError(f"-o {output}: directory {parent} does not exist")
+    if getattr(args, "jobs", 1) < 1:
+        raise UsageError(f"-j must be at least 1, got {args.jobs}")
+    _PRELOADED.clear()
+    _PRELOADED[os.path.abspath(args.model)] = load_input(args.model)
+
+
+def _run(args) -> int:
+    """Run one command on one model file; errors become one ``error:`` line."""
+    from rewriter import model_io
+
+    model_io.set_default_layout(getattr(args, "external_data", None))
+    try:
+        _preflight(args)
+        return args.handler(args)
+    except UsageError as e:
+        print(f"error: {_one_line(str(e))}", file=sys.stderr)
+        return EXIT_ERROR
+    except VerificationFailed as e:
+        print(f"error: {_one_line(str(e))}", file=sys.stderr)
+        return EXIT_PROBLEM
+    except RewriterError as e:
+        print(f"error: {_one_line(str(e))}", file=sys.stderr)
+        return EXIT_ERROR
+    finally:
+        _PRELOADED.clear()
 
 
 def _add_verify_flags(p: argparse.ArgumentParser) -> None:
@@ -98,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", metavar="MODEL", help="input .onnx file")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
     p.set_defaults(handler=_cmd_check)
+    _add_file_options(sub)
     return parser
 
 
@@ -184,16 +261,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except UsageError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {_one_line(str(e))}", file=sys.stderr)
         return EXIT_ERROR
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s: %(message)s")
     try:
-        return args.handler(args)
-    except VerificationFailed as e:
-        print(f"error: {e}", file=sys.stderr)
-        return EXIT_PROBLEM
-    except RewriterError as e:
+        import os
+
+        if args.command in ("convert", "fold", "optimize") and os.path.isdir(args.model):
+            from rewriter import batch
+
+            return batch.run_directory(args)
+        return _run(args)
+    except UsageError as e:
         print(f"error: {_one_line(str(e))}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:

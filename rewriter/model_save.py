@@ -1,0 +1,247 @@
+"""Write a model streamed and atomically (used through :func:`rewriter.model_io.save_model`).
+
+Referenced tensors (external data, or big inline tensors that ``load_model`` left in their
+file) are copied in chunks from their source with ``os.sendfile``: back inline, by splicing
+their ``raw_data`` into the serialized proto (:mod:`rewriter.wire`), or into the output's own
+data file ``<out>.data``. Everything goes to temporary files in the output directory,
+fsynced, then renamed: the data file first, the model last. The output never references
+the input's data file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import struct
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from rewriter import wire
+from rewriter.errors import RewriterError
+from rewriter.model_io import (_ALIGN, _EXTERNAL, _INLINE, PROTOBUF_LIMIT, _all_tensors,
+                               _expected_bytes, _reference, _set_entries, _tensor_name)
+
+__all__ = ["save_model", "parse_layout", "set_default_layout"]
+
+logger = logging.getLogger(__name__)
+_CHUNK = 1 << 26
+_TYPED_FIELDS = ("float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data")
+
+
+_DEFAULT = object()
+_default_layout = None
+
+
+def set_default_layout(value) -> None:
+    """The layout ``save_model`` uses when not given one (the CLI's ``--external-data``)."""
+    global _default_layout
+    parse_layout(value)
+    _default_layout = value
+
+
+def parse_layout(value) -> float | None:
+    """None (keep each tensor's layout), 'always' (0), 'never' (inf) or a byte threshold."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if value == "always":
+            return 0
+        if value == "never":
+            return float("inf")
+        if value.isdigit():
+            return int(value)
+        raise RewriterError(f"--external-data must be always, never or a size in bytes, got {value!r}")
+    if isinstance(value, int) and value >= 0:
+        return value
+    raise RewriterError(f"external_data must be None, 'always', 'never' or a size >= 0, got {value!r}")
+
+
+@dataclasses.dataclass(eq=False)
+class _Item:
+    tensor: onnx.TensorProto
+    size: int
+    loadable: bool
+    source: wire.Copy | None  # None: the data is in the proto
+    external: bool = False
+
+
+def _plan(model: onnx.ModelProto, threshold, base_dir) -> list[_Item]:
+    items = []
+    for t, loadable in _all_tensors(model):
+        if t.data_location == _EXTERNAL:
+            path, offset, length = _reference(t, base_dir, _tensor_name(t))
+            inline_origin = any(e.key == _INLINE for e in t.external_data)
+            item = _Item(t, length, loadable, wire.Copy(path, offset, length))
+            if threshold is None or not loadable:
+                item.external = not inline_origin and (threshold is None)
+            else:
+                item.external = length >= threshold
+            items.append(item)
+        else:
+            size = _expected_bytes(t)
+            if size is None or size == 0:
+                continue
+            item = _Item(t, size, loadable, None)
+            item.external = loadable and threshold is not None and size >= threshold
+            items.append(item)
+    inline = model.ByteSize() + sum(i.size for i in items if i.source and not i.external) \
+        - sum(i.size for i in items if not i.source and i.external)
+    if inline > PROTOBUF_LIMIT:
+        if threshold == float("inf"):
+            raise RewriterError(f"the model is {inline} bytes inline, over protobuf's 2 GiB limit: "
+                                "it needs external data")
+        for item in sorted((i for i in items if i.loadable and not i.external), key=lambda i: -i.size):
+            if inline <= PROTOBUF_LIMIT:
+                break
+            item.external = True
+            inline -= item.size
+        logger.warning("model over 2 GiB inline: its biggest tensors go to external data")
+        if inline > PROTOBUF_LIMIT:
+            raise RewriterError("the model's graph alone is over protobuf's 2 GiB limit")
+    return items
+
+
+def _copy_range(out_fd: int, piece: wire.Copy) -> None:
+    with open(piece.path, "rb") as src:
+        offset, left = piece.offset, piece.length
+        while left:
+            sent = os.sendfile(out_fd, src.fileno(), offset, min(left, _CHUNK))
+            if sent == 0:
+                raise RewriterError(f"{piece.path}: shorter than expected while copying its data")
+            offset += sent
+            left -= sent
+
+
+def _write_all(fd: int, data) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _write_data_file(items: list[_Item], fd: int, location: str) -> None:
+    position = 0
+    for item in items:
+        if not item.external:
+            continue
+        t = item.tensor
+        pad = -position % _ALIGN
+        if pad:
+            _write_all(fd, b"\0" * pad)
+            position += pad
+        if item.source is not None:
+            _copy_range(fd, item.source)
+        else:
+            if t.HasField("raw_data"):
+                data = t.raw_data
+            else:
+                array = numpy_helper.to_array(t)
+                data = np.ascontiguousarray(array, array.dtype.newbyteorder("<")).tobytes()
+            _write_all(fd, data)
+            for field in (*_TYPED_FIELDS, "raw_data"):
+                t.ClearField(field)
+            t.data_location = _EXTERNAL
+        _set_entries(t, {"location": location, "offset": str(position), "length": str(item.size)})
+        position += item.size
+
+
+def _splice_inline(items: list[_Item]) -> tuple[bytes, dict]:
+    """Placeholders in raw_data for the references to write inline; returns (magic, {index: Copy})."""
+    magic = os.urandom(12)
+    sources = {}
+    for item in items:
+        if item.source is None or item.external:
+            continue
+        index = len(sources)
+        sources[index] = item.source
+        t = item.tensor
+        del t.external_data[:]
+        t.ClearField("data_location")
+        t.raw_data = magic + struct.pack("<I", index)
+    return magic, sources
+
+
+def _model_pieces(serialized: bytes, magic: bytes, sources: dict) -> list:
+    if not sources:
+        return [serialized]
+
+    def on_raw(start, end):
+        if end - start != 16 or serialized[start:start + 12] != magic:
+            return None
+        source = sources[struct.unpack("<I", serialized[start + 12:end])[0]]
+        return [b"\x4a", wire.encode_varint(source.length), source]  # raw_data (9), bytes
+
+    pieces, _, _ = wire.rewrite_tensors(serialized, 0, len(serialized), wire.MODEL, on_raw,
+                                        lambda s, e: serialized.find(magic, s, e) != -1)
+    return pieces
+
+
+def _check_output(path: str) -> str:
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise RewriterError(f"{path}: is a directory")
+    if not os.path.isdir(directory):
+        raise RewriterError(f"{path}: directory {directory} does not exist")
+    return directory
+
+
+def save_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_data=_DEFAULT,
+               base_dir: str | None = None) -> None:
+    """Write ``model`` to ``path`` atomically, streaming referenced tensors from their source.
+
+    ``external_data`` (default: :func:`set_default_layout`'s, else None): None keeps each tensor where the input had it; ``"always"`` puts every
+    tensor with data in ``<path>.data``; ``"never"`` writes everything inline; an int puts
+    tensors of at least that many bytes in ``<path>.data``. Over 2 GiB, external data is
+    required. ``base_dir`` resolves references that ``load_model`` did not make. On any
+    failure the destination (and its data file) is left as it was; ``model`` is not changed.
+    """
+    path = os.fspath(path)
+    directory = _check_output(path)
+    threshold = parse_layout(_default_layout if external_data is _DEFAULT else external_data)
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    items = _plan(copy, threshold, base_dir)
+    data_name = os.path.basename(path) + ".data"
+    temps: list[str] = []
+    try:
+        data_tmp = None
+        if any(i.external for i in items):
+            fd, data_tmp = tempfile.mkstemp(prefix=".rewriter-", suffix=".data.tmp", dir=directory)
+            temps.append(data_tmp)
+            with os.fdopen(fd, "wb") as f:
+                _write_data_file(items, f.fileno(), data_name)
+                os.fsync(f.fileno())
+        magic, sources = _splice_inline(items)
+        for t, _ in _all_tensors(copy):  # private keys are never written
+            if t.data_location == _EXTERNAL and any(e.key.startswith("__rewriter") for e in t.external_data):
+                _set_entries(t, {e.key: e.value for e in t.external_data if not e.key.startswith("__rewriter")})
+        pieces = _model_pieces(copy.SerializeToString(), magic, sources)
+        fd, model_tmp = tempfile.mkstemp(prefix=".rewriter-", suffix=".onnx.tmp", dir=directory)
+        temps.append(model_tmp)
+        with os.fdopen(fd, "wb") as f:
+            for piece in pieces:
+                if isinstance(piece, wire.Copy):
+                    _copy_range(f.fileno(), piece)
+                else:
+                    _write_all(f.fileno(), piece)
+            os.fsync(f.fileno())
+        if data_tmp is not None:
+            os.replace(data_tmp, os.path.join(directory, data_name))
+        os.replace(model_tmp, path)
+        temps.clear()
+        dir_fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError as e:
+        raise RewriterError(f"{path}: cannot write: {e.strerror or e}") from None
+    finally:
+        for tmp in temps:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass

@@ -1,0 +1,234 @@
+"""Up-front checks of an input model, so that bad input gets one clear error naming the node.
+
+``validate_model`` refuses: a cycle; a node input or graph output that nothing defines; a
+ReduceProd with axes out of range, duplicate axes, an axes input that is not a 1-D int64
+tensor, or a keepdims / noop_with_empty_axes that is not 0 or 1. It reads no weights
+except constant axes tensors.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from rewriter import traversal
+from rewriter.errors import RewriterError
+from rewriter.traversal import Scope, node_label
+
+__all__ = ["validate_model"]
+
+logger = logging.getLogger(__name__)
+
+
+def _subgraphs(node: onnx.NodeProto):
+    for attr in node.attribute:
+        if attr.HasField("g"):
+            yield attr.g
+        yield from attr.graphs
+
+
+def _free_names(graph: onnx.GraphProto) -> set[str]:
+    """Names a subgraph uses from its enclosing scopes."""
+    defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    defined |= {t.values.name for t in graph.sparse_initializer}
+    used = {v.name for v in graph.output}
+    for node in graph.node:
+        defined.update(o for o in node.output if o)
+        used.update(i for i in node.input if i)
+        for g in _subgraphs(node):
+            used |= _free_names(g)
+    return used - defined
+
+
+def _defined(scope: Scope) -> set[str]:
+    body = scope.body
+    if scope.is_function:
+        names = set(body.input)
+    else:
+        names = {v.name for v in body.input} | {t.name for t in body.initializer}
+        names |= {t.values.name for t in body.sparse_initializer}
+    for node in body.node:
+        names.update(o for o in node.output if o)
+    return names
+
+
+def _check_structure(scope: Scope, visible: set[str], path: str) -> None:
+    body = scope.body
+    producer: dict[str, int] = {}
+    for i, node in enumerate(body.node):
+        for o in node.output:
+            if o:
+                producer[o] = i
+    deps: list[set[int]] = []
+    for node in body.node:
+        needed = {n for n in node.input if n}
+        for g in _subgraphs(node):
+            needed |= _free_names(g)
+        for name in needed:
+            if name not in visible:
+                raise RewriterError(f"{path}: {node_label(node, scope)}: input '{name}' is not "
+                                    "defined by any node, input or initializer")
+        deps.append({producer[n] for n in needed if n in producer})
+    outputs = body.output if scope.is_function else [v.name for v in body.output]
+    for name in outputs:
+        if name and name not in visible:
+            raise RewriterError(f"{path}: output '{name}' of {scope.location} is not defined")
+    users: list[list[int]] = [[] for _ in body.node]
+    waiting = [len(d) for d in deps]
+    for i, d in enumerate(deps):
+        for j in d:
+            users[j].append(i)
+    ready = [i for i, w in enumerate(waiting) if w == 0]
+    done = 0
+    while ready:
+        i = ready.pop()
+        done += 1
+        for u in users[i]:
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                ready.append(u)
+    if done < len(deps):
+        stuck = next(i for i, w in enumerate(waiting) if w)
+        raise RewriterError(f"{path}: {node_label(body.node[stuck], scope)}: is on a cycle "
+                            "(it depends on its own output)")
+
+
+def _int_attr(node: onnx.NodeProto, name: str, scope: Scope, path: str) -> None:
+    for attr in node.attribute:
+        if attr.name == name:
+            if attr.type != onnx.AttributeProto.INT or attr.i not in (0, 1):
+                value = attr.i if attr.type == onnx.AttributeProto.INT else "a non-integer"
+                raise RewriterError(f"{path}: {node_label(node, scope)}: {name} must be 0 or 1, got {value}")
+
+
+def _axes_tensor(name: str, scope: Scope):
+    """The TensorProto (or value_ints list) defining a constant ``name`` in scope, else None."""
+    s = scope
+    while s is not None:
+        node = s.producers().get(name)
+        if node is not None:
+            if node.op_type != "Constant" or node.domain not in ("", "ai.onnx"):
+                return None
+            for attr in node.attribute:
+                if attr.name == "value":
+                    return attr.t
+                if attr.name == "value_ints":
+                    return numpy_helper.from_array(np.array(attr.ints, np.int64))
+                if attr.name in ("value_int", "value_float", "value_floats"):
+                    return numpy_helper.from_array(np.array(attr.i if attr.name == "value_int" else attr.f,
+                                                            np.int64 if attr.name == "value_int" else np.float32))
+            return None
+        if name in s.inputs():
+            return None
+        tensor = s.initializers().get(name)
+        if tensor is not None:
+            return tensor
+        s = s.parent
+    return None
+
+
+def _declared_type(name: str, scope: Scope):
+    s = scope
+    while s is not None:
+        if not s.is_function:
+            for v in (*s.body.input, *s.body.value_info, *s.body.output):
+                if v.name == name and v.type.HasField("tensor_type"):
+                    return v.type.tensor_type
+        s = s.parent
+    return None
+
+
+def _rank(name: str, scope: Scope, inferred: dict[str, int]) -> int | None:
+    tensor = _axes_tensor(name, scope)
+    if tensor is not None:
+        return len(tensor.dims)
+    declared = _declared_type(name, scope)
+    if declared is not None and declared.HasField("shape"):
+        return len(declared.shape.dim)
+    return inferred.get(name)
+
+
+def _inferred_ranks(model: onnx.ModelProto) -> list[dict[str, int]]:
+    """Ranks from ONNX shape inference, one dict per scope in iter_scopes order."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception as e:  # inference trouble is for `check` to report, not a load error
+        logger.debug("shape inference failed during validation: %s", e)
+        return []
+    ranks = []
+    for scope in traversal.iter_scopes(inferred):
+        found = {}
+        if not scope.is_function:
+            for v in (*scope.body.input, *scope.body.value_info, *scope.body.output):
+                t = v.type.tensor_type
+                if v.type.HasField("tensor_type") and t.HasField("shape"):
+                    found[v.name] = len(t.shape.dim)
+        ranks.append(found)
+    return ranks
+
+
+def _check_reduce_prod(node, scope: Scope, ranks: dict[str, int], path: str, base_dir: str) -> None:
+    label = f"{path}: {node_label(node, scope)}"
+    _int_attr(node, "keepdims", scope, path)
+    _int_attr(node, "noop_with_empty_axes", scope, path)
+    axes = None
+    attr = next((a for a in node.attribute if a.name == "axes"), None)
+    if attr is not None:
+        axes = list(attr.ints)
+    elif len(node.input) > 1 and node.input[1] and (scope.opset or 0) >= 18:
+        tensor = _axes_tensor(node.input[1], scope)
+        if tensor is None:
+            declared = _declared_type(node.input[1], scope)
+            if declared is not None and declared.elem_type not in (0, onnx.TensorProto.INT64):
+                raise RewriterError(f"{label}: axes input must be int64, got "
+                                    f"{onnx.TensorProto.DataType.Name(declared.elem_type).lower()}")
+            if declared is not None and declared.HasField("shape") and len(declared.shape.dim) != 1:
+                raise RewriterError(f"{label}: axes input must be 1-D, got rank {len(declared.shape.dim)}")
+            return
+        if tensor.data_type != onnx.TensorProto.INT64:
+            name = onnx.TensorProto.DataType.Name(tensor.data_type).lower() if tensor.data_type else "undefined"
+            raise RewriterError(f"{label}: axes input must be int64, got {name}")
+        if len(tensor.dims) != 1:
+            raise RewriterError(f"{label}: axes input must be 1-D, got rank {len(tensor.dims)}")
+        if tensor.data_location == onnx.TensorProto.EXTERNAL:
+            from rewriter import model_io
+
+            axes = [int(a) for a in model_io.read_external_tensor(tensor, base_dir)]
+        else:
+            axes = [int(a) for a in numpy_helper.to_array(tensor)]
+    if not axes:
+        return
+    rank = _rank(node.input[0], scope, ranks) if node.input else None
+    if rank is not None:
+        bad = [a for a in axes if not -rank <= a < rank]
+        if bad:
+            raise RewriterError(f"{label}: axes {axes} out of range for data of rank {rank}")
+    normalized = [a % rank for a in axes] if rank else axes
+    if len(set(normalized)) != len(normalized):
+        raise RewriterError(f"{label}: duplicate axes {axes}")
+
+
+def validate_model(model: onnx.ModelProto, path: str | os.PathLike = "<model>") -> None:
+    """Raise RewriterError naming ``path`` and the node when ``model`` is malformed."""
+    path = os.fspath(path)
+    base_dir = os.path.dirname(os.path.abspath(path))
+    scopes = list(traversal.iter_scopes(model))
+    visible_of: dict[int, set[str]] = {}
+    for scope in scopes:
+        parent = visible_of.get(id(scope.parent), set()) if scope.parent else set()
+        visible = parent | _defined(scope)
+        visible_of[id(scope)] = visible
+        _check_structure(scope, visible, path)
+    ranks: list[dict[str, int]] | None = None
+    for i, scope in enumerate(scopes):
+        for node in scope.body.node:
+            if node.op_type != "ReduceProd" or node.domain not in ("", "ai.onnx"):
+                continue
+            if ranks is None and node.input and _rank(node.input[0], scope, {}) is None:
+                ranks = _inferred_ranks(model)
+            scope_ranks = ranks[i] if ranks and i < len(ranks) else {}
+            _check_reduce_prod(node, scope, scope_ranks, path, base_dir)
