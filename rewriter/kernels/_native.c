@@ -1,0 +1,643 @@
+/*
+ * rewriter.kernels._native -- exact ReduceProd kernel.
+ *
+ * Entry point (called by rewriter/kernels/__init__.py, which does all argument
+ * checking and layout canonicalisation):
+ *
+ *   reduce(inp, out, code, dims, mask, mode, nthreads) -> number of overflowed outputs
+ *
+ *   inp   C-contiguous buffer of raw element bits (floats are passed as the unsigned
+ *         integer view of the same width, bfloat16/float16 as uint16)
+ *   out   writable C-contiguous buffer, one element per output (same raw type)
+ *   code  0 f32, 1 f64, 2 f16, 3 bf16, 4 i32, 5 i64, 6 u32, 7 u64
+ *   dims  tuple of the input dims (all > 0), mask tuple of 0/1 (1 = reduced)
+ *   mode  0 wrap, 1 saturate (integers only)
+ *
+ * Floats: tier 1 multiplies in double with the exponent stripped every G elements
+ * (the partial products of G inputs cannot leave the normal double range), giving a
+ * value m*2^E with a proven relative error bound; if the result is not provably on
+ * one side of a rounding boundary, tier 2 recomputes that output in double-double
+ * (error ~2^-100 per element), and tier 3 computes the exact product of the integer
+ * mantissas as a multi-precision integer and rounds it once.
+ * Integers: product of magnitudes mod 2^64 plus a sticky "magnitude exceeded 2^64"
+ * flag and the sign parity; overflow is decided exactly at the end.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+#include <stdlib.h>
+#include <math.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(REWRITER_NO_CLONES)
+#define HOT __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define HOT
+#endif
+
+enum { T_F32 = 0, T_F64, T_F16, T_BF16, T_I32, T_I64, T_U32, T_U64 };
+#define MAXB 64
+#define G 6 /* elements multiplied between renormalisations */
+
+typedef struct { int p, emin, emax; uint64_t inf, qnan; } ffmt_t;
+static const ffmt_t FMT[4] = {
+    {24, -126, 127, 0x7f800000ULL, 0x7fc00000ULL},
+    {53, -1022, 1023, 0x7ff0000000000000ULL, 0x7ff8000000000000ULL},
+    {11, -14, 15, 0x7c00ULL, 0x7e00ULL},
+    {8, -126, 127, 0x7f80ULL, 0x7fc0ULL},
+};
+static const int ESIZE[8] = {4, 8, 2, 2, 4, 8, 4, 8};
+
+typedef double vd __attribute__((vector_size(64)));
+typedef int64_t vl __attribute__((vector_size(64)));
+typedef uint64_t vu __attribute__((vector_size(64)));
+typedef float vf8 __attribute__((vector_size(32)));
+typedef uint32_t vi8 __attribute__((vector_size(32)));
+typedef uint16_t vh8 __attribute__((vector_size(16)));
+
+/* ------------------------------------------------------------------ plan */
+typedef struct {
+    int nb;
+    int64_t size[MAXB], istr[MAXB], ostr[MAXB];
+    int red[MAXB];
+    int64_t nout, nred, total;
+} plan_t;
+
+typedef struct {
+    double *m; int64_t *e; uint64_t *f;        /* float state */
+    uint64_t *mag, *neg, *sat;                 /* integer state */
+} state_t;
+
+/* ------------------------------------------------------------ helpers */
+static inline uint64_t dbits(double d) { uint64_t b; memcpy(&b, &d, 8); return b; }
+static inline double bitsd(uint64_t b) { double d; memcpy(&d, &b, 8); return d; }
+
+static inline double renorm(double a, int64_t *e, uint64_t *f) {
+    uint64_t b = dbits(a), fld = (b >> 52) & 0x7ff;
+    *f |= ((fld - 1) | (fld + 1)) >> 11; /* zero / inf / nan seen */
+    *e += (int64_t)fld - 1023;
+    return bitsd((b & 0x800fffffffffffffULL) | 0x3ff0000000000000ULL);
+}
+static inline vd vrenorm(vd a, vl *e, vu *f) {
+    vu b = (vu)a, fld = (b >> 52) & 0x7ff;
+    *f |= ((fld - 1) | (fld + 1)) >> 11;
+    *e += (vl)fld - 1023;
+    return (vd)((b & 0x800fffffffffffffULL) | 0x3ff0000000000000ULL);
+}
+
+/* Loads: f32 and bf16 are converted exactly; f16 is converted to value*2^-112
+ * (exact for normals and subnormals), inf/nan flagged, and 112 per element added
+ * to the exponent at the end. */
+static inline vd ld8_f32(const void *p, vi8 *fl) { (void)fl; vf8 v; memcpy(&v, p, 32); return __builtin_convertvector(v, vd); }
+static inline vd ld8_bf16(const void *p, vi8 *fl) {
+    (void)fl; vh8 h; memcpy(&h, p, 16);
+    vi8 w = __builtin_convertvector(h, vi8) << 16;
+    return __builtin_convertvector((vf8)w, vd);
+}
+static inline vd ld8_f16(const void *p, vi8 *fl) {
+    vh8 h; memcpy(&h, p, 16);
+    vi8 w = __builtin_convertvector(h, vi8);
+    *fl |= ((w & 0x7c00) + 0x400) >> 15;
+    vi8 b = ((w & 0x7fff) << 13) | ((w & 0x8000) << 16);
+    return __builtin_convertvector((vf8)b, vd);
+}
+static inline double ld1_f32(const void *p, uint64_t *fl) { (void)fl; float v; memcpy(&v, p, 4); return v; }
+static inline double ld1_bf16(const void *p, uint64_t *fl) {
+    (void)fl; uint16_t h; memcpy(&h, p, 2); uint32_t w = (uint32_t)h << 16; float v; memcpy(&v, &w, 4); return v;
+}
+static inline double ld1_f16(const void *p, uint64_t *fl) {
+    uint16_t h; memcpy(&h, p, 2); uint32_t w = h;
+    *fl |= ((w & 0x7c00) + 0x400) >> 15;
+    uint32_t b = ((w & 0x7fff) << 13) | ((w & 0x8000) << 16);
+    float v; memcpy(&v, &b, 4); return v;
+}
+
+static inline uint64_t vi8_or(vi8 v) { uint32_t r = 0; for (int i = 0; i < 8; i++) r |= v[i]; return r; }
+static inline uint64_t vu_or(vu v) { uint64_t r = 0; for (int i = 0; i < 8; i++) r |= v[i]; return r; }
+
+/* run kernel: product of n contiguous elements -> (m, e, f), m in [1,2) with sign */
+#define DEF_FLOAT_KERNELS(NAME, ES)                                                        \
+HOT static void run_##NAME(const char *x, int64_t n, double *om, int64_t *oe, uint64_t *of) { \
+    vd a0 = {1, 1, 1, 1, 1, 1, 1, 1}, a1 = a0;                                              \
+    vl e0 = {0}, e1 = {0}; vu f0 = {0}, f1 = {0}; vi8 fl = {0};                              \
+    int64_t i = 0;                                                                          \
+    for (; i + 16 * G <= n; i += 16 * G) {                                                  \
+        const char *b = x + i * ES;                                                         \
+        vd p0 = ld8_##NAME(b, &fl), p1 = ld8_##NAME(b + 8 * ES, &fl);                       \
+        for (int g = 1; g < G; g++) {                                                       \
+            p0 *= ld8_##NAME(b + (16 * g) * ES, &fl);                                        \
+            p1 *= ld8_##NAME(b + (16 * g + 8) * ES, &fl);                                    \
+        }                                                                                   \
+        a0 = vrenorm(a0 * p0, &e0, &f0);                                                    \
+        a1 = vrenorm(a1 * p1, &e1, &f1);                                                    \
+    }                                                                                       \
+    uint64_t f = vu_or(f0 | f1) | vi8_or(fl), sf = 0;                                       \
+    int64_t e = 0; double m = 1.0;                                                          \
+    for (int l = 0; l < 8; l++) {                                                           \
+        e += e0[l] + e1[l];                                                                 \
+        m = renorm(m * a0[l], &e, &f);                                                      \
+        m = renorm(m * a1[l], &e, &f);                                                      \
+    }                                                                                       \
+    for (; i < n; i++) m = renorm(m * ld1_##NAME(x + i * ES, &sf), &e, &f);                \
+    *om = m; *oe = e; *of = f | sf;                                                         \
+}                                                                                           \
+HOT static void rows_##NAME(const char *x, int64_t rows, int64_t rstride, int64_t c0,       \
+                            int64_t c1, double *m, int64_t *e, uint64_t *f) {               \
+    for (int64_t r = 0; r < rows; r += G) {                                                 \
+        int g = rows - r < G ? (int)(rows - r) : G;                                         \
+        const char *b = x + r * rstride * ES;                                               \
+        int64_t j = c0;                                                                     \
+        for (; j + 8 <= c1; j += 8) {                                                       \
+            vi8 fl = {0};                                                                   \
+            vd p = ld8_##NAME(b + j * ES, &fl);                                             \
+            for (int k = 1; k < g; k++) p *= ld8_##NAME(b + (k * rstride + j) * ES, &fl);   \
+            vd a; vl ee; vu ff;                                                             \
+            memcpy(&a, m + j, 64); memcpy(&ee, e + j, 64); memcpy(&ff, f + j, 64);          \
+            ff |= __builtin_convertvector(fl, vu);                                          \
+            a = vrenorm(a * p, &ee, &ff);                                                   \
+            memcpy(m + j, &a, 64); memcpy(e + j, &ee, 64); memcpy(f + j, &ff, 64);          \
+        }                                                                                   \
+        for (; j < c1; j++) {                                                               \
+            uint64_t sf = 0;                                                                \
+            double p = ld1_##NAME(b + j * ES, &sf);                                         \
+            for (int k = 1; k < g; k++) p *= ld1_##NAME(b + (k * rstride + j) * ES, &sf);   \
+            f[j] |= sf;                                                                     \
+            m[j] = renorm(m[j] * p, &e[j], &f[j]);                                          \
+        }                                                                                   \
+    }                                                                                       \
+}
+
+DEF_FLOAT_KERNELS(f32, 4)
+DEF_FLOAT_KERNELS(bf16, 2)
+DEF_FLOAT_KERNELS(f16, 2)
+
+/* ------------------------------------------------------------- integers */
+static inline uint64_t ld_mag(const char *p, int t, uint64_t *neg) {
+    switch (t) {
+    case T_I32: { int32_t v; memcpy(&v, p, 4); uint64_t s = v < 0; *neg ^= s; return s ? (uint64_t)(-(int64_t)v) : (uint64_t)v; }
+    case T_I64: { int64_t v; memcpy(&v, p, 8); uint64_t s = (uint64_t)(v >> 63); *neg ^= s & 1; return ((uint64_t)v ^ s) - s; }
+    case T_U32: { uint32_t v; memcpy(&v, p, 4); return v; }
+    default: { uint64_t v; memcpy(&v, p, 8); return v; }
+    }
+}
+
+#define DEF_INT_KERNELS(NAME, T, ES)                                                        \
+static void run_##NAME(const char *x, int64_t n, uint64_t *omag, uint64_t *oneg, uint64_t *osat) { \
+    uint64_t mg[4] = {1, 1, 1, 1}, ng = 0, st = 0;                                          \
+    int64_t i = 0;                                                                          \
+    for (; i + 4 <= n; i += 4)                                                              \
+        for (int l = 0; l < 4; l++) {                                                       \
+            uint64_t a = ld_mag(x + (i + l) * ES, T, &ng);                                  \
+            st |= __builtin_mul_overflow(mg[l], a, &mg[l]);                                 \
+        }                                                                                   \
+    for (; i < n; i++) st |= __builtin_mul_overflow(mg[0], ld_mag(x + i * ES, T, &ng), &mg[0]); \
+    for (int l = 1; l < 4; l++) st |= __builtin_mul_overflow(mg[0], mg[l], &mg[0]);         \
+    *omag = mg[0]; *oneg = ng; *osat = st;                                                  \
+}                                                                                           \
+static void rows_##NAME(const char *x, int64_t rows, int64_t rstride, int64_t c0, int64_t c1, \
+                        uint64_t *mag, uint64_t *neg, uint64_t *sat) {                      \
+    for (int64_t r = 0; r < rows; r++) {                                                    \
+        const char *b = x + r * rstride * ES;                                               \
+        for (int64_t j = c0; j < c1; j++) {                                                 \
+            uint64_t a = ld_mag(b + j * ES, T, &neg[j]);                                    \
+            sat[j] |= __builtin_mul_overflow(mag[j], a, &mag[j]);                           \
+        }                                                                                   \
+    }                                                                                       \
+}
+DEF_INT_KERNELS(i32, T_I32, 4)
+DEF_INT_KERNELS(i64, T_I64, 8)
+DEF_INT_KERNELS(u32, T_U32, 4)
+DEF_INT_KERNELS(u64, T_U64, 8)
+
+static void run_any(int t, const char *x, int64_t n, double *m, int64_t *e, uint64_t *f) {
+    /* for ints the three outputs are reinterpreted as mag/neg/sat */
+    switch (t) {
+    case T_F32: run_f32(x, n, m, e, f); break;
+    case T_BF16: run_bf16(x, n, m, e, f); break;
+    case T_F16: run_f16(x, n, m, e, f); break;
+    case T_I32: run_i32(x, n, (uint64_t *)m, (uint64_t *)e, f); break;
+    case T_I64: run_i64(x, n, (uint64_t *)m, (uint64_t *)e, f); break;
+    case T_U32: run_u32(x, n, (uint64_t *)m, (uint64_t *)e, f); break;
+    case T_U64: run_u64(x, n, (uint64_t *)m, (uint64_t *)e, f); break;
+    default: break;
+    }
+}
+static void rows_any(int t, const char *x, int64_t rows, int64_t rs, int64_t c0, int64_t c1,
+                     double *m, int64_t *e, uint64_t *f) {
+    switch (t) {
+    case T_F32: rows_f32(x, rows, rs, c0, c1, m, e, f); break;
+    case T_BF16: rows_bf16(x, rows, rs, c0, c1, m, e, f); break;
+    case T_F16: rows_f16(x, rows, rs, c0, c1, m, e, f); break;
+    case T_I32: rows_i32(x, rows, rs, c0, c1, (uint64_t *)m, (uint64_t *)e, f); break;
+    case T_I64: rows_i64(x, rows, rs, c0, c1, (uint64_t *)m, (uint64_t *)e, f); break;
+    case T_U32: rows_u32(x, rows, rs, c0, c1, (uint64_t *)m, (uint64_t *)e, f); break;
+    case T_U64: rows_u64(x, rows, rs, c0, c1, (uint64_t *)m, (uint64_t *)e, f); break;
+    default: break;
+    }
+}
+static inline int is_int(int t) { return t >= T_I32; }
+
+/* combine a partial result (m2,e2,f2) into (m,e,f) */
+static inline void combine(int t, double *m, int64_t *e, uint64_t *f, double m2, int64_t e2, uint64_t f2) {
+    if (is_int(t)) {
+        uint64_t *mag = (uint64_t *)m, *neg = (uint64_t *)e, mag2, neg2;
+        memcpy(&mag2, &m2, 8); memcpy(&neg2, &e2, 8);
+        *f |= f2 | __builtin_mul_overflow(*mag, mag2, mag);
+        *neg ^= neg2;
+    } else {
+        *e += e2; *f |= f2;
+        *m = renorm(*m * m2, e, f);
+    }
+}
+
+/* --------------------------------------------------------- accumulation */
+enum { SPLIT_NONE = 0, SPLIT_RUN, SPLIT_OUTER, SPLIT_COLS };
+
+typedef struct {
+    const plan_t *P; const char *in; int t; state_t S;
+    int split; int64_t lo, hi;
+    double pm; int64_t pe; uint64_t pf; /* partial state for SPLIT_RUN */
+    /* finalisation */
+    char *out; int mode; int64_t nover; int fin_err;
+} job_t;
+
+/* Iterate positions of blocks [0, stop) (block 0 restricted to [b0lo,b0hi)) and call
+ * fn with input/output element offsets. */
+static void accumulate(job_t *J) {
+    const plan_t *P = J->P; int t = J->t; int nb = P->nb; int ib = nb - 1;
+    int64_t es = ESIZE[t];
+    double *M = J->S.m; int64_t *E = J->S.e; uint64_t *F = J->S.f;
+    if (P->red[ib] && nb == 1) {
+        int64_t lo = J->split == SPLIT_RUN ? J->lo : 0, hi = J->split == SPLIT_RUN ? J->hi : P->size[0];
+        double m; int64_t e; uint64_t f;
+        run_any(t, J->in + lo * es, hi - lo, &m, &e, &f);
+        J->pm = m; J->pe = e; J->pf = f;
+        return;
+    }
+    int stop = P->red[ib] ? ib : (nb >= 2 ? ib - 1 : 0);
+    int64_t idx[MAXB] = {0}, lim[MAXB], start0 = 0;
+    for (int k = 0; k < stop; k++) lim[k] = P->size[k];
+    if (J->split == SPLIT_OUTER && stop > 0) { start0 = J->lo; lim[0] = J->hi; idx[0] = start0; }
+    int64_t c0 = 0, c1 = P->size[ib];
+    if (J->split == SPLIT_COLS) { c0 = J->lo; c1 = J->hi; }
+    int64_t rows = (!P->red[ib] && nb >= 2) ? P->size[ib - 1] : 1;
+    int64_t rstride = P->size[ib];
+    if (stop > 0 && start0 >= lim[0]) return;
+    for (;;) {
+        int64_t ioff = 0, ooff = 0;
+        for (int k = 0; k < stop; k++) { ioff += idx[k] * P->istr[k]; ooff += idx[k] * P->ostr[k]; }
+        if (P->red[ib]) {
+            double m; int64_t e; uint64_t f;
+            run_any(t, J->in + ioff * es, P->size[ib], &m, &e, &f);
+            combine(t, &M[ooff], &E[ooff], &F[ooff], m, e, f);
+        } else {
+            rows_any(t, J->in + ioff * es, rows, rstride, c0, c1, M + ooff, E + ooff, F + ooff);
+        }
+        int k = stop - 1;
+        while (k >= 0) {
+            if (++idx[k] < lim[k]) break;
+            idx[k] = (k == 0) ? start0 : 0;
+            k--;
+        }
+        if (k < 0) break;
+    }
+}
+
+/* --------------------------------------------------------- slow paths */
+/* gather the raw bits of the elements of output o */
+static void gather(const plan_t *P, const char *in, int t, int64_t o, uint64_t *buf) {
+    int64_t es = ESIZE[t], base = 0, rem = o;
+    int nb = P->nb;
+    /* output index -> kept block indices (output is C order over kept blocks) */
+    for (int k = 0; k < nb; k++) {
+        if (P->red[k]) continue;
+        int64_t i = rem / P->ostr[k];
+        rem -= i * P->ostr[k];
+        base += i * P->istr[k];
+    }
+    int64_t idx[MAXB] = {0};
+    int rb[MAXB], nr = 0;
+    for (int k = 0; k < nb; k++) if (P->red[k]) rb[nr++] = k;
+    int64_t n = 0;
+    for (;;) {
+        int64_t off = base;
+        for (int j = 0; j < nr; j++) off += idx[j] * P->istr[rb[j]];
+        uint64_t v = 0;
+        memcpy(&v, in + off * es, es); /* little endian */
+        buf[n++] = v;
+        int j = nr - 1;
+        while (j >= 0) { if (++idx[j] < P->size[rb[j]]) break; idx[j] = 0; j--; }
+        if (j < 0) break;
+    }
+}
+
+/* classification and decoding of one float element into odd mantissa * 2^exp */
+typedef struct { int nan, inf, zero; uint64_t neg; } cls_t;
+static void classify(int t, uint64_t v, cls_t *c, uint64_t *mant, int64_t *ex) {
+    int sb, eb, mb; int bias;
+    switch (t) {
+    case T_F32: sb = 31; eb = 8; mb = 23; bias = 127; break;
+    case T_F64: sb = 63; eb = 11; mb = 52; bias = 1023; break;
+    case T_F16: sb = 15; eb = 5; mb = 10; bias = 15; break;
+    default: sb = 15; eb = 8; mb = 7; bias = 127; break;
+    }
+    c->neg ^= (v >> sb) & 1;
+    uint64_t fld = (v >> mb) & ((1ULL << eb) - 1), fr = v & ((1ULL << mb) - 1);
+    *mant = 0; *ex = 0;
+    if (fld == (1ULL << eb) - 1) { if (fr) c->nan = 1; else c->inf = 1; return; }
+    if (fld == 0 && fr == 0) { c->zero = 1; return; }
+    uint64_t m = fld ? (fr | (1ULL << mb)) : fr;
+    int64_t e = (fld ? (int64_t)fld : 1) - bias - mb;
+    int tz = __builtin_ctzll(m);
+    *mant = m >> tz; *ex = e + tz;
+}
+
+static inline int bitlen64(uint64_t x) { return x ? 64 - __builtin_clzll(x) : 0; }
+
+/* value = (hi+lo) * 2^E, hi > 0; err_rel bounds |true/approx - 1|.
+ * Returns 1 with the correctly rounded magnitude bits in *out, or 0 if undecidable. */
+static int round_dd(double hi, double lo, int64_t E, double err_rel, const ffmt_t *F, uint64_t *out) {
+    int p = F->p;
+    if (err_rel >= ldexp(1.0, -(p + 3))) return 0;
+    if (hi >= 2.0 && lo >= 0) { hi *= 0.5; lo *= 0.5; E += 1; }
+    if (hi == 1.0 && lo < 0) { hi = 2.0; lo *= 2; E -= 1; }
+    if (E > F->emax) { *out = F->inf; return 1; }
+    int64_t qmin = (int64_t)F->emin - (p - 1);
+    int64_t q = (E >= F->emin ? E : F->emin) - (p - 1);
+    int64_t s = E - q;
+    if (s < -4) { *out = 0; return 1; }
+    double H = ldexp(hi, (int)s), L = ldexp(lo, (int)s);
+    double r0 = floor(H);
+    double fr = (H - r0) + L;
+    if (fr < 0) { r0 -= 1; fr += 1; } else if (fr >= 1) { r0 += 1; fr -= 1; }
+    double eu = err_rel * ldexp(1.0, (int)s + 1) + 0x1p-50;
+    if (eu >= 0.25 || fabs(fr - 0.5) <= eu) return 0;
+    uint64_t r = (uint64_t)r0 + (fr > 0.5);
+    uint64_t bits = ((uint64_t)(q - qmin) << (p - 1)) + r;
+    *out = bits >= F->inf ? F->inf : bits;
+    return 1;
+}
+
+/* double-double product of normalised mantissas */
+static inline void two_prod(double a, double b, double *p, double *e) {
+    const double C = 134217729.0; /* 2^27 + 1 */
+    *p = a * b;
+    double t = C * a, ah = t - (t - a), al = a - ah;
+    t = C * b; double bh = t - (t - b), bl = b - bh;
+    *e = ((ah * bh - *p) + ah * bl + al * bh) + al * bl;
+}
+
+static int round_dd_path(const uint64_t *mant, int64_t n, int64_t e0, const ffmt_t *F, uint64_t *out) {
+    double hi = 1.0, lo = 0.0; int64_t E = e0;
+    for (int64_t i = 0; i < n; i++) {
+        int bl = bitlen64(mant[i]);
+        double b = ldexp((double)mant[i], -(bl - 1)); /* exact, in [1,2) */
+        E += bl - 1;
+        double p, e;
+        two_prod(hi, b, &p, &e);
+        e += lo * b;
+        hi = p + e; lo = e - (hi - p);
+        if (hi >= 2.0) { hi *= 0.5; lo *= 0.5; E += 1; }
+    }
+    return round_dd(hi, lo, E, ((double)n + 4) * 0x1p-100, F, out);
+}
+
+/* exact: multi-precision product of the odd mantissas */
+static int round_exact(const uint64_t *mant, int64_t n, int64_t e0, const ffmt_t *F, uint64_t *out) {
+    int64_t bits = 64;
+    for (int64_t i = 0; i < n; i++) bits += bitlen64(mant[i]);
+    int64_t cap = bits / 64 + 2, len = 1;
+    uint64_t *L = (uint64_t *)calloc((size_t)cap, 8);
+    if (!L) return 0;
+    L[0] = 1;
+    uint64_t w = 1;
+    for (int64_t i = 0; i <= n; i++) {
+        if (i < n) {
+            unsigned __int128 pr = (unsigned __int128)w * mant[i];
+            if ((pr >> 64) == 0) { w = (uint64_t)pr; continue; }
+        }
+        unsigned __int128 c = 0;
+        for (int64_t k = 0; k < len; k++) { c += (unsigned __int128)L[k] * w; L[k] = (uint64_t)c; c >>= 64; }
+        if (c) L[len++] = (uint64_t)c;
+        if (i < n) w = mant[i];
+    }
+    int p = F->p;
+    int64_t nbits = 64 * (len - 1) + bitlen64(L[len - 1]);
+    int64_t E = e0 + nbits - 1;
+    if (E > F->emax) { free(L); *out = F->inf; return 1; }
+    int64_t qmin = (int64_t)F->emin - (p - 1);
+    int64_t q = (E >= F->emin ? E : F->emin) - (p - 1);
+    int64_t sh = q - e0;
+    uint64_t r;
+    if (sh <= 0) {
+        r = L[0] << (-sh); /* nbits <= p here */
+    } else if (sh > nbits) {
+        r = 0;
+    } else {
+        /* r = M >> sh (at most p bits) */
+        int64_t li = sh / 64; int bo = (int)(sh % 64);
+        r = li < len ? L[li] >> bo : 0;
+        if (bo && li + 1 < len) r |= L[li + 1] << (64 - bo);
+        int64_t hb = sh - 1; /* half bit index */
+        uint64_t half = (L[hb / 64] >> (hb % 64)) & 1, sticky = 0;
+        for (int64_t k = 0; k < hb / 64 && !sticky; k++) sticky = L[k] != 0;
+        if (hb % 64) sticky |= (L[hb / 64] & ((1ULL << (hb % 64)) - 1)) != 0;
+        if (half && (sticky || (r & 1))) r++;
+    }
+    free(L);
+    uint64_t b = ((uint64_t)(q - qmin) << (p - 1)) + r;
+    *out = b >= F->inf ? F->inf : b;
+    return 1;
+}
+
+static void store(char *out, int64_t o, int es, uint64_t v) { memcpy(out + o * es, &v, es); }
+
+/* slow path for one float output; returns 0 on allocation failure */
+static int float_slow(const plan_t *P, const char *in, int t, int64_t o, char *out) {
+    const ffmt_t *F = &FMT[t];
+    int64_t n = P->nred;
+    uint64_t *buf = (uint64_t *)malloc((size_t)n * 8);
+    if (!buf) return 0;
+    gather(P, in, t, o, buf);
+    cls_t c = {0, 0, 0, 0};
+    int64_t e0 = 0, k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t m; int64_t e;
+        classify(t, buf[i], &c, &m, &e);
+        if (m) { buf[k++] = m; e0 += e; }
+    }
+    uint64_t sign = c.neg << (t == T_F32 ? 31 : t == T_F64 ? 63 : 15), r;
+    int ok = 1;
+    if (c.nan || (c.inf && c.zero)) r = F->qnan, sign = 0;
+    else if (c.inf) r = F->inf;
+    else if (c.zero) r = 0;
+    else if (!round_dd_path(buf, k, e0, F, &r)) ok = round_exact(buf, k, e0, F, &r);
+    free(buf);
+    if (!ok) return 0;
+    store(out, o, ESIZE[t], r | sign);
+    return 1;
+}
+
+static int int_has_zero(const plan_t *P, const char *in, int t, int64_t o, int *err) {
+    uint64_t *buf = (uint64_t *)malloc((size_t)P->nred * 8);
+    if (!buf) { *err = 1; return 0; }
+    gather(P, in, t, o, buf);
+    int z = 0;
+    for (int64_t i = 0; i < P->nred && !z; i++) z = buf[i] == 0;
+    free(buf);
+    return z;
+}
+
+static void finalize(job_t *J) {
+    const plan_t *P = J->P; int t = J->t; int es = ESIZE[t];
+    int64_t nover = 0;
+    for (int64_t o = J->lo; o < J->hi; o++) {
+        if (t == T_F64) {
+            if (!float_slow(P, J->in, t, o, J->out)) J->fin_err = 1;
+            continue;
+        }
+        if (!is_int(t)) {
+            double m = J->S.m[o];
+            int64_t E = J->S.e[o] + (t == T_F16 ? 112 * P->nred : 0);
+            uint64_t r;
+            if (!J->S.f[o]) {
+                double err = (2.0 * (double)P->nred + 64.0) * 0x1p-52;
+                if (round_dd(fabs(m), 0.0, E, err, &FMT[t], &r)) {
+                    uint64_t sign = (m < 0) ? (1ULL << (es * 8 - 1)) : 0;
+                    store(J->out, o, es, r | sign);
+                    continue;
+                }
+            }
+            if (!float_slow(P, J->in, t, o, J->out)) J->fin_err = 1;
+            continue;
+        }
+        uint64_t mag = J->S.mag[o], neg = J->S.neg[o] & 1, sat = J->S.sat[o];
+        int bitsz = es * 8, sgn = (t == T_I32 || t == T_I64);
+        int over;
+        if (sat) over = mag ? 1 : !int_has_zero(P, J->in, t, o, &J->fin_err);
+        else if (sgn) over = mag > ((1ULL << (bitsz - 1)) - 1 + neg);
+        else over = bitsz == 32 ? mag > 0xffffffffULL : 0;
+        uint64_t w = neg ? (uint64_t)0 - mag : mag;
+        if (over) {
+            nover++;
+            if (J->mode == 1) {
+                if (!sgn) w = ~0ULL;
+                else w = neg ? (1ULL << (bitsz - 1)) : (1ULL << (bitsz - 1)) - 1;
+            }
+        }
+        store(J->out, o, es, w);
+    }
+    J->nover = nover;
+}
+
+/* ------------------------------------------------------------ threading */
+static void *acc_thread(void *arg) { accumulate((job_t *)arg); return NULL; }
+static void *fin_thread(void *arg) { finalize((job_t *)arg); return NULL; }
+
+static void run_jobs(job_t *jobs, int nt, void *(*fn)(void *)) {
+    pthread_t th[64]; int started[64] = {0};
+    for (int i = 1; i < nt; i++) started[i] = pthread_create(&th[i], NULL, fn, &jobs[i]) == 0;
+    fn(&jobs[0]);
+    for (int i = 1; i < nt; i++) { if (started[i]) pthread_join(th[i], NULL); else fn(&jobs[i]); }
+}
+
+/* ------------------------------------------------------------ entry */
+static PyObject *py_reduce(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer inb, outb;
+    int t, mode, nthreads;
+    PyObject *dims, *mask;
+    if (!PyArg_ParseTuple(args, "y*w*iO!O!ii", &inb, &outb, &t, &PyTuple_Type, &dims, &PyTuple_Type, &mask, &mode, &nthreads))
+        return NULL;
+    PyObject *res = NULL;
+    plan_t P; memset(&P, 0, sizeof P);
+    state_t S; memset(&S, 0, sizeof S);
+    job_t *jobs = NULL;
+    Py_ssize_t nd = PyTuple_GET_SIZE(dims);
+    if (t < 0 || t > 7 || nd != PyTuple_GET_SIZE(mask) || nd > MAXB) { PyErr_SetString(PyExc_ValueError, "bad arguments"); goto done; }
+    int64_t total = 1, nout = 1;
+    int nb = 0;
+    for (Py_ssize_t k = 0; k < nd; k++) {
+        int64_t d = PyLong_AsLongLong(PyTuple_GET_ITEM(dims, k));
+        int r = PyObject_IsTrue(PyTuple_GET_ITEM(mask, k));
+        if (PyErr_Occurred()) goto done;
+        if (d <= 0) { PyErr_SetString(PyExc_ValueError, "dims must be positive"); goto done; }
+        total *= d;
+        if (!r) nout *= d;
+        if (d == 1) continue;
+        if (nb > 0 && P.red[nb - 1] == r) P.size[nb - 1] *= d;
+        else { P.size[nb] = d; P.red[nb] = r; nb++; }
+    }
+    if (nb == 0) { P.size[0] = 1; P.red[0] = 1; nb = 1; }
+    P.nb = nb; P.total = total; P.nout = nout; P.nred = total / nout;
+    {
+        int64_t is = 1, os = 1;
+        for (int k = nb - 1; k >= 0; k--) {
+            P.istr[k] = is; is *= P.size[k];
+            P.ostr[k] = P.red[k] ? 0 : os; if (!P.red[k]) os *= P.size[k];
+        }
+    }
+    if (inb.len != total * ESIZE[t] || outb.len != nout * ESIZE[t]) { PyErr_SetString(PyExc_ValueError, "buffer size mismatch"); goto done; }
+    if (nthreads < 1) nthreads = 1;
+    if (nthreads > 64) nthreads = 64;
+    S.m = (double *)malloc((size_t)nout * 8); S.e = (int64_t *)malloc((size_t)nout * 8); S.f = (uint64_t *)malloc((size_t)nout * 8);
+    jobs = (job_t *)calloc((size_t)nthreads, sizeof(job_t));
+    if (!S.m || !S.e || !S.f || !jobs) { PyErr_NoMemory(); goto done; }
+    S.mag = (uint64_t *)S.m; S.neg = (uint64_t *)S.e; S.sat = S.f;
+    int64_t nover = 0; int err = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t o = 0; o < nout; o++) {
+        if (is_int(t)) { S.mag[o] = 1; S.neg[o] = 0; } else { S.m[o] = 1.0; S.e[o] = 0; }
+        S.f[o] = 0;
+    }
+    int ib = nb - 1;
+    int split = SPLIT_NONE; int64_t range = 0;
+    int nt = (total >= (1 << 18)) ? nthreads : 1;
+    if (nt > 1 && t != T_F64) {
+        if (nb == 1 && P.red[0]) { split = SPLIT_RUN; range = P.size[0]; }
+        else if (!P.red[0] && nb >= 2 && P.size[0] >= 2 * nt) { split = SPLIT_OUTER; range = P.size[0]; }
+        else if (!P.red[ib] && P.size[ib] >= 64 * nt) { split = SPLIT_COLS; range = P.size[ib]; }
+    }
+    if (split == SPLIT_NONE) nt = 1;
+    for (int i = 0; i < nt; i++) {
+        job_t *J = &jobs[i];
+        J->P = &P; J->in = (const char *)inb.buf; J->t = t; J->S = S; J->split = split;
+        J->out = (char *)outb.buf; J->mode = mode;
+        int64_t a = range * i / nt, b = range * (i + 1) / nt;
+        if (split == SPLIT_COLS || split == SPLIT_RUN) { a &= ~(int64_t)63; b = (i == nt - 1) ? range : (b & ~(int64_t)63); }
+        J->lo = a; J->hi = b;
+    }
+    if (t != T_F64) run_jobs(jobs, nt, acc_thread);
+    if (split == SPLIT_RUN) {
+        for (int i = 1; i < nt; i++) combine(t, &jobs[0].pm, &jobs[0].pe, &jobs[0].pf, jobs[i].pm, jobs[i].pe, jobs[i].pf);
+    }
+    if (P.red[ib] && nb == 1) { S.m[0] = jobs[0].pm; S.e[0] = jobs[0].pe; S.f[0] = jobs[0].pf; }
+    /* finalisation, in parallel over outputs when there is enough work */
+    int nf = (nthreads > 1 && (nout >= 4096 || (t == T_F64 && total >= (1 << 16)))) ? nthreads : 1;
+    if (nf > nout) nf = (int)nout;
+    if (nf < 1) nf = 1;
+    for (int i = 0; i < nf; i++) {
+        job_t *J = &jobs[i];
+        J->P = &P; J->in = (const char *)inb.buf; J->t = t; J->S = S;
+        J->out = (char *)outb.buf; J->mode = mode;
+        J->lo = nout * i / nf; J->hi = nout * (i + 1) / nf; J->nover = 0; J->fin_err = 0;
+    }
+    run_jobs(jobs, nf, fin_thread);
+    for (int i = 0; i < nf; i++) { nover += jobs[i].nover; err |= jobs[i].fin_err; }
+    Py_END_ALLOW_THREADS
+    if (err) { PyErr_NoMemory(); goto done; }
+    res = PyLong_FromLongLong(nover);
+done:
+    free(S.m); free(S.e); free(S.f); free(jobs);
+    PyBuffer_Release(&inb); PyBuffer_Release(&outb);
+    return res;
+}
+
+static PyMethodDef methods[] = {
+    {"reduce", py_reduce, METH_VARARGS, "reduce(inp, out, code, dims, mask, mode, nthreads) -> n_overflow"},
+    {NULL, NULL, 0, NULL},
+};
+static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_native", "Exact ReduceProd kernel.", -1, methods};
+PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&moddef); }
