@@ -102,6 +102,15 @@ def _reduce_prod_version(opset: int) -> int:
     return onnx.defs.get_schema("ReduceProd", opset).since_version
 
 
+def _constant_version(opset: int) -> int:
+    return onnx.defs.get_schema("Constant", opset).since_version
+
+
+def _constant_supports(opset: int, tensor_type: int) -> bool:
+    allowed = onnx.defs.get_schema("Constant", opset).type_constraints[0].allowed_type_strs
+    return f"tensor({onnx.helper.tensor_dtype_to_string(tensor_type)[len('TensorProto.'):].lower()})" in allowed
+
+
 def _attr(node: onnx.NodeProto, name: str, default=None):
     for a in node.attribute:
         if a.name == name:
@@ -257,6 +266,10 @@ class _Folder:
             tensor_type = None
         if tensor_type not in _FOLDABLE_TYPES:
             return f"data type {data.dtype} is not supported by ReduceProd"
+        if (scope.is_function or self.model.ir_version < 4) and not _constant_supports(scope.opset, tensor_type):
+            return (f"the folded {data.dtype} value would need a Constant node here (a function, or a "
+                    f"graph of IR version < 4), and Constant-{_constant_version(scope.opset)} "
+                    f"does not support {data.dtype}")
         result = self._compute(data, axes, keepdims, noop, label)
         if isinstance(result, str):
             return result
