@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from rewriter import adapters, traversal
+from rewriter import adapters, compat, traversal
 from rewriter.errors import ConversionError, RewriterError
 
 __all__ = ["convert_opset", "convert_model", "ConvertOpsetPass", "ConvertReport"]
@@ -38,16 +38,20 @@ class ConvertReport:
     reduce_prod_nodes: int = 0
     changes: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     delegated: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    type_only: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     version_converter_called: bool = False
 
     def summary_lines(self) -> list[str]:
         lines = [f"ReduceProd nodes: {self.reduce_prod_nodes}"]
         lines += [f"  {kind}: {n}" for kind, n in sorted(self.changes.items())]
+        if self.type_only:
+            ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.type_only.items()))
+            lines.append(f"other ops with type-only schema changes (kept as they are): {ops}")
         if self.delegated:
             ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.delegated.items()))
             lines.append(f"other ops converted by onnx.version_converter: {ops}")
         else:
-            lines.append("other ops: no schema change, onnx.version_converter not needed")
+            lines.append("onnx.version_converter not needed")
         return lines
 
 
@@ -173,28 +177,57 @@ def _since(op_type: str, opset: int) -> int | None:
     return _SCHEMA_CACHE[key]
 
 
-def _other_changes(model, target) -> tuple[collections.Counter, collections.Counter]:
-    """Non-ReduceProd default-domain ops whose schema differs between their scope's opset and target.
+def _plan_other_ops(state: _State, target: int):
+    """Sort the non-ReduceProd default-domain ops whose schema differs at ``target``.
 
-    Returns counts for the main graph (with subgraphs) and for functions. Raises when an op
-    does not exist at the target opset.
+    Type-only steps (see ``compat``) are taken here: those nodes are held out of the
+    version converter's reach like ReduceProd. The rest is delegated to the converter.
+    Raises when an op does not exist at the target opset.
     """
+    model = state.model
+    report = state.report
+    known_types = lambda name: state.types().get(name)  # noqa: E731  (runs inference lazily)
+    unknown_types = lambda name: None  # noqa: E731
+    held: list[onnx.NodeProto] = []
+    delegated: set[int] = set()
     in_graph, in_functions = collections.Counter(), collections.Counter()
     for scope in traversal.iter_scopes(model):
         counter = in_functions if _function_root(scope) else in_graph
         for node in scope.body.node:
             if node.domain not in _DEFAULT or node.op_type == "ReduceProd":
                 continue
-            source = _since(node.op_type, scope.opset or target)
+            source_opset = scope.opset or target
+            source = _since(node.op_type, source_opset)
             dest = _since(node.op_type, target)
             if dest is None:
                 raise ConversionError(
                     f"{traversal.node_label(node, scope)}: operator {node.op_type} does not exist "
                     f"at opset {target}"
                 )
-            if source != dest:
+            if source == dest:
+                continue
+            if compat.type_only_path(node, source_opset, target, unknown_types) or \
+                    compat.type_only_path(node, source_opset, target, known_types):
+                held.append(node)
+            else:
+                delegated.add(id(node))
                 counter[node.op_type] += 1
+    # A control-flow node is only held when nothing inside it needs the converter.
+    for node in held:
+        if node.op_type in ("If", "Loop") and any(id(n) in delegated for n in _subgraph_nodes(node)):
+            delegated.add(id(node))
+            in_graph[node.op_type] += 1
+    for node in held:
+        if id(node) not in delegated:
+            node.domain = _HOLD_DOMAIN
+            report.type_only[node.op_type] += 1
     return in_graph, in_functions
+
+
+def _subgraph_nodes(node: onnx.NodeProto):
+    for attr in node.attribute:
+        for g in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+            yield from _all_nodes(g)
 
 
 def _function_root(scope: traversal.Scope) -> bool:
@@ -327,10 +360,10 @@ def convert_model(
     for node, scope in list(traversal.iter_nodes(result, "ReduceProd")):
         report.reduce_prod_nodes += 1
         ctx = NodeContext(state, node, scope)
+        # A node that became an Identity still goes through the remaining (downward) steps:
+        # their type checks apply to it too, and it has no axes for them to touch.
         for adapter, _from, _to in adapters.adapter_path("ReduceProd", scope.opset or source, target_opset):
             adapter(node, ctx)
-            if node.op_type != "ReduceProd":
-                break
     for fn in result.functions:
         extra = state.function_constants.get(id(fn))
         if extra:
@@ -339,7 +372,7 @@ def convert_model(
             fn.node.extend(nodes)
     _remove_unused(state)
 
-    in_graph, in_functions = _other_changes(result, target_opset)
+    in_graph, in_functions = _plan_other_ops(state, target_opset)
     report.delegated = in_graph + in_functions
     if in_graph:
         report.version_converter_called = True

@@ -1,0 +1,121 @@
+"""The generic "type restriction" adapter for ops other than ReduceProd.
+
+Many schema steps only add or remove types (bfloat16 at 13, more integer types at 14,
+optional types for If and Loop at 16, float8 at 19, ...). onnx.version_converter has
+upward adapters for most of them but almost no downward ones, so on its own it cannot
+bring, say, an If or an Add from opset 18 down to 13. Such a step is safe to take by
+changing nothing in the node when
+
+- the two schemas are identical apart from the types their constraints allow (same
+  inputs, outputs, arities and attributes with the same types and defaults), read from
+  ``onnx.defs``; and
+- the op is one whose identical-signature steps are known to be type-only
+  (``TYPE_ONLY_OPS``: control flow, Identity, Constant and elementwise ops; steps that
+  changed meaning without changing the signature, such as negative axes at 11 or new
+  enum values for Pad and Resize, concern ops deliberately left out); and
+- every type the node actually uses is allowed by every schema on the way.
+
+Everything else is left to onnx.version_converter.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import onnx
+import onnx.defs
+
+__all__ = ["TYPE_ONLY_OPS", "type_only_path"]
+
+TYPE_ONLY_OPS = frozenset({
+    "If", "Loop", "Identity", "Constant",
+    "Add", "Sub", "Mul", "Div", "Pow", "Neg", "Abs", "Sqrt", "Exp", "Log", "Reciprocal",
+    "Relu", "Sigmoid", "Tanh", "Floor", "Ceil", "Sign", "Erf",
+    "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Xor",
+    "Where", "Max", "Min", "Sum", "Mean", "MatMul", "Size",
+})
+
+
+def _schema(op_type: str, since: int) -> onnx.defs.OpSchema:
+    return onnx.defs.get_schema(op_type, since, "")
+
+
+@functools.lru_cache(maxsize=None)
+def _versions(op_type: str) -> tuple[int, ...]:
+    return tuple(sorted(s.since_version for s in onnx.defs.get_all_schemas_with_history()
+                        if s.name == op_type and s.domain == ""))
+
+
+def _params(params) -> tuple:
+    return tuple((p.name, p.type_str, p.option, p.is_homogeneous, p.min_arity) for p in params)
+
+
+@functools.lru_cache(maxsize=None)
+def _signature(op_type: str, since: int) -> tuple:
+    s = _schema(op_type, since)
+    attrs = tuple(sorted(
+        (name, a.type, a.required, a.default_value.SerializeToString()) for name, a in s.attributes.items()
+    ))
+    return (_params(s.inputs), _params(s.outputs), s.min_input, s.max_input,
+            s.min_output, s.max_output, attrs)
+
+
+@functools.lru_cache(maxsize=None)
+def _allowed(op_type: str, since: int, which: str, index: int) -> frozenset[str] | None:
+    """Type strings allowed for input/output ``index`` (the last formal covers variadic ones)."""
+    s = _schema(op_type, since)
+    params = s.inputs if which == "input" else s.outputs
+    if not params:
+        return None
+    p = params[min(index, len(params) - 1)]
+    for c in s.type_constraints:
+        if c.type_param_str == p.type_str:
+            return frozenset(c.allowed_type_strs)
+    return frozenset([p.type_str])
+
+
+def type_string(t: onnx.TypeProto) -> str | None:
+    """A TypeProto as a schema type string: tensor(float), seq(tensor(int64)), optional(...)."""
+    kind = t.WhichOneof("value")
+    if kind == "tensor_type":
+        if not t.tensor_type.elem_type:
+            return None
+        return "tensor(" + onnx.helper.tensor_dtype_to_string(t.tensor_type.elem_type).split(".")[-1].lower() + ")"
+    if kind == "sequence_type":
+        inner = type_string(t.sequence_type.elem_type)
+        return f"seq({inner})" if inner else None
+    if kind == "optional_type":
+        inner = type_string(t.optional_type.elem_type)
+        return f"optional({inner})" if inner else None
+    return None
+
+
+def type_only_path(node: onnx.NodeProto, source: int, target: int, types) -> bool:
+    """Whether every schema step of ``node`` from opset ``source`` to ``target`` is type-only.
+
+    ``types`` is a callable name -> TypeProto | None giving the types of the node's values.
+    """
+    op = node.op_type
+    if op not in TYPE_ONLY_OPS:
+        return False
+    versions = _versions(op)
+    lo, hi = sorted((source, target))
+    src = max(v for v in versions if v <= lo)
+    chain = [src] + [v for v in versions if lo < v <= hi]
+    if len({_signature(op, v) for v in chain}) != 1:
+        return False
+    for which, names in (("input", node.input), ("output", node.output)):
+        for i, name in enumerate(names):
+            if not name:
+                continue
+            t = types(name)
+            actual = type_string(t) if t is not None else None
+            sets = [_allowed(op, v, which, i) for v in chain]
+            if actual is None:
+                # unknown type: safe only if the types the source allows stay allowed throughout
+                start = sets[0] if source <= target else sets[-1]
+                if any(s is None or not start <= s for s in sets):
+                    return False
+            elif any(s is None or actual not in s for s in sets):
+                return False
+    return True
