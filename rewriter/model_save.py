@@ -179,6 +179,16 @@ def _model_pieces(serialized: bytes, magic: bytes, sources: dict) -> list:
     return pieces
 
 
+def _file_mode(path: str) -> int:
+    """The mode for a new output: the replaced file's, else what the umask allows."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
 def _check_output(path: str) -> str:
     directory = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
@@ -211,6 +221,7 @@ def save_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_data
         if any(i.external for i in items):
             fd, data_tmp = tempfile.mkstemp(prefix=".rewriter-", suffix=".data.tmp", dir=directory)
             temps.append(data_tmp)
+            os.fchmod(fd, _file_mode(os.path.join(directory, data_name)))
             with os.fdopen(fd, "wb") as f:
                 _write_data_file(items, f.fileno(), data_name)
                 os.fsync(f.fileno())
@@ -221,6 +232,7 @@ def save_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_data
         pieces = _model_pieces(copy.SerializeToString(), magic, sources)
         fd, model_tmp = tempfile.mkstemp(prefix=".rewriter-", suffix=".onnx.tmp", dir=directory)
         temps.append(model_tmp)
+        os.fchmod(fd, _file_mode(path))
         with os.fdopen(fd, "wb") as f:
             for piece in pieces:
                 if isinstance(piece, wire.Copy):
