@@ -91,7 +91,7 @@ def run_directory(args: argparse.Namespace) -> int:
     from rewriter import cli
 
     if os.path.exists(args.output) and not os.path.isdir(args.output):
-        raise cli.UsageError(f"-o {args.output}: not a directory (MODEL is a directory)")
+        raise cli.UsageError(f"{args.model} is a directory, so -o must be one too: {args.output} is a file")
     if args.jobs < 1:
         raise cli.UsageError(f"-j must be at least 1, got {args.jobs}")
     parent = os.path.dirname(os.path.abspath(args.output))
