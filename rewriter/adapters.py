@@ -11,6 +11,7 @@ schema versions, so it can be compared with the schema history in ``onnx.defs``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -60,7 +61,8 @@ def schema_version_at(op_type: str, opset: int) -> int:
     return usable[-1]
 
 
-def adapter_path(op_type: str, from_opset: int, to_opset: int) -> list[tuple[Adapter, int, int]]:
+@functools.lru_cache(maxsize=None)
+def adapter_path(op_type: str, from_opset: int, to_opset: int) -> tuple[tuple[Adapter, int, int], ...]:
     """The adapters to apply, in order, to move a node from one opset to another."""
     versions = _versions(op_type)
     src = schema_version_at(op_type, from_opset)
@@ -70,7 +72,7 @@ def adapter_path(op_type: str, from_opset: int, to_opset: int) -> list[tuple[Ada
         steps = [(versions[k], versions[k + 1]) for k in range(i, j)]
     else:
         steps = [(versions[k], versions[k - 1]) for k in range(i, j, -1)]
-    return [(ADAPTERS[(op_type, a, b)], a, b) for a, b in steps]
+    return tuple((ADAPTERS[(op_type, a, b)], a, b) for a, b in steps)
 
 
 # ---------------------------------------------------------------- attribute helpers
@@ -150,7 +152,8 @@ def reduce_prod_13_18(node, ctx) -> None:
     _remove_attr(node, "axes")
     if not values:  # an empty attribute already meant "all dims", as an absent input does
         return
-    name = ctx.add_constant(f"{node.output[0]}_axes", np.array(values, dtype=np.int64))
+    name = ctx.add_constant("axes_" + "_".join(str(v).replace("-", "m") for v in values),
+                            np.array(values, dtype=np.int64))
     del node.input[1:]
     node.input.append(name)
     ctx.record("axes attribute -> input")

@@ -90,21 +90,35 @@ def type_string(t: onnx.TypeProto) -> str | None:
     return None
 
 
-def type_only_path(node: onnx.NodeProto, source: int, target: int, types) -> bool:
+def type_only_path(node: onnx.NodeProto, source: int, target: int, types=None) -> bool:
     """Whether every schema step of ``node`` from opset ``source`` to ``target`` is type-only.
 
-    ``types`` is a callable name -> TypeProto | None giving the types of the node's values.
+    ``types`` is a callable name -> TypeProto | None giving the types of the node's values;
+    without it every type counts as unknown.
     """
-    op = node.op_type
-    if op not in TYPE_ONLY_OPS:
+    if node.op_type not in TYPE_ONLY_OPS:
         return False
+    if types is None:
+        return _type_only_untyped(node.op_type, source, target,
+                                  tuple(bool(i) for i in node.input), tuple(bool(o) for o in node.output))
+    return _type_only(node.op_type, source, target, node.input, node.output, types)
+
+
+@functools.lru_cache(maxsize=4096)
+def _type_only_untyped(op, source, target, inputs, outputs) -> bool:
+    unknown = lambda _name: None  # noqa: E731
+    return _type_only(op, source, target, ["x" if i else "" for i in inputs],
+                      ["x" if o else "" for o in outputs], unknown)
+
+
+def _type_only(op, source, target, inputs, outputs, types) -> bool:
     versions = _versions(op)
     lo, hi = sorted((source, target))
     src = max(v for v in versions if v <= lo)
     chain = [src] + [v for v in versions if lo < v <= hi]
     if len({_signature(op, v) for v in chain}) != 1:
         return False
-    for which, names in (("input", node.input), ("output", node.output)):
+    for which, names in (("input", inputs), ("output", outputs)):
         for i, name in enumerate(names):
             if not name:
                 continue

@@ -65,7 +65,11 @@ class _State:
         self.report = report
         self._types: dict[str, onnx.TypeProto] | None = None
         self._names: set[str] | None = None
-        self.function_constants: dict[int, list[onnx.NodeProto]] = collections.defaultdict(list)
+        self.scopes = list(traversal.iter_scopes(model))  # walked once: the walk costs on big graphs
+        self.function_constants: dict[int, int] = collections.defaultdict(int)  # inserted so far
+        self.constants: dict[tuple, str] = {}
+        # Nodes already in target form, kept out of onnx.version_converter's reach.
+        self.held: list[onnx.NodeProto] = []
         self.maybe_unused: list[tuple[str, traversal.Scope]] = []
 
     def types(self) -> dict[str, onnx.TypeProto]:
@@ -93,12 +97,13 @@ class _State:
 
     def fresh_name(self, hint: str) -> str:
         if self._names is None:
-            names = set()
-            for scope in traversal.iter_scopes(self.model):
+            names = set()  # every defined name: node outputs, graph inputs, initializers
+            for scope in self.scopes:
                 for n in scope.body.node:
-                    names.update(n.input)
                     names.update(n.output)
-                if not scope.is_function:
+                if scope.is_function:
+                    names.update(scope.body.input)
+                else:
                     names.update(t.name for t in scope.body.initializer)
                     names.update(v.name for v in scope.body.input)
             self._names = names
@@ -131,12 +136,21 @@ class NodeContext:
         return t.tensor_type.elem_type if t is not None else None
 
     def add_constant(self, hint: str, value: np.ndarray) -> str:
-        """A new constant visible to the node: an initializer in a graph, a Constant node in a function."""
-        name = self._state.fresh_name(hint)
+        """A constant visible to the node: an initializer in a graph, a Constant node in a function.
+
+        Nodes of one graph or function that need the same value share one constant.
+        """
+        key = (id(self.scope.body), value.dtype.str, value.shape, value.tobytes())
+        if key in self._state.constants:
+            return self._state.constants[key]
+        name = self._state.constants[key] = self._state.fresh_name(hint)
         tensor = numpy_helper.from_array(value, name)
         if self.scope.is_function:
-            const = onnx.helper.make_node("Constant", [], [name], value=tensor, domain=_HOLD_DOMAIN)
-            self._state.function_constants[id(self.scope.body)].append(const)
+            fn = self.scope.body
+            fn.node.insert(self._state.function_constants[id(fn)], onnx.helper.make_node(
+                "Constant", [], [name], value=tensor))
+            self._state.held.append(fn.node[self._state.function_constants[id(fn)]])
+            self._state.function_constants[id(fn)] += 1
         else:
             self.scope.body.initializer.append(tensor)
         return name
@@ -146,8 +160,7 @@ class NodeContext:
         del node.input[:]
         node.input.append(data)
         del node.attribute[:]
-        # Held out of onnx.version_converter's reach like ReduceProd: it is already in target form.
-        node.op_type, node.domain = "Identity", _HOLD_DOMAIN
+        node.op_type = "Identity"
 
     def maybe_unused(self, name: str) -> None:
         self._state.maybe_unused.append((name, self.scope))
@@ -187,11 +200,10 @@ def _plan_other_ops(state: _State, target: int):
     model = state.model
     report = state.report
     known_types = lambda name: state.types().get(name)  # noqa: E731  (runs inference lazily)
-    unknown_types = lambda name: None  # noqa: E731
-    held: list[onnx.NodeProto] = []
+    type_only: list[onnx.NodeProto] = []
     delegated: set[int] = set()
     in_graph, in_functions = collections.Counter(), collections.Counter()
-    for scope in traversal.iter_scopes(model):
+    for scope in state.scopes:
         counter = in_functions if _function_root(scope) else in_graph
         for node in scope.body.node:
             if node.domain not in _DEFAULT or node.op_type == "ReduceProd":
@@ -206,20 +218,20 @@ def _plan_other_ops(state: _State, target: int):
                 )
             if source == dest:
                 continue
-            if compat.type_only_path(node, source_opset, target, unknown_types) or \
+            if compat.type_only_path(node, source_opset, target) or \
                     compat.type_only_path(node, source_opset, target, known_types):
-                held.append(node)
+                type_only.append(node)
             else:
                 delegated.add(id(node))
                 counter[node.op_type] += 1
-    # A control-flow node is only held when nothing inside it needs the converter.
-    for node in held:
+    # A control-flow node is only kept as it is when nothing inside it needs the converter.
+    for node in type_only:
         if node.op_type in ("If", "Loop") and any(id(n) in delegated for n in _subgraph_nodes(node)):
             delegated.add(id(node))
             in_graph[node.op_type] += 1
-    for node in held:
+    for node in type_only:
         if id(node) not in delegated:
-            node.domain = _HOLD_DOMAIN
+            state.held.append(node)
             report.type_only[node.op_type] += 1
     return in_graph, in_functions
 
@@ -252,12 +264,6 @@ def _run_version_converter(model: onnx.ModelProto, target: int, what: str) -> on
         ) from None
 
 
-def _hold(graph_like) -> None:
-    for node in _all_nodes(graph_like):
-        if node.op_type == "ReduceProd" and node.domain in _DEFAULT:
-            node.domain = _HOLD_DOMAIN
-
-
 def _release(graph_like) -> None:
     for node in _all_nodes(graph_like):
         if node.domain == _HOLD_DOMAIN:
@@ -276,7 +282,6 @@ def _all_nodes(graph_like):
 
 
 def _convert_main_graph(result: onnx.ModelProto, target: int) -> None:
-    _hold(result.graph)
     shell = onnx.ModelProto(ir_version=result.ir_version, graph=result.graph)
     shell.opset_import.extend(result.opset_import)
     shell.opset_import.add(domain=_HOLD_DOMAIN, version=1)
@@ -286,7 +291,6 @@ def _convert_main_graph(result: onnx.ModelProto, target: int) -> None:
 
 def _convert_function(result: onnx.ModelProto, fn: onnx.FunctionProto, target: int) -> None:
     """Run the version converter on a function body wrapped in a temporary model."""
-    _hold(fn)
     graph = onnx.helper.make_graph(
         list(fn.node), f"{fn.name}_body",
         [onnx.helper.make_empty_tensor_value_info(i) for i in fn.input],
@@ -304,7 +308,7 @@ def _remove_unused(state: _State) -> None:
     if not state.maybe_unused:
         return
     used = set()
-    for scope in traversal.iter_scopes(state.model):
+    for scope in state.scopes:
         for n in scope.body.node:
             used.update(n.input)
         if scope.is_function:
@@ -357,33 +361,35 @@ def convert_model(
     report = ConvertReport(source, target_opset)
     state = _State(result, model, base_dir, report)
 
-    for node, scope in list(traversal.iter_nodes(result, "ReduceProd")):
+    reduce_prods = [(n, scope) for scope in state.scopes for n in scope.body.node
+                    if n.op_type == "ReduceProd" and n.domain in _DEFAULT]
+    for node, scope in reduce_prods:
         report.reduce_prod_nodes += 1
         ctx = NodeContext(state, node, scope)
         # A node that became an Identity still goes through the remaining (downward) steps:
         # their type checks apply to it too, and it has no axes for them to touch.
         for adapter, _from, _to in adapters.adapter_path("ReduceProd", scope.opset or source, target_opset):
             adapter(node, ctx)
-    for fn in result.functions:
-        extra = state.function_constants.get(id(fn))
-        if extra:
-            nodes = extra + list(fn.node)
-            del fn.node[:]
-            fn.node.extend(nodes)
+        if node.op_type == "ReduceProd" or node.op_type == "Identity":
+            state.held.append(node)
     _remove_unused(state)
 
     in_graph, in_functions = _plan_other_ops(state, target_opset)
     report.delegated = in_graph + in_functions
-    if in_graph:
+    if in_graph or in_functions:
+        # Nodes already in target form go to a private domain the converter leaves alone.
         report.version_converter_called = True
-        _convert_main_graph(result, target_opset)
+        for node in state.held:
+            node.domain = _HOLD_DOMAIN
+        if in_graph:
+            _convert_main_graph(result, target_opset)
+        for fn in result.functions:
+            if any(n.domain in _DEFAULT for n in fn.node):
+                _convert_function(result, fn, target_opset)
+        for body in [result.graph, *result.functions]:
+            _release(body)
     for fn in result.functions:
-        if in_functions and any(n.domain in _DEFAULT for n in fn.node):
-            report.version_converter_called = True
-            _convert_function(result, fn, target_opset)
-        _release(fn)
         _set_opset(fn.opset_import, target_opset)
-    _release(result.graph)
     _set_opset(result.opset_import, target_opset)
     required_ir = onnx.helper.find_min_ir_version_for(list(result.opset_import), ignore_unknown=True)
     result.ir_version = max(result.ir_version, required_ir)

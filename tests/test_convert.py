@@ -370,3 +370,51 @@ def test_every_schema_boundary_has_an_adapter_both_ways():
         assert ("ReduceProd", high, low) in adapters.ADAPTERS
     registered = {k for k in adapters.ADAPTERS if k[0] == "ReduceProd"}
     assert len(registered) == 2 * (len(versions) - 1)
+
+
+def test_function_with_op_needing_the_converter():
+    body = [helper.make_node("ReduceMean", ["x"], ["m"], axes=[-1], keepdims=1),
+            helper.make_node("ReduceProd", ["m"], ["y"], name="fn_prod", axes=[0], keepdims=1)]
+    fn = helper.make_function("local", "MeanProd", ["x"], ["y"], body, opset_imports=[helper.make_opsetid("", 13)])
+    graph = helper.make_graph(
+        [helper.make_node("MeanProd", ["data"], ["out"], domain="local")], "g",
+        [helper.make_tensor_value_info("data", TensorProto.FLOAT, SHAPE)],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, functions=[fn], opset_imports=[
+        helper.make_opsetid("", 13), helper.make_opsetid("local", 1)])
+    model.ir_version = 8
+    model = _typed(model)
+    result, report = convert_model(model, 18)
+    assert report.version_converter_called and report.delegated == {"ReduceMean": 1}
+    assert_valid(result)
+    (fn_out,) = result.functions
+    assert sorted(n.op_type for n in fn_out.node) == ["Constant", "Constant", "ReduceMean", "ReduceProd"]
+    assert all(n.domain == "" for n in fn_out.node)
+    feeds = {"data": sample(np.float32)}
+    assert_same_outputs(run(model, feeds), run(result, feeds))
+
+
+def test_type_only_step_down_refused_for_a_type_the_target_lacks():
+    """Add-14 allows int8; Add-13 does not, so the step is not type-only and the converter refuses it."""
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["a", "a"], ["b"], name="add8")], "g",
+        [helper.make_tensor_value_info("a", TensorProto.INT8, [2])],
+        [helper.make_tensor_value_info("b", TensorProto.INT8, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    with pytest.raises(rewriter.RewriterError, match=r"Add from opset 14 to 13"):
+        convert_model(model, 13)
+    model.graph.input[0].type.tensor_type.elem_type = TensorProto.FLOAT
+    model.graph.output[0].type.tensor_type.elem_type = TensorProto.FLOAT
+    result, report = convert_model(model, 13)
+    assert report.type_only == {"Add": 1} and not report.version_converter_called
+    assert_valid(result)
+
+
+def test_axes_attribute_to_input_shares_equal_constants():
+    model = reduce_model(13, np.float32, [1], 1)
+    model.graph.node.append(helper.make_node("ReduceProd", ["out"], ["out2"], name="prod2", axes=[1]))
+    model.graph.output.append(helper.make_tensor_value_info("out2", TensorProto.FLOAT, None))
+    result, _ = convert_model(_typed(model), 18)
+    assert len(result.graph.initializer) == 1
+    assert result.graph.node[0].input[1] == result.graph.node[1].input[1] == result.graph.initializer[0].name
