@@ -215,7 +215,7 @@ def _cmd_fold(args) -> int:
         from rewriter import unused
 
         report.removed += unused.remove_unused(result)
-        report.bytes_after = fold.constant_bytes(result)
+        report.bytes_after = unused.constant_bytes(result)
         if not args.no_verify:
             import onnx
 
@@ -246,12 +246,48 @@ def _cmd_optimize(args) -> int:
 # ---------------------------------------------------------------- check / verification
 
 def _cmd_check(args) -> int:
-    raise RewriterError("check is not available yet")
+    """One row per ReduceProd (or one JSON document, schema rewriter.check/1) and a verdict."""
+    import json
+
+    from rewriter import shape_report, shapes
+
+    report = shapes.check_report(load_input(args.model))
+    if args.json:
+        print(json.dumps(report.to_dict(model=args.model), indent=2))
+    else:
+        print(f"{args.model}:")
+        for line in shape_report.table_lines(report):
+            print(line)
+    return EXIT_OK if report.ok else EXIT_PROBLEM
 
 
 def _verify_rewrite(original, rewritten, args) -> None:
-    """Shape-verify (and with --verify, numerically verify) a rewrite before it is written."""
-    return None
+    """Shape-verify (and with --verify, numerically verify) a rewrite before it is written.
+
+    Shape problems the input already had are printed as warnings; one the rewrite
+    introduced, or a numerical mismatch, raises VerificationFailed (exit 1, nothing written).
+    """
+    if not getattr(args, "no_verify", False):
+        from rewriter import shapes
+
+        before = shapes.verify_shapes(original)
+        known = {p.key() for p in before}
+        for p in before:
+            print(f"warning: the input already has a shape problem: {_one_line(str(p))}", file=sys.stderr)
+        new = [p for p in shapes.verify_shapes(rewritten) if p.key() not in known]
+        if new:
+            shown = "; ".join(_one_line(str(p)) for p in new[:3])
+            more = f" (and {len(new) - 3} more)" if len(new) > 3 else ""
+            raise VerificationFailed(f"the rewrite introduced {len(new)} shape problem(s): {shown}{more}")
+    if getattr(args, "verify", False):
+        from rewriter import numerics
+
+        report = numerics.verify_numerics(original, rewritten, seed=getattr(args, "seed", 0))
+        for line in report.summary_lines():
+            print(line)
+        if not report.ok:
+            bad = [o.line() for o in report.outputs if not o.ok] or [report.error]
+            raise VerificationFailed(f"numerical verification failed: {'; '.join(bad)}")
 
 
 # ---------------------------------------------------------------- entry point

@@ -23,11 +23,8 @@ __all__ = ["fold_constants", "fold_model", "FoldReduceProdPass", "FoldReport", "
 logger = logging.getLogger(__name__)
 
 INT_OVERFLOW_MODES = ("skip", "wrap", "saturate")
-_FOLDABLE_TYPES = {
-    onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
-    onnx.TensorProto.BFLOAT16, onnx.TensorProto.INT32, onnx.TensorProto.INT64,
-    onnx.TensorProto.UINT32, onnx.TensorProto.UINT64,
-}
+_FOLDABLE_TYPES = {getattr(onnx.TensorProto, t) for t in
+                   ("FLOAT", "DOUBLE", "FLOAT16", "BFLOAT16", "INT32", "INT64", "UINT32", "UINT64")}
 _OVERFLOW_WHY = ("runtimes disagree on integer overflow: NumPy and the ONNX reference wrap, "
                  "ONNX Runtime's CPU kernel saturates; pass int_overflow='wrap' or 'saturate' "
                  "(--int-overflow) to fold it anyway")
@@ -68,36 +65,6 @@ class FoldReport:
         return lines
 
 
-_SUB_BYTE_BITS = {getattr(onnx.TensorProto, n): b for n, b in
-                  (("INT4", 4), ("UINT4", 4), ("FLOAT4E2M1", 4), ("INT2", 2), ("UINT2", 2))
-                  if hasattr(onnx.TensorProto, n)}
-
-
-def _tensor_nbytes(t: onnx.TensorProto) -> int:
-    if t.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
-        return 0
-    bits = _SUB_BYTE_BITS.get(t.data_type)
-    if bits is None:
-        bits = 8 * onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
-    return (int(np.prod(t.dims, dtype=np.int64)) * bits + 7) // 8
-
-
-def constant_bytes(model: onnx.ModelProto) -> int:
-    """Bytes of constant tensor data (initializers, Constant nodes) without reading any of it."""
-    total = 0
-    for scope in traversal.iter_scopes(model):
-        if not scope.is_function:
-            total += sum(_tensor_nbytes(t) for t in scope.body.initializer)
-        for node in scope.body.node:
-            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
-                for attr in node.attribute:
-                    if attr.type == onnx.AttributeProto.TENSOR:
-                        total += _tensor_nbytes(attr.t)
-                    elif attr.type in (onnx.AttributeProto.INTS, onnx.AttributeProto.FLOATS):
-                        total += 8 * len(attr.ints) + 4 * len(attr.floats)
-    return total
-
-
 def _reduce_prod_version(opset: int) -> int:
     return onnx.defs.get_schema("ReduceProd", opset).since_version
 
@@ -135,6 +102,8 @@ def _definition(name: str, scope: traversal.Scope):
 
 def _not_constant_reason(role: str, name: str, scope: traversal.Scope) -> str:
     kind, producer, where = _definition(name, scope)
+    if kind == "node" and producer.op_type == "Constant":
+        return f"{role} '{name}' is a Constant node whose value is not known here (attribute reference, sparse)"
     if kind == "node":
         return f"{role} '{name}' is computed at run time by a {producer.op_type} node"
     if kind == "input":
@@ -153,7 +122,7 @@ class _StaticShapes:
         self._shapes: dict[int, dict[str, list[int] | None]] = {}
         try:
             inferred = onnx.shape_inference.infer_shapes(model)
-        except Exception as e:  # inference errors come in several exception types
+        except Exception as e:  # InferenceError, ValidationError, ...
             self.error = f"shape inference failed: {' '.join(str(e).split())}"
             return
         for scope, iscope in zip(scopes, traversal.iter_scopes(inferred)):
@@ -167,10 +136,8 @@ class _StaticShapes:
 
     @staticmethod
     def _dims(tp: onnx.TypeProto) -> list[int] | None:
-        if not tp.HasField("tensor_type") or not tp.tensor_type.HasField("shape"):
-            return None
         dims = tp.tensor_type.shape.dim
-        if not all(d.HasField("dim_value") for d in dims):
+        if not tp.tensor_type.HasField("shape") or not all(d.HasField("dim_value") for d in dims):
             return None
         return [d.dim_value for d in dims]
 
@@ -207,12 +174,23 @@ class _Folder:
     def run(self) -> None:
         for scope in self.scopes:
             for node in list(scope.body.node):
-                if _is_reduce_prod(node):
-                    self._fold(node, scope)
+                if not _is_reduce_prod(node):
+                    continue
+                label = traversal.node_label(node, scope)
+                reason = self._try_fold(node, scope, label)
+                if reason is not None:
+                    self.report.skipped.append(SkippedNode(label, reason))
+                    logger.info("%s: not folded: %s", label, reason)
+
+    def _constant(self, name, scope):
+        kind, producer, _ = _definition(name, scope)
+        if kind == "node" and any(a.ref_attr_name for a in producer.attribute):
+            return None  # a Constant whose value is a function attribute: known only per call
+        return traversal.constant_value(name, scope, self.base_dir)
 
     def _data(self, name, scope):
         """(array, consumed names) or (None, reason)."""
-        value = traversal.constant_value(name, scope, self.base_dir)
+        value = self._constant(name, scope)
         if value is not None:
             return value, {name}
         shape_node, where = self._shape_producer(name, scope)
@@ -228,13 +206,6 @@ class _Folder:
         start, end = _attr(shape_node, "start", 0), _attr(shape_node, "end", None)
         return np.array(dims[start:end], dtype=np.int64), {name}
 
-    def _fold(self, node: onnx.NodeProto, scope: traversal.Scope) -> None:
-        label = traversal.node_label(node, scope)
-        reason = self._try_fold(node, scope, label)
-        if reason is not None:
-            self.report.skipped.append(SkippedNode(label, reason))
-            logger.info("%s: not folded: %s", label, reason)
-
     def _try_fold(self, node, scope, label) -> str | None:
         if scope.opset is None:
             return "the default opset is not imported here"
@@ -248,7 +219,7 @@ class _Folder:
             noop = bool(_attr(node, "noop_with_empty_axes", 0))
             axes = None
             if len(node.input) > 1 and node.input[1]:
-                value = traversal.constant_value(node.input[1], scope, self.base_dir)
+                value = self._constant(node.input[1], scope)
                 if value is None:
                     return _not_constant_reason("axes", node.input[1], scope)
                 axes = [int(a) for a in np.asarray(value).reshape(-1)]
@@ -340,13 +311,13 @@ def fold_model(model: onnx.ModelProto, *, int_overflow: str = "skip", base_dir: 
         copy = onnx.ModelProto()
         copy.CopyFrom(model)
         model = copy
-    report = FoldReport(bytes_before=constant_bytes(model))
+    report = FoldReport(bytes_before=unused.constant_bytes(model))
     folder = _Folder(model, base_dir, int_overflow, report)
     folder.run()
     if report.folded:
         folder.lift_to_initializers()
         report.removed = unused.remove_unused(model, only=folder.consumed)
-    report.bytes_after = constant_bytes(model)
+    report.bytes_after = unused.constant_bytes(model)
     return model, report
 
 
@@ -388,9 +359,12 @@ def _pass_class():
             self.report: FoldReport | None = None
 
         def call(self, model: ir.Model) -> ir.passes.PassResult:
+            base_dir = self.base_dir or next(
+                (v.const_value.base_dir for v in model.graph.initializers.values()
+                 if isinstance(v.const_value, ir.ExternalTensor)), None)
             proto = ir.serde.serialize_model(model)
             proto, self.report = fold_model(proto, int_overflow=self.int_overflow,
-                                            base_dir=self.base_dir, in_place=True)
+                                            base_dir=base_dir, in_place=True)
             return ir.passes.PassResult(ir.serde.deserialize_model(proto), modified=self.report.modified)
 
     FoldReduceProdPass.__module__ = __name__

@@ -1,4 +1,4 @@
-"""Remove nodes and initializers nobody uses, in every graph, subgraph and function.
+"""Remove nodes and initializers nobody uses, in every graph, subgraph and function; count constant bytes.
 
 Proto-level and scope-aware: a name read anywhere inside a node's subgraphs counts as
 used by that node, so an outer-scope value used only by an If branch stays.
@@ -10,11 +10,12 @@ import logging
 from collections import Counter
 from collections.abc import Iterable
 
+import numpy as np
 import onnx
 
 from rewriter import traversal
 
-__all__ = ["remove_unused"]
+__all__ = ["remove_unused", "constant_bytes"]
 
 logger = logging.getLogger(__name__)
 
@@ -113,3 +114,33 @@ def remove_unused(model: onnx.ModelProto, *, only: Iterable[str] | None = None) 
     for item in removed:
         logger.info("removed unused %s", item)
     return removed
+
+
+_SUB_BYTE_BITS = {getattr(onnx.TensorProto, n): b for n, b in
+                  (("INT4", 4), ("UINT4", 4), ("FLOAT4E2M1", 4), ("INT2", 2), ("UINT2", 2))
+                  if hasattr(onnx.TensorProto, n)}
+
+
+def _tensor_nbytes(t: onnx.TensorProto) -> int:
+    if t.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
+        return 0
+    bits = _SUB_BYTE_BITS.get(t.data_type)
+    if bits is None:
+        bits = 8 * onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+    return (int(np.prod(t.dims, dtype=np.int64)) * bits + 7) // 8
+
+
+def constant_bytes(model: onnx.ModelProto) -> int:
+    """Bytes of constant tensor data (initializers, Constant nodes) without reading any of it."""
+    total = 0
+    for scope in traversal.iter_scopes(model):
+        if not scope.is_function:
+            total += sum(_tensor_nbytes(t) for t in scope.body.initializer)
+        for node in scope.body.node:
+            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+                for attr in node.attribute:
+                    if attr.type == onnx.AttributeProto.TENSOR:
+                        total += _tensor_nbytes(attr.t)
+                    elif attr.type in (onnx.AttributeProto.INTS, onnx.AttributeProto.FLOATS):
+                        total += 8 * len(attr.ints) + 4 * len(attr.floats)
+    return total

@@ -435,3 +435,29 @@ def test_remove_unused_keeps_names_read_by_subgraphs_and_graph_inputs():
     assert sorted(t.name for t in model.graph.initializer) == ["a", "i"]
     assert ops(model.graph) == ["If"]
     onnx.checker.check_model(model, full_check=True)
+
+
+def test_function_constant_from_an_attribute_reference_is_not_folded():
+    model = parse("""<ir_version: 8, opset_import: ["": 18, "local": 1]>
+        g (float[2] x) => (float[2] y) {
+          y = local.ScaleByProd<t = float[3] {2.0, 3.0, 4.0}>(x)
+        }
+        <domain: "local", opset_import: ["": 18]>
+        ScaleByProd <t> (x) => (y) {
+          c = Constant<value: tensor = @t>()
+          p = ReduceProd<keepdims=0>(c)
+          y = Mul(x, p)
+        }""")
+    folded, report = fold_and_compare(model, {"x": np.array([1, -2], np.float32)})
+    assert not report.folded and "attribute reference" in report.skipped[0].reason
+    assert [n.op_type for n in folded.functions[0].node] == ["Constant", "ReduceProd", "Mul"]
+
+
+def test_ir_model_with_external_data(tmp_path):
+    model = reduce_model(np.arange(1, 13, dtype=np.float64).reshape(4, 3), "float64", 13, axes=[0], keepdims=0)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(model, path, save_as_external_data=True, location="w.bin", size_threshold=0)
+    folded = rewriter.fold_constants(ir.load(path))
+    y = folded.graph.initializers["y"].const_value.numpy()
+    np.testing.assert_array_equal(y, np.array([280.0, 880.0, 1944.0]))
+    assert "c" not in folded.graph.initializers
