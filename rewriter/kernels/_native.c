@@ -30,6 +30,10 @@
 #include <math.h>
 #include <pthread.h>
 #include <unistd.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HAVE_X86 1
+#endif
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(REWRITER_NO_CLONES)
 #define HOT __attribute__((target_clones("avx512f", "avx2", "default")))
@@ -66,7 +70,7 @@ typedef struct {
 } plan_t;
 
 typedef struct {
-    double *m; int64_t *e; uint64_t *f;        /* float state */
+    double *m, *l; int64_t *e; uint64_t *f;    /* float state: (m + l) * 2^e */
     uint64_t *mag, *neg, *sat;                 /* integer state */
 } state_t;
 
@@ -117,61 +121,157 @@ static inline double ld1_f16(const void *p, uint64_t *fl) {
 static inline uint64_t vi8_or(vi8 v) { uint32_t r = 0; for (int i = 0; i < 8; i++) r |= v[i]; return r; }
 static inline uint64_t vu_or(vu v) { uint64_t r = 0; for (int i = 0; i < 8; i++) r |= v[i]; return r; }
 
-/* run kernel: product of n contiguous elements -> (m, e, f), m in [1,2) with sign */
-#define DEF_FLOAT_KERNELS(NAME, ES)                                                        \
-HOT static void run_##NAME(const char *x, int64_t n, double *om, int64_t *oe, uint64_t *of) { \
-    vd a0 = {1, 1, 1, 1, 1, 1, 1, 1}, a1 = a0;                                              \
+/* Tier 1 keeps each lane as an unevaluated sum h + l times 2^e. Multiplying by an
+ * input x (at most 24 significant bits) is done exactly up to one rounding of the
+ * small part: h is split into two 26-bit halves (Dekker), hh*x and hl*x are exact,
+ * h' = hh*x and l' = fl(l*x + hl*x). |l| stays below ~2^-23|h| between
+ * renormalisations, so each element adds a relative error below 2^-75. */
+#define SPLITC 134217729.0 /* 2^27 + 1 */
+static inline void vdd_mul(vd *h, vd *l, vd x) {
+    vd t = SPLITC * *h, hh = t - (t - *h), hl = *h - hh;
+    *l = *l * x + hl * x;
+    *h = hh * x;
+}
+static inline void vdd_renorm(vd *h, vd *l, vl *e, vu *f) {
+    vd s = *h + *l; *l = *l - (s - *h); *h = s;
+    vu b = (vu)*h, fld = (b >> 52) & 0x7ff;
+    *f |= ((fld - 1) | (fld + 1)) >> 11;
+    *e += (vl)fld - 1023;
+    vd sc = (vd)(((2046 - fld) & 0x7ff) << 52);
+    *h = *h * sc; *l = *l * sc;
+}
+static inline void dd_mul(double *h, double *l, double x) {
+    double t = SPLITC * *h, hh = t - (t - *h), hl = *h - hh;
+    *l = *l * x + hl * x;
+    *h = hh * x;
+}
+static inline void dd_renorm(double *h, double *l, int64_t *e, uint64_t *f) {
+    double s = *h + *l; *l = *l - (s - *h); *h = s;
+    uint64_t fld = (dbits(*h) >> 52) & 0x7ff;
+    *f |= ((fld - 1) | (fld + 1)) >> 11;
+    *e += (int64_t)fld - 1023;
+    double sc = bitsd(((2046 - fld) & 0x7ff) << 52);
+    *h *= sc; *l *= sc;
+}
+/* general double-double product (h,l) *= (h2,l2), exact high part via Dekker */
+static inline void dd_mul_dd(double *h, double *l, double h2, double l2) {
+    double a = *h, t = SPLITC * a, ah = t - (t - a), al = a - ah;
+    t = SPLITC * h2; double bh = t - (t - h2), bl = h2 - bh;
+    double p = a * h2;
+    double err = ((ah * bh - p) + ah * bl + al * bh) + al * bl;
+    err += a * l2 + *l * h2;
+    *h = p + err; *l = err - (*h - p);
+}
+
+#ifdef HAVE_X86
+/* With FMA the high product is exact in one instruction: e = h*x - fl(h*x). */
+__attribute__((target("avx512f,fma"))) static inline void vdd_mul_512(vd *h, vd *l, vd x) {
+    __m512d H = (__m512d)*h, X = (__m512d)x;
+    __m512d P = _mm512_mul_pd(H, X);
+    __m512d E = _mm512_fmsub_pd(H, X, P);
+    *l = (vd)_mm512_fmadd_pd((__m512d)*l, X, E);
+    *h = (vd)P;
+}
+typedef double vd4 __attribute__((vector_size(32)));
+__attribute__((target("avx2,fma"))) static inline void vdd_mul_256(vd *h, vd *l, vd x) {
+    for (int k = 0; k < 2; k++) {
+        __m256d H, X, L;
+        memcpy(&H, (char *)h + 32 * k, 32); memcpy(&X, (char *)&x + 32 * k, 32); memcpy(&L, (char *)l + 32 * k, 32);
+        __m256d P = _mm256_mul_pd(H, X);
+        __m256d E = _mm256_fmsub_pd(H, X, P);
+        L = _mm256_fmadd_pd(L, X, E);
+        memcpy((char *)h + 32 * k, &P, 32); memcpy((char *)l + 32 * k, &L, 32);
+    }
+}
+#endif
+
+#define DEF_FLOAT_KERNELS(NAME, ES, SUF, ATTR, VMUL)                                                  \
+ATTR static void run_##NAME##SUF(const char *x, int64_t n, double *oh, double *ol, int64_t *oe, uint64_t *of) { \
+    vd h0 = {1, 1, 1, 1, 1, 1, 1, 1}, h1 = h0, l0 = {0}, l1 = {0};                           \
     vl e0 = {0}, e1 = {0}; vu f0 = {0}, f1 = {0}; vi8 fl = {0};                              \
     int64_t i = 0;                                                                          \
     for (; i + 16 * G <= n; i += 16 * G) {                                                  \
         const char *b = x + i * ES;                                                         \
-        vd p0 = ld8_##NAME(b, &fl), p1 = ld8_##NAME(b + 8 * ES, &fl);                       \
-        for (int g = 1; g < G; g++) {                                                       \
-            p0 *= ld8_##NAME(b + (16 * g) * ES, &fl);                                        \
-            p1 *= ld8_##NAME(b + (16 * g + 8) * ES, &fl);                                    \
+        for (int g = 0; g < G; g++) {                                                       \
+            VMUL(&h0, &l0, ld8_##NAME(b + (16 * g) * ES, &fl));                          \
+            VMUL(&h1, &l1, ld8_##NAME(b + (16 * g + 8) * ES, &fl));                      \
         }                                                                                   \
-        a0 = vrenorm(a0 * p0, &e0, &f0);                                                    \
-        a1 = vrenorm(a1 * p1, &e1, &f1);                                                    \
+        vdd_renorm(&h0, &l0, &e0, &f0);                                                     \
+        vdd_renorm(&h1, &l1, &e1, &f1);                                                     \
     }                                                                                       \
     uint64_t f = vu_or(f0 | f1) | vi8_or(fl), sf = 0;                                       \
-    int64_t e = 0; double m = 1.0;                                                          \
-    for (int l = 0; l < 8; l++) {                                                           \
-        e += e0[l] + e1[l];                                                                 \
-        m = renorm(m * a0[l], &e, &f);                                                      \
-        m = renorm(m * a1[l], &e, &f);                                                      \
+    int64_t e = 0; double h = 1.0, l = 0.0;                                                 \
+    for (int k = 0; k < 8; k++) {                                                           \
+        e += e0[k] + e1[k];                                                                 \
+        dd_mul_dd(&h, &l, h0[k], l0[k]); dd_renorm(&h, &l, &e, &f);                         \
+        dd_mul_dd(&h, &l, h1[k], l1[k]); dd_renorm(&h, &l, &e, &f);                         \
     }                                                                                       \
-    for (; i < n; i++) m = renorm(m * ld1_##NAME(x + i * ES, &sf), &e, &f);                \
-    *om = m; *oe = e; *of = f | sf;                                                         \
+    for (; i < n; i++) { dd_mul(&h, &l, ld1_##NAME(x + i * ES, &sf)); dd_renorm(&h, &l, &e, &f); } \
+    *oh = h; *ol = l; *oe = e; *of = f | sf;                                                \
 }                                                                                           \
-HOT static void rows_##NAME(const char *x, int64_t rows, int64_t rstride, int64_t c0,       \
-                            int64_t c1, double *m, int64_t *e, uint64_t *f) {               \
+ATTR static void rows_##NAME##SUF(const char *x, int64_t rows, int64_t rstride, int64_t c0,       \
+                            int64_t c1, double *H, double *L, int64_t *e, uint64_t *f) {    \
     for (int64_t r = 0; r < rows; r += G) {                                                 \
         int g = rows - r < G ? (int)(rows - r) : G;                                         \
         const char *b = x + r * rstride * ES;                                               \
         int64_t j = c0;                                                                     \
         for (; j + 8 <= c1; j += 8) {                                                       \
             vi8 fl = {0};                                                                   \
-            vd p = ld8_##NAME(b + j * ES, &fl);                                             \
-            for (int k = 1; k < g; k++) p *= ld8_##NAME(b + (k * rstride + j) * ES, &fl);   \
-            vd a; vl ee; vu ff;                                                             \
-            memcpy(&a, m + j, 64); memcpy(&ee, e + j, 64); memcpy(&ff, f + j, 64);          \
+            vd h, l; vl ee; vu ff;                                                          \
+            memcpy(&h, H + j, 64); memcpy(&l, L + j, 64);                                   \
+            memcpy(&ee, e + j, 64); memcpy(&ff, f + j, 64);                                 \
+            for (int k = 0; k < g; k++) VMUL(&h, &l, ld8_##NAME(b + (k * rstride + j) * ES, &fl)); \
             ff |= __builtin_convertvector(fl, vu);                                          \
-            a = vrenorm(a * p, &ee, &ff);                                                   \
-            memcpy(m + j, &a, 64); memcpy(e + j, &ee, 64); memcpy(f + j, &ff, 64);          \
+            vdd_renorm(&h, &l, &ee, &ff);                                                   \
+            memcpy(H + j, &h, 64); memcpy(L + j, &l, 64);                                   \
+            memcpy(e + j, &ee, 64); memcpy(f + j, &ff, 64);                                 \
         }                                                                                   \
         for (; j < c1; j++) {                                                               \
             uint64_t sf = 0;                                                                \
-            double p = ld1_##NAME(b + j * ES, &sf);                                         \
-            for (int k = 1; k < g; k++) p *= ld1_##NAME(b + (k * rstride + j) * ES, &sf);   \
+            for (int k = 0; k < g; k++) dd_mul(&H[j], &L[j], ld1_##NAME(b + (k * rstride + j) * ES, &sf)); \
             f[j] |= sf;                                                                     \
-            m[j] = renorm(m[j] * p, &e[j], &f[j]);                                          \
+            dd_renorm(&H[j], &L[j], &e[j], &f[j]);                                          \
         }                                                                                   \
     }                                                                                       \
 }
 
-DEF_FLOAT_KERNELS(f32, 4)
-DEF_FLOAT_KERNELS(bf16, 2)
-DEF_FLOAT_KERNELS(f16, 2)
+#define NOATTR
+DEF_FLOAT_KERNELS(f32, 4, _gen, NOATTR, vdd_mul)
+DEF_FLOAT_KERNELS(bf16, 2, _gen, NOATTR, vdd_mul)
+DEF_FLOAT_KERNELS(f16, 2, _gen, NOATTR, vdd_mul)
+#ifdef HAVE_X86
+#define A512 __attribute__((target("avx512f,fma")))
+#define A256 __attribute__((target("avx2,fma")))
+DEF_FLOAT_KERNELS(f32, 4, _512, A512, vdd_mul_512)
+DEF_FLOAT_KERNELS(bf16, 2, _512, A512, vdd_mul_512)
+DEF_FLOAT_KERNELS(f16, 2, _512, A512, vdd_mul_512)
+DEF_FLOAT_KERNELS(f32, 4, _256, A256, vdd_mul_256)
+DEF_FLOAT_KERNELS(bf16, 2, _256, A256, vdd_mul_256)
+DEF_FLOAT_KERNELS(f16, 2, _256, A256, vdd_mul_256)
+#endif
+
+typedef void (*run_fn)(const char *, int64_t, double *, double *, int64_t *, uint64_t *);
+typedef void (*rows_fn)(const char *, int64_t, int64_t, int64_t, int64_t, double *, double *, int64_t *, uint64_t *);
+/* indexed by type code T_F32, T_F64 (unused), T_F16, T_BF16 */
+static run_fn RUN[4] = {run_f32_gen, NULL, run_f16_gen, run_bf16_gen};
+static rows_fn ROWS[4] = {rows_f32_gen, NULL, rows_f16_gen, rows_bf16_gen};
+static const char *ISA = "generic";
+static void select_isa(void) {
+#ifdef HAVE_X86
+    __builtin_cpu_init();
+    const char *force = getenv("REWRITER_KERNEL_ISA");
+    int want512 = !force || strcmp(force, "avx512") == 0, want256 = !force || strcmp(force, "avx2") == 0 || strcmp(force, "avx512") == 0;
+    if (want512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")) {
+        RUN[0] = run_f32_512; RUN[2] = run_f16_512; RUN[3] = run_bf16_512;
+        ROWS[0] = rows_f32_512; ROWS[2] = rows_f16_512; ROWS[3] = rows_bf16_512;
+        ISA = "avx512f+fma";
+    } else if (want256 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        RUN[0] = run_f32_256; RUN[2] = run_f16_256; RUN[3] = run_bf16_256;
+        ROWS[0] = rows_f32_256; ROWS[2] = rows_f16_256; ROWS[3] = rows_bf16_256;
+        ISA = "avx2+fma";
+    }
+#endif
+}
 
 /* ------------------------------------------------------------- integers */
 static inline uint64_t ld_mag(const char *p, int t, uint64_t *neg) {
@@ -198,11 +298,14 @@ static void run_##NAME(const char *x, int64_t n, uint64_t *omag, uint64_t *oneg,
 }                                                                                           \
 static void rows_##NAME(const char *x, int64_t rows, int64_t rstride, int64_t c0, int64_t c1, \
                         uint64_t *mag, uint64_t *neg, uint64_t *sat) {                      \
-    for (int64_t r = 0; r < rows; r++) {                                                    \
-        const char *b = x + r * rstride * ES;                                               \
-        for (int64_t j = c0; j < c1; j++) {                                                 \
-            uint64_t a = ld_mag(b + j * ES, T, &neg[j]);                                    \
-            sat[j] |= __builtin_mul_overflow(mag[j], a, &mag[j]);                           \
+    for (int64_t t0 = c0; t0 < c1; t0 += 256) {                                             \
+        int64_t t1 = t0 + 256 < c1 ? t0 + 256 : c1;                                         \
+        for (int64_t r = 0; r < rows; r++) {                                                \
+            const char *b = x + r * rstride * ES;                                           \
+            for (int64_t j = t0; j < t1; j++) {                                             \
+                uint64_t a = ld_mag(b + j * ES, T, &neg[j]);                                \
+                sat[j] |= __builtin_mul_overflow(mag[j], a, &mag[j]);                       \
+            }                                                                               \
         }                                                                                   \
     }                                                                                       \
 }
@@ -211,12 +314,10 @@ DEF_INT_KERNELS(i64, T_I64, 8)
 DEF_INT_KERNELS(u32, T_U32, 4)
 DEF_INT_KERNELS(u64, T_U64, 8)
 
-static void run_any(int t, const char *x, int64_t n, double *m, int64_t *e, uint64_t *f) {
+static void run_any(int t, const char *x, int64_t n, double *m, double *l, int64_t *e, uint64_t *f) {
     /* for ints the three outputs are reinterpreted as mag/neg/sat */
     switch (t) {
-    case T_F32: run_f32(x, n, m, e, f); break;
-    case T_BF16: run_bf16(x, n, m, e, f); break;
-    case T_F16: run_f16(x, n, m, e, f); break;
+    case T_F32: case T_BF16: case T_F16: RUN[t](x, n, m, l, e, f); break;
     case T_I32: run_i32(x, n, (uint64_t *)m, (uint64_t *)e, f); break;
     case T_I64: run_i64(x, n, (uint64_t *)m, (uint64_t *)e, f); break;
     case T_U32: run_u32(x, n, (uint64_t *)m, (uint64_t *)e, f); break;
@@ -225,11 +326,9 @@ static void run_any(int t, const char *x, int64_t n, double *m, int64_t *e, uint
     }
 }
 static void rows_any(int t, const char *x, int64_t rows, int64_t rs, int64_t c0, int64_t c1,
-                     double *m, int64_t *e, uint64_t *f) {
+                     double *m, double *l, int64_t *e, uint64_t *f) {
     switch (t) {
-    case T_F32: rows_f32(x, rows, rs, c0, c1, m, e, f); break;
-    case T_BF16: rows_bf16(x, rows, rs, c0, c1, m, e, f); break;
-    case T_F16: rows_f16(x, rows, rs, c0, c1, m, e, f); break;
+    case T_F32: case T_BF16: case T_F16: ROWS[t](x, rows, rs, c0, c1, m, l, e, f); break;
     case T_I32: rows_i32(x, rows, rs, c0, c1, (uint64_t *)m, (uint64_t *)e, f); break;
     case T_I64: rows_i64(x, rows, rs, c0, c1, (uint64_t *)m, (uint64_t *)e, f); break;
     case T_U32: rows_u32(x, rows, rs, c0, c1, (uint64_t *)m, (uint64_t *)e, f); break;
@@ -240,7 +339,7 @@ static void rows_any(int t, const char *x, int64_t rows, int64_t rs, int64_t c0,
 static inline int is_int(int t) { return t >= T_I32; }
 
 /* combine a partial result (m2,e2,f2) into (m,e,f) */
-static inline void combine(int t, double *m, int64_t *e, uint64_t *f, double m2, int64_t e2, uint64_t f2) {
+static inline void combine(int t, double *m, double *l, int64_t *e, uint64_t *f, double m2, double l2, int64_t e2, uint64_t f2) {
     if (is_int(t)) {
         uint64_t *mag = (uint64_t *)m, *neg = (uint64_t *)e, mag2, neg2;
         memcpy(&mag2, &m2, 8); memcpy(&neg2, &e2, 8);
@@ -248,7 +347,8 @@ static inline void combine(int t, double *m, int64_t *e, uint64_t *f, double m2,
         *neg ^= neg2;
     } else {
         *e += e2; *f |= f2;
-        *m = renorm(*m * m2, e, f);
+        dd_mul_dd(m, l, m2, l2);
+        dd_renorm(m, l, e, f);
     }
 }
 
@@ -258,7 +358,7 @@ enum { SPLIT_NONE = 0, SPLIT_RUN, SPLIT_OUTER, SPLIT_COLS };
 typedef struct {
     const plan_t *P; const char *in; int t; state_t S;
     int split; int64_t lo, hi;
-    double pm; int64_t pe; uint64_t pf; /* partial state for SPLIT_RUN */
+    double pm, pl; int64_t pe; uint64_t pf; /* partial state for SPLIT_RUN */
     /* finalisation */
     char *out; int mode; int64_t nover; int fin_err;
 } job_t;
@@ -268,12 +368,12 @@ typedef struct {
 static void accumulate(job_t *J) {
     const plan_t *P = J->P; int t = J->t; int nb = P->nb; int ib = nb - 1;
     int64_t es = ESIZE[t];
-    double *M = J->S.m; int64_t *E = J->S.e; uint64_t *F = J->S.f;
+    double *M = J->S.m, *Lo = J->S.l; int64_t *E = J->S.e; uint64_t *F = J->S.f;
     if (P->red[ib] && nb == 1) {
         int64_t lo = J->split == SPLIT_RUN ? J->lo : 0, hi = J->split == SPLIT_RUN ? J->hi : P->size[0];
-        double m; int64_t e; uint64_t f;
-        run_any(t, J->in + lo * es, hi - lo, &m, &e, &f);
-        J->pm = m; J->pe = e; J->pf = f;
+        double m, l = 0; int64_t e; uint64_t f;
+        run_any(t, J->in + lo * es, hi - lo, &m, &l, &e, &f);
+        J->pm = m; J->pl = l; J->pe = e; J->pf = f;
         return;
     }
     int stop = P->red[ib] ? ib : (nb >= 2 ? ib - 1 : 0);
@@ -289,11 +389,11 @@ static void accumulate(job_t *J) {
         int64_t ioff = 0, ooff = 0;
         for (int k = 0; k < stop; k++) { ioff += idx[k] * P->istr[k]; ooff += idx[k] * P->ostr[k]; }
         if (P->red[ib]) {
-            double m; int64_t e; uint64_t f;
-            run_any(t, J->in + ioff * es, P->size[ib], &m, &e, &f);
-            combine(t, &M[ooff], &E[ooff], &F[ooff], m, e, f);
+            double m, l = 0; int64_t e; uint64_t f;
+            run_any(t, J->in + ioff * es, P->size[ib], &m, &l, &e, &f);
+            combine(t, &M[ooff], &Lo[ooff], &E[ooff], &F[ooff], m, l, e, f);
         } else {
-            rows_any(t, J->in + ioff * es, rows, rstride, c0, c1, M + ooff, E + ooff, F + ooff);
+            rows_any(t, J->in + ioff * es, rows, rstride, c0, c1, M + ooff, Lo + ooff, E + ooff, F + ooff);
         }
         int k = stop - 1;
         while (k >= 0) {
@@ -499,12 +599,12 @@ static void finalize(job_t *J) {
             continue;
         }
         if (!is_int(t)) {
-            double m = J->S.m[o];
+            double m = J->S.m[o], l = J->S.l[o];
             int64_t E = J->S.e[o] + (t == T_F16 ? 112 * P->nred : 0);
             uint64_t r;
             if (!J->S.f[o]) {
-                double err = (2.0 * (double)P->nred + 64.0) * 0x1p-52;
-                if (round_dd(fabs(m), 0.0, E, err, &FMT[t], &r)) {
+                double err = ((double)P->nred + 64.0) * 0x1p-70;
+                if (round_dd(fabs(m), m < 0 ? -l : l, E, err, &FMT[t], &r)) {
                     uint64_t sign = (m < 0) ? (1ULL << (es * 8 - 1)) : 0;
                     store(J->out, o, es, r | sign);
                     continue;
@@ -582,14 +682,15 @@ static PyObject *py_reduce(PyObject *self, PyObject *args) {
     if (inb.len != total * ESIZE[t] || outb.len != nout * ESIZE[t]) { PyErr_SetString(PyExc_ValueError, "buffer size mismatch"); goto done; }
     if (nthreads < 1) nthreads = 1;
     if (nthreads > 64) nthreads = 64;
-    S.m = (double *)malloc((size_t)nout * 8); S.e = (int64_t *)malloc((size_t)nout * 8); S.f = (uint64_t *)malloc((size_t)nout * 8);
+    S.m = (double *)malloc((size_t)nout * 8); S.e = (int64_t *)malloc((size_t)nout * 8); S.f = (uint64_t *)malloc((size_t)nout * 8); S.l = (double *)malloc((size_t)nout * 8);
     jobs = (job_t *)calloc((size_t)nthreads, sizeof(job_t));
-    if (!S.m || !S.e || !S.f || !jobs) { PyErr_NoMemory(); goto done; }
+    if (!S.m || !S.e || !S.f || !S.l || !jobs) { PyErr_NoMemory(); goto done; }
     S.mag = (uint64_t *)S.m; S.neg = (uint64_t *)S.e; S.sat = S.f;
     int64_t nover = 0; int err = 0;
     Py_BEGIN_ALLOW_THREADS
     for (int64_t o = 0; o < nout; o++) {
         if (is_int(t)) { S.mag[o] = 1; S.neg[o] = 0; } else { S.m[o] = 1.0; S.e[o] = 0; }
+        S.l[o] = 0.0;
         S.f[o] = 0;
     }
     int ib = nb - 1;
@@ -611,9 +712,9 @@ static PyObject *py_reduce(PyObject *self, PyObject *args) {
     }
     if (t != T_F64) run_jobs(jobs, nt, acc_thread);
     if (split == SPLIT_RUN) {
-        for (int i = 1; i < nt; i++) combine(t, &jobs[0].pm, &jobs[0].pe, &jobs[0].pf, jobs[i].pm, jobs[i].pe, jobs[i].pf);
+        for (int i = 1; i < nt; i++) combine(t, &jobs[0].pm, &jobs[0].pl, &jobs[0].pe, &jobs[0].pf, jobs[i].pm, jobs[i].pl, jobs[i].pe, jobs[i].pf);
     }
-    if (P.red[ib] && nb == 1) { S.m[0] = jobs[0].pm; S.e[0] = jobs[0].pe; S.f[0] = jobs[0].pf; }
+    if (P.red[ib] && nb == 1) { S.m[0] = jobs[0].pm; S.l[0] = jobs[0].pl; S.e[0] = jobs[0].pe; S.f[0] = jobs[0].pf; }
     /* finalisation, in parallel over outputs when there is enough work */
     int nf = (nthreads > 1 && (nout >= 4096 || (t == T_F64 && total >= (1 << 16)))) ? nthreads : 1;
     if (nf > nout) nf = (int)nout;
@@ -630,7 +731,7 @@ static PyObject *py_reduce(PyObject *self, PyObject *args) {
     if (err) { PyErr_NoMemory(); goto done; }
     res = PyLong_FromLongLong(nover);
 done:
-    free(S.m); free(S.e); free(S.f); free(jobs);
+    free(S.m); free(S.l); free(S.e); free(S.f); free(jobs);
     PyBuffer_Release(&inb); PyBuffer_Release(&outb);
     return res;
 }
@@ -640,4 +741,9 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_native", "Exact ReduceProd kernel.", -1, methods};
-PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&moddef); }
+PyMODINIT_FUNC PyInit__native(void) {
+    select_isa();
+    PyObject *m = PyModule_Create(&moddef);
+    if (m && PyModule_AddStringConstant(m, "ISA", ISA) < 0) { Py_DECREF(m); return NULL; }
+    return m;
+}
