@@ -461,3 +461,16 @@ def test_ir_model_with_external_data(tmp_path):
     y = folded.graph.initializers["y"].const_value.numpy()
     np.testing.assert_array_equal(y, np.array([280.0, 880.0, 1944.0]))
     assert "c" not in folded.graph.initializers
+
+
+@settings(max_examples=40, deadline=None)
+@given(dims=st.lists(st.integers(0, 5), max_size=4),
+       start=st.one_of(st.none(), st.integers(-6, 6)), end=st.one_of(st.none(), st.integers(-6, 6)))
+def test_shape15_slice_matches_runtime(dims, start, end):
+    attrs = {k: v for k, v in (("start", start), ("end", end)) if v is not None}
+    graph = h.make_graph(
+        [h.make_node("Shape", ["x"], ["s"], **attrs), h.make_node("ReduceProd", ["s"], ["n"], keepdims=1)],
+        "g", [h.make_tensor_value_info("x", T.FLOAT, dims)], [h.make_tensor_value_info("n", T.INT64, [1])])
+    model = h.make_model(graph, ir_version=8, opset_imports=[h.make_opsetid("", 18)])
+    folded, report = fold_and_compare(model, {"x": np.zeros(dims, np.float32)})
+    assert not folded.graph.node and len(report.folded) == 1

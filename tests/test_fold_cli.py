@@ -153,3 +153,31 @@ def test_importing_the_cli_does_not_import_the_fold_machinery():
             "if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "[]"
+
+
+def test_optimize_in_place_with_big_lazily_loaded_tensors(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    big = (rng.random((640, 512), dtype=np.float32) + 0.5).astype(np.float32)  # > 1 MiB: left in the file
+    keep = rng.random((640, 512), dtype=np.float32)
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("ReduceProd", ["c"], ["y"], axes=[1], keepdims=0),
+         onnx.helper.make_node("Add", ["x", "k"], ["z"])], "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [640, 512])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [640]),
+         onnx.helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, [640, 512])],
+        [nh.from_array(big, "c"), nh.from_array(keep, "k")])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path, original = str(tmp_path / "m.onnx"), str(tmp_path / "original.onnx")
+    onnx.save(model, path)
+    onnx.save(model, original)
+    assert cli.main(["optimize", path, "-o", path]) == 0
+    assert "folded 1 ReduceProd node(s)" in capsys.readouterr().out
+    result = onnx.load(path)
+    onnx.checker.check_model(result, full_check=True)
+    assert sorted(t.name for t in result.graph.initializer) == ["k", "y"]
+    feeds = {"x": rng.random((640, 512), dtype=np.float32)}
+    got, want = ort_run(path, feeds), ort_run(original, feeds)
+    np.testing.assert_array_equal(got[1], want[1])
+    exact = np.prod(big.astype(np.float64), axis=1)
+    np.testing.assert_allclose(got[0], exact, rtol=2**-23)  # correctly rounded: within half an ulp
