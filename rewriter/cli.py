@@ -181,11 +181,14 @@ def build_parser() -> argparse.ArgumentParser:
 # ---------------------------------------------------------------- convert
 
 def _cmd_convert(args) -> int:
+    import os
+
     from rewriter import convert, model_io
 
     start = time.perf_counter()
-    model = model_io.load_model(args.model)
-    result, report = convert.convert_model(model, args.opset)
+    model = load_input(args.model)
+    base_dir = os.path.dirname(os.path.abspath(args.model))
+    result, report = convert.convert_model(model, args.opset, base_dir=base_dir)
     _verify_rewrite(model, result, args)
     model_io.save_model(result, args.output)
     elapsed = time.perf_counter() - start

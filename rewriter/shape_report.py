@@ -20,6 +20,7 @@ when the rank is unknown. ``axes`` is a list, null when absent (all dims) or "dy
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from rewriter.shape_rule import format_shape
 
@@ -50,8 +51,14 @@ class ShapeProblem:
         return f"{who} in {self.location}"
 
     def key(self) -> tuple:
-        """Identity across a rewrite, to tell pre-existing problems from new ones."""
-        return (self.location, self.node, self.output, self.kind)
+        """Identity across a rewrite, to tell pre-existing problems from new ones.
+
+        Positions of unnamed nodes ('#3') are left out: a rewrite that removes or adds
+        nodes shifts them.
+        """
+        location = re.sub(r" #\d+", "", self.location)
+        detail = self.reason if self.kind == "inference-error" and not self.output else ""
+        return (location, self.node, self.output, self.kind, detail)
 
     def __str__(self) -> str:
         return f"{self.label}: {self.reason}"

@@ -1,0 +1,271 @@
+"""Numerical verification: run the original and the rewritten model on the same random
+inputs and compare every output.
+
+Inputs are drawn per graph input from its type and shape (symbolic and unknown dims bound
+to 2; the same symbol gets the same size everywhere). Floats are drawn from
+±[0.5, 1.5) so products stay in range; signed integers from [-3, 3], unsigned from [0, 3],
+booleans uniformly.
+
+Backend: ONNX Runtime (CPU) when it can load both models (opset >= 7), else
+``onnx.reference.ReferenceEvaluator`` for both (opset < 7, or types ORT's CPU kernels lack
+such as bfloat16, uint32, uint64 for ReduceProd). When only one backend runs a model, each
+model runs on the backend that can.
+
+Comparison: integers, booleans and strings exactly; floats element-wise with
+``|a - b| <= atol + rtol * |b|`` (NaN must match NaN, infinities must match), with:
+
+======== ======== ========
+type     rtol     atol
+======== ======== ========
+float16  1e-2     1e-3
+bfloat16 4e-2     1e-2
+float    1e-4     1e-6
+double   1e-10    1e-12
+======== ======== ========
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import numpy as np
+import onnx
+
+from rewriter.errors import RewriterError
+
+__all__ = ["OutputComparison", "NumericsReport", "verify_numerics", "random_inputs", "TOLERANCES"]
+
+logger = logging.getLogger(__name__)
+
+TOLERANCES = {  # elem_type -> (rtol, atol)
+    onnx.TensorProto.FLOAT16: (1e-2, 1e-3),
+    onnx.TensorProto.BFLOAT16: (4e-2, 1e-2),
+    onnx.TensorProto.FLOAT: (1e-4, 1e-6),
+    onnx.TensorProto.DOUBLE: (1e-10, 1e-12),
+}
+SYMBOL_SIZE = 2
+
+
+@dataclasses.dataclass
+class OutputComparison:
+    """One output of the two models side by side."""
+
+    name: str
+    dtype: str
+    max_abs_diff: float | None  # None when the outputs cannot be compared (shape, type, failure)
+    tolerance: str  # "exact" or "rtol=..., atol=..."
+    ok: bool
+    reason: str = ""
+
+    def line(self) -> str:
+        diff = "n/a" if self.max_abs_diff is None else f"{self.max_abs_diff:.3g}"
+        verdict = "ok" if self.ok else f"MISMATCH: {self.reason}"
+        return f"{self.name} ({self.dtype}): max abs diff {diff} (tolerance {self.tolerance}) {verdict}"
+
+
+@dataclasses.dataclass
+class NumericsReport:
+    """Per-output comparison of an original and a rewritten model on the same inputs."""
+
+    outputs: list[OutputComparison]
+    backend_original: str
+    backend_rewritten: str
+    seed: int
+    error: str = ""  # set when the rewritten model failed to run
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and all(o.ok for o in self.outputs)
+
+    def summary_lines(self) -> list[str]:
+        backends = (self.backend_original if self.backend_original == self.backend_rewritten
+                    else f"{self.backend_original} (original) / {self.backend_rewritten} (rewritten)")
+        lines = [f"numerical check on random inputs (seed {self.seed}, {backends}):"]
+        if self.error:
+            lines.append(f"rewritten model failed to run: {self.error}")
+        lines.extend(o.line() for o in self.outputs)
+        return lines
+
+
+def _as_proto(model) -> onnx.ModelProto:
+    if isinstance(model, onnx.ModelProto):
+        return model
+    import onnx_ir as ir
+
+    if isinstance(model, ir.Model):
+        return ir.to_proto(model)
+    raise TypeError(f"expected an onnx.ModelProto or an onnx_ir.Model, got {type(model).__name__}")
+
+
+def _np_dtype(elem: int):
+    return onnx.helper.tensor_dtype_to_np_dtype(elem)
+
+
+def random_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random feeds for every graph input that is not an initializer."""
+    rng = np.random.default_rng(seed)
+    inits = {t.name for t in model.graph.initializer}
+    symbols: dict[str, int] = {}
+    feeds = {}
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        tp = vi.type
+        if tp.WhichOneof("value") != "tensor_type" or not tp.tensor_type.elem_type:
+            raise RewriterError(f"graph input '{vi.name}': cannot generate random values "
+                                f"for a non-tensor or untyped input")
+        elem = tp.tensor_type.elem_type
+        shape = []
+        for d in tp.tensor_type.shape.dim:
+            if d.WhichOneof("value") == "dim_value":
+                shape.append(d.dim_value)
+            elif d.WhichOneof("value") == "dim_param":
+                shape.append(symbols.setdefault(d.dim_param, SYMBOL_SIZE))
+            else:
+                shape.append(SYMBOL_SIZE)
+        feeds[vi.name] = _random_array(rng, elem, tuple(shape), vi.name)
+    return feeds
+
+
+def _random_array(rng, elem: int, shape: tuple, name: str) -> np.ndarray:
+    if elem == onnx.TensorProto.STRING:
+        return rng.choice(np.array(["a", "b", "c"], dtype=object), size=shape)
+    if elem == onnx.TensorProto.BOOL:
+        return rng.random(shape) < 0.5
+    try:
+        dtype = np.dtype(_np_dtype(elem))
+    except (KeyError, TypeError, ValueError):
+        raise RewriterError(f"graph input '{name}': cannot generate random values of type "
+                            f"{onnx.TensorProto.DataType.Name(elem)}") from None
+    if elem in TOLERANCES:
+        values = rng.uniform(0.5, 1.5, shape) * rng.choice([-1.0, 1.0], shape)
+        return values.astype(dtype)
+    if np.issubdtype(dtype, np.unsignedinteger):
+        return rng.integers(0, 4, shape).astype(dtype)
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(-3, 4, shape).astype(dtype)
+    raise RewriterError(f"graph input '{name}': cannot generate random values of type "
+                        f"{onnx.TensorProto.DataType.Name(elem)}")
+
+
+def _default_opset(model: onnx.ModelProto) -> int:
+    for o in model.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            return o.version
+    return 0
+
+
+def _run_ort(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    names = {i.name for i in session.get_inputs()}
+    return session.run(None, {k: v for k, v in feeds.items() if k in names})
+
+
+def _run_reference(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+    from onnx.reference import ReferenceEvaluator
+
+    evaluator = ReferenceEvaluator(model)
+    names = set(evaluator.input_names)
+    return evaluator.run(None, {k: v for k, v in feeds.items() if k in names})
+
+
+_BACKENDS = {"onnxruntime": _run_ort, "reference": _run_reference}
+
+
+def _try(model, feeds, backend, cache) -> list | None:
+    key = (id(model), backend)
+    if key not in cache:
+        if backend == "onnxruntime" and _default_opset(model) < 7:
+            cache[key] = (None, "ONNX Runtime needs opset >= 7")
+        else:
+            try:
+                cache[key] = ([np.asarray(o) for o in _BACKENDS[backend](model, feeds)], "")
+            except Exception as e:  # noqa: BLE001 - any runtime failure means "cannot run here"
+                logger.info("%s cannot run the model: %s", backend, e)
+                cache[key] = (None, " ".join(str(e).split())[:300])
+    return cache[key]
+
+
+def _elem_of(array: np.ndarray) -> int:
+    try:
+        return onnx.helper.np_dtype_to_tensor_dtype(array.dtype)
+    except (KeyError, TypeError, ValueError):
+        return 0
+
+
+def _compare(name: str, elem: int, a: np.ndarray, b: np.ndarray) -> OutputComparison:
+    dtype = onnx.TensorProto.DataType.Name(elem).lower() if elem else str(a.dtype)
+    rtol, atol = TOLERANCES.get(elem, (0.0, 0.0))
+    tol = "exact" if elem not in TOLERANCES else f"rtol={rtol:g}, atol={atol:g}"
+    if a.dtype != b.dtype:
+        return OutputComparison(name, dtype, None, tol, False, f"dtype {a.dtype} vs {b.dtype}")
+    if a.shape != b.shape:
+        return OutputComparison(name, dtype, None, tol, False, f"shape {a.shape} vs {b.shape}")
+    if a.size == 0:
+        return OutputComparison(name, dtype, 0.0, tol, True)
+    if a.dtype == object or a.dtype.kind in "USb":
+        same = np.array_equal(a, b)
+        return OutputComparison(name, dtype, 0.0 if same else None, tol, same, "" if same else "values differ")
+    if elem not in TOLERANCES and a.dtype.kind in "iu":
+        diff = np.abs(a.astype(object) - b.astype(object))
+        worst = float(max(diff.reshape(-1)))
+        return OutputComparison(name, dtype, worst, tol, worst == 0, "" if worst == 0 else "integers differ")
+    x, y = a.astype(np.float64), b.astype(np.float64)
+    nan_x, nan_y = np.isnan(x), np.isnan(y)
+    finite = np.isfinite(x) & np.isfinite(y)
+    worst = float(np.max(np.abs(x - y)[finite])) if finite.any() else 0.0
+    if not np.array_equal(nan_x, nan_y):
+        return OutputComparison(name, dtype, worst, tol, False, "NaN in different places")
+    inf_ok = np.array_equal(np.where(np.isinf(x), x, 0), np.where(np.isinf(y), y, 0))
+    if not inf_ok:
+        return OutputComparison(name, dtype, float("inf"), tol, False, "infinities differ")
+    close = np.abs(x - y)[finite] <= atol + rtol * np.abs(y[finite])
+    ok = bool(close.all())
+    return OutputComparison(name, dtype, worst, tol, ok, "" if ok else "beyond tolerance")
+
+
+def verify_numerics(original, rewritten, *, seed: int = 0) -> NumericsReport:
+    """Run both models on the same random inputs and compare every output (see module doc).
+
+    Raises RewriterError when the original model itself cannot be run or fed.
+    """
+    a, b = _as_proto(original), _as_proto(rewritten)
+    feeds = random_inputs(a, seed)
+    cache: dict = {}
+    pair = None
+    for backend in ("onnxruntime", "reference"):
+        ra, _ = _try(a, feeds, backend, cache)
+        rb, _ = _try(b, feeds, backend, cache)
+        if ra is not None and rb is not None:
+            pair = (ra, backend, rb, backend)
+            break
+    if pair is None:
+        got_a = [(r, be) for be in ("onnxruntime", "reference") if (r := _try(a, feeds, be, cache)[0]) is not None]
+        if not got_a:
+            errors = "; ".join(f"{be}: {cache[(id(a), be)][1]}" for be in ("onnxruntime", "reference"))
+            raise RewriterError(f"cannot verify numerically: the original model does not run ({errors})")
+        got_b = [(r, be) for be in ("onnxruntime", "reference") if (r := _try(b, feeds, be, cache)[0]) is not None]
+        if not got_b:
+            errors = "; ".join(f"{be}: {cache[(id(b), be)][1]}" for be in ("onnxruntime", "reference"))
+            return NumericsReport([], got_a[0][1], "none", seed, error=errors)
+        pair = (got_a[0][0], got_a[0][1], got_b[0][0], got_b[0][1])
+    outs_a, be_a, outs_b, be_b = pair
+    names_a = [o.name for o in a.graph.output]
+    names_b = [o.name for o in b.graph.output]
+    comparisons = []
+    if len(outs_a) != len(outs_b):
+        return NumericsReport([], be_a, be_b, seed,
+                              error=f"{len(outs_a)} output(s) in the original, {len(outs_b)} in the rewritten")
+    by_name = sorted(names_a) == sorted(names_b)
+    for i, name in enumerate(names_a):
+        j = names_b.index(name) if by_name else i
+        elem = a.graph.output[i].type.tensor_type.elem_type or _elem_of(outs_a[i])
+        label = name if by_name or names_b[j] == name else f"{name} / {names_b[j]}"
+        comparisons.append(_compare(label, elem, outs_a[i], outs_b[j]))
+    return NumericsReport(comparisons, be_a, be_b, seed)
