@@ -10,9 +10,10 @@ changing nothing in the node when
   inputs, outputs, arities and attributes with the same types and defaults), read from
   ``onnx.defs``; and
 - the op is one whose identical-signature steps are known to be type-only
-  (``TYPE_ONLY_OPS``: control flow, Identity, Constant and elementwise ops; steps that
-  changed meaning without changing the signature, such as negative axes at 11 or new
-  enum values for Pad and Resize, concern ops deliberately left out); and
+  (``TYPE_ONLY_OPS``: control flow, Identity, Constant, elementwise and shape ops, and
+  from opset 11 on the reductions and axis ops, whose step to 11 allowed negative axes
+  without changing the signature; ops whose enum values grew, such as Pad and Resize,
+  are deliberately left out); and
 - every type the node actually uses is allowed by every schema on the way.
 
 Everything else is left to onnx.version_converter.
@@ -27,13 +28,24 @@ import onnx.defs
 
 __all__ = ["TYPE_ONLY_OPS", "type_only_path"]
 
-TYPE_ONLY_OPS = frozenset({
-    "If", "Loop", "Identity", "Constant",
-    "Add", "Sub", "Mul", "Div", "Pow", "Neg", "Abs", "Sqrt", "Exp", "Log", "Reciprocal",
-    "Relu", "Sigmoid", "Tanh", "Floor", "Ceil", "Sign", "Erf",
-    "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Xor",
-    "Where", "Max", "Min", "Sum", "Mean", "MatMul", "Size",
-})
+_ANY = 1
+# op -> the lowest opset this rule may reach for it. Opset 11 let many ops take negative
+# axes without changing their signature: below 11 their steps are not type-only.
+TYPE_ONLY_OPS: dict[str, int] = {
+    **dict.fromkeys([
+        "If", "Loop", "Identity", "Constant",
+        "Add", "Sub", "Mul", "Div", "Pow", "Neg", "Abs", "Sqrt", "Exp", "Log", "Reciprocal",
+        "Relu", "Sigmoid", "Tanh", "Floor", "Ceil", "Sign", "Erf",
+        "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Xor",
+        "Where", "Max", "Min", "Sum", "Mean", "MatMul", "Size", "Shape", "Cast", "Transpose",
+        "Reshape", "Expand", "Tile", "ConstantOfShape",
+    ], _ANY),
+    **dict.fromkeys([
+        "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceL1", "ReduceL2",
+        "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare",
+        "Concat", "Gather", "Flatten", "Squeeze", "Unsqueeze", "Slice", "Gemm", "Clip",
+    ], 11),
+}
 
 
 def _schema(op_type: str, since: int) -> onnx.defs.OpSchema:
@@ -96,7 +108,8 @@ def type_only_path(node: onnx.NodeProto, source: int, target: int, types=None) -
     ``types`` is a callable name -> TypeProto | None giving the types of the node's values;
     without it every type counts as unknown.
     """
-    if node.op_type not in TYPE_ONLY_OPS:
+    floor = TYPE_ONLY_OPS.get(node.op_type)
+    if floor is None or min(source, target) < floor:
         return False
     if types is None:
         return _type_only_untyped(node.op_type, source, target,

@@ -202,11 +202,13 @@ def _plan_other_ops(state: _State, target: int):
     known_types = lambda name: state.types().get(name)  # noqa: E731  (runs inference lazily)
     type_only: list[onnx.NodeProto] = []
     delegated: set[int] = set()
+    keep_alive = []  # ids identify protobuf wrappers only while they are alive
     in_graph, in_functions = collections.Counter(), collections.Counter()
+    ours = {id(n) for n in state.held}
     for scope in state.scopes:
         counter = in_functions if _function_root(scope) else in_graph
         for node in scope.body.node:
-            if node.domain not in _DEFAULT or node.op_type == "ReduceProd":
+            if node.domain not in _DEFAULT or id(node) in ours:
                 continue
             source_opset = scope.opset or target
             source = _since(node.op_type, source_opset)
@@ -223,6 +225,7 @@ def _plan_other_ops(state: _State, target: int):
                 type_only.append(node)
             else:
                 delegated.add(id(node))
+                keep_alive.append(node)
                 counter[node.op_type] += 1
     # A control-flow node is only kept as it is when nothing inside it needs the converter.
     for node in type_only:

@@ -1,0 +1,66 @@
+"""The type-only step rule for ops other than ReduceProd, against onnx.defs and ORT."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from rewriter import compat
+from rewriter.convert import convert_model
+from tests.oracle import assert_same_outputs, assert_valid, run
+
+
+def _node_model(op, opset, elem=TensorProto.FLOAT, **attrs):
+    graph = helper.make_graph(
+        [helper.make_node(op, ["x"], ["y"], **attrs)], "g",
+        [helper.make_tensor_value_info("x", elem, [2, 3])],
+        [helper.make_tensor_value_info("y", elem, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return onnx.shape_inference.infer_shapes(model, strict_mode=True)
+
+
+def test_every_listed_op_exists_in_onnx_defs():
+    for op in compat.TYPE_ONLY_OPS:
+        assert onnx.defs.has(op), op
+
+
+@pytest.mark.parametrize("source,target,expected", [(14, 13, True), (13, 14, True), (13, 6, True), (13, 5, False)])
+def test_relu_steps(source, target, expected):
+    """Relu-6 dropped consumed_inputs (a signature change); 6..14 only changed types."""
+    node = helper.make_node("Relu", ["x"], ["y"])
+    types = {"x": helper.make_tensor_type_proto(TensorProto.FLOAT, [2]),
+             "y": helper.make_tensor_type_proto(TensorProto.FLOAT, [2])}
+    assert compat.type_only_path(node, source, target, types.get) is expected
+
+
+def test_negative_axes_ops_stop_at_11():
+    node = helper.make_node("ReduceSum", ["x"], ["y"], axes=[-1])
+    assert compat.type_only_path(node, 12, 11)
+    assert not compat.type_only_path(node, 11, 10)
+
+
+def test_unknown_types_going_down_are_not_type_only():
+    node = helper.make_node("Add", ["a", "b"], ["c"])
+    assert compat.type_only_path(node, 13, 14)  # types only widen going up
+    assert not compat.type_only_path(node, 14, 13)
+
+
+@pytest.mark.parametrize("target", [11, 13, 18, 28])
+def test_mixed_sample_down_and_up_computes_the_same(target):
+    model = onnx.load("models/mixed_opset13.onnx")
+    result, report = convert_model(model, target)
+    assert_valid(result)
+    feeds = {"data": np.random.default_rng(0).uniform(-1, 2, size=[3, 2, 2]).astype(np.float32)}
+    assert_same_outputs(run(model, feeds), run(result, feeds))
+
+
+def test_softmax_axis_semantics_change_goes_to_the_version_converter():
+    """Softmax-13 changed what axis means (and its default): never a type-only step."""
+    model = _node_model("Softmax", 13, axis=0)
+    result, report = convert_model(model, 11)
+    assert report.delegated == {"Softmax": 1} and not report.type_only
+    feeds = {"x": np.random.default_rng(1).normal(size=[2, 3]).astype(np.float32)}
+    assert_same_outputs(run(model, feeds), run(result, feeds))
