@@ -156,6 +156,8 @@ def _check_references(model: onnx.ModelProto, path: str) -> None:
     for t, _ in _all_tensors(model):
         if t.data_location != _EXTERNAL:
             continue
+        if not all(isinstance(e.key, str) and isinstance(e.value, str) for e in t.external_data):
+            raise ModelLoadError(f"{path}: {_tensor_name(t)}: external data entries are not valid UTF-8")
         inline = any(e.key == _INLINE for e in t.external_data)
         for e in t.external_data:  # a file must not smuggle a base directory in
             if e.key == _BASE:

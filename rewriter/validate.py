@@ -178,6 +178,8 @@ def _check_reduce_prod(node, scope: Scope, ranks: dict[str, int], path: str, bas
     axes = None
     attr = next((a for a in node.attribute if a.name == "axes"), None)
     if attr is not None:
+        if attr.type != onnx.AttributeProto.INTS:
+            raise RewriterError(f"{label}: the axes attribute must be a list of integers")
         axes = list(attr.ints)
     elif len(node.input) > 1 and node.input[1] and (scope.opset or 0) >= 18:
         tensor = _axes_tensor(node.input[1], scope)
@@ -212,11 +214,88 @@ def _check_reduce_prod(node, scope: Scope, ranks: dict[str, int], path: str, bas
         raise RewriterError(f"{label}: duplicate axes {axes}")
 
 
+def _names(scope: Scope):
+    body = scope.body
+    if scope.is_function:
+        yield from (body.name, body.domain, *body.input, *body.output, *body.attribute)
+        yield from (o.domain for o in body.opset_import)
+    else:
+        yield body.name
+        yield from (v.name for v in (*body.input, *body.output, *body.value_info))
+        yield from (t.name for t in body.initializer)
+
+
+def _check_text(model: onnx.ModelProto, scopes: list[Scope], path: str) -> None:
+    """Protobuf hands back bytes for string fields that are not UTF-8: refuse them here."""
+    for scope in scopes:
+        if not all(isinstance(n, str) for n in _names(scope)):
+            raise RewriterError(f"{path}: a name in {scope.location} is not valid UTF-8")
+        for i, node in enumerate(scope.body.node):
+            fields = (node.op_type, node.domain, node.name, *node.input, *node.output,
+                      *(a.name for a in node.attribute), *(a.ref_attr_name for a in node.attribute))
+            if not all(isinstance(f, str) for f in fields):
+                raise RewriterError(f"{path}: node #{i} in {scope.location} has a name or type "
+                                    "that is not valid UTF-8")
+
+
+_TYPED = ("float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data")
+
+
+def _check_tensors(model: onnx.ModelProto, path: str) -> None:
+    """Every tensor has a known data type, non-negative dims and as much data as they say."""
+    from rewriter import model_io
+
+    for t, _ in model_io._all_tensors(model):
+        what = f"{path}: {model_io._tensor_name(t)}"
+        try:
+            onnx.helper.tensor_dtype_to_np_dtype(t.data_type)
+        except (KeyError, TypeError, ValueError):
+            raise RewriterError(f"{what}: unknown or unsupported data type {t.data_type}") from None
+        if any(d < 0 for d in t.dims):
+            raise RewriterError(f"{what}: negative dimension in {list(t.dims)}")
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            continue  # checked against its file by model_io.load_model
+        numel = int(np.prod(t.dims, dtype=object)) if len(t.dims) else 1
+        if t.HasField("raw_data"):
+            if t.data_type == onnx.TensorProto.STRING:
+                raise RewriterError(f"{what}: a string tensor cannot hold raw data")
+            expected = model_io._expected_bytes(t)
+            if expected is not None and len(t.raw_data) != expected:
+                raise RewriterError(f"{what}: raw data has {len(t.raw_data)} bytes, its type and dims "
+                                    f"{list(t.dims)} need {expected}")
+            continue
+        counts = [len(getattr(t, f)) for f in _TYPED if len(getattr(t, f))]
+        if len(counts) > 1 or (counts and counts[0] not in (numel, 2 * numel, (numel + 1) // 2, (numel + 3) // 4)):
+            raise RewriterError(f"{what}: holds {sum(counts)} values, its dims {list(t.dims)} need {numel}")
+        if not counts and numel:
+            raise RewriterError(f"{what}: has dims {list(t.dims)} but no data")
+
+
+def _check_versions(model: onnx.ModelProto, path: str) -> None:
+    latest = onnx.defs.onnx_opset_version()
+    if model.ir_version > onnx.IR_VERSION:
+        raise RewriterError(f"{path}: IR version {model.ir_version} is newer than this tool reads "
+                            f"(up to {onnx.IR_VERSION})")
+    imports = [("the model", model.opset_import)]
+    imports += [(f"function '{f.domain}:{f.name}'", f.opset_import) for f in model.functions]
+    for where, opset_import in imports:
+        for o in opset_import:
+            if o.domain in ("", "ai.onnx") and not 1 <= o.version <= latest:
+                raise RewriterError(f"{path}: {where} imports default-domain opset {o.version}, "
+                                    f"outside 1..{latest}")
+
+
 def validate_model(model: onnx.ModelProto, path: str | os.PathLike = "<model>") -> None:
     """Raise RewriterError naming ``path`` and the node when ``model`` is malformed."""
     path = os.fspath(path)
     base_dir = os.path.dirname(os.path.abspath(path))
+    for o in model.opset_import:  # iter_scopes needs these before anything else
+        if not isinstance(o.domain, str):
+            raise RewriterError(f"{path}: an opset_import domain is not valid UTF-8")
+    _check_versions(model, path)
     scopes = list(traversal.iter_scopes(model))
+    _check_text(model, scopes, path)
+    _check_tensors(model, path)
     visible_of: dict[int, set[str]] = {}
     for scope in scopes:
         parent = visible_of.get(id(scope.parent), set()) if scope.parent else set()
