@@ -224,6 +224,7 @@ def _plan_other_ops(state: _State, target: int):
                     compat.type_only_path(node, source_opset, target, known_types):
                 type_only.append(node)
             else:
+                _refuse_known_converter_defects(node, scope, source_opset, target, state)
                 delegated.add(id(node))
                 keep_alive.append(node)
                 counter[node.op_type] += 1
@@ -237,6 +238,31 @@ def _plan_other_ops(state: _State, target: int):
             state.held.append(node)
             report.type_only[node.op_type] += 1
     return in_graph, in_functions
+
+
+_SOFTMAX_LIKE = {"Softmax": (12, 13), "LogSoftmax": (12, 13), "Hardmax": (12, 13)}
+
+
+def _refuse_known_converter_defects(node, scope, source_opset, target, state) -> None:
+    """Refuse steps where onnx.version_converter is known to return a model computing something else.
+
+    Softmax, LogSoftmax and Hardmax changed what ``axis`` means at 13 (one axis instead of
+    "flatten from axis"); the converter keeps ``axis`` as it is, which is only right when it
+    is the last dimension (checked against ONNX Runtime in tests/test_compat.py).
+    """
+    boundary = _SOFTMAX_LIKE.get(node.op_type)
+    if boundary is None or not min(source_opset, target) <= boundary[0] < boundary[1] <= max(source_opset, target):
+        return
+    axis = next((a.i for a in node.attribute if a.name == "axis"), 1 if source_opset < 13 else -1)
+    t = state.types().get(node.input[0])
+    rank = len(t.tensor_type.shape.dim) if t is not None and t.tensor_type.HasField("shape") else None
+    if rank is None or axis not in (rank - 1, -1):
+        raise ConversionError(
+            f"{traversal.node_label(node, scope)}: {node.op_type} with axis={axis} "
+            f"{'(rank unknown)' if rank is None else f'on rank {rank}'} cannot be converted across "
+            f"opset 13, where the meaning of axis changed; onnx.version_converter would keep the "
+            f"axis and compute something else (only the last axis converts)"
+        )
 
 
 def _subgraph_nodes(node: onnx.NodeProto):

@@ -7,6 +7,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+import rewriter
 from rewriter import compat
 from rewriter.convert import convert_model
 from tests.oracle import assert_same_outputs, assert_valid, run
@@ -57,10 +58,21 @@ def test_mixed_sample_down_and_up_computes_the_same(target):
     assert_same_outputs(run(model, feeds), run(result, feeds))
 
 
-def test_softmax_axis_semantics_change_goes_to_the_version_converter():
-    """Softmax-13 changed what axis means (and its default): never a type-only step."""
-    model = _node_model("Softmax", 13, axis=0)
-    result, report = convert_model(model, 11)
-    assert report.delegated == {"Softmax": 1} and not report.type_only
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", "Hardmax"])
+@pytest.mark.parametrize("source,target", [(13, 11), (11, 13), (12, 13), (13, 12)])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_softmax_family_across_13(op, source, target, axis):
+    """axis changed meaning at 13: the last axis converts and computes the same; others are refused."""
+    model = _node_model(op, source, axis=axis)
     feeds = {"x": np.random.default_rng(1).normal(size=[2, 3]).astype(np.float32)}
+    if axis == 0:
+        with pytest.raises(rewriter.RewriterError, match=f"{op} with axis=0 on rank 2"):
+            convert_model(model, target)
+        return
+    try:
+        result, report = convert_model(model, target)
+    except rewriter.RewriterError as e:  # the converter has no Hardmax adapter down from 13
+        assert op == "Hardmax" and target < 13 and "cannot convert operator Hardmax" in str(e)
+        return
+    assert report.delegated == {op: 1} and not report.type_only
     assert_same_outputs(run(model, feeds), run(result, feeds))
