@@ -132,6 +132,8 @@ def node_label(node: onnx.NodeProto, scope: Scope | None = None) -> str:
 
 def _constant_node_value(node: onnx.NodeProto, base_dir: str | None) -> np.ndarray | None:
     for attr in node.attribute:
+        if attr.ref_attr_name:  # value = @param inside a function: known only at the call site
+            return None
         if attr.name == "value":
             return _tensor_to_array(attr.t, base_dir)
         if attr.name == "value_ints":

@@ -418,3 +418,19 @@ def test_axes_attribute_to_input_shares_equal_constants():
     result, _ = convert_model(_typed(model), 18)
     assert len(result.graph.initializer) == 1
     assert result.graph.node[0].input[1] == result.graph.node[1].input[1] == result.graph.initializer[0].name
+
+
+def test_function_axes_from_an_attribute_reference_are_not_constant():
+    """Inside a function, Constant<value_ints = @axes> is only known per call: not convertible below 18."""
+    body = [onnx.parser.parse_node("ax = Constant <value_ints: ints = @axes> ()"),
+            helper.make_node("ReduceProd", ["x", "ax"], ["y"], name="fn_prod")]
+    fn = helper.make_function("local", "Prod", ["x"], ["y"], body,
+                              opset_imports=[helper.make_opsetid("", 18)], attributes=["axes"])
+    graph = helper.make_graph(
+        [helper.make_node("Prod", ["data"], ["out"], domain="local", axes=[1])], "g",
+        [helper.make_tensor_value_info("data", TensorProto.FLOAT, SHAPE)],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, functions=[fn], opset_imports=[
+        helper.make_opsetid("", 18), helper.make_opsetid("local", 1)])
+    with pytest.raises(rewriter.RewriterError, match=r"'fn_prod'.*function 'local:Prod'.*not a constant"):
+        convert_model(model, 13)
