@@ -64,6 +64,8 @@ class _State:
         self.base_dir = base_dir
         self.report = report
         self._types: dict[str, onnx.TypeProto] | None = None
+        self._inferred: onnx.ModelProto | None = None
+        self._function_types: dict[tuple[str, str], dict[str, onnx.TypeProto]] = {}
         self._names: set[str] | None = None
         self.scopes = list(traversal.iter_scopes(model))  # walked once: the walk costs on big graphs
         self.function_constants: dict[int, int] = collections.defaultdict(int)  # inserted so far
@@ -73,27 +75,55 @@ class _State:
         self.maybe_unused: list[tuple[str, traversal.Scope]] = []
 
     def types(self) -> dict[str, onnx.TypeProto]:
-        """Value types of the original model after (lenient) shape inference, by name."""
+        """Value types in the original model's graphs after (lenient) shape inference, by name."""
         if self._types is None:
-            try:
-                inferred = onnx.shape_inference.infer_shapes(self.original)
-            except Exception as e:  # inference failures only cost us information here
-                logger.info("shape inference of the input failed: %s", e)
-                inferred = self.original
+            self._inferred = _infer(self.original)
             types: dict[str, onnx.TypeProto] = {}
-            for scope in traversal.iter_scopes(inferred):
-                body = scope.body
-                if scope.is_function:
-                    infos = list(getattr(body, "value_info", []))
-                else:
-                    infos = [*body.input, *body.output, *body.value_info]
-                    for t in body.initializer:
-                        types.setdefault(t.name, onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims)))
-                for vi in infos:
-                    if vi.type.HasField("tensor_type"):
-                        types.setdefault(vi.name, vi.type)
+            for scope in traversal.iter_scopes(self._inferred):
+                if not scope.is_function:
+                    _collect_types(scope.body, types)
             self._types = types
         return self._types
+
+    def types_for(self, scope: traversal.Scope) -> dict[str, onnx.TypeProto]:
+        """Types as seen from ``scope``: the graphs' own, or a function body's at its call sites."""
+        root = scope
+        while root.parent is not None:
+            root = root.parent
+        if not root.is_function:
+            return self.types()
+        key = (root.body.domain, root.body.name)
+        if key not in self._function_types:
+            self._function_types[key] = self._infer_function(root.body)
+        return self._function_types[key]
+
+    def _infer_function(self, fn: onnx.FunctionProto) -> dict[str, onnx.TypeProto]:
+        """Infer a function body at each call site in the graphs; keep what every call agrees on."""
+        graph_types = self.types()
+        agreed: dict[str, onnx.TypeProto] | None = None
+        for scope in traversal.iter_scopes(self._inferred):
+            if scope.is_function:
+                continue
+            for call in scope.body.node:
+                if call.op_type != fn.name or call.domain != fn.domain:
+                    continue
+                inputs = [onnx.helper.make_value_info(formal, graph_types[actual])
+                          for formal, actual in zip(fn.input, call.input) if actual in graph_types]
+                if len(inputs) != len(fn.input):
+                    return {}
+                body = onnx.helper.make_graph(list(fn.node), fn.name, inputs,
+                                              [onnx.helper.make_empty_tensor_value_info(o) for o in fn.output])
+                shell = onnx.helper.make_model(body, opset_imports=list(self.original.opset_import),
+                                               functions=list(self.original.functions))
+                shell.ir_version = self.original.ir_version
+                found: dict[str, onnx.TypeProto] = {}
+                _collect_types(_infer(shell).graph, found)
+                if agreed is None:
+                    agreed = found
+                else:
+                    merged = {k: _common_type(v, found.get(k)) for k, v in agreed.items()}
+                    agreed = {k: v for k, v in merged.items() if v is not None}
+        return agreed or {}
 
     def fresh_name(self, hint: str) -> str:
         if self._names is None:
@@ -115,6 +145,34 @@ class _State:
         return name
 
 
+def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
+    try:
+        return onnx.shape_inference.infer_shapes(model)
+    except Exception as e:  # inference failures only cost us information here
+        logger.info("shape inference failed: %s", e)
+        return model
+
+
+def _common_type(a: onnx.TypeProto, b: onnx.TypeProto | None) -> onnx.TypeProto | None:
+    """What two call sites agree on: the element type and, when it matches, the rank."""
+    if b is None or a.tensor_type.elem_type != b.tensor_type.elem_type:
+        return None
+    if a == b:
+        return a
+    ta, tb = a.tensor_type, b.tensor_type
+    if ta.HasField("shape") and tb.HasField("shape") and len(ta.shape.dim) == len(tb.shape.dim):
+        return onnx.helper.make_tensor_type_proto(ta.elem_type, [None] * len(ta.shape.dim))
+    return onnx.helper.make_tensor_type_proto(ta.elem_type, None)
+
+
+def _collect_types(graph: onnx.GraphProto, types: dict[str, onnx.TypeProto]) -> None:
+    for t in graph.initializer:
+        types.setdefault(t.name, onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims)))
+    for vi in [*graph.input, *graph.output, *graph.value_info]:
+        if vi.type.HasField("tensor_type"):
+            types.setdefault(vi.name, vi.type)
+
+
 class NodeContext:
     """The view of the conversion that an adapter gets for one node."""
 
@@ -126,13 +184,13 @@ class NodeContext:
         return traversal.constant_value(name, self.scope, self._state.base_dir)
 
     def rank(self, name: str) -> int | None:
-        t = self._state.types().get(name)
+        t = self._state.types_for(self.scope).get(name)
         if t is None or not t.tensor_type.HasField("shape"):
             return None
         return len(t.tensor_type.shape.dim)
 
     def elem_type(self, name: str) -> int | None:
-        t = self._state.types().get(name)
+        t = self._state.types_for(self.scope).get(name)
         return t.tensor_type.elem_type if t is not None else None
 
     def add_constant(self, hint: str, value: np.ndarray) -> str:
@@ -199,7 +257,6 @@ def _plan_other_ops(state: _State, target: int):
     """
     model = state.model
     report = state.report
-    known_types = lambda name: state.types().get(name)  # noqa: E731  (runs inference lazily)
     type_only: list[onnx.NodeProto] = []
     delegated: set[int] = set()
     keep_alive = []  # ids identify protobuf wrappers only while they are alive
@@ -221,7 +278,7 @@ def _plan_other_ops(state: _State, target: int):
             if source == dest:
                 continue
             if compat.type_only_path(node, source_opset, target) or \
-                    compat.type_only_path(node, source_opset, target, known_types):
+                    compat.type_only_path(node, source_opset, target, state.types_for(scope).get):
                 type_only.append(node)
             else:
                 _refuse_known_converter_defects(node, scope, source_opset, target, state)
@@ -254,7 +311,7 @@ def _refuse_known_converter_defects(node, scope, source_opset, target, state) ->
     if boundary is None or not min(source_opset, target) <= boundary[0] < boundary[1] <= max(source_opset, target):
         return
     axis = next((a.i for a in node.attribute if a.name == "axis"), 1 if source_opset < 13 else -1)
-    t = state.types().get(node.input[0])
+    t = state.types_for(scope).get(node.input[0])
     rank = len(t.tensor_type.shape.dim) if t is not None and t.tensor_type.HasField("shape") else None
     if rank is None or axis not in (rank - 1, -1):
         raise ConversionError(

@@ -434,3 +434,33 @@ def test_function_axes_from_an_attribute_reference_are_not_constant():
         helper.make_opsetid("", 18), helper.make_opsetid("local", 1)])
     with pytest.raises(rewriter.RewriterError, match=r"'fn_prod'.*function 'local:Prod'.*not a constant"):
         convert_model(model, 13)
+
+
+def _two_call_model(second_shape):
+    fn = _function_model(13).functions[0]
+    graph = helper.make_graph(
+        [helper.make_node("Prod", ["data"], ["out"], domain="local"),
+         helper.make_node("Prod", ["other"], ["out2"], domain="local")], "g",
+        [helper.make_tensor_value_info("data", TensorProto.FLOAT, SHAPE),
+         helper.make_tensor_value_info("other", TensorProto.FLOAT, second_shape)],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None),
+         helper.make_tensor_value_info("out2", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, functions=[fn], opset_imports=[
+        helper.make_opsetid("", 13), helper.make_opsetid("local", 1)])
+    model.ir_version = 8
+    return _typed(model)
+
+
+def test_function_negative_axes_use_the_rank_at_the_call_sites():
+    model = _two_call_model([5, 2, 7])  # both calls rank 3: -1 -> 2
+    result, report = convert_model(model, 1)
+    assert_valid(result)
+    (node,) = result.functions[0].node
+    assert [list(a.ints) for a in node.attribute if a.name == "axes"] == [[2]]
+    feeds = {"data": sample(np.float32), "other": np.ones([5, 2, 7], dtype=np.float32) * 1.5}
+    assert_same_outputs(run(model, feeds), run(result, feeds))
+
+
+def test_function_negative_axes_with_call_sites_of_different_rank_are_refused():
+    with pytest.raises(rewriter.RewriterError, match=r"'fn_prod'.*function 'local:Prod'.*rank"):
+        convert_model(_two_call_model([5, 7]), 1)
