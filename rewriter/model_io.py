@@ -14,11 +14,11 @@ Two private ``external_data`` keys travel with references in memory and are neve
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import mmap
 import os
 import stat
-import struct
 
 import numpy as np
 import onnx
@@ -27,7 +27,8 @@ from onnx import numpy_helper
 from rewriter import wire
 from rewriter.errors import ModelLoadError, RewriterError
 
-__all__ = ["load_model", "save_model", "read_external_tensor", "set_default_layout", "INLINE_THRESHOLD"]
+__all__ = ["load_model", "save_model", "read_external_tensor", "set_default_layout", "check_model",
+           "external_data_dir", "INLINE_THRESHOLD"]
 
 logger = logging.getLogger(__name__)
 
@@ -249,6 +250,34 @@ def read_external_tensor(tensor: onnx.TensorProto, base_dir: str | None) -> np.n
         array.flags.writeable = False
         return array
     return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
+
+
+@contextlib.contextmanager
+def external_data_dir(model: onnx.ModelProto):
+    """Make the working directory the one ``model``'s external references are relative to.
+
+    ``onnx.checker`` and ONNX Runtime resolve external data of an in-memory proto against the
+    working directory. Wrap just those calls (the CLI is single-threaded; chdir is per process).
+    """
+    bases = {e.value for t, _ in _all_tensors(model) if t.data_location == _EXTERNAL
+             for e in t.external_data if e.key == _BASE}
+    if len(bases) > 1:
+        raise RewriterError("the model's external data comes from several directories")
+    if not bases:
+        yield
+        return
+    old = os.getcwd()
+    os.chdir(bases.pop())
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
+def check_model(model: onnx.ModelProto, full_check: bool = False) -> None:
+    """``onnx.checker.check_model`` on a proto whose tensors may be references (raises its errors)."""
+    with external_data_dir(model):
+        onnx.checker.check_model(model, full_check=full_check)
 
 
 # ---------------------------------------------------------------- save
