@@ -105,10 +105,7 @@ def _canonical(arr: np.ndarray):
     perm = sorted(range(nd), key=lambda i: -arr.strides[i] if arr.shape[i] > 1 else 0)
     t = arr.transpose(perm)
     if not t.flags.c_contiguous:
-        t = np.ascontiguousarray(t)
-        # fall back to the natural order when a copy is needed anyway
-        if any(s < 0 for s in arr.strides):
-            pass
+        t = np.ascontiguousarray(t)  # e.g. a strided slice: one copy, then memory order
     return t, perm, flips
 
 

@@ -36,7 +36,7 @@
 #endif
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(REWRITER_NO_CLONES)
-#define HOT __attribute__((target_clones("avx512f", "avx2", "default")))
+#define HOT __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define HOT
 #endif
@@ -71,7 +71,6 @@ typedef struct {
 
 typedef struct {
     double *m, *l; int64_t *e; uint64_t *f;    /* float state: (m + l) * 2^e */
-    uint64_t *mag, *neg, *sat;                 /* integer state */
 } state_t;
 
 /* ------------------------------------------------------------ helpers */
@@ -274,54 +273,104 @@ static void select_isa(void) {
 }
 
 /* ------------------------------------------------------------- integers */
-static inline uint64_t ld_mag(const char *p, int t, uint64_t *neg) {
-    switch (t) {
-    case T_I32: { int32_t v; memcpy(&v, p, 4); uint64_t s = v < 0; *neg ^= s; return s ? (uint64_t)(-(int64_t)v) : (uint64_t)v; }
-    case T_I64: { int64_t v; memcpy(&v, p, 8); uint64_t s = (uint64_t)(v >> 63); *neg ^= s & 1; return ((uint64_t)v ^ s) - s; }
-    case T_U32: { uint32_t v; memcpy(&v, p, 4); return v; }
-    default: { uint64_t v; memcpy(&v, p, 8); return v; }
-    }
-}
-
-#define DEF_INT_KERNELS(NAME, T, ES)                                                        \
-static void run_##NAME(const char *x, int64_t n, uint64_t *omag, uint64_t *oneg, uint64_t *osat) { \
-    uint64_t mg[4] = {1, 1, 1, 1}, ng = 0, st = 0;                                          \
-    int64_t i = 0;                                                                          \
-    for (; i + 4 <= n; i += 4)                                                              \
-        for (int l = 0; l < 4; l++) {                                                       \
-            uint64_t a = ld_mag(x + (i + l) * ES, T, &ng);                                  \
-            st |= __builtin_mul_overflow(mg[l], a, &mg[l]);                                 \
-        }                                                                                   \
-    for (; i < n; i++) st |= __builtin_mul_overflow(mg[0], ld_mag(x + i * ES, T, &ng), &mg[0]); \
-    for (int l = 1; l < 4; l++) st |= __builtin_mul_overflow(mg[0], mg[l], &mg[0]);         \
-    *omag = mg[0]; *oneg = ng; *osat = st;                                                  \
+/* State per output: mag = product of |x| mod 2^64 (wrapped result up to sign),
+ * neg = sign parity, d = product of |x| in double clamped to 2^70 (a lower bound of the
+ * true magnitude once clamped, else within a relative (2n+64)*2^-53 of it). Overflow is
+ * decided from d when it is clearly on one side of the limit, else by an exact recheck. */
+#define DCLAMP 0x1p70
+static inline vd vmin_d(vd a, vd b) { vl m = (vl)(a < b); return (vd)(((vl)a & m) | ((vl)b & ~m)); }
+#define DEF_INT_KERNELS(NAME, ST, VT, ES, SIGNED)                                         \
+static inline void ld8_##NAME(const char *p, vu *a, vu *ng) {                               \
+    VT v; memcpy(&v, p, sizeof v);                                                          \
+    vl w = __builtin_convertvector(v, vl);                                                  \
+    if (SIGNED) { vl sg = w >> 63; *ng ^= (vu)sg; *a = (vu)((w ^ sg) - sg); }               \
+    else *a = (vu)w;                                                                        \
 }                                                                                           \
-static void rows_##NAME(const char *x, int64_t rows, int64_t rstride, int64_t c0, int64_t c1, \
-                        uint64_t *mag, uint64_t *neg, uint64_t *sat) {                      \
-    for (int64_t t0 = c0; t0 < c1; t0 += 256) {                                             \
-        int64_t t1 = t0 + 256 < c1 ? t0 + 256 : c1;                                         \
-        for (int64_t r = 0; r < rows; r++) {                                                \
-            const char *b = x + r * rstride * ES;                                           \
-            for (int64_t j = t0; j < t1; j++) {                                             \
-                uint64_t a = ld_mag(b + j * ES, T, &neg[j]);                                \
-                sat[j] |= __builtin_mul_overflow(mag[j], a, &mag[j]);                       \
+static inline uint64_t ld1_##NAME(const char *p, uint64_t *ng) {                            \
+    ST v; memcpy(&v, p, sizeof v);                                                          \
+    if (SIGNED) { int64_t w = (int64_t)v, sg = w >> 63; *ng ^= (uint64_t)sg; return (uint64_t)((w ^ sg) - sg); } \
+    return (uint64_t)v;                                                                     \
+}                                                                                           \
+HOT static void irun_##NAME(const char *x, int64_t n, double *od, uint64_t *oneg, uint64_t *omag) { \
+    vu m0 = {1, 1, 1, 1, 1, 1, 1, 1}, m1 = m0, g0 = {0}, g1 = {0};                          \
+    vd d0 = {1, 1, 1, 1, 1, 1, 1, 1}, d1 = d0, cl = d0 * DCLAMP;                             \
+    int64_t i = 0;                                                                          \
+    for (; i + 16 <= n; i += 16) {                                                          \
+        vu a0, a1;                                                                          \
+        ld8_##NAME(x + i * ES, &a0, &g0); ld8_##NAME(x + (i + 8) * ES, &a1, &g1);           \
+        m0 *= a0; m1 *= a1;                                                                 \
+        d0 *= __builtin_convertvector(a0, vd); d1 *= __builtin_convertvector(a1, vd);       \
+        d0 = vmin_d(d0, cl); d1 = vmin_d(d1, cl);                                     \
+    }                                                                                       \
+    uint64_t mag = 1, ng = 0; double d = 1.0;                                               \
+    for (int k = 0; k < 8; k++) {                                                           \
+        mag *= m0[k] * m1[k]; ng ^= g0[k] ^ g1[k];                                          \
+        d *= d0[k]; d = d < DCLAMP ? d : DCLAMP; d *= d1[k]; d = d < DCLAMP ? d : DCLAMP;   \
+    }                                                                                       \
+    for (; i < n; i++) { uint64_t a = ld1_##NAME(x + i * ES, &ng); mag *= a; d *= (double)a; d = d < DCLAMP ? d : DCLAMP; } \
+    *od = d; *oneg = ng & 1; *omag = mag;                                                   \
+}                                                                                           \
+HOT static void irows_##NAME(const char *x, int64_t rows, int64_t rstride, int64_t c0, int64_t c1, \
+                             double *D, uint64_t *NG, uint64_t *MG) {                        \
+    vd cl = {DCLAMP, DCLAMP, DCLAMP, DCLAMP, DCLAMP, DCLAMP, DCLAMP, DCLAMP};                 \
+    for (int64_t r = 0; r < rows; r += 4) {                                                 \
+        int g = rows - r < 4 ? (int)(rows - r) : 4;                                         \
+        const char *b = x + r * rstride * ES;                                               \
+        int64_t j = c0;                                                                     \
+        for (; j + 8 <= c1; j += 8) {                                                       \
+            vd d; vu ng, mg;                                                                \
+            memcpy(&d, D + j, 64); memcpy(&ng, NG + j, 64); memcpy(&mg, MG + j, 64);        \
+            for (int k = 0; k < g; k++) {                                                   \
+                vu a; ld8_##NAME(b + (k * rstride + j) * ES, &a, &ng);                      \
+                mg *= a; d *= __builtin_convertvector(a, vd); d = vmin_d(d, cl);          \
             }                                                                               \
+            memcpy(D + j, &d, 64); memcpy(NG + j, &ng, 64); memcpy(MG + j, &mg, 64);        \
         }                                                                                   \
+        for (; j < c1; j++)                                                                 \
+            for (int k = 0; k < g; k++) {                                                   \
+                uint64_t a = ld1_##NAME(b + (k * rstride + j) * ES, &NG[j]);                \
+                MG[j] *= a; D[j] *= (double)a; D[j] = D[j] < DCLAMP ? D[j] : DCLAMP;       \
+            }                                                                               \
     }                                                                                       \
 }
-DEF_INT_KERNELS(i32, T_I32, 4)
-DEF_INT_KERNELS(i64, T_I64, 8)
-DEF_INT_KERNELS(u32, T_U32, 4)
-DEF_INT_KERNELS(u64, T_U64, 8)
+typedef int32_t vs32 __attribute__((vector_size(32)));
+typedef int64_t vs64 __attribute__((vector_size(64)));
+typedef uint32_t vu32 __attribute__((vector_size(32)));
+typedef uint64_t vu64 __attribute__((vector_size(64)));
+DEF_INT_KERNELS(i32, int32_t, vs32, 4, 1)
+DEF_INT_KERNELS(i64, int64_t, vs64, 8, 1)
+DEF_INT_KERNELS(u32, uint32_t, vu32, 4, 0)
+DEF_INT_KERNELS(u64, uint64_t, vu64, 8, 0)
+
+/* exact overflow decision for one integer output (slow path) */
+static int int_exact_over(const uint64_t *buf, int64_t n, int t) {
+    uint64_t mag = 1, neg = 0; int sat = 0, zero = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t v = buf[i], a;
+        switch (t) {
+        case T_I32: { int32_t w = (int32_t)(uint32_t)v; neg ^= w < 0; a = w < 0 ? (uint64_t)(-(int64_t)w) : (uint64_t)w; break; }
+        case T_I64: { int64_t w = (int64_t)v; neg ^= w < 0; a = w < 0 ? (uint64_t)0 - v : v; break; }
+        case T_U32: a = (uint32_t)v; break;
+        default: a = v; break;
+        }
+        zero |= a == 0;
+        sat |= __builtin_mul_overflow(mag, a, &mag);
+    }
+    if (zero) return 0;
+    if (sat) return 1;
+    int bits = ESIZE[t] * 8;
+    if (t == T_I32 || t == T_I64) return mag > ((1ULL << (bits - 1)) - 1 + neg);
+    return bits == 32 ? mag > 0xffffffffULL : 0;
+}
 
 static void run_any(int t, const char *x, int64_t n, double *m, double *l, int64_t *e, uint64_t *f) {
     /* for ints the three outputs are reinterpreted as mag/neg/sat */
     switch (t) {
     case T_F32: case T_BF16: case T_F16: RUN[t](x, n, m, l, e, f); break;
-    case T_I32: run_i32(x, n, (uint64_t *)m, (uint64_t *)e, f); break;
-    case T_I64: run_i64(x, n, (uint64_t *)m, (uint64_t *)e, f); break;
-    case T_U32: run_u32(x, n, (uint64_t *)m, (uint64_t *)e, f); break;
-    case T_U64: run_u64(x, n, (uint64_t *)m, (uint64_t *)e, f); break;
+    case T_I32: irun_i32(x, n, m, (uint64_t *)e, f); break;
+    case T_I64: irun_i64(x, n, m, (uint64_t *)e, f); break;
+    case T_U32: irun_u32(x, n, m, (uint64_t *)e, f); break;
+    case T_U64: irun_u64(x, n, m, (uint64_t *)e, f); break;
     default: break;
     }
 }
@@ -329,10 +378,10 @@ static void rows_any(int t, const char *x, int64_t rows, int64_t rs, int64_t c0,
                      double *m, double *l, int64_t *e, uint64_t *f) {
     switch (t) {
     case T_F32: case T_BF16: case T_F16: ROWS[t](x, rows, rs, c0, c1, m, l, e, f); break;
-    case T_I32: rows_i32(x, rows, rs, c0, c1, (uint64_t *)m, (uint64_t *)e, f); break;
-    case T_I64: rows_i64(x, rows, rs, c0, c1, (uint64_t *)m, (uint64_t *)e, f); break;
-    case T_U32: rows_u32(x, rows, rs, c0, c1, (uint64_t *)m, (uint64_t *)e, f); break;
-    case T_U64: rows_u64(x, rows, rs, c0, c1, (uint64_t *)m, (uint64_t *)e, f); break;
+    case T_I32: irows_i32(x, rows, rs, c0, c1, m, (uint64_t *)e, f); break;
+    case T_I64: irows_i64(x, rows, rs, c0, c1, m, (uint64_t *)e, f); break;
+    case T_U32: irows_u32(x, rows, rs, c0, c1, m, (uint64_t *)e, f); break;
+    case T_U64: irows_u64(x, rows, rs, c0, c1, m, (uint64_t *)e, f); break;
     default: break;
     }
 }
@@ -340,11 +389,10 @@ static inline int is_int(int t) { return t >= T_I32; }
 
 /* combine a partial result (m2,e2,f2) into (m,e,f) */
 static inline void combine(int t, double *m, double *l, int64_t *e, uint64_t *f, double m2, double l2, int64_t e2, uint64_t f2) {
-    if (is_int(t)) {
-        uint64_t *mag = (uint64_t *)m, *neg = (uint64_t *)e, mag2, neg2;
-        memcpy(&mag2, &m2, 8); memcpy(&neg2, &e2, 8);
-        *f |= f2 | __builtin_mul_overflow(*mag, mag2, mag);
-        *neg ^= neg2;
+    if (is_int(t)) { /* m = clamped double magnitude, e = sign parity, f = wrapped magnitude */
+        uint64_t *neg = (uint64_t *)e, neg2; memcpy(&neg2, &e2, 8);
+        *f *= f2; *neg ^= neg2;
+        *m *= m2; if (*m > DCLAMP) *m = DCLAMP;
     } else {
         *e += e2; *f |= f2;
         dd_mul_dd(m, l, m2, l2);
@@ -580,16 +628,6 @@ static int float_slow(const plan_t *P, const char *in, int t, int64_t o, char *o
     return 1;
 }
 
-static int int_has_zero(const plan_t *P, const char *in, int t, int64_t o, int *err) {
-    uint64_t *buf = (uint64_t *)malloc((size_t)P->nred * 8);
-    if (!buf) { *err = 1; return 0; }
-    gather(P, in, t, o, buf);
-    int z = 0;
-    for (int64_t i = 0; i < P->nred && !z; i++) z = buf[i] == 0;
-    free(buf);
-    return z;
-}
-
 static void finalize(job_t *J) {
     const plan_t *P = J->P; int t = J->t; int es = ESIZE[t];
     int64_t nover = 0;
@@ -613,12 +651,19 @@ static void finalize(job_t *J) {
             if (!float_slow(P, J->in, t, o, J->out)) J->fin_err = 1;
             continue;
         }
-        uint64_t mag = J->S.mag[o], neg = J->S.neg[o] & 1, sat = J->S.sat[o];
+        double d = J->S.m[o];
+        uint64_t neg = (uint64_t)J->S.e[o] & 1, mag = J->S.f[o];
         int bitsz = es * 8, sgn = (t == T_I32 || t == T_I64);
+        double gam = (2.0 * (double)P->nred + 64.0) * 0x1p-53;
+        double lim = ldexp(1.0, sgn ? bitsz - 1 : bitsz);
         int over;
-        if (sat) over = mag ? 1 : !int_has_zero(P, J->in, t, o, &J->fin_err);
-        else if (sgn) over = mag > ((1ULL << (bitsz - 1)) - 1 + neg);
-        else over = bitsz == 32 ? mag > 0xffffffffULL : 0;
+        if (d * (1 + gam) < lim) over = 0;
+        else if (sgn ? d * (1 - gam) > lim : d * (1 - gam) >= lim) over = 1;
+        else {
+            uint64_t *buf = (uint64_t *)malloc((size_t)P->nred * 8);
+            if (!buf) { J->fin_err = 1; over = 0; }
+            else { gather(P, J->in, t, o, buf); over = int_exact_over(buf, P->nred, t); free(buf); }
+        }
         uint64_t w = neg ? (uint64_t)0 - mag : mag;
         if (over) {
             nover++;
@@ -685,13 +730,11 @@ static PyObject *py_reduce(PyObject *self, PyObject *args) {
     S.m = (double *)malloc((size_t)nout * 8); S.e = (int64_t *)malloc((size_t)nout * 8); S.f = (uint64_t *)malloc((size_t)nout * 8); S.l = (double *)malloc((size_t)nout * 8);
     jobs = (job_t *)calloc((size_t)nthreads, sizeof(job_t));
     if (!S.m || !S.e || !S.f || !S.l || !jobs) { PyErr_NoMemory(); goto done; }
-    S.mag = (uint64_t *)S.m; S.neg = (uint64_t *)S.e; S.sat = S.f;
     int64_t nover = 0; int err = 0;
     Py_BEGIN_ALLOW_THREADS
     for (int64_t o = 0; o < nout; o++) {
-        if (is_int(t)) { S.mag[o] = 1; S.neg[o] = 0; } else { S.m[o] = 1.0; S.e[o] = 0; }
-        S.l[o] = 0.0;
-        S.f[o] = 0;
+        S.m[o] = 1.0; S.e[o] = 0; S.l[o] = 0.0;
+        S.f[o] = is_int(t) ? 1 : 0;
     }
     int ib = nb - 1;
     int split = SPLIT_NONE; int64_t range = 0;
