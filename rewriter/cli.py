@@ -267,17 +267,20 @@ def _cmd_check(args) -> int:
 def _verify_rewrite(original, rewritten, args) -> None:
     """Shape-verify (and with --verify, numerically verify) a rewrite before it is written.
 
-    Shape problems the input already had are printed as warnings; one the rewrite
+    Shape problems the input already had (and the result kept) are printed as warnings; one the rewrite
     introduced, or a numerical mismatch, raises VerificationFailed (exit 1, nothing written).
+    The input is only verified when the result has a problem (to tell old from new): a
+    clean result costs one shape inference, not two.
     """
     if not getattr(args, "no_verify", False):
         from rewriter import shapes
 
-        before = shapes.verify_shapes(original)
-        known = {p.key() for p in before}
-        for p in before:
-            print(f"warning: the input already has a shape problem: {_one_line(str(p))}", file=sys.stderr)
-        new = [p for p in shapes.verify_shapes(rewritten) if p.key() not in known]
+        after = shapes.verify_shapes(rewritten)
+        known = {p.key() for p in shapes.verify_shapes(original)} if after else set()
+        for p in after:
+            if p.key() in known:
+                print(f"warning: shape problem already in the input: {_one_line(str(p))}", file=sys.stderr)
+        new = [p for p in after if p.key() not in known]
         if new:
             shown = "; ".join(_one_line(str(p)) for p in new[:3])
             more = f" (and {len(new) - 3} more)" if len(new) > 3 else ""

@@ -21,7 +21,7 @@ import onnx
 from rewriter import traversal
 
 __all__ = ["light_copy", "infer", "parse_error_line", "function_contexts", "TypeIndex",
-           "type_info", "STRIP_BYTES"]
+           "type_info", "walk", "mirror", "STRIP_BYTES"]
 
 logger = logging.getLogger(__name__)
 
@@ -113,24 +113,34 @@ def type_info(entry, inferred: bool = True) -> tuple[int, tuple | None]:
 
 
 class TypeIndex:
-    """Types by name as seen from a scope, one dict per scope built on first use."""
+    """Types by name as seen from a scope: one dict per scope built on first use, and one
+    parse per distinct TypeProto."""
 
     def __init__(self):
         self._types: dict[int, dict] = {}
         self._declared: dict[int, dict] = {}
+        self._parsed: dict[tuple[bool, bytes], tuple] = {}
 
     def _of(self, scope: traversal.Scope) -> dict:
         idx = self._types.get(id(scope))
         if idx is None:
             body = scope.body
-            if scope.is_function:
-                idx = {vi.name: vi for vi in body.value_info}
-            else:
-                idx = {t.name: t for t in body.initializer}
-                for field in (body.input, body.value_info, body.output):
-                    idx.update((vi.name, vi) for vi in field)
+            idx = {vi.name: vi for vi in body.value_info}
+            if not scope.is_function:
+                idx.update({t.name: t for t in body.initializer})
+                idx.update({vi.name: vi for vi in body.input})
+                idx.update({vi.name: vi for vi in body.output})
             self._types[id(scope)] = idx
         return idx
+
+    def _parse(self, entry, inferred: bool) -> tuple[int, tuple | None]:
+        if isinstance(entry, onnx.TensorProto):
+            return entry.data_type, tuple(entry.dims)
+        key = (inferred, entry.type.SerializeToString())
+        parsed = self._parsed.get(key)
+        if parsed is None:
+            parsed = self._parsed[key] = type_info(entry, inferred)
+        return parsed
 
     def entry(self, name: str, scope: traversal.Scope | None):
         """The ValueInfoProto or initializer for ``name`` in ``scope`` or an enclosing one."""
@@ -144,7 +154,7 @@ class TypeIndex:
     def lookup(self, name: str, scope: traversal.Scope | None) -> tuple[int, tuple | None]:
         """(elem_type, shape) of ``name``; (0, None) when unknown."""
         entry = self.entry(name, scope)
-        return (0, None) if entry is None else type_info(entry, inferred=True)
+        return (0, None) if entry is None else self._parse(entry, True)
 
     def declared(self, name: str, scope: traversal.Scope) -> tuple | None:
         """The shape declared for ``name`` by this scope's outputs or value_info, if any."""
@@ -153,10 +163,60 @@ class TypeIndex:
             body = scope.body
             idx = {vi.name: vi for vi in body.value_info}
             if not scope.is_function:
-                idx.update((vi.name, vi) for vi in body.output)
+                idx.update({vi.name: vi for vi in body.output})
             self._declared[id(scope)] = idx
         entry = idx.get(name)
-        return None if entry is None else type_info(entry, inferred=False)[1]
+        return None if entry is None else self._parse(entry, False)[1]
+
+
+# ---------------------------------------------------------------- scopes
+
+_DEFAULT = ("", "ai.onnx")
+_SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})  # default-domain ops with graphs
+
+
+def _walk(body, scope: traversal.Scope, scopes: list, found: list) -> None:
+    reduce_prods, parents = [], []
+    for i, node in enumerate(body.node):
+        default = node.domain in _DEFAULT
+        if default and node.op_type == "ReduceProd":
+            reduce_prods.append((i, node))
+        elif not default or node.op_type in _SUBGRAPH_OPS:
+            parents.append(node)
+    scopes.append(scope)
+    found.append(reduce_prods)
+    for node in parents:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                graphs = [attr.g]
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                graphs = list(attr.graphs)
+            else:
+                continue
+            for j, g in enumerate(graphs):
+                which = attr.name if len(graphs) == 1 else f"{attr.name}[{j}]"
+                child = traversal.Scope(g, f"{which} of {traversal.node_label(node, scope)}", scope, scope.opset)
+                _walk(g, child, scopes, found)
+
+
+def walk(body, scope: traversal.Scope) -> tuple[list[traversal.Scope], list[list]]:
+    """``scope`` and its nested subgraph scopes (parents first, as traversal.iter_scopes), and
+    for each the ReduceProd nodes it holds with their positions. One pass over the nodes."""
+    scopes, found = [], []
+    _walk(body, scope, scopes, found)
+    return scopes, found
+
+
+def mirror(scopes: list[traversal.Scope], model: onnx.ModelProto) -> list[traversal.Scope]:
+    """The scopes of ``model``'s main graph matching ``scopes`` (a model of the same structure);
+    locations are taken from ``scopes``."""
+    top = traversal.Scope(model.graph, scopes[0].location, None, scopes[0].opset)
+    if len(scopes) == 1:  # no subgraph: no need to walk the nodes again
+        return [top]
+    mine, _ = walk(model.graph, top)
+    for m, s in zip(mine, scopes):
+        m.location = s.location
+    return mine
 
 
 # ---------------------------------------------------------------- functions at call sites
