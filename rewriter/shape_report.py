@@ -45,7 +45,9 @@ class ShapeProblem:
 
     @property
     def label(self) -> str:
-        who = f"node '{self.node}' ({self.op_type})" if self.node else f"unnamed {self.op_type or 'graph'} node"
+        if not self.node and not self.op_type:
+            return self.location
+        who = f"node '{self.node}' ({self.op_type})" if self.node else f"unnamed {self.op_type} node"
         if self.output and not self.node:
             who += f" producing '{self.output}'"
         return f"{who} in {self.location}"

@@ -43,6 +43,7 @@ class _Unit:
     work: onnx.ModelProto  # what is inferred
     suffix: str = ""  # appended to locations (function call site)
     strict: bool = True  # False when some function input type is unknown
+    delegated: frozenset = frozenset()  # calls to these functions: errors reported by their own unit
 
 
 class _Context:
@@ -141,6 +142,8 @@ def _error_problems(errors: list[str], unit: _Unit) -> list[ShapeProblem]:
                                          f"ONNX shape inference failed: {line}", kind="inference-error"))
             continue
         chain, reason = parsed
+        if len(chain) > 1 and chain[0][0] in unit.delegated:
+            continue  # an error inside a checked function body: its own unit names the call site
         op_type, name = chain[-1]
         found = by_name.get(name) if name else None
         location = top
@@ -149,7 +152,7 @@ def _error_problems(errors: list[str], unit: _Unit) -> list[ShapeProblem]:
         elif len(chain) > 1:
             outer_op, outer_name = chain[0]
             outer = f"node '{outer_name}' ({outer_op})" if outer_name else f"unnamed {outer_op} node"
-            location = f"a subgraph of {outer} in {top}"
+            location = f"inside {outer} in {top}"
         output = found[0].output[0] if found and found[0].output else ""
         problems.append(ShapeProblem(name, op_type, location, None, None, None,
                                      f"ONNX strict shape inference: {reason}", output, "inference-error"))
@@ -208,18 +211,21 @@ def _check(model, want_rows: bool) -> _Context:
     scopes, found = shape_infer.walk(proto.graph, traversal.Scope(proto.graph, "main graph", None, main_opset))
     declared_any = any(ctx.types.declared(n.output[0], scopes[k]) is not None
                        for k, nodes in enumerate(found) for _, n in nodes if n.output)
-    unit = _Unit(scopes, found, scopes, proto)
+    fn_scopes = _function_scopes(proto, main_opset)
+    unit = _Unit(scopes, found, scopes, proto, delegated=frozenset(k[1] for k in fn_scopes))
     if declared_any or any(t.ByteSize() > shape_infer.STRIP_BYTES for t in proto.graph.initializer):
         unit.work = shape_infer.light_copy(proto)
         _clear_declared(unit, [s.body for s in shape_infer.mirror(scopes, unit.work)], ctx.types)
     # else: inference does not modify its argument, no copy needed
     tscopes = _run_unit(unit, ctx)
-    _check_functions(proto, scopes, tscopes, main_opset, ctx)
+    if fn_scopes:
+        _check_functions(proto, scopes, tscopes, fn_scopes, ctx)
     logger.info("checked ReduceProd shapes: %d problem(s)", len(ctx.problems))
     return ctx
 
 
-def _check_functions(proto, scopes, tscopes, main_opset, ctx: _Context) -> None:
+def _function_scopes(proto, main_opset) -> dict[tuple, list[traversal.Scope]]:
+    """(domain, name, overload) -> scopes of each model-local function holding a ReduceProd."""
     fn_scopes = {}
     for fn in proto.functions:
         opset = traversal.opset_version(fn.opset_import)
@@ -228,9 +234,10 @@ def _check_functions(proto, scopes, tscopes, main_opset, ctx: _Context) -> None:
         fscopes, ffound = shape_infer.walk(fn, fscope)
         if any(ffound):
             fn_scopes[(fn.domain, fn.name, getattr(fn, "overload", ""))] = fscopes
-    if not fn_scopes:
-        return
+    return fn_scopes
 
+
+def _check_functions(proto, scopes, tscopes, fn_scopes, ctx: _Context) -> None:
     def type_of(name: str, k: int):
         entry = ctx.types.entry(name, tscopes[k]) if tscopes else None
         if isinstance(entry, onnx.TensorProto):

@@ -304,3 +304,34 @@ def test_big_initializers_keep_their_shape_and_small_ones_their_value():
     (row,) = check_report(model).rows
     assert row.input_shape == (2, 4, 8, 32) and row.expected == (1, 4, 8, 32) == row.inferred
     assert problems == []
+
+
+def test_inference_error_inside_a_function_names_node_and_call_site():
+    model = onnx.parser.parse_model('''<ir_version: 10, opset_import: ["" : 13, "local" : 1]>
+        g (float[2,3] x) => (float[2] y) { y = local.G (x) }
+        <domain: "local", opset_import: ["" : 13]>
+        G (t) => (u) {
+          k = Constant <value_int = 1> ()
+          s = Add (t, k)
+          u = ReduceProd <axes = [1], keepdims = 0> (s)
+        }''')
+    model.functions[0].node[1].name = "bad_add"
+    model.graph.node[0].name = "call"
+    problems = verify_shapes(model)
+    errors = [p for p in problems if p.kind == "inference-error"]
+    assert errors and errors[0].node == "bad_add" and errors[0].op_type == "Add"
+    assert errors[0].location == "function 'local:G' (called by node 'call' (G) in main graph)"
+
+
+def test_axes_from_a_constant_node_and_absent_axes_at_18():
+    model = onnx.parser.parse_model('''<ir_version: 8, opset_import: ["" : 18]>
+        g (float[N,3,4] x) => (float[N,3,1] y, float[N,3,4] z, float[] w) {
+          a = Constant <value_ints = [-1]> ()
+          y = ReduceProd <keepdims = 1> (x, a)
+          z = ReduceProd <noop_with_empty_axes = 1> (x)
+          w = ReduceProd <keepdims = 0> (x)
+        }''')
+    report = check_report(model)
+    assert [(r.axes, r.expected, r.inferred) for r in report.rows] == [
+        ([-1], ("N", 3, 1), ("N", 3, 1)), (None, ("N", 3, 4), ("N", 3, 4)), (None, (), ())]
+    assert report.ok
