@@ -120,7 +120,9 @@ static inline double ld1_f16(const void *p, uint64_t *fl) {
 static inline uint64_t vi8_or(vi8 v) { uint32_t r = 0; for (int i = 0; i < 8; i++) r |= v[i]; return r; }
 static inline uint64_t vu_or(vu v) { uint64_t r = 0; for (int i = 0; i < 8; i++) r |= v[i]; return r; }
 
-/* Tier 1 keeps each lane as an unevaluated sum h + l times 2^e. Multiplying by an
+/* (With FMA, K consecutive inputs are first multiplied in plain double: 2 float32,
+ * 3 float16 or 6 bfloat16 significands fit in 53 bits, so that product is exact.)
+ * Tier 1 keeps each lane as an unevaluated sum h + l times 2^e. Multiplying by an
  * input x (at most 24 significant bits) is done exactly up to one rounding of the
  * small part: h is split into two 26-bit halves (Dekker), hh*x and hl*x are exact,
  * h' = hh*x and l' = fl(l*x + hl*x). |l| stays below ~2^-23|h| between
@@ -184,16 +186,28 @@ __attribute__((target("avx2,fma"))) static inline void vdd_mul_256(vd *h, vd *l,
 }
 #endif
 
-#define DEF_FLOAT_KERNELS(NAME, ES, SUF, ATTR, VMUL)                                                  \
+#define DEF_FLOAT_KERNELS(NAME, ES, SUF, ATTR, VMUL, K)                                                  \
 ATTR static void run_##NAME##SUF(const char *x, int64_t n, double *oh, double *ol, int64_t *oe, uint64_t *of) { \
     vd h0 = {1, 1, 1, 1, 1, 1, 1, 1}, h1 = h0, l0 = {0}, l1 = {0};                           \
     vl e0 = {0}, e1 = {0}; vu f0 = {0}, f1 = {0}; vi8 fl = {0};                              \
     int64_t i = 0;                                                                          \
     for (; i + 16 * G <= n; i += 16 * G) {                                                  \
         const char *b = x + i * ES;                                                         \
-        for (int g = 0; g < G; g++) {                                                       \
-            VMUL(&h0, &l0, ld8_##NAME(b + (16 * g) * ES, &fl));                          \
-            VMUL(&h1, &l1, ld8_##NAME(b + (16 * g + 8) * ES, &fl));                      \
+        for (int g = 0; g < G; g += K) { /* K inputs multiply exactly in double */         \
+            vd p0 = ld8_##NAME(b + (16 * g) * ES, &fl), p1 = ld8_##NAME(b + (16 * g + 8) * ES, &fl); \
+            for (int q = 1; q < K; q++) {                                                   \
+                p0 *= ld8_##NAME(b + (16 * (g + q)) * ES, &fl);                              \
+                p1 *= ld8_##NAME(b + (16 * (g + q) + 8) * ES, &fl);                          \
+            }                                                                               \
+            VMUL(&h0, &l0, p0); VMUL(&h1, &l1, p1);                                         \
+        }                                                                                   \
+        vdd_renorm(&h0, &l0, &e0, &f0);                                                     \
+        vdd_renorm(&h1, &l1, &e1, &f1);                                                     \
+    }                                                                                       \
+    if (i + 16 <= n) { /* fewer than G chunks of 16 left: one renormalisation suffices */   \
+        for (; i + 16 <= n; i += 16) {                                                      \
+            VMUL(&h0, &l0, ld8_##NAME(x + i * ES, &fl));                                    \
+            VMUL(&h1, &l1, ld8_##NAME(x + (i + 8) * ES, &fl));                              \
         }                                                                                   \
         vdd_renorm(&h0, &l0, &e0, &f0);                                                     \
         vdd_renorm(&h1, &l1, &e1, &f1);                                                     \
@@ -210,43 +224,52 @@ ATTR static void run_##NAME##SUF(const char *x, int64_t n, double *oh, double *o
 }                                                                                           \
 ATTR static void rows_##NAME##SUF(const char *x, int64_t rows, int64_t rstride, int64_t c0,       \
                             int64_t c1, double *H, double *L, int64_t *e, uint64_t *f) {    \
+  for (int64_t t0 = c0; t0 < c1; t0 += 512) { /* column tiles: state stays in L1 */     \
+    int64_t t1 = t0 + 512 < c1 ? t0 + 512 : c1;                                            \
     for (int64_t r = 0; r < rows; r += G) {                                                 \
         int g = rows - r < G ? (int)(rows - r) : G;                                         \
         const char *b = x + r * rstride * ES;                                               \
-        int64_t j = c0;                                                                     \
-        for (; j + 8 <= c1; j += 8) {                                                       \
+        int64_t j = t0;                                                                     \
+        for (; j + 8 <= t1; j += 8) {                                                       \
             vi8 fl = {0};                                                                   \
             vd h, l; vl ee; vu ff;                                                          \
             memcpy(&h, H + j, 64); memcpy(&l, L + j, 64);                                   \
             memcpy(&ee, e + j, 64); memcpy(&ff, f + j, 64);                                 \
-            for (int k = 0; k < g; k++) VMUL(&h, &l, ld8_##NAME(b + (k * rstride + j) * ES, &fl)); \
+            int k = 0;                                                                      \
+            for (; k + K <= g; k += K) {                                                    \
+                vd p = ld8_##NAME(b + (k * rstride + j) * ES, &fl);                         \
+                for (int q = 1; q < K; q++) p *= ld8_##NAME(b + ((k + q) * rstride + j) * ES, &fl); \
+                VMUL(&h, &l, p);                                                            \
+            }                                                                               \
+            for (; k < g; k++) VMUL(&h, &l, ld8_##NAME(b + (k * rstride + j) * ES, &fl));  \
             ff |= __builtin_convertvector(fl, vu);                                          \
             vdd_renorm(&h, &l, &ee, &ff);                                                   \
             memcpy(H + j, &h, 64); memcpy(L + j, &l, 64);                                   \
             memcpy(e + j, &ee, 64); memcpy(f + j, &ff, 64);                                 \
         }                                                                                   \
-        for (; j < c1; j++) {                                                               \
+        for (; j < t1; j++) {                                                               \
             uint64_t sf = 0;                                                                \
             for (int k = 0; k < g; k++) dd_mul(&H[j], &L[j], ld1_##NAME(b + (k * rstride + j) * ES, &sf)); \
             f[j] |= sf;                                                                     \
             dd_renorm(&H[j], &L[j], &e[j], &f[j]);                                          \
         }                                                                                   \
     }                                                                                       \
+  }                                                                                         \
 }
 
 #define NOATTR
-DEF_FLOAT_KERNELS(f32, 4, _gen, NOATTR, vdd_mul)
-DEF_FLOAT_KERNELS(bf16, 2, _gen, NOATTR, vdd_mul)
-DEF_FLOAT_KERNELS(f16, 2, _gen, NOATTR, vdd_mul)
+DEF_FLOAT_KERNELS(f32, 4, _gen, NOATTR, vdd_mul, 1)
+DEF_FLOAT_KERNELS(bf16, 2, _gen, NOATTR, vdd_mul, 1)
+DEF_FLOAT_KERNELS(f16, 2, _gen, NOATTR, vdd_mul, 1)
 #ifdef HAVE_X86
 #define A512 __attribute__((target("avx512f,fma")))
 #define A256 __attribute__((target("avx2,fma")))
-DEF_FLOAT_KERNELS(f32, 4, _512, A512, vdd_mul_512)
-DEF_FLOAT_KERNELS(bf16, 2, _512, A512, vdd_mul_512)
-DEF_FLOAT_KERNELS(f16, 2, _512, A512, vdd_mul_512)
-DEF_FLOAT_KERNELS(f32, 4, _256, A256, vdd_mul_256)
-DEF_FLOAT_KERNELS(bf16, 2, _256, A256, vdd_mul_256)
-DEF_FLOAT_KERNELS(f16, 2, _256, A256, vdd_mul_256)
+DEF_FLOAT_KERNELS(f32, 4, _512, A512, vdd_mul_512, 2)
+DEF_FLOAT_KERNELS(bf16, 2, _512, A512, vdd_mul_512, 6)
+DEF_FLOAT_KERNELS(f16, 2, _512, A512, vdd_mul_512, 3)
+DEF_FLOAT_KERNELS(f32, 4, _256, A256, vdd_mul_256, 2)
+DEF_FLOAT_KERNELS(bf16, 2, _256, A256, vdd_mul_256, 6)
+DEF_FLOAT_KERNELS(f16, 2, _256, A256, vdd_mul_256, 3)
 #endif
 
 typedef void (*run_fn)(const char *, int64_t, double *, double *, int64_t *, uint64_t *);
