@@ -222,11 +222,19 @@ def _cmd_fold(args) -> int:
         if not args.no_verify:
             import onnx
 
+            def strict(m):
+                onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True)
+
             try:
-                onnx.shape_inference.infer_shapes(result, check_type=True, strict_mode=True)
+                strict(result)
             except Exception as e:  # InferenceError, ValidationError, ...
-                raise VerificationFailed(
-                    f"the result fails strict shape inference: {_one_line(str(e))}") from None
+                try:
+                    strict(model)
+                except Exception:  # the input already fails: _verify_rewrite warns about it
+                    pass
+                else:
+                    raise VerificationFailed(
+                        f"the result fails strict shape inference: {_one_line(str(e))}") from None
     _verify_rewrite(model, result, args)
     model_io.save_model(result, args.output)
     elapsed = time.perf_counter() - start

@@ -193,15 +193,10 @@ def test_fold_refuses_a_rewrite_that_introduces_a_problem(tmp_path, monkeypatch,
     assert "rp_y" in capsys.readouterr().err
 
 
-_STRICT_ELSEWHERE = pytest.mark.xfail(
-    strict=True, reason="convert_model's own check_model(full_check=True) and optimize's own strict "
-    "inference refuse an input's pre-existing shape problem before _verify_rewrite can warn")
-
-
 @pytest.mark.parametrize("argv", [
     ["fold"],
-    pytest.param(["convert", "--opset", "18"], marks=_STRICT_ELSEWHERE),
-    pytest.param(["optimize"], marks=_STRICT_ELSEWHERE),
+    ["convert", "--opset", "18"],
+    ["optimize"],
 ])
 def test_problem_already_in_the_input_is_a_warning(tmp_path, capsys, argv):
     path = _save(tmp_path, BAD_DECLARATIONS["graph_output_wrong_dims"])
