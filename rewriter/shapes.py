@@ -1,12 +1,12 @@
 """Verify every ReduceProd output's shape: the project's rule, ONNX's strict inference and
 the declared shapes (graph outputs, ``value_info``) must agree.
 
-One ``onnx.shape_inference.infer_shapes`` call per model (strict, type-checked, with data
-propagation). When a ReduceProd output has a declared shape, or the model has initializers
-over 1 KiB, inference runs on a light copy: big initializers keep their name, type and
-dims but not their data, and ReduceProd outputs' declared shapes are cleared so that
-ONNX's own answer can be compared with them. Function bodies are inferred once per
-distinct call site (input types and attributes).
+One ``onnx.shape_inference.infer_shapes`` call per consistent model (strict, type-checked,
+with data propagation), on the model itself, or on a light copy when it has initializers
+over 1 KiB (they keep their name, type and dims but not their data). In the copy, declared
+shapes of ReduceProd outputs are cleared so that ONNX's own answer can be compared with
+them; a model without big initializers gets that copy only when strict inference fails.
+Function bodies are inferred once per distinct call site (input types and attributes).
 """
 
 from __future__ import annotations
@@ -175,9 +175,8 @@ def _clear_declared(unit: _Unit, bodies: list, types: shape_infer.TypeIndex) -> 
                     vi.type.tensor_type.ClearField("shape")
 
 
-def _run_unit(unit: _Unit, ctx: _Context) -> list[traversal.Scope]:
-    """Infer the unit's work model, check its ReduceProd nodes; return the inferred scopes."""
-    inferred, errors = shape_infer.infer(unit.work, strict=unit.strict)
+def _check_unit(unit: _Unit, inferred, errors: list[str], ctx: _Context) -> list[traversal.Scope]:
+    """Check the unit's ReduceProd nodes against its inferred model; return the inferred scopes."""
     errs = _error_problems(errors, unit) if errors else []
     tscopes = shape_infer.mirror(unit.node_scopes, inferred) if inferred is not None else []
     first = len(ctx.rows) if ctx.rows is not None else 0
@@ -209,15 +208,24 @@ def _check(model, want_rows: bool) -> _Context:
     ctx = _Context(want_rows)
     main_opset = traversal.opset_version(proto.opset_import)
     scopes, found = shape_infer.walk(proto.graph, traversal.Scope(proto.graph, "main graph", None, main_opset))
-    declared_any = any(ctx.types.declared(n.output[0], scopes[k]) is not None
-                       for k, nodes in enumerate(found) for _, n in nodes if n.output)
     fn_scopes = _function_scopes(proto, main_opset)
     unit = _Unit(scopes, found, scopes, proto, delegated=frozenset(k[1] for k in fn_scopes))
-    if declared_any or any(t.ByteSize() > shape_infer.STRIP_BYTES for t in proto.graph.initializer):
+
+    def use_light_copy() -> None:
         unit.work = shape_infer.light_copy(proto)
         _clear_declared(unit, [s.body for s in shape_infer.mirror(scopes, unit.work)], ctx.types)
-    # else: inference does not modify its argument, no copy needed
-    tscopes = _run_unit(unit, ctx)
+
+    if any(t.ByteSize() > shape_infer.STRIP_BYTES for t in proto.graph.initializer):
+        use_light_copy()
+    # else inference runs on the model itself (it does not modify its argument); declared
+    # ReduceProd shapes then take part, which only matters when strict mode fails:
+    inferred, errors = shape_infer.infer(unit.work)
+    if errors and unit.work is proto and any(
+            ctx.types.declared(n.output[0], scopes[k]) is not None
+            for k, nodes in enumerate(found) for _, n in nodes if n.output):
+        use_light_copy()  # again without them, for ONNX's own answer and the other errors
+        inferred, errors = shape_infer.infer(unit.work)
+    tscopes = _check_unit(unit, inferred, errors, ctx)
     if fn_scopes:
         _check_functions(proto, scopes, tscopes, fn_scopes, ctx)
     logger.info("checked ReduceProd shapes: %d problem(s)", len(ctx.problems))
@@ -252,7 +260,8 @@ def _check_functions(proto, scopes, tscopes, fn_scopes, ctx: _Context) -> None:
             m.location = o.location
         unit = _Unit(mscopes, mfound, originals, mini, suffix, typed)
         _clear_declared(unit, [s.body for s in mscopes], ctx.types)
-        _run_unit(unit, ctx)
+        inferred, errors = shape_infer.infer(mini, strict=typed)
+        _check_unit(unit, inferred, errors, ctx)
 
 
 def check_report(model) -> CheckReport:
