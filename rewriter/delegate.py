@@ -1,0 +1,176 @@
+"""The part of a conversion that is not ReduceProd: type-only steps kept, the rest delegated.
+
+``plan_other_ops`` sorts every other default-domain node whose schema differs at the target:
+type-only steps (``rewriter.compat``) are kept as they are, the rest goes to
+``onnx.version_converter``, which ``convert_main_graph`` and ``convert_function`` call with
+the nodes already in target form held in a private domain out of its reach.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+
+import onnx
+
+from rewriter import compat, traversal
+from rewriter.errors import ConversionError
+
+__all__ = ["HOLD_DOMAIN", "DEFAULT_DOMAINS", "plan_other_ops", "convert_main_graph", "convert_function", "release"]
+
+HOLD_DOMAIN = "ai.rewriter.held"
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+_SCHEMA_CACHE: dict[tuple[str, int], int | None] = {}
+
+
+def _since(op_type: str, opset: int) -> int | None:
+    key = (op_type, opset)
+    if key not in _SCHEMA_CACHE:
+        try:
+            _SCHEMA_CACHE[key] = onnx.defs.get_schema(op_type, opset, "").since_version
+        except onnx.defs.SchemaError:
+            _SCHEMA_CACHE[key] = None
+    return _SCHEMA_CACHE[key]
+
+
+def plan_other_ops(state, target: int):
+    """Sort the non-ReduceProd default-domain ops whose schema differs at ``target``.
+
+    Type-only steps (see ``compat``) are taken here: those nodes are held out of the
+    version converter's reach like ReduceProd. The rest is delegated to the converter.
+    Raises when an op does not exist at the target opset.
+    """
+    report = state.report
+    type_only: list[onnx.NodeProto] = []
+    delegated: set[int] = set()
+    keep_alive = []  # ids identify protobuf wrappers only while they are alive
+    in_graph, in_functions = collections.Counter(), collections.Counter()
+    ours = {id(n) for n in state.held}
+    for scope in state.scopes:
+        counter = in_functions if _function_root(scope) else in_graph
+        for node in scope.body.node:
+            if node.domain not in DEFAULT_DOMAINS or id(node) in ours:
+                continue
+            source_opset = scope.opset or target
+            source = _since(node.op_type, source_opset)
+            dest = _since(node.op_type, target)
+            if dest is None:
+                raise ConversionError(
+                    f"{traversal.node_label(node, scope)}: operator {node.op_type} does not exist "
+                    f"at opset {target}"
+                )
+            if source == dest:
+                continue
+            if compat.type_only_path(node, source_opset, target) or \
+                    compat.type_only_path(node, source_opset, target, state.types_for(scope).get):
+                type_only.append(node)
+            else:
+                _refuse_known_converter_defects(node, scope, source_opset, target, state)
+                delegated.add(id(node))
+                keep_alive.append(node)
+                counter[node.op_type] += 1
+    # A control-flow node is only kept as it is when nothing inside it needs the converter.
+    for node in type_only:
+        if node.op_type in ("If", "Loop") and any(id(n) in delegated for n in _subgraph_nodes(node)):
+            delegated.add(id(node))
+            in_graph[node.op_type] += 1
+    for node in type_only:
+        if id(node) not in delegated:
+            state.held.append(node)
+            report.type_only[node.op_type] += 1
+    return in_graph, in_functions
+
+
+_SOFTMAX_LIKE = {"Softmax": (12, 13), "LogSoftmax": (12, 13), "Hardmax": (12, 13)}
+
+
+def _refuse_known_converter_defects(node, scope, source_opset, target, state) -> None:
+    """Refuse steps where onnx.version_converter is known to return a model computing something else.
+
+    Softmax, LogSoftmax and Hardmax changed what ``axis`` means at 13 (one axis instead of
+    "flatten from axis"); the converter keeps ``axis`` as it is, which is only right when it
+    is the last dimension (checked against ONNX Runtime in tests/test_compat.py).
+    """
+    boundary = _SOFTMAX_LIKE.get(node.op_type)
+    if boundary is None or not min(source_opset, target) <= boundary[0] < boundary[1] <= max(source_opset, target):
+        return
+    axis = next((a.i for a in node.attribute if a.name == "axis"), 1 if source_opset < 13 else -1)
+    t = state.types_for(scope).get(node.input[0])
+    rank = len(t.tensor_type.shape.dim) if t is not None and t.tensor_type.HasField("shape") else None
+    if rank is None or axis not in (rank - 1, -1):
+        raise ConversionError(
+            f"{traversal.node_label(node, scope)}: {node.op_type} with axis={axis} "
+            f"{'(rank unknown)' if rank is None else f'on rank {rank}'} cannot be converted across "
+            f"opset 13, where the meaning of axis changed; onnx.version_converter would keep the "
+            f"axis and compute something else (only the last axis converts)"
+        )
+
+
+def _subgraph_nodes(node: onnx.NodeProto):
+    for attr in node.attribute:
+        for g in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+            yield from _all_nodes(g)
+
+
+def _function_root(scope: traversal.Scope) -> bool:
+    while scope.parent is not None:
+        scope = scope.parent
+    return scope.is_function
+
+
+def _run_version_converter(model: onnx.ModelProto, target: int, what: str) -> onnx.ModelProto:
+    from onnx import version_converter
+
+    try:
+        return version_converter.convert_version(model, target)
+    except Exception as e:  # the C++ converter raises RuntimeError/ValidationError with a message
+        message = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        match = re.search(r"(?:for|of) (\w+)", message)
+        op = f"operator {match.group(1)}" if match else "an operator"
+        source = traversal.opset_version(model.opset_import)
+        raise ConversionError(
+            f"{what}: onnx.version_converter cannot convert {op} from opset {source} to {target}: "
+            f"{message.split('failed: ')[-1]}"
+        ) from None
+
+
+def release(graph_like) -> None:
+    for node in _all_nodes(graph_like):
+        if node.domain == HOLD_DOMAIN:
+            node.domain = ""
+
+
+def _all_nodes(graph_like):
+    for node in graph_like.node:
+        yield node
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _all_nodes(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    yield from _all_nodes(g)
+
+
+def convert_main_graph(result: onnx.ModelProto, target: int) -> None:
+    shell = onnx.ModelProto(ir_version=result.ir_version, graph=result.graph)
+    shell.opset_import.extend(result.opset_import)
+    shell.opset_import.add(domain=HOLD_DOMAIN, version=1)
+    converted = _run_version_converter(shell, target, "main graph")
+    result.graph.CopyFrom(converted.graph)
+
+
+def convert_function(result: onnx.ModelProto, fn: onnx.FunctionProto, target: int) -> None:
+    """Run the version converter on a function body wrapped in a temporary model."""
+    graph = onnx.helper.make_graph(
+        list(fn.node), f"{fn.name}_body",
+        [onnx.helper.make_empty_tensor_value_info(i) for i in fn.input],
+        [onnx.helper.make_empty_tensor_value_info(o) for o in fn.output],
+    )
+    shell = onnx.helper.make_model(graph, opset_imports=[*fn.opset_import,
+                                   onnx.helper.make_opsetid(HOLD_DOMAIN, 1)])
+    shell.ir_version = result.ir_version
+    converted = _run_version_converter(shell, target, f"function '{fn.domain}:{fn.name}'")
+    del fn.node[:]
+    fn.node.extend(converted.graph.node)
