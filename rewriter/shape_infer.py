@@ -63,8 +63,8 @@ def infer(work: onnx.ModelProto, strict: bool = True) -> tuple[onnx.ModelProto |
     if strict:
         try:
             return onnx.shape_inference.infer_shapes(work, strict_mode=True, **kwargs), []
-        except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError, ValueError) as e:
-            text = str(e)
+        except Exception as e:  # noqa: BLE001 - InferenceError, ValidationError, a too-big model...
+            text = str(e) or type(e).__name__
         lines = [ln.strip() for ln in text.splitlines()]
         errors = [ln for ln in lines if _ERROR_HEAD.search(ln)] or [" ".join(text.split())]
     try:
