@@ -1,10 +1,12 @@
 """Opset conversion: ReduceProd by rewriter's adapters, every other op by onnx.version_converter.
 
 The conversion works on a copy of the model and fails as a whole: every ReduceProd
-node is converted first (the cheap part, and where most impossible conversions are
-found), then the rest of the model is delegated to ``onnx.version_converter`` with
-the ReduceProd nodes held out of its reach in a private domain, then the result is
-validated with the ONNX checker and strict shape inference. The input is never mutated.
+node is converted first by the adapters in ``rewriter.adapters`` (the cheap part, and
+where most impossible conversions are found); then the other ops are planned by
+``rewriter.delegate`` (type-only steps kept as they are, the rest given to
+``onnx.version_converter`` with the nodes already in target form held out of its reach);
+then the result is validated with the ONNX checker and strict shape inference. The input
+is never mutated.
 """
 
 from __future__ import annotations
