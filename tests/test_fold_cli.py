@@ -123,16 +123,41 @@ def test_bad_input_or_usage_exit_2(tmp_path, capsys, argv):
     assert not os.path.exists(paths["out"])
 
 
-def test_optimize_exit_1_when_result_fails_strict_shape_inference(tmp_path, capsys):
+def test_optimize_warns_about_a_shape_problem_the_input_already_had(tmp_path, capsys):
     text = """<ir_version: 8, opset_import: ["": 13]>
         g (float[2] x) => (float[5] z) <float[2,3] c = {1,2,3,4,5,6}> {
           y = ReduceProd<axes=[1], keepdims=0>(c)
           z = Add(x, y)
         }"""
     src, out = write(tmp_path, text), str(tmp_path / "out.onnx")
+    assert cli.main(["optimize", src, "-o", out]) == 0
+    assert "warning:" in capsys.readouterr().err
+    assert os.path.exists(out)
+
+
+def test_optimize_exit_1_when_the_fold_breaks_strict_shape_inference(tmp_path, capsys, monkeypatch):
+    """A faulty fold (injected: it folds to the wrong shape) is refused, nothing is written."""
+    from rewriter import fold
+
+    real = fold.fold_model
+
+    def faulty(model, **kwargs):
+        result, report = real(model, **kwargs)
+        for t in result.graph.initializer:
+            if t.name == "y":
+                t.CopyFrom(nh.from_array(np.ones([3], dtype=np.float32), "y"))
+        return result, report
+
+    monkeypatch.setattr(fold, "fold_model", faulty)
+    text = """<ir_version: 8, opset_import: ["": 13]>
+        g (float[2] x) => (float[2] z) <float[2,3] c = {1,2,3,4,5,6}> {
+          y = ReduceProd<axes=[1], keepdims=0>(c)
+          z = Add(x, y)
+        }"""
+    src, out = write(tmp_path, text), str(tmp_path / "out.onnx")
     assert cli.main(["optimize", src, "-o", out]) == 1
     err = capsys.readouterr().err
-    assert "error:" in err and "strict shape inference" in err
+    assert "error:" in err and "shape" in err
     assert not os.path.exists(out)
 
 
