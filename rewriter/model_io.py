@@ -28,7 +28,7 @@ from rewriter import wire
 from rewriter.errors import ModelLoadError, RewriterError
 
 __all__ = ["load_model", "save_model", "read_external_tensor", "set_default_layout", "check_model",
-           "external_data_dir", "INLINE_THRESHOLD"]
+           "external_data_dir", "without_big_data", "INLINE_THRESHOLD"]
 
 logger = logging.getLogger(__name__)
 
@@ -274,10 +274,35 @@ def external_data_dir(model: onnx.ModelProto):
         os.chdir(old)
 
 
+def without_big_data(model: onnx.ModelProto, limit: int = 1024) -> onnx.ModelProto:
+    """A copy for shape inference: references of at most ``limit`` bytes inlined, bigger ones
+    left with name, type and dims only (ONNX shape inference would otherwise read them whole
+    whenever their file resolves from the working directory)."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for t, _ in _all_tensors(copy):
+        if t.data_location != _EXTERNAL:
+            continue
+        entries = {e.key: e.value for e in t.external_data}
+        value = read_external_tensor(t, None) if int(entries.get("length", limit + 1)) <= limit else None
+        del t.external_data[:]
+        t.ClearField("data_location")
+        if value is not None:
+            t.raw_data = np.ascontiguousarray(value, value.dtype.newbyteorder("<")).tobytes()
+    return copy
+
+
 def check_model(model: onnx.ModelProto, full_check: bool = False) -> None:
-    """``onnx.checker.check_model`` on a proto whose tensors may be references (raises its errors)."""
+    """``onnx.checker.check_model`` for a proto whose tensors may be references; raises its errors.
+
+    The checker resolves references from the working directory, and its ``full_check`` shape
+    inference reads whatever it resolves into memory: so references are checked in their
+    directory, and full_check's strict shape inference runs on :func:`without_big_data`.
+    """
     with external_data_dir(model):
-        onnx.checker.check_model(model, full_check=full_check)
+        onnx.checker.check_model(model, full_check=False)
+    if full_check:
+        onnx.shape_inference.infer_shapes(without_big_data(model), check_type=True, strict_mode=True)
 
 
 # ---------------------------------------------------------------- save

@@ -18,6 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 from rewriter import cli
 
 N = (5 << 29) // 4  # float32 elements in 2.5 GiB
+DIMS = [N // 1024, 1024]  # 2-D like real weights (1-D: see README on ONNX data propagation)
 MARKS = [0, 4096 * 7, (N * 4) // 2 + 12, N * 4 - 16]
 
 
@@ -41,16 +42,16 @@ def big_model(tmp_path):
         for i, offset in enumerate(MARKS):
             f.seek(offset)
             f.write(np.full(4, i + 1.5, np.float32).tobytes())
-    w = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[N])
+    w = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=DIMS)
     _set_external(w, "weights.bin", 0, N * 4)
     c = numpy_helper.from_array(np.array([[2, 3], [4, 5]], np.float32), "c")
     nodes = [helper.make_node("Add", ["x", "w"], ["y"], name="add"),
              helper.make_node("ReduceProd", ["c"], ["k"], axes=[0], keepdims=0, name="const_rp"),
              helper.make_node("ReduceProd", ["x"], ["p"], axes=[0], keepdims=1, name="rp")]
-    graph = helper.make_graph(nodes, "big", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [N])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [N]),
+    graph = helper.make_graph(nodes, "big", [helper.make_tensor_value_info("x", TensorProto.FLOAT, DIMS)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, DIMS),
                                helper.make_tensor_value_info("k", TensorProto.FLOAT, [2]),
-                               helper.make_tensor_value_info("p", TensorProto.FLOAT, [1])], [w, c])
+                               helper.make_tensor_value_info("p", TensorProto.FLOAT, [1, 1024])], [w, c])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     onnx.save(model, tmp_path / "big.onnx")
     yield tmp_path / "big.onnx"

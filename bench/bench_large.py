@@ -1,0 +1,106 @@
+"""Convert a model with a 2.5 GiB external initializer (sparse file) from opset 13 to 18.
+
+Reports the wall time and peak RSS of the ``rewriter convert`` subprocess against the
+baseline ``shutil.copyfile`` of the same data file, measured in the same run.
+Bars (issue 5): peak RSS <= 600 MiB; wall time <= 1.5x the copy.
+
+    python bench/bench_large.py [--gib 2.5] [--dir DIR] [--runs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+def build(directory: str, gib: float) -> str:
+    n = int(gib * (1 << 30)) // 4 // 1024 * 1024
+    data = os.path.join(directory, "weights.bin")
+    with open(data, "wb") as f:  # sparse: holes cost no disk
+        f.truncate(n * 4)
+        f.seek(n * 2)
+        f.write(np.arange(1024, dtype=np.float32).tobytes())
+    # 2-D like real weights (a 1-D tensor of n elements makes ONNX's shape-inference data
+    # propagation, used by the check after a rewrite, build n-element shapes: see README)
+    dims = [n // 1024, 1024]
+    w = TensorProto(name="w", data_type=TensorProto.FLOAT, dims=dims, data_location=TensorProto.EXTERNAL)
+    for k, v in (("location", "weights.bin"), ("offset", "0"), ("length", str(n * 4))):
+        e = w.external_data.add()
+        e.key, e.value = k, v
+    nodes = [helper.make_node("Add", ["x", "w"], ["s"], name="add"),
+             helper.make_node("ReduceProd", ["s"], ["y"], axes=[0], keepdims=1, name="rp"),
+             helper.make_node("ReduceProd", ["c"], ["k"], axes=[1], keepdims=0, name="const_rp")]
+    graph = helper.make_graph(
+        nodes, "big", [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1024]),
+         helper.make_tensor_value_info("k", TensorProto.FLOAT, [2])],
+        [w, numpy_helper.from_array(np.array([[2, 3], [4, 5]], np.float32), "c")])
+    path = os.path.join(directory, "big.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    return path
+
+
+def time_copy(src: str, dst: str) -> float:
+    start = time.perf_counter()
+    shutil.copyfile(src, dst)
+    elapsed = time.perf_counter() - start
+    os.unlink(dst)
+    return elapsed
+
+
+def time_convert(model: str, out: str, cwd: str) -> tuple[float, float]:
+    """(wall seconds, peak RSS MiB) of one ``rewriter convert`` subprocess."""
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "rewriter", "convert", model, "--opset", "18", "-o", out],
+                            cwd=cwd, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"rewriter convert failed with exit status {proc.returncode}")
+    for name in (out, out + ".data"):
+        if os.path.exists(name):
+            os.unlink(name)
+    return elapsed, usage.ru_maxrss / 1024
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--gib", type=float, default=2.5, help="size of the external initializer (GiB)")
+    parser.add_argument("--dir", default=None, help="work directory (default: a temporary one)")
+    parser.add_argument("--runs", type=int, default=2, help="runs of each (the best is reported)")
+    args = parser.parse_args()
+    root = tempfile.mkdtemp(prefix="bench_large_", dir=args.dir)
+    try:
+        model_dir = os.path.join(root, "model")
+        os.mkdir(model_dir)
+        model = build(model_dir, args.gib)
+        data = os.path.join(model_dir, "weights.bin")
+        copies, converts = [], []
+        for _ in range(args.runs):
+            copies.append(time_copy(data, os.path.join(model_dir, "copy.bin")))
+            converts.append(time_convert(model, os.path.join(model_dir, "out.onnx"), cwd=root))
+        copy_s = min(copies)
+        wall_s = min(c[0] for c in converts)
+        rss = max(c[1] for c in converts)
+        print(f"model: {args.gib} GiB external float32 initializer (sparse file), opset 13 -> 18")
+        print(f"baseline shutil.copyfile of the data file: {copy_s:.2f} s (runs: {', '.join(f'{c:.2f}' for c in copies)})")
+        print(f"rewriter convert: {wall_s:.2f} s wall (runs: {', '.join(f'{c[0]:.2f}' for c in converts)}), "
+              f"peak RSS {rss:.0f} MiB")
+        print(f"ratio convert / copy: {wall_s / copy_s:.2f}x (bar 1.5x: {'met' if wall_s <= 1.5 * copy_s else 'NOT met'})")
+        print(f"peak RSS: {rss:.0f} MiB (bar 600 MiB: {'met' if rss <= 600 else 'NOT met'})")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
