@@ -9,6 +9,7 @@ except constant axes tensors.
 from __future__ import annotations
 
 import logging
+import math
 import os
 
 import numpy as np
@@ -64,7 +65,13 @@ def _check_structure(scope: Scope, visible: set[str], path: str) -> None:
             if o:
                 producer[o] = i
     deps: list[set[int]] = []
-    for node in body.node:
+    for i, node in enumerate(body.node):
+        # protobuf hands back bytes for strings that are not UTF-8 (names in inputs and
+        # outputs then show up as undefined below)
+        if type(node.op_type) is not str or type(node.domain) is not str or type(node.name) is not str \
+                or not all(type(a.name) is str for a in node.attribute):
+            raise RewriterError(f"{path}: node #{i} in {scope.location} has a name, type or attribute "
+                                "name that is not valid UTF-8")
         needed = {n for n in node.input if n}
         for g in _subgraphs(node):
             needed |= _free_names(g)
@@ -225,17 +232,11 @@ def _names(scope: Scope):
         yield from (t.name for t in body.initializer)
 
 
-def _check_text(model: onnx.ModelProto, scopes: list[Scope], path: str) -> None:
+def _check_text(scopes: list[Scope], path: str) -> None:
     """Protobuf hands back bytes for string fields that are not UTF-8: refuse them here."""
     for scope in scopes:
-        if not all(isinstance(n, str) for n in _names(scope)):
+        if not all(type(n) is str for n in _names(scope)):
             raise RewriterError(f"{path}: a name in {scope.location} is not valid UTF-8")
-        for i, node in enumerate(scope.body.node):
-            fields = (node.op_type, node.domain, node.name, *node.input, *node.output,
-                      *(a.name for a in node.attribute), *(a.ref_attr_name for a in node.attribute))
-            if not all(isinstance(f, str) for f in fields):
-                raise RewriterError(f"{path}: node #{i} in {scope.location} has a name or type "
-                                    "that is not valid UTF-8")
 
 
 _TYPED = ("float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data")
@@ -255,7 +256,7 @@ def _check_tensors(model: onnx.ModelProto, path: str) -> None:
             raise RewriterError(f"{what}: negative dimension in {list(t.dims)}")
         if t.data_location == onnx.TensorProto.EXTERNAL:
             continue  # checked against its file by model_io.load_model
-        numel = int(np.prod(t.dims, dtype=object)) if len(t.dims) else 1
+        numel = math.prod(t.dims)
         if t.HasField("raw_data"):
             if t.data_type == onnx.TensorProto.STRING:
                 raise RewriterError(f"{what}: a string tensor cannot hold raw data")
@@ -294,7 +295,7 @@ def validate_model(model: onnx.ModelProto, path: str | os.PathLike = "<model>") 
             raise RewriterError(f"{path}: an opset_import domain is not valid UTF-8")
     _check_versions(model, path)
     scopes = list(traversal.iter_scopes(model))
-    _check_text(model, scopes, path)
+    _check_text(scopes, path)
     _check_tensors(model, path)
     visible_of: dict[int, set[str]] = {}
     for scope in scopes:
