@@ -25,11 +25,11 @@ __all__ = [
 
 _LAZY = {
     "convert_opset": "rewriter.convert",
-    "ConvertOpsetPass": "rewriter.convert",
+    "ConvertOpsetPass": "rewriter.passes",
     "fold_constants": "rewriter.fold",
-    "FoldReduceProdPass": "rewriter.fold",
+    "FoldReduceProdPass": "rewriter.passes",
     "verify_shapes": "rewriter.shapes",
-    "VerifyShapesPass": "rewriter.shapes",
+    "VerifyShapesPass": "rewriter.passes",
     "verify_numerics": "rewriter.numerics",
     "reduce_prod": "rewriter.kernels",
 }

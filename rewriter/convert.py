@@ -22,7 +22,7 @@ from rewriter.conversion_state import ConversionState, NodeContext
 from rewriter.delegate import DEFAULT_DOMAINS, HOLD_DOMAIN
 from rewriter.errors import ConversionError, RewriterError
 
-__all__ = ["convert_opset", "convert_model", "ConvertOpsetPass", "ConvertReport"]
+__all__ = ["convert_opset", "convert_model", "ConvertReport"]
 
 logger = logging.getLogger(__name__)
 
@@ -176,39 +176,8 @@ def _validate(result: onnx.ModelProto, original: onnx.ModelProto) -> None:
 
 def convert_opset(model, target_opset: int):
     """Convert a ModelProto or onnx_ir.Model to ``target_opset``; returns the same kind."""
-    return _convert_any(model, target_opset)[0]
-
-
-def _convert_any(model, target_opset: int):
     if isinstance(model, onnx.ModelProto):
-        return convert_model(model, target_opset)
-    import onnx_ir as ir
+        return convert_model(model, target_opset)[0]
+    from rewriter.passes import ConvertOpsetPass
 
-    result, report = convert_model(ir.to_proto(model), target_opset)
-    return ir.from_proto(result), report
-
-
-def _make_pass():
-    import onnx_ir as ir
-
-    class ConvertOpsetPass(ir.passes.FunctionalPass):
-        """Convert a model's default-domain opset (ReduceProd by rewriter's adapters)."""
-
-        def __init__(self, target_opset: int):
-            super().__init__()
-            self.target_opset = target_opset
-
-        def call(self, model: ir.Model) -> ir.passes.PassResult:
-            result, report = _convert_any(model, self.target_opset)
-            modified = report.source_opset != report.target_opset or bool(report.changes)
-            return ir.passes.PassResult(result, modified=modified)
-
-    return ConvertOpsetPass
-
-
-def __getattr__(name):
-    if name == "ConvertOpsetPass":
-        cls = _make_pass()
-        globals()[name] = cls
-        return cls
-    raise AttributeError(name)
+    return ConvertOpsetPass(target_opset)(model).model

@@ -1,4 +1,4 @@
-"""Fold ReduceProd nodes whose inputs are constant: ``fold_constants`` and ``FoldReduceProdPass``.
+"""Fold ReduceProd nodes whose inputs are constant: ``fold_model`` and ``fold_constants``.
 
 The core works on an ``onnx.ModelProto`` (fast, and it never reads the bytes of a tensor
 it does not fold); the onnx_ir pass is a thin wrapper around it. A folded value becomes
@@ -18,7 +18,7 @@ from onnx import numpy_helper
 from rewriter import traversal, unused
 from rewriter.errors import KernelError, RewriterError
 
-__all__ = ["fold_constants", "fold_model", "FoldReduceProdPass", "FoldReport", "INT_OVERFLOW_MODES"]
+__all__ = ["fold_constants", "fold_model", "FoldReport", "INT_OVERFLOW_MODES"]
 
 logger = logging.getLogger(__name__)
 
@@ -330,50 +330,6 @@ def fold_constants(model, *, int_overflow: str = "skip"):
     """
     if isinstance(model, onnx.ModelProto):
         return fold_model(model, int_overflow=int_overflow)[0]
-    return _pass_class()(int_overflow=int_overflow)(model).model
+    from rewriter.passes import FoldReduceProdPass
 
-
-_PASS = None
-
-
-def _pass_class():
-    """Build FoldReduceProdPass on first use, so the CLI does not import onnx_ir."""
-    global _PASS
-    if _PASS is not None:
-        return _PASS
-    import onnx_ir as ir
-
-    class FoldReduceProdPass(ir.passes.FunctionalPass):
-        """onnx_ir pass: fold constant ReduceProd nodes (see :func:`fold_model`).
-
-        After a run, ``self.report`` holds the :class:`FoldReport`.
-        """
-
-        def __init__(self, int_overflow: str = "skip", base_dir: str | None = None):
-            super().__init__()
-            if int_overflow not in INT_OVERFLOW_MODES:
-                raise RewriterError(f"int_overflow must be one of {', '.join(INT_OVERFLOW_MODES)}, "
-                                    f"got {int_overflow!r}")
-            self.int_overflow = int_overflow
-            self.base_dir = base_dir
-            self.report: FoldReport | None = None
-
-        def call(self, model: ir.Model) -> ir.passes.PassResult:
-            base_dir = self.base_dir or next(
-                (v.const_value.base_dir for v in model.graph.initializers.values()
-                 if isinstance(v.const_value, ir.ExternalTensor)), None)
-            proto = ir.serde.serialize_model(model)
-            proto, self.report = fold_model(proto, int_overflow=self.int_overflow,
-                                            base_dir=base_dir, in_place=True)
-            return ir.passes.PassResult(ir.serde.deserialize_model(proto), modified=self.report.modified)
-
-    FoldReduceProdPass.__module__ = __name__
-    FoldReduceProdPass.__qualname__ = "FoldReduceProdPass"
-    _PASS = FoldReduceProdPass
-    return _PASS
-
-
-def __getattr__(name: str):
-    if name == "FoldReduceProdPass":
-        return _pass_class()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return FoldReduceProdPass(int_overflow=int_overflow)(model).model

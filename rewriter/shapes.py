@@ -28,7 +28,7 @@ from rewriter.shape_rule import (
 )
 
 __all__ = ["ShapeProblem", "ReduceProdRow", "CheckReport", "check_report", "verify_shapes",
-           "VerifyShapesPass", "JSON_SCHEMA", "reduce_prod_output_shape"]
+           "JSON_SCHEMA", "reduce_prod_output_shape"]
 
 logger = logging.getLogger(__name__)
 
@@ -279,12 +279,3 @@ def verify_shapes(model) -> list[ShapeProblem]:
     Accepts an ``onnx.ModelProto`` or an ``onnx_ir.Model``; never modifies it.
     """
     return _check(model, want_rows=False).problems
-
-
-def __getattr__(name: str):
-    # the pass lives apart so that importing this module does not import onnx_ir (~0.5 s)
-    if name == "VerifyShapesPass":
-        from rewriter.shape_pass import VerifyShapesPass
-
-        return VerifyShapesPass
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

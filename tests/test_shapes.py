@@ -16,7 +16,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from rewriter.errors import RewriterError
 from rewriter.shape_rule import DYNAMIC_AXES, ShapeRuleError, compatible, reduce_prod_output_shape
-from rewriter.shapes import VerifyShapesPass, check_report, verify_shapes
+from rewriter.passes import VerifyShapesPass
+from rewriter.shapes import check_report, verify_shapes
 
 MODELS = os.path.join(os.path.dirname(__file__), os.pardir, "models")
 
