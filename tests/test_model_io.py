@@ -249,3 +249,40 @@ def test_new_output_gets_umask_permissions(tmp_path):
     finally:
         os.umask(old)
     assert os.stat(tmp_path / "b.onnx").st_mode & 0o777 == 0o644
+
+
+@pytest.mark.parametrize("option, external", [(None, True), ("never", False), ("always", True),
+                                              (str(BIG * 4 + 1), False), (str(BIG * 4), True)])
+def test_cli_external_data_option(tmp_path, capsys, option, external):
+    from rewriter import cli
+
+    w = _big()
+    onnx.save(_model(w), tmp_path / "a.onnx", save_as_external_data=True, location="weights.bin")
+    argv = ["fold", str(tmp_path / "a.onnx"), "-o", str(tmp_path / "b.onnx")]
+    assert cli.main(argv + (["--external-data", option] if option else [])) == 0
+    capsys.readouterr()
+    raw = onnx.load(str(tmp_path / "b.onnx"), load_external_data=False)
+    assert (raw.graph.initializer[0].data_location == TensorProto.EXTERNAL) == external
+    assert (tmp_path / "b.onnx.data").exists() == external
+    x = np.ones(BIG, np.float32)
+    np.testing.assert_array_equal(_run(str(tmp_path / "b.onnx"), x), x + w)
+
+
+def test_check_model_resolves_references_from_any_working_directory(tmp_path, monkeypatch):
+    w = _big()
+    (tmp_path / "m").mkdir()
+    onnx.save(_model(w), tmp_path / "m" / "a.onnx", save_as_external_data=True, location="weights.bin")
+    loaded = model_io.load_model(tmp_path / "m" / "a.onnx")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(onnx.checker.ValidationError):  # what onnx itself does with an in-memory proto
+        onnx.checker.check_model(loaded)
+    model_io.check_model(loaded, full_check=True)
+    assert os.getcwd() == str(tmp_path)
+    stripped = model_io.without_big_data(loaded)
+    assert stripped.graph.initializer[0].data_location != TensorProto.EXTERNAL
+    assert not stripped.graph.initializer[0].raw_data and list(stripped.graph.initializer[0].dims) == [BIG]
+    broken = onnx.ModelProto()
+    broken.CopyFrom(loaded)
+    broken.graph.node[0].input[1] = "nothing"
+    with pytest.raises(onnx.checker.ValidationError):
+        model_io.check_model(broken, full_check=True)
