@@ -135,6 +135,13 @@ def _add_verify_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed for --verify's random inputs (default 0)")
 
 
+def _add_int_overflow(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--int-overflow", choices=["skip", "wrap", "saturate"], default="skip",
+                   help="integer products that overflow: leave the node with a warning (skip, default: "
+                   "runtimes disagree), fold the wrapped value (wrap, as NumPy and the ONNX reference) "
+                   "or the clamped value (saturate, as ONNX Runtime's CPU kernel)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="rewriter",
@@ -149,30 +156,34 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Migrate MODEL to opset N (1..latest, up or down). ReduceProd nodes "
                        "are converted by rewriter's adapters, other ops by onnx.version_converter. "
                        "Fails as a whole, naming the node, when a conversion is impossible.")
-    p.add_argument("model", metavar="MODEL", help="input .onnx file")
+    p.add_argument("model", metavar="MODEL", help="input .onnx file, or a directory: every .onnx file below it")
     p.add_argument("--opset", type=_opset_arg, required=True, metavar="N", help="target opset")
     _add_output(p)
     _add_verify_flags(p)
     p.set_defaults(handler=_cmd_convert)
 
-    p = sub.add_parser("fold", help="fold ReduceProd nodes whose inputs are constant")
-    p.add_argument("model", metavar="MODEL", help="input .onnx file")
+    p = sub.add_parser("fold", help="fold ReduceProd nodes whose inputs are constant",
+                       description="Replace every ReduceProd whose data (and axes) are constant with its "
+                       "value, computed by rewriter's exact kernel; remove constants left unused.")
+    p.add_argument("model", metavar="MODEL", help="input .onnx file, or a directory: every .onnx file below it")
     _add_output(p)
-    p.add_argument("--int-overflow", choices=["skip", "wrap", "saturate"], default="skip",
-                   help="integer products that overflow: leave the node (skip, default), "
-                   "fold the wrapped value (wrap, as NumPy) or the clamped value (saturate, as ONNX Runtime)")
+    _add_int_overflow(p)
     _add_verify_flags(p)
     p.set_defaults(handler=_cmd_fold)
 
-    p = sub.add_parser("optimize", help="fold, remove what became unused, verify")
-    p.add_argument("model", metavar="MODEL", help="input .onnx file")
+    p = sub.add_parser("optimize", help="fold, remove what became unused, verify",
+                       description="Fold constant ReduceProd nodes, remove every node and initializer "
+                       "nothing uses, and check the result with strict shape inference.")
+    p.add_argument("model", metavar="MODEL", help="input .onnx file, or a directory: every .onnx file below it")
     _add_output(p)
+    _add_int_overflow(p)
     _add_verify_flags(p)
     p.set_defaults(handler=_cmd_optimize)
 
     p = sub.add_parser("check", help="verify every ReduceProd output's shape")
     p.add_argument("model", metavar="MODEL", help="input .onnx file")
-    p.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON document (schema rewriter.check/1) instead of a table")
     p.set_defaults(handler=_cmd_check)
     _add_file_options(sub)
     return parser
