@@ -66,11 +66,14 @@ SEEDS = _seeds()
 SEED_BYTES = [m.SerializeToString() for m in SEEDS]
 
 
-def _run_all_commands(data: bytes, opset: int) -> None:
+def _run_all_commands(data: bytes, opset: int, files: dict[str, bytes] | None = None) -> None:
     with tempfile.TemporaryDirectory() as d:
         model = os.path.join(d, "m.onnx")
         with open(model, "wb") as f:
             f.write(data)
+        for name, content in (files or {}).items():
+            with open(os.path.join(d, name), "wb") as f:
+                f.write(content)
         for argv in (["convert", model, "--opset", str(opset), "-o", os.path.join(d, "c.onnx")],
                      ["fold", model, "-o", os.path.join(d, "f.onnx")],
                      ["optimize", model, "-o", os.path.join(d, "o.onnx")],
@@ -181,6 +184,35 @@ def _field_mutant(draw) -> bytes:
 def test_fuzz_mutated_fields(data, opset):
     RUNS["field mutants"] += 1
     _run_all_commands(data, opset)
+
+
+WEIGHTS = np.arange(1, 7, dtype=np.float32).tobytes()
+
+
+@st.composite
+def _external_mutant(draw) -> bytes:
+    """A seed whose initializer 'w' is external data with fuzzed location / offset / length."""
+    model = onnx.ModelProto()
+    model.CopyFrom(SEEDS[0])
+    t = model.graph.initializer[0]
+    t.ClearField("raw_data")
+    t.data_location = TensorProto.EXTERNAL
+    text = st.sampled_from(["w.bin", "./w.bin", "sub/../w.bin", "../w.bin", "/etc/hostname", "", "m.onnx",
+                            "w.bin\x00", "nonexistent.bin", ".", "..", "//w.bin", "C:\\w.bin"])
+    number = st.one_of(st.integers(-30, 60).map(str), st.sampled_from(["", "x", "1e3", str(2 ** 70), " 4"]))
+    for key, value in draw(st.lists(st.tuples(st.sampled_from(["location", "offset", "length", "checksum",
+                                                                "__rewriter_base__", "__rewriter_inline__"]),
+                                              st.one_of(text, number)), min_size=1, max_size=5)):
+        e = t.external_data.add()
+        e.key, e.value = key, value
+    return model.SerializeToString()
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_external_mutant(), st.integers(1, LATEST))
+def test_fuzz_external_data_references(data, opset):
+    RUNS["external mutants"] = RUNS.get("external mutants", 0) + 1
+    _run_all_commands(data, opset, {"w.bin": WEIGHTS})
 
 
 @pytest.fixture(scope="module", autouse=True)
