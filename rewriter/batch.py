@@ -62,7 +62,8 @@ def _run_one(args: argparse.Namespace, relpath: str) -> FileResult:
         except Exception as e:  # a bug on one file must not stop the others; say what it was
             print(f"error: internal error: {type(e).__name__}: {e}", file=sys.stderr)
             status = cli.EXIT_ERROR
-    return FileResult(relpath, status, out.getvalue(), err.getvalue())
+    prefix = one.model + ": "  # the summary line names the file already
+    return FileResult(relpath, status, out.getvalue().replace(prefix, ""), err.getvalue().replace(prefix, ""))
 
 
 class _Progress:
