@@ -17,7 +17,7 @@ import logging
 
 import onnx
 
-from rewriter import adapters, delegate, traversal
+from rewriter import adapters, delegate, traversal, unused
 from rewriter.conversion_state import ConversionState, NodeContext
 from rewriter.delegate import DEFAULT_DOMAINS, HOLD_DOMAIN
 from rewriter.errors import ConversionError, RewriterError
@@ -55,39 +55,6 @@ class ConvertReport:
         return lines
 
 
-def _remove_unused(state: ConversionState) -> None:
-    if not state.maybe_unused:
-        return
-    used = set()
-    for scope in state.scopes:
-        for n in scope.body.node:
-            used.update(n.input)
-        if scope.is_function:
-            used.update(scope.body.output)
-        else:
-            used.update(v.name for v in scope.body.output)
-    for name, scope in state.maybe_unused:
-        if name in used:
-            continue
-        s = scope
-        while s is not None:
-            s.invalidate()
-            producer = s.producers().get(name)
-            if producer is not None:
-                s.body.node.remove(producer)
-                s.invalidate()
-                break
-            for i, t in enumerate([] if s.is_function else s.body.initializer):
-                if t.name == name:
-                    del s.body.initializer[i]
-                    break
-            else:
-                s = s.parent
-                continue
-            break
-        used.add(name)  # removed once; a second reference to the same name is a no-op
-
-
 def _set_opset(opset_import, version: int) -> None:
     for entry in opset_import:
         if entry.domain in DEFAULT_DOMAINS:
@@ -123,7 +90,8 @@ def convert_model(
             adapter(node, ctx)
         if node.op_type == "ReduceProd" or node.op_type == "Identity":
             state.held.append(node)
-    _remove_unused(state)
+    if state.maybe_unused:  # axes constants that no node reads any more
+        unused.remove_unused(result, only={name for name, _ in state.maybe_unused})
 
     in_graph, in_functions = delegate.plan_other_ops(state, target_opset)
     report.delegated = in_graph + in_functions

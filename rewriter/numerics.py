@@ -32,6 +32,7 @@ import logging
 import numpy as np
 import onnx
 
+from rewriter import traversal
 from rewriter.errors import RewriterError
 
 __all__ = ["OutputComparison", "NumericsReport", "verify_numerics", "random_inputs", "TOLERANCES"]
@@ -86,16 +87,6 @@ class NumericsReport:
             lines.append(f"rewritten model failed to run: {self.error}")
         lines.extend(o.line() for o in self.outputs)
         return lines
-
-
-def _as_proto(model) -> onnx.ModelProto:
-    if isinstance(model, onnx.ModelProto):
-        return model
-    import onnx_ir as ir
-
-    if isinstance(model, ir.Model):
-        return ir.to_proto(model)
-    raise TypeError(f"expected an onnx.ModelProto or an onnx_ir.Model, got {type(model).__name__}")
 
 
 def _np_dtype(elem: int):
@@ -235,7 +226,7 @@ def verify_numerics(original, rewritten, *, seed: int = 0) -> NumericsReport:
 
     Raises RewriterError when the original model itself cannot be run or fed.
     """
-    a, b = _as_proto(original), _as_proto(rewritten)
+    a, b = traversal.as_proto(original), traversal.as_proto(rewritten)
     feeds = random_inputs(a, seed)
     cache: dict = {}
     pair = None

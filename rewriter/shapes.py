@@ -193,18 +193,8 @@ def _check_unit(unit: _Unit, inferred, errors: list[str], ctx: _Context) -> list
     return tscopes
 
 
-def _as_proto(model) -> onnx.ModelProto:
-    if isinstance(model, onnx.ModelProto):
-        return model
-    import onnx_ir as ir
-
-    if isinstance(model, ir.Model):
-        return ir.to_proto(model)
-    raise TypeError(f"expected an onnx.ModelProto or an onnx_ir.Model, got {type(model).__name__}")
-
-
 def _check(model, want_rows: bool) -> _Context:
-    proto = _as_proto(model)
+    proto = traversal.as_proto(model)
     ctx = _Context(want_rows)
     main_opset = traversal.opset_version(proto.opset_import)
     scopes, found = shape_infer.walk(proto.graph, traversal.Scope(proto.graph, "main graph", None, main_opset))

@@ -15,6 +15,7 @@ import onnx
 from onnx import numpy_helper
 
 __all__ = [
+    "as_proto",
     "Scope",
     "iter_scopes",
     "iter_nodes",
@@ -22,6 +23,17 @@ __all__ = [
     "node_label",
     "constant_value",
 ]
+
+
+def as_proto(model) -> onnx.ModelProto:
+    """An ``onnx.ModelProto`` for a ModelProto or an ``onnx_ir.Model`` (which is serialized)."""
+    if isinstance(model, onnx.ModelProto):
+        return model
+    import onnx_ir as ir
+
+    if isinstance(model, ir.Model):
+        return ir.to_proto(model)
+    raise TypeError(f"expected an onnx.ModelProto or an onnx_ir.Model, got {type(model).__name__}")
 
 
 @dataclasses.dataclass(eq=False)
