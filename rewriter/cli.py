@@ -199,7 +199,9 @@ def _cmd_convert(args) -> int:
     start = time.perf_counter()
     model = load_input(args.model)
     base_dir = os.path.dirname(os.path.abspath(args.model))
-    result, report = convert.convert_model(model, args.opset, base_dir=base_dir)
+    # with shape verification on, _verify_rewrite runs the strict inference on the result
+    result, report = convert.convert_model(model, args.opset, base_dir=base_dir,
+                                           strict_check=args.no_verify)
     _verify_rewrite(model, result, args)
     model_io.save_model(result, args.output)
     elapsed = time.perf_counter() - start
@@ -221,7 +223,7 @@ def _cmd_fold(args) -> int:
     optimize = args.command == "optimize"
     start = time.perf_counter()
     size_before = os.path.getsize(args.model) if os.path.isfile(args.model) else 0
-    model = model_io.load_model(args.model)
+    model = load_input(args.model)
     base_dir = os.path.dirname(os.path.abspath(args.model))
     result, report = fold.fold_model(model, int_overflow=getattr(args, "int_overflow", "skip"),
                                      base_dir=base_dir)

@@ -62,9 +62,14 @@ def _set_opset(opset_import, version: int) -> None:
 
 
 def convert_model(
-    model: onnx.ModelProto, target_opset: int, *, base_dir: str | None = None
+    model: onnx.ModelProto, target_opset: int, *, base_dir: str | None = None,
+    strict_check: bool = True,
 ) -> tuple[onnx.ModelProto, ConvertReport]:
     """Convert ``model`` to ``target_opset``; returns the new model and a report.
+
+    The result passes the ONNX checker, and with ``strict_check`` (the default) strict
+    shape inference too; the command line turns that off only when its own shape
+    verification of the result (which includes strict inference) follows.
 
     Raises ConversionError naming the node when any part cannot be converted.
     """
@@ -112,30 +117,32 @@ def convert_model(
     _set_opset(result.opset_import, target_opset)
     required_ir = onnx.helper.find_min_ir_version_for(list(result.opset_import), ignore_unknown=True)
     result.ir_version = max(result.ir_version, required_ir)
-    _validate(result, model)
+    _validate(result, model, strict_check)
     return result, report
 
 
-def _validate(result: onnx.ModelProto, original: onnx.ModelProto) -> None:
-    """The checker with full_check (strict shape inference included) must accept the result.
+def _validate(result: onnx.ModelProto, original: onnx.ModelProto, strict: bool) -> None:
+    """The checker (with strict shape inference when ``strict``) must accept the result.
 
     When the input itself already fails strict inference, that problem is the input's, not
     the conversion's: the result then only has to pass the structural checker, and the
     shape verification around rewrites reports the inherited problem as a warning.
     """
-    try:
-        onnx.checker.check_model(result, full_check=True)
-        return
-    except Exception as e:
-        error = " ".join(str(e).split())
-    try:
-        onnx.checker.check_model(original, full_check=True)
-    except Exception:
+    from rewriter.model_io import check_model  # resolves external data where it lives
+
+    def error_of(model, full_check):
         try:
-            onnx.checker.check_model(result)
-        except Exception as e:
-            error = " ".join(str(e).split())
-        else:
+            check_model(model, full_check=full_check)
+        except Exception as e:  # ValidationError, InferenceError, ...
+            return " ".join(str(e).split())
+        return None
+
+    error = error_of(result, strict)
+    if error is None:
+        return
+    if strict and error_of(original, True) is not None:
+        error = error_of(result, False)
+        if error is None:
             logger.warning("the input already fails strict shape inference; the result is checked "
                            "structurally only")
             return
