@@ -46,9 +46,16 @@ for _name in ("INT2", "UINT2"):
 
 # ---------------------------------------------------------------- walking tensors
 
+_A = onnx.AttributeProto
+_PLAIN = frozenset({_A.FLOAT, _A.INT, _A.STRING, _A.FLOATS, _A.INTS, _A.STRINGS,
+                    _A.TYPE_PROTO, _A.TYPE_PROTOS})
+
+
 def _node_tensors(nodes, loadable: bool):
     for node in nodes:
         for attr in node.attribute:
+            if attr.type in _PLAIN:  # the common case, decided by one field read
+                continue
             if attr.HasField("t"):
                 yield attr.t, loadable
             for t in attr.tensors:

@@ -66,12 +66,6 @@ def _check_structure(scope: Scope, visible: set[str], path: str) -> None:
                 producer[o] = i
     deps: list[set[int]] = []
     for i, node in enumerate(body.node):
-        # protobuf hands back bytes for strings that are not UTF-8 (names in inputs and
-        # outputs then show up as undefined below)
-        if type(node.op_type) is not str or type(node.domain) is not str or type(node.name) is not str \
-                or not all(type(a.name) is str for a in node.attribute):
-            raise RewriterError(f"{path}: node #{i} in {scope.location} has a name, type or attribute "
-                                "name that is not valid UTF-8")
         needed = {n for n in node.input if n}
         for g in _subgraphs(node):
             needed |= _free_names(g)
@@ -102,6 +96,28 @@ def _check_structure(scope: Scope, visible: set[str], path: str) -> None:
         stuck = next(i for i, w in enumerate(waiting) if w)
         raise RewriterError(f"{path}: {node_label(body.node[stuck], scope)}: is on a cycle "
                             "(it depends on its own output)")
+
+
+def _check_node_text(scope: Scope, path: str) -> None:
+    """Protobuf hands back bytes for strings that are not UTF-8: refuse them with the node."""
+    for i, node in enumerate(scope.body.node):
+        if type(node.op_type) is not str or type(node.domain) is not str or type(node.name) is not str \
+                or not all(type(a.name) is str for a in node.attribute) \
+                or not all(type(n) is str for n in node.input) or not all(type(n) is str for n in node.output):
+            raise RewriterError(f"{path}: node #{i} in {scope.location} has a name, type, input, output "
+                                "or attribute name that is not valid UTF-8")
+
+
+def _checker_accepts(model: onnx.ModelProto) -> bool:
+    """Whether onnx's (C++) structural checker accepts the model: then every graph is
+    topologically sorted with every input defined, and the slower walk can be skipped."""
+    from rewriter import model_io
+
+    try:
+        model_io.check_model(model, full_check=False)
+    except Exception:  # its message is less precise than ours: the walk below names the node
+        return False
+    return True
 
 
 def _int_attr(node: onnx.NodeProto, name: str, scope: Scope, path: str) -> None:
@@ -138,22 +154,34 @@ def _axes_tensor(name: str, scope: Scope):
     return None
 
 
-def _declared_type(name: str, scope: Scope):
+def _declarations(scope: Scope, cache: dict) -> dict[str, onnx.TypeProto.Tensor]:
+    """The declared tensor types of a graph by name, built once per scope and validation."""
+    table = cache.get(id(scope))
+    if table is None:
+        table = {}
+        for v in (*scope.body.input, *scope.body.value_info, *scope.body.output):
+            if v.type.HasField("tensor_type"):
+                table.setdefault(v.name, v.type.tensor_type)
+        cache[id(scope)] = table
+    return table
+
+
+def _declared_type(name: str, scope: Scope, cache: dict):
     s = scope
     while s is not None:
         if not s.is_function:
-            for v in (*s.body.input, *s.body.value_info, *s.body.output):
-                if v.name == name and v.type.HasField("tensor_type"):
-                    return v.type.tensor_type
+            found = _declarations(s, cache).get(name)
+            if found is not None:
+                return found
         s = s.parent
     return None
 
 
-def _rank(name: str, scope: Scope, inferred: dict[str, int]) -> int | None:
+def _rank(name: str, scope: Scope, inferred: dict[str, int], cache: dict) -> int | None:
     tensor = _axes_tensor(name, scope)
     if tensor is not None:
         return len(tensor.dims)
-    declared = _declared_type(name, scope)
+    declared = _declared_type(name, scope, cache)
     if declared is not None and declared.HasField("shape"):
         return len(declared.shape.dim)
     return inferred.get(name)
@@ -178,7 +206,8 @@ def _inferred_ranks(model: onnx.ModelProto) -> list[dict[str, int]]:
     return ranks
 
 
-def _check_reduce_prod(node, scope: Scope, ranks: dict[str, int], path: str, base_dir: str) -> None:
+def _check_reduce_prod(node, scope: Scope, ranks: dict[str, int], path: str, base_dir: str,
+                       cache: dict) -> None:
     label = f"{path}: {node_label(node, scope)}"
     _int_attr(node, "keepdims", scope, path)
     _int_attr(node, "noop_with_empty_axes", scope, path)
@@ -191,7 +220,7 @@ def _check_reduce_prod(node, scope: Scope, ranks: dict[str, int], path: str, bas
     elif len(node.input) > 1 and node.input[1] and (scope.opset or 0) >= 18:
         tensor = _axes_tensor(node.input[1], scope)
         if tensor is None:
-            declared = _declared_type(node.input[1], scope)
+            declared = _declared_type(node.input[1], scope, cache)
             if declared is not None and declared.elem_type not in (0, onnx.TensorProto.INT64):
                 raise RewriterError(f"{label}: axes input must be int64, got "
                                     f"{onnx.TensorProto.DataType.Name(declared.elem_type).lower()}")
@@ -211,7 +240,7 @@ def _check_reduce_prod(node, scope: Scope, ranks: dict[str, int], path: str, bas
             axes = [int(a) for a in numpy_helper.to_array(tensor)]
     if not axes:
         return
-    rank = _rank(node.input[0], scope, ranks) if node.input else None
+    rank = _rank(node.input[0], scope, ranks, cache) if node.input else None
     if rank is not None:
         bad = [a for a in axes if not -rank <= a < rank]
         if bad:
@@ -297,18 +326,22 @@ def validate_model(model: onnx.ModelProto, path: str | os.PathLike = "<model>") 
     scopes = list(traversal.iter_scopes(model))
     _check_text(scopes, path)
     _check_tensors(model, path)
-    visible_of: dict[int, set[str]] = {}
     for scope in scopes:
-        parent = visible_of.get(id(scope.parent), set()) if scope.parent else set()
-        visible = parent | _defined(scope)
-        visible_of[id(scope)] = visible
-        _check_structure(scope, visible, path)
+        _check_node_text(scope, path)
+    if not _checker_accepts(model):
+        visible_of: dict[int, set[str]] = {}
+        for scope in scopes:
+            parent = visible_of.get(id(scope.parent), set()) if scope.parent else set()
+            visible = parent | _defined(scope)
+            visible_of[id(scope)] = visible
+            _check_structure(scope, visible, path)
     ranks: list[dict[str, int]] | None = None
+    declared: dict = {}  # scope -> declared types, built on first use
     for i, scope in enumerate(scopes):
         for node in scope.body.node:
             if node.op_type != "ReduceProd" or node.domain not in ("", "ai.onnx"):
                 continue
-            if ranks is None and node.input and _rank(node.input[0], scope, {}) is None:
+            if ranks is None and node.input and _rank(node.input[0], scope, {}, declared) is None:
                 ranks = _inferred_ranks(model)
             scope_ranks = ranks[i] if ranks and i < len(ranks) else {}
-            _check_reduce_prod(node, scope, scope_ranks, path, base_dir)
+            _check_reduce_prod(node, scope, scope_ranks, path, base_dir, declared)
