@@ -24,7 +24,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from rewriter import wire
+from rewriter import traversal, wire
 from rewriter.errors import ModelLoadError, RewriterError
 
 __all__ = ["load_model", "save_model", "read_external_tensor", "set_default_layout", "check_model",
@@ -51,8 +51,13 @@ _PLAIN = frozenset({_A.FLOAT, _A.INT, _A.STRING, _A.FLOATS, _A.INTS, _A.STRINGS,
                     _A.TYPE_PROTO, _A.TYPE_PROTOS})
 
 
+_HOLDERS = traversal.GRAPH_KINDS | traversal.TENSOR_KINDS
+
+
 def _node_tensors(nodes, loadable: bool):
     for node in nodes:
+        if not traversal.may_hold(node, _HOLDERS):
+            continue
         for attr in node.attribute:
             if attr.type in _PLAIN:  # the common case, decided by one field read
                 continue

@@ -8,6 +8,7 @@ applies to it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Iterator
 
 import numpy as np
@@ -16,6 +17,9 @@ from onnx import numpy_helper
 
 __all__ = [
     "as_proto",
+    "may_hold",
+    "GRAPH_KINDS",
+    "TENSOR_KINDS",
     "Scope",
     "iter_scopes",
     "iter_nodes",
@@ -84,8 +88,31 @@ def opset_version(opset_import, domain: str = "") -> int | None:
     return None
 
 
+_A = onnx.AttributeProto
+GRAPH_KINDS = frozenset({_A.GRAPH, _A.GRAPHS})
+TENSOR_KINDS = frozenset({_A.TENSOR, _A.TENSORS, _A.SPARSE_TENSOR, _A.SPARSE_TENSORS})
+
+
+@functools.lru_cache(maxsize=None)
+def _default_ops_with(kinds: frozenset) -> frozenset:
+    return frozenset(s.name for s in onnx.defs.get_all_schemas_with_history()
+                     if s.domain in ("", "ai.onnx") and any(a.type in kinds for a in s.attributes.values()))
+
+
+def may_hold(node: onnx.NodeProto, kinds: frozenset) -> bool:
+    """Whether ``node`` can have an attribute of one of ``kinds`` (GRAPH_KINDS, TENSOR_KINDS):
+    any custom-domain node can; a default-domain one only if a schema of its op declares one.
+
+    Reading two strings is cheaper than walking every node's attributes on big graphs.
+    """
+    domain = node.domain
+    return (domain != "" and domain != "ai.onnx") or node.op_type in _default_ops_with(kinds)
+
+
 def _subgraph_scopes(graph_like, scope: Scope) -> Iterator[Scope]:
     for node in graph_like.node:
+        if not may_hold(node, GRAPH_KINDS):
+            continue
         for attr in node.attribute:
             graphs = []
             if attr.type == onnx.AttributeProto.GRAPH:

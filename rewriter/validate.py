@@ -101,11 +101,13 @@ def _check_structure(scope: Scope, visible: set[str], path: str) -> None:
 def _check_node_text(scope: Scope, path: str) -> None:
     """Protobuf hands back bytes for strings that are not UTF-8: refuse them with the node."""
     for i, node in enumerate(scope.body.node):
-        if type(node.op_type) is not str or type(node.domain) is not str or type(node.name) is not str \
-                or not all(type(a.name) is str for a in node.attribute) \
-                or not all(type(n) is str for n in node.input) or not all(type(n) is str for n in node.output):
+        try:  # str.join and + raise TypeError on a bytes item, at C speed
+            "".join(node.input) + "".join(node.output) + node.op_type + node.domain + node.name
+            if node.attribute:
+                "".join([a.name for a in node.attribute])
+        except TypeError:
             raise RewriterError(f"{path}: node #{i} in {scope.location} has a name, type, input, output "
-                                "or attribute name that is not valid UTF-8")
+                                "or attribute name that is not valid UTF-8") from None
 
 
 def _checker_accepts(model: onnx.ModelProto) -> bool:
@@ -187,8 +189,9 @@ def _rank(name: str, scope: Scope, inferred: dict[str, int], cache: dict) -> int
     return inferred.get(name)
 
 
-def _inferred_ranks(model: onnx.ModelProto) -> list[dict[str, int]]:
-    """Ranks from ONNX shape inference, one dict per scope in iter_scopes order."""
+def _inferred_ranks(model: onnx.ModelProto, wanted: set[str]) -> list[dict[str, int]]:
+    """Ranks of the ``wanted`` values from ONNX shape inference, one dict per scope in
+    iter_scopes order."""
     try:
         inferred = onnx.shape_inference.infer_shapes(model)
     except Exception as e:  # inference trouble is for `check` to report, not a load error
@@ -199,9 +202,8 @@ def _inferred_ranks(model: onnx.ModelProto) -> list[dict[str, int]]:
         found = {}
         if not scope.is_function:
             for v in (*scope.body.input, *scope.body.value_info, *scope.body.output):
-                t = v.type.tensor_type
-                if v.type.HasField("tensor_type") and t.HasField("shape"):
-                    found[v.name] = len(t.shape.dim)
+                if v.name in wanted and v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape"):
+                    found[v.name] = len(v.type.tensor_type.shape.dim)
         ranks.append(found)
     return ranks
 
@@ -342,6 +344,7 @@ def validate_model(model: onnx.ModelProto, path: str | os.PathLike = "<model>") 
             if node.op_type != "ReduceProd" or node.domain not in ("", "ai.onnx"):
                 continue
             if ranks is None and node.input and _rank(node.input[0], scope, {}, declared) is None:
-                ranks = _inferred_ranks(model)
+                ranks = _inferred_ranks(model, {n.input[0] for s in scopes for n in s.body.node
+                                                if n.op_type == "ReduceProd" and n.input})
             scope_ranks = ranks[i] if ranks and i < len(ranks) else {}
             _check_reduce_prod(node, scope, scope_ranks, path, base_dir, declared)
