@@ -11,6 +11,7 @@ the input's data file.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 import os
 import struct
@@ -106,14 +107,41 @@ def _plan(model: onnx.ModelProto, threshold, base_dir) -> list[_Item]:
 
 
 def _copy_range(out_fd: int, piece: wire.Copy) -> None:
+    """Copy bytes from the source file in the kernel (sendfile); holes of a sparse source
+    stay holes in the output (as ``cp --sparse=auto`` does), so they cost no disk or time."""
     with open(piece.path, "rb") as src:
-        offset, left = piece.offset, piece.length
-        while left:
-            sent = os.sendfile(out_fd, src.fileno(), offset, min(left, _CHUNK))
-            if sent == 0:
-                raise RewriterError(f"{piece.path}: shorter than expected while copying its data")
-            offset += sent
-            left -= sent
+        fd = src.fileno()
+        offset, end = piece.offset, piece.offset + piece.length
+        if os.fstat(fd).st_size < end:
+            raise RewriterError(f"{piece.path}: shorter than expected while copying its data")
+        skipped = False
+        while offset < end:
+            data = _seek(fd, offset, os.SEEK_DATA, end)
+            if data > offset:
+                os.lseek(out_fd, data - offset, os.SEEK_CUR)
+                offset, skipped = data, True
+                continue
+            hole = _seek(fd, offset, os.SEEK_HOLE, end)
+            while offset < hole:
+                sent = os.sendfile(out_fd, fd, offset, min(hole - offset, _CHUNK))
+                if sent == 0:
+                    raise RewriterError(f"{piece.path}: shorter than expected while copying its data")
+                offset += sent
+        if skipped:  # a hole at the end: give the file its full length
+            position = os.lseek(out_fd, 0, os.SEEK_CUR)
+            if os.fstat(out_fd).st_size < position:
+                os.ftruncate(out_fd, position)
+
+
+def _seek(fd: int, offset: int, whence: int, end: int) -> int:
+    """The next data (SEEK_DATA) or hole (SEEK_HOLE) offset at or after ``offset``, capped at
+    ``end``; without filesystem support all of it counts as data."""
+    try:
+        return min(os.lseek(fd, offset, whence), end)
+    except OSError as e:
+        if e.errno == errno.ENXIO:  # no data after offset (the file's size was checked above)
+            return end
+        return offset if whence == os.SEEK_DATA else end
 
 
 def _write_all(fd: int, data) -> None:

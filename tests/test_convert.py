@@ -174,7 +174,8 @@ def _if_model(opset, axes_in_outer=True):
     if opset >= 18:
         inner = helper.make_node("ReduceProd", ["data", "axes"], ["t"], name="inner_prod", keepdims=0)
     else:
-        inner = helper.make_node("ReduceProd", ["data"], ["t"], name="inner_prod", axes=[-1], keepdims=0)
+        inner = helper.make_node("ReduceProd", ["data"], ["t"], name="inner_prod",
+                                 axes=[-1] if opset >= 11 else [0], keepdims=0)
     deeper = helper.make_graph([inner], "deep", [], [helper.make_tensor_value_info("t", TensorProto.FLOAT, [])])
     then_g = helper.make_graph(
         [helper.make_node("If", ["cond"], ["tt"], then_branch=deeper, else_branch=deeper)],
@@ -195,7 +196,7 @@ def _if_model(opset, axes_in_outer=True):
     return _typed(model)
 
 
-@pytest.mark.parametrize("source,target", [(18, 13), (18, 1), (13, 18), (11, 1), (1, 28), (18, 11)])
+@pytest.mark.parametrize("source,target", itertools.product(SOURCES, TARGETS))
 def test_nested_subgraphs_with_outer_scope_axes(source, target):
     model = _if_model(source)
     result, report = convert_model(model, target)
@@ -212,7 +213,8 @@ def _function_model(opset):
         body = [helper.make_node("Constant", [], ["ax"], value_ints=[-1]),
                 helper.make_node("ReduceProd", ["x", "ax"], ["y"], name="fn_prod", keepdims=1)]
     else:
-        body = [helper.make_node("ReduceProd", ["x"], ["y"], name="fn_prod", axes=[-1], keepdims=1)]
+        body = [helper.make_node("ReduceProd", ["x"], ["y"], name="fn_prod",
+                                 axes=[-1] if opset >= 11 else [2], keepdims=1)]
     fn = helper.make_function("local", "Prod", ["x"], ["y"], body, opset_imports=[helper.make_opsetid("", opset)])
     graph = helper.make_graph(
         [helper.make_node("Prod", ["data"], ["out"], domain="local")], "g",
@@ -224,7 +226,7 @@ def _function_model(opset):
     return _typed(model)
 
 
-@pytest.mark.parametrize("source,target", [(13, 18), (18, 13), (13, 28), (11, 13)])
+@pytest.mark.parametrize("source,target", itertools.product(SOURCES, TARGETS))
 def test_function_bodies_are_converted_and_kept(source, target):
     model = _function_model(source)
     result, _ = convert_model(model, target)

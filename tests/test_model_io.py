@@ -286,3 +286,32 @@ def test_check_model_resolves_references_from_any_working_directory(tmp_path, mo
     broken.graph.node[0].input[1] = "nothing"
     with pytest.raises(onnx.checker.ValidationError):
         model_io.check_model(broken, full_check=True)
+
+
+def test_sparse_external_data_is_copied_exactly_and_stays_sparse(tmp_path):
+    """Holes in the source data stay holes in the output; every byte reads back the same."""
+    n = 4 << 20  # 16 MiB of float32, data only in the middle: holes before and after
+    data_path = tmp_path / "w.bin"
+    with open(data_path, "wb") as f:
+        f.truncate(n * 4)
+        f.seek(n * 2)
+        f.write(np.arange(4096, dtype=np.float32).tobytes())
+    w = onnx.TensorProto(name="w", data_type=onnx.TensorProto.FLOAT, dims=[n],
+                         data_location=onnx.TensorProto.EXTERNAL)
+    for k, v in (("location", "w.bin"), ("offset", "0"), ("length", str(n * 4))):
+        e = w.external_data.add()
+        e.key, e.value = k, v
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Identity", ["w"], ["y"])], "g", [],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [n])], [w])
+    src = tmp_path / "m.onnx"
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)]), src)
+    out = tmp_path / "out" / "o.onnx"
+    out.parent.mkdir()
+    model_io.save_model(model_io.load_model(src), out)
+    back = onnx.load(out)
+    np.testing.assert_array_equal(onnx.numpy_helper.to_array(back.graph.initializer[0]),
+                                  np.fromfile(data_path, dtype=np.float32))
+    data_out = out.parent / "o.onnx.data"
+    assert data_out.stat().st_size == n * 4
+    assert data_out.stat().st_blocks * 512 < n * 4 // 2  # most of it is still a hole
