@@ -111,6 +111,7 @@ def _run(args) -> int:
     from rewriter import model_io
 
     model_io.set_default_layout(getattr(args, "external_data", None))
+    args.started = time.perf_counter()
     try:
         _preflight(args)
         return args.handler(args)
@@ -196,7 +197,7 @@ def _cmd_convert(args) -> int:
 
     from rewriter import convert, model_io
 
-    start = time.perf_counter()
+    start = getattr(args, "started", None) or time.perf_counter()  # _run sets it before loading
     model = load_input(args.model)
     base_dir = os.path.dirname(os.path.abspath(args.model))
     # with shape verification on, _verify_rewrite runs the strict inference on the result
@@ -221,7 +222,7 @@ def _cmd_fold(args) -> int:
     from rewriter import fold, model_io
 
     optimize = args.command == "optimize"
-    start = time.perf_counter()
+    start = getattr(args, "started", None) or time.perf_counter()  # _run sets it before loading
     size_before = os.path.getsize(args.model) if os.path.isfile(args.model) else 0
     model = load_input(args.model)
     base_dir = os.path.dirname(os.path.abspath(args.model))
