@@ -196,7 +196,7 @@ def _if_model(opset, axes_in_outer=True):
     return _typed(model)
 
 
-@pytest.mark.parametrize("source,target", itertools.product(SOURCES, TARGETS))
+@pytest.mark.parametrize("source,target", list(itertools.product(SOURCES, TARGETS)))
 def test_nested_subgraphs_with_outer_scope_axes(source, target):
     model = _if_model(source)
     result, report = convert_model(model, target)
@@ -226,7 +226,7 @@ def _function_model(opset):
     return _typed(model)
 
 
-@pytest.mark.parametrize("source,target", itertools.product(SOURCES, TARGETS))
+@pytest.mark.parametrize("source,target", list(itertools.product(SOURCES, TARGETS)))
 def test_function_bodies_are_converted_and_kept(source, target):
     model = _function_model(source)
     result, _ = convert_model(model, target)
