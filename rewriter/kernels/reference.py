@@ -65,10 +65,9 @@ def round_to_bits(value: Fraction, dtype) -> int:
     if num == 0:
         return sign
     e = num.bit_length() - den.bit_length()
-    if (num >= den << e) if e >= 0 else (num << -e >= den):
-        pass
-    else:
-        e -= 1  # now 2**e <= num/den < 2**(e+1)
+    if not ((num >= den << e) if e >= 0 else (num << -e >= den)):
+        e -= 1
+    # now 2**e <= num/den < 2**(e+1)
     q = max(e, emin) - (p - 1)  # weight of the last significand bit
     n2, d2 = (num, den << q) if q >= 0 else (num << -q, den)
     r, rem = divmod(n2, d2)
