@@ -4,7 +4,7 @@ Hypothesis mutates (a) the serialized bytes of valid models and (b) fields of pa
 models (opsets, op types, attributes, names, dims, data types). Each mutant runs through
 ``rewriter.cli.main`` in-process for convert, fold, optimize and check. Every outcome must be
 exit 0/1 or a RewriterError reported as exit 2 with one ``error:`` line; any other exception
-fails the test. The number of cases run is printed at the end of the module (pytest -s).
+fails the test. The number of cases run is printed in the test summary (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import tempfile
 
 import numpy as np
 import onnx
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
@@ -213,9 +212,3 @@ def _external_mutant(draw) -> bytes:
 def test_fuzz_external_data_references(data, opset):
     RUNS["external mutants"] = RUNS.get("external mutants", 0) + 1
     _run_all_commands(data, opset, {"w.bin": WEIGHTS})
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _report_counts():
-    yield
-    print("\nfuzz: " + ", ".join(f"{k}: {v}" for k, v in RUNS.items()))
