@@ -58,18 +58,28 @@ def _versions(op_type: str) -> tuple[int, ...]:
                         if s.name == op_type and s.domain == ""))
 
 
-def _params(params) -> tuple:
-    return tuple((p.name, p.type_str, p.option, p.is_homogeneous, p.min_arity) for p in params)
-
-
 @functools.lru_cache(maxsize=None)
 def _signature(op_type: str, since: int) -> tuple:
+    """Everything about a schema but the types its constraints allow.
+
+    Type parameters are renamed by order of first use (Identity-13's ``T`` and Identity-14's
+    ``V`` are the same signature), so only which inputs and outputs share a type counts.
+    """
     s = _schema(op_type, since)
+    constraint_names = {c.type_param_str for c in s.type_constraints}
+    renamed: dict[str, str] = {}
+
+    def param(p):
+        type_str = p.type_str
+        if type_str in constraint_names:
+            type_str = renamed.setdefault(type_str, f"T{len(renamed)}")
+        return (p.name, type_str, p.option, p.is_homogeneous, p.min_arity)
+
     attrs = tuple(sorted(
         (name, a.type, a.required, a.default_value.SerializeToString()) for name, a in s.attributes.items()
     ))
-    return (_params(s.inputs), _params(s.outputs), s.min_input, s.max_input,
-            s.min_output, s.max_output, attrs)
+    return (tuple(param(p) for p in s.inputs), tuple(param(p) for p in s.outputs), s.min_input,
+            s.max_input, s.min_output, s.max_output, attrs)
 
 
 @functools.lru_cache(maxsize=None)

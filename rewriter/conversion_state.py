@@ -30,67 +30,96 @@ class ConversionState:
         self.original = original
         self.base_dir = base_dir
         self.report = report
-        self._types: dict[str, onnx.TypeProto] | None = None
-        self._inferred: onnx.ModelProto | None = None
-        self._function_types: dict[tuple[str, str], dict[str, onnx.TypeProto]] = {}
         self._names: set[str] | None = None
         self.scopes = list(traversal.iter_scopes(model))  # walked once: the walk costs on big graphs
+        self._index = {id(s): i for i, s in enumerate(self.scopes)}
+        # for each scope, the index of the function body it lies in (None in the graphs)
+        self._roots: list[int | None] = []
+        for s in self.scopes:
+            root = s
+            while root.parent is not None:
+                root = root.parent
+            self._roots.append(self._index[id(root)] if root.is_function else None)
+        self._types: list[dict[str, onnx.TypeProto] | None] | None = None  # per scope, lazily
+        self._inferred: onnx.ModelProto | None = None
+        self._inferring: set[int] = set()
         self.function_constants: dict[int, int] = collections.defaultdict(int)  # inserted so far
         self.constants: dict[tuple, str] = {}
         # Nodes already in target form, kept out of onnx.version_converter's reach.
         self.held: list[onnx.NodeProto] = []
         self.maybe_unused: list[tuple[str, traversal.Scope]] = []
 
-    def types(self) -> dict[str, onnx.TypeProto]:
-        """Value types in the original model's graphs after (lenient) shape inference, by name."""
+    def types_for(self, scope: traversal.Scope) -> collections.ChainMap:
+        """Value types as seen from ``scope`` (its own, then its enclosing scopes'), from
+        (lenient) shape inference of the original model; a function body is inferred at
+        its call sites, keeping what every call agrees on."""
+        chain = []
+        s: traversal.Scope | None = scope
+        while s is not None:
+            chain.append(self._scope_types(self._index[id(s)]))
+            s = s.parent
+        return collections.ChainMap(*chain)
+
+    def _scope_types(self, index: int) -> dict[str, onnx.TypeProto]:
         if self._types is None:
             self._inferred = _infer(self.original)
-            types: dict[str, onnx.TypeProto] = {}
-            for scope in traversal.iter_scopes(self._inferred):
-                if not scope.is_function:
-                    _collect_types(scope.body, types)
-            self._types = types
-        return self._types
+            inferred = list(traversal.iter_scopes(self._inferred))
+            if len(inferred) != len(self.scopes):  # inference changed the structure: know nothing
+                inferred = [None] * len(self.scopes)
+            self._types = [None] * len(self.scopes)
+            for i, s in enumerate(inferred):
+                if s is not None and self._roots[i] is None:  # graphs; function bodies on demand
+                    self._types[i] = {}
+                    _collect_types(s.body, self._types[i])
+        if self._types[index] is None:
+            root = self._roots[index]
+            found = None
+            if root is not None and root not in self._inferring:
+                found = self._infer_function(root)
+            for offset, types in enumerate(found or []):
+                self._types[root + offset] = types
+            if self._types[index] is None:
+                self._types[index] = {}
+        return self._types[index]
 
-    def types_for(self, scope: traversal.Scope) -> dict[str, onnx.TypeProto]:
-        """Types as seen from ``scope``: the graphs' own, or a function body's at its call sites."""
-        root = scope
-        while root.parent is not None:
-            root = root.parent
-        if not root.is_function:
-            return self.types()
-        key = (root.body.domain, root.body.name)
-        if key not in self._function_types:
-            self._function_types[key] = self._infer_function(root.body)
-        return self._function_types[key]
-
-    def _infer_function(self, fn: onnx.FunctionProto) -> dict[str, onnx.TypeProto]:
-        """Infer a function body at each call site in the graphs; keep what every call agrees on."""
-        graph_types = self.types()
-        agreed: dict[str, onnx.TypeProto] | None = None
-        for scope in traversal.iter_scopes(self._inferred):
-            if scope.is_function:
-                continue
-            for call in scope.body.node:
-                if call.op_type != fn.name or call.domain != fn.domain:
-                    continue
-                inputs = [onnx.helper.make_value_info(formal, graph_types[actual])
-                          for formal, actual in zip(fn.input, call.input) if actual in graph_types]
-                if len(inputs) != len(fn.input):
-                    return {}
-                body = onnx.helper.make_graph(list(fn.node), fn.name, inputs,
-                                              [onnx.helper.make_empty_tensor_value_info(o) for o in fn.output])
-                shell = onnx.helper.make_model(body, opset_imports=list(self.original.opset_import),
-                                               functions=list(self.original.functions))
-                shell.ir_version = self.original.ir_version
-                found: dict[str, onnx.TypeProto] = {}
-                _collect_types(_infer(shell).graph, found)
-                if agreed is None:
-                    agreed = found
-                else:
-                    merged = {k: _common_type(v, found.get(k)) for k, v in agreed.items()}
-                    agreed = {k: v for k, v in merged.items() if v is not None}
-        return agreed or {}
+    def _infer_function(self, root: int) -> list[dict[str, onnx.TypeProto]] | None:
+        """Types of the function at scope ``root`` and its subgraphs, inferred at each call site."""
+        fn = self.scopes[root].body
+        self._inferring.add(root)
+        agreed: list[dict[str, onnx.TypeProto]] | None = None
+        try:
+            for scope in self.scopes:
+                if self._roots[self._index[id(scope)]] == root:
+                    continue  # a function does not call itself
+                for call in scope.body.node:
+                    if call.op_type != fn.name or call.domain != fn.domain:
+                        continue
+                    outer = self.types_for(scope)
+                    inputs = [onnx.helper.make_value_info(formal, outer[actual])
+                              for formal, actual in zip(fn.input, call.input) if actual in outer]
+                    if len(inputs) != len(fn.input):
+                        return None
+                    body = onnx.helper.make_graph(list(fn.node), fn.name, inputs,
+                                                  [onnx.helper.make_empty_tensor_value_info(o) for o in fn.output])
+                    shell = onnx.helper.make_model(body, opset_imports=list(self.original.opset_import),
+                                                   functions=list(self.original.functions))
+                    shell.ir_version = self.original.ir_version
+                    found = []
+                    for s in traversal.iter_scopes(_infer(shell)):
+                        if s.is_function:
+                            break  # the shell's own scopes come first; functions after
+                        found.append({})
+                        _collect_types(s.body, found[-1])
+                    if agreed is None:
+                        agreed = found
+                    elif len(agreed) == len(found):
+                        agreed = [{k: t for k, v in a.items() if (t := _common_type(v, f.get(k))) is not None}
+                                  for a, f in zip(agreed, found)]
+                    else:
+                        return None
+        finally:
+            self._inferring.discard(root)
+        return agreed
 
     def fresh_name(self, hint: str) -> str:
         if self._names is None:

@@ -98,6 +98,12 @@ def convert_model(
     if state.maybe_unused:  # axes constants that no node reads any more
         unused.remove_unused(result, only={name for name, _ in state.maybe_unused})
 
+    # The target may need a newer IR version (initializers that are not graph inputs, which
+    # the 13->18 adapter adds, need IR 4): set it before the version converter sees the model.
+    imports = [onnx.helper.make_opsetid("", target_opset),
+               *(o for o in result.opset_import if o.domain not in DEFAULT_DOMAINS)]
+    result.ir_version = max(result.ir_version,
+                            onnx.helper.find_min_ir_version_for(imports, ignore_unknown=True))
     in_graph, in_functions = delegate.plan_other_ops(state, target_opset)
     report.delegated = in_graph + in_functions
     if in_graph or in_functions:
@@ -115,8 +121,6 @@ def convert_model(
     for fn in result.functions:
         _set_opset(fn.opset_import, target_opset)
     _set_opset(result.opset_import, target_opset)
-    required_ir = onnx.helper.find_min_ir_version_for(list(result.opset_import), ignore_unknown=True)
-    result.ir_version = max(result.ir_version, required_ir)
     _validate(result, model, strict_check)
     return result, report
 

@@ -83,18 +83,22 @@ def plan_other_ops(state, target: int):
     return in_graph, in_functions
 
 
-_SOFTMAX_LIKE = {"Softmax": (12, 13), "LogSoftmax": (12, 13), "Hardmax": (12, 13)}
+# op -> the directions across opset 13 in which the converter keeps ``axis`` as it is
+_SOFTMAX_LIKE = {"Softmax": ("down",), "LogSoftmax": ("down",), "Hardmax": ("down", "up")}
 
 
 def _refuse_known_converter_defects(node, scope, source_opset, target, state) -> None:
     """Refuse steps where onnx.version_converter is known to return a model computing something else.
 
     Softmax, LogSoftmax and Hardmax changed what ``axis`` means at 13 (one axis instead of
-    "flatten from axis"); the converter keeps ``axis`` as it is, which is only right when it
-    is the last dimension (checked against ONNX Runtime in tests/test_compat.py).
+    "flatten from axis"). Going down, the converter keeps ``axis`` as it is, which is only
+    right when it is the last dimension; going up it reshapes correctly for Softmax and
+    LogSoftmax but not for Hardmax (each checked against ONNX Runtime in tests/test_compat.py).
     """
-    boundary = _SOFTMAX_LIKE.get(node.op_type)
-    if boundary is None or not min(source_opset, target) <= boundary[0] < boundary[1] <= max(source_opset, target):
+    directions = _SOFTMAX_LIKE.get(node.op_type)
+    if directions is None or not min(source_opset, target) <= 12 < 13 <= max(source_opset, target):
+        return
+    if ("up" if target > source_opset else "down") not in directions:
         return
     axis = next((a.i for a in node.attribute if a.name == "axis"), 1 if source_opset < 13 else -1)
     t = state.types_for(scope).get(node.input[0])
@@ -154,11 +158,23 @@ def _all_nodes(graph_like):
 
 
 def convert_main_graph(result: onnx.ModelProto, target: int) -> None:
-    shell = onnx.ModelProto(ir_version=result.ir_version, graph=result.graph)
+    """Convert the main graph's nodes with the converter; everything else of the graph stays ours.
+
+    The converter rebuilds the graph from its own IR, which knows nothing of sparse
+    initializers or metadata_props: only its nodes (and initializers it adds) are taken.
+    """
+    graph = result.graph
+    shell = onnx.ModelProto(ir_version=result.ir_version, graph=graph)
+    for sparse in graph.sparse_initializer:  # the converter cannot read them: inputs stand in
+        shell.graph.input.append(onnx.helper.make_tensor_value_info(
+            sparse.values.name, sparse.values.data_type, list(sparse.dims)))
+    del shell.graph.sparse_initializer[:]
     shell.opset_import.extend(result.opset_import)
     shell.opset_import.add(domain=HOLD_DOMAIN, version=1)
     converted = _run_version_converter(shell, target, "main graph")
-    result.graph.CopyFrom(converted.graph)
+    _take_nodes(graph, converted.graph.node)
+    known = {t.name for t in graph.initializer}
+    graph.initializer.extend(t for t in converted.graph.initializer if t.name not in known)
 
 
 def convert_function(result: onnx.ModelProto, fn: onnx.FunctionProto, target: int) -> None:
@@ -172,5 +188,28 @@ def convert_function(result: onnx.ModelProto, fn: onnx.FunctionProto, target: in
                                    onnx.helper.make_opsetid(HOLD_DOMAIN, 1)])
     shell.ir_version = result.ir_version
     converted = _run_version_converter(shell, target, f"function '{fn.domain}:{fn.name}'")
-    del fn.node[:]
-    fn.node.extend(converted.graph.node)
+    _take_nodes(fn, converted.graph.node)
+
+
+def _take_nodes(body, converted_nodes) -> None:
+    """Replace ``body``'s nodes by the converted ones, keeping each node's name, doc string
+    and metadata_props (the converter drops the metadata), matched by the values it produces."""
+    details = {}
+    for node in _all_nodes(body):
+        key = next((o for o in node.output if o), None)
+        if key is not None:
+            details[key] = (node.name, node.doc_string, list(node.metadata_props))
+    new = list(converted_nodes)
+    del body.node[:]
+    body.node.extend(new)
+    for node in _all_nodes(body):
+        key = next((o for o in node.output if o), None)
+        if key not in details:
+            continue
+        name, doc, metadata = details[key]
+        if name and not node.name:
+            node.name = name
+        if doc and not node.doc_string:
+            node.doc_string = doc
+        if metadata and not node.metadata_props:
+            node.metadata_props.extend(metadata)

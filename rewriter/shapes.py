@@ -152,7 +152,7 @@ def _error_problems(errors: list[str], unit: _Unit) -> list[ShapeProblem]:
         elif len(chain) > 1:
             outer_op, outer_name = chain[0]
             outer = f"node '{outer_name}' ({outer_op})" if outer_name else f"unnamed {outer_op} node"
-            location = f"inside {outer} in {top}"
+            location = f"a subgraph of {outer} in {top}"
         output = found[0].output[0] if found and found[0].output else ""
         problems.append(ShapeProblem(name, op_type, location, None, None, None,
                                      f"ONNX strict shape inference: {reason}", output, "inference-error"))

@@ -48,6 +48,7 @@ def assert_same_outputs(expected: list[np.ndarray], actual: list[np.ndarray]) ->
     for e, a in zip(expected, actual):
         e, a = np.asarray(e), np.asarray(a)
         assert e.shape == a.shape, (e.shape, a.shape)
+        assert e.dtype == a.dtype, (e.dtype, a.dtype)
         if e.dtype == ml_dtypes.bfloat16 or a.dtype == ml_dtypes.bfloat16:
             e, a = e.astype(np.float32), a.astype(np.float32)
         if np.issubdtype(e.dtype, np.integer):

@@ -62,10 +62,11 @@ def test_mixed_sample_down_and_up_computes_the_same(target):
 @pytest.mark.parametrize("source,target", [(13, 11), (11, 13), (12, 13), (13, 12)])
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_softmax_family_across_13(op, source, target, axis):
-    """axis changed meaning at 13: the last axis converts and computes the same; others are refused."""
+    """axis changed meaning at 13: the last axis converts and computes the same; another axis
+    is refused where the converter keeps it as it is (down; and up for Hardmax)."""
     model = _node_model(op, source, axis=axis)
     feeds = {"x": np.random.default_rng(1).normal(size=[2, 3]).astype(np.float32)}
-    if axis == 0:
+    if axis == 0 and (target < source or op == "Hardmax"):
         with pytest.raises(rewriter.RewriterError, match=f"{op} with axis=0 on rank 2"):
             convert_model(model, target)
         return
@@ -75,4 +76,39 @@ def test_softmax_family_across_13(op, source, target, axis):
         assert op == "Hardmax" and target < 13 and "cannot convert operator Hardmax" in str(e)
         return
     assert report.delegated == {op: 1} and not report.type_only
+    assert_same_outputs(run(model, feeds), run(result, feeds))
+
+
+@pytest.mark.parametrize("source,target", [(18, 13), (14, 13), (13, 18), (21, 13), (16, 11)])
+def test_identity_across_its_type_only_steps(source, target):
+    """Identity-14 renamed its type parameter (T -> V) and added sequences: still type-only."""
+    model = _node_model("Identity", source)
+    result, report = convert_model(model, target)
+    assert report.type_only == {"Identity": 1} and not report.version_converter_called
+    assert_valid(result)
+    feeds = {"x": np.random.default_rng(2).normal(size=[2, 3]).astype(np.float32)}
+    assert_same_outputs(run(model, feeds), run(result, feeds))
+
+
+def test_loop_with_identity_body_goes_down_from_18():
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Add", ["acc_in", "acc_in"], ["acc_out"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_in", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, [2])])
+    graph = helper.make_graph(
+        [helper.make_node("Loop", ["n", "", "x"], ["y"], body=body, name="loop"),
+         helper.make_node("ReduceProd", ["y"], ["z"], name="prod", keepdims=0)], "g",
+        [helper.make_tensor_value_info("n", TensorProto.INT64, []),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 8
+    result, report = convert_model(model, 13)
+    assert not report.version_converter_called
+    assert_valid(result)
+    feeds = {"n": np.array(3, dtype=np.int64), "x": np.array([1.5, -2.0], dtype=np.float32)}
     assert_same_outputs(run(model, feeds), run(result, feeds))

@@ -466,3 +466,108 @@ def test_function_negative_axes_use_the_rank_at_the_call_sites():
 def test_function_negative_axes_with_call_sites_of_different_rank_are_refused():
     with pytest.raises(rewriter.RewriterError, match=r"'fn_prod'.*function 'local:Prod'.*rank"):
         convert_model(_two_call_model([5, 7]), 1)
+
+
+def test_converter_path_keeps_sparse_initializers_and_metadata():
+    """onnx.version_converter rebuilds the graph without these: they must survive anyway."""
+    sparse = helper.make_sparse_tensor(
+        numpy_helper.from_array(np.array([2.0, 3.0], dtype=np.float32), "sp"),
+        numpy_helper.from_array(np.array([1, 4], dtype=np.int64), "sp_indices"), [2, 3])
+    nodes = [helper.make_node("Add", ["data", "data"], ["s"], name="add"),
+             helper.make_node("ReduceMean", ["s"], ["m"], name="mean", axes=[1], keepdims=1),
+             helper.make_node("ReduceProd", ["m"], ["out"], name="prod", axes=[0], keepdims=0)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("data", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1])],
+                              sparse_initializer=[sparse])
+    helper.set_metadata_props(graph, {"graph_key": "graph_value"})
+    for node in graph.node:
+        helper.set_metadata_props(node, {"origin": node.name})
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 10
+    onnx.checker.check_model(model, full_check=True)
+    result, report = convert_model(model, 18)
+    assert report.delegated == {"ReduceMean": 1}
+    assert_valid(result)
+    assert [s.values.name for s in result.graph.sparse_initializer] == ["sp"]
+    assert {p.key: p.value for p in result.graph.metadata_props} == {"graph_key": "graph_value"}
+    for node in result.graph.node:
+        if node.name:
+            assert {p.key: p.value for p in node.metadata_props} == {"origin": node.name}
+    assert {n.name for n in result.graph.node} >= {"add", "mean", "prod"}
+    feeds = {"data": np.arange(6, dtype=np.float32).reshape(2, 3) + 1}
+    assert_same_outputs(run(model, feeds), run(result, feeds))
+
+
+def test_ir3_model_to_18_with_the_converter():
+    """IR 3 requires initializers to be graph inputs; the 13->18 adapter adds one, so the IR
+    version must be raised before the version converter sees the model."""
+    graph = helper.make_graph(
+        [helper.make_node("ReduceProd", ["data"], ["p"], name="prod", axes=[1], keepdims=1),
+         helper.make_node("Relu", ["p"], ["out"], name="relu")], "g",
+        [helper.make_tensor_value_info("data", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [2, 1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 5)])
+    model.ir_version = 3
+    onnx.checker.check_model(model, full_check=True)
+    result, report = convert_model(model, 18)
+    assert report.version_converter_called and result.ir_version >= 8
+    assert_valid(result)
+    feeds = {"data": np.array([[1, -2, 3], [4, 5, -6]], dtype=np.float32)}
+    assert_same_outputs([np.maximum(np.prod(feeds["data"], axis=1, keepdims=True), 0)], run(result, feeds))
+
+
+def _cast_branch(name, elem):
+    return helper.make_graph(
+        [helper.make_node("Cast", ["x"], ["d"], to=elem),
+         helper.make_node("ReduceProd", ["d"], ["q"], keepdims=0, name=f"prod_{name}"),
+         helper.make_node("Cast", ["q"], [f"r_{name}"], to=TensorProto.FLOAT)],
+        name, [], [helper.make_tensor_value_info(f"r_{name}", TensorProto.FLOAT, [])])
+
+
+def test_types_are_per_scope_sibling_branches_may_reuse_a_name():
+    """Both branches call their value 'd': bfloat16 in one, float in the other."""
+    graph = helper.make_graph(
+        [helper.make_node("If", ["c"], ["y"], then_branch=_cast_branch("t", TensorProto.BFLOAT16),
+                          else_branch=_cast_branch("e", TensorProto.FLOAT))], "g",
+        [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, [6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    with pytest.raises(rewriter.RewriterError, match=r"'prod_t'.*then_branch.*bfloat16"):
+        convert_model(model, 12)
+    then = next(a for a in graph.node[0].attribute if a.name == "then_branch")
+    then.g.CopyFrom(_cast_branch("t", TensorProto.DOUBLE))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    result, _ = convert_model(model, 12)
+    assert_valid(result)
+
+
+def _nested_function_model(axes):
+    inner = helper.make_function(
+        "local", "Inner", ["a"], ["b"],
+        [helper.make_node("ReduceProd", ["a"], ["b"], name="inner_prod", axes=axes, keepdims=1)],
+        opset_imports=[helper.make_opsetid("", 13)])
+    outer = helper.make_function(
+        "local", "Outer", ["x"], ["y"], [helper.make_node("Inner", ["x"], ["y"], domain="local")],
+        opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("local", 1)])
+    graph = helper.make_graph(
+        [helper.make_node("Outer", ["data"], ["out"], domain="local")], "g",
+        [helper.make_tensor_value_info("data", TensorProto.FLOAT, SHAPE)],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, functions=[inner, outer], opset_imports=[
+        helper.make_opsetid("", 13), helper.make_opsetid("local", 1)])
+    model.ir_version = 8
+    return _typed(model)
+
+
+def test_function_called_only_from_a_function_gets_ranks_through_its_caller():
+    model = _nested_function_model([-1])
+    result, report = convert_model(model, 10)
+    assert report.changes["negative axes normalized"] == 1
+    assert_valid(result)
+    inner = next(f for f in result.functions if f.name == "Inner")
+    assert [list(a.ints) for a in inner.node[0].attribute if a.name == "axes"] == [[2]]
+    feeds = {"data": sample(np.float32)}
+    assert_same_outputs(run(model, feeds), run(result, feeds))

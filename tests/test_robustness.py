@@ -205,11 +205,21 @@ def _decorated_model() -> onnx.ModelProto:
         helper.make_node("ReduceProd", ["s"], ["r"], name="rp", axes=[-1], keepdims=0, doc_string="the product"),
         helper.make_node("ProdRows", ["s"], ["p"], name="custom_prod", domain="custom.fn"),
         helper.make_node("Twice", ["p"], ["t"], name="custom_twice", domain="custom.fn"),
+        # ReduceMean's axes move at 18: onnx.version_converter converts it, and it rebuilds
+        # the graph, so this model also checks what that path keeps
+        helper.make_node("ReduceMean", ["s"], ["m"], name="mean", axes=[0], keepdims=0),
     ]
     graph = helper.make_graph(
         nodes, "decorated", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
         [helper.make_tensor_value_info("r", TensorProto.FLOAT, [2]),
-         helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 1])], [w], doc_string="graph doc")
+         helper.make_tensor_value_info("t", TensorProto.FLOAT, [2, 1]),
+         helper.make_tensor_value_info("m", TensorProto.FLOAT, [3])], [w], doc_string="graph doc",
+        sparse_initializer=[helper.make_sparse_tensor(
+            numpy_helper.from_array(np.array([7.0], dtype=np.float32), "sparse_w"),
+            numpy_helper.from_array(np.array([2], dtype=np.int64), "sparse_w_indices"), [4])])
+    helper.set_metadata_props(graph, {"graph_meta": "kept"})
+    for node in graph.node:
+        helper.set_metadata_props(node, {"node_meta": node.name})
     graph.value_info.append(helper.make_tensor_value_info("s", TensorProto.FLOAT, [2, 3]))
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("custom.fn", 1)],
                               functions=[f_rp, f_plain], producer_name="robustness-test", producer_version="4.2",
@@ -231,7 +241,10 @@ def _kept_parts(m: onnx.ModelProto) -> dict:
         "doc": m.doc_string, "producer": (m.producer_name, m.producer_version), "model_version": m.model_version,
         "metadata": [(p.key, p.value) for p in m.metadata_props], "graph_doc": m.graph.doc_string,
         "graph_name": m.graph.name, "ir_version": m.ir_version,
-        "nodes": [(n.name, n.op_type, n.domain, n.doc_string) for n in m.graph.node],
+        "nodes": [(n.name, n.op_type, n.domain, n.doc_string, [(p.key, p.value) for p in n.metadata_props])
+                  for n in m.graph.node if n.name or n.op_type != "Constant"],
+        "graph_metadata": [(p.key, p.value) for p in m.graph.metadata_props],
+        "sparse_initializers": [t.SerializeToString() for t in m.graph.sparse_initializer],
         "value_info": [v.SerializeToString() for v in m.graph.value_info],
         "custom_opsets": sorted((o.domain, o.version) for o in m.opset_import if o.domain != ""),
         # at 18 a function holds its axes in a Constant node (no initializers in functions)
