@@ -327,8 +327,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(f"error: {_one_line(str(e))}", file=sys.stderr)
         return EXIT_ERROR
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
-                        format="%(levelname)s: %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(_LowercaseLevel("%(levelname)s: %(message)s"))  # "warning: ..." like ours
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, handlers=[handler])
     try:
         import os
 
@@ -343,6 +344,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+
+
+class _LowercaseLevel(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return super().format(record).replace(record.levelname, record.levelname.lower(), 1)
 
 
 def _one_line(text: str) -> str:
