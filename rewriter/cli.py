@@ -69,23 +69,12 @@ def _add_file_options(sub) -> None:
                        "inline, or in OUT.data for tensors of at least BYTES bytes (default: as the input)")
 
 
-_PRELOADED: dict[str, object] = {}
-
-
 def load_input(path: str):
-    """Load and validate an input model (RewriterError naming the file and node when bad).
-
-    Handlers call this instead of ``model_io.load_model``: ``main`` has already loaded the
-    file once to refuse bad input before anything runs, and this hands that model over.
-    """
-    import os
-
+    """Load and validate an input model (RewriterError naming the file and node when bad)."""
     from rewriter import model_io, validate
 
-    model = _PRELOADED.pop(os.path.abspath(path), None)
-    if model is None:
-        model = model_io.load_model(path)
-        validate.validate_model(model, path)
+    model = model_io.load_model(path)
+    validate.validate_model(model, path)
     return model
 
 
@@ -102,8 +91,8 @@ def _preflight(args) -> None:
             raise UsageError(f"-o {output}: directory {parent} does not exist")
     if getattr(args, "jobs", 1) < 1:
         raise UsageError(f"-j must be at least 1, got {args.jobs}")
-    _PRELOADED.clear()
-    _PRELOADED[os.path.abspath(args.model)] = load_input(args.model)
+    # loaded before any handler runs, so bad input is refused before anything is written
+    args.input_model = load_input(args.model)
 
 
 def _run(args) -> int:
@@ -124,8 +113,6 @@ def _run(args) -> int:
     except RewriterError as e:
         print(f"error: {_one_line(str(e))}", file=sys.stderr)
         return EXIT_ERROR
-    finally:
-        _PRELOADED.clear()
 
 
 def _add_verify_flags(p: argparse.ArgumentParser) -> None:
@@ -198,7 +185,7 @@ def _cmd_convert(args) -> int:
     from rewriter import convert, model_io
 
     start = getattr(args, "started", None) or time.perf_counter()  # _run sets it before loading
-    model = load_input(args.model)
+    model = args.input_model
     base_dir = os.path.dirname(os.path.abspath(args.model))
     # with shape verification on, _verify_rewrite runs the strict inference on the result
     result, report = convert.convert_model(model, args.opset, base_dir=base_dir,
@@ -224,7 +211,7 @@ def _cmd_fold(args) -> int:
     optimize = args.command == "optimize"
     start = getattr(args, "started", None) or time.perf_counter()  # _run sets it before loading
     size_before = os.path.getsize(args.model) if os.path.isfile(args.model) else 0
-    model = load_input(args.model)
+    model = args.input_model
     base_dir = os.path.dirname(os.path.abspath(args.model))
     result, report = fold.fold_model(model, int_overflow=getattr(args, "int_overflow", "skip"),
                                      base_dir=base_dir)
@@ -276,7 +263,7 @@ def _cmd_check(args) -> int:
 
     from rewriter import shape_report, shapes
 
-    report = shapes.check_report(load_input(args.model))
+    report = shapes.check_report(args.input_model)
     if args.json:
         print(json.dumps(report.to_dict(model=args.model), indent=2))
     else:
