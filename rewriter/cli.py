@@ -117,7 +117,8 @@ def _run(args) -> int:
 
 def _add_verify_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-verify", action="store_true",
-                   help="skip shape verification of the input and the result")
+                   help="skip the shape verification of the result (default: a ReduceProd shape "
+                   "problem the rewrite introduced fails the command, one the input had is a warning)")
     p.add_argument("--verify", action="store_true",
                    help="also run the original and the result on random inputs and compare outputs")
     p.add_argument("--seed", type=int, default=0, help="seed for --verify's random inputs (default 0)")
@@ -142,10 +143,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("convert", help="migrate a model to another default-domain opset",
                        description="Migrate MODEL to opset N (1..latest, up or down). ReduceProd nodes "
-                       "are converted by rewriter's adapters, other ops by onnx.version_converter. "
-                       "Fails as a whole, naming the node, when a conversion is impossible.")
+                       "are converted by rewriter's adapters; other ops whose schema only changed its "
+                       "types are kept as they are, the rest go to onnx.version_converter. Fails as a "
+                       "whole, naming the node, when a conversion is impossible.",
+                       epilog="Example: rewriter convert model.onnx --opset 13 -o model13.onnx")
     p.add_argument("model", metavar="MODEL", help="input .onnx file, or a directory: every .onnx file below it")
-    p.add_argument("--opset", type=_opset_arg, required=True, metavar="N", help="target opset")
+    p.add_argument("--opset", type=_opset_arg, required=True, metavar="N",
+                   help="target default-domain opset, 1..the latest your onnx knows")
     _add_output(p)
     _add_verify_flags(p)
     p.set_defaults(handler=_cmd_convert)
