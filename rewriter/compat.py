@@ -29,17 +29,22 @@ import onnx.defs
 __all__ = ["TYPE_ONLY_OPS", "type_only_path"]
 
 _ANY = 1
-# op -> the lowest opset this rule may reach for it. Opset 11 let many ops take negative
-# axes without changing their signature: below 11 their steps are not type-only.
+# op -> the lowest opset this rule may reach for it: steps below it changed meaning without
+# changing the signature (opset 11 let many ops take negative axes, opset 8 let the variadic
+# elementwise ops broadcast).
 TYPE_ONLY_OPS: dict[str, int] = {
     **dict.fromkeys([
-        "If", "Loop", "Identity", "Constant",
+        "Identity", "Constant",
         "Add", "Sub", "Mul", "Div", "Pow", "Neg", "Abs", "Sqrt", "Exp", "Log", "Reciprocal",
         "Relu", "Sigmoid", "Tanh", "Floor", "Ceil", "Sign", "Erf",
         "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And", "Or", "Xor",
-        "Where", "Max", "Min", "Sum", "Mean", "MatMul", "Size", "Shape", "Cast", "Transpose",
+        "Where", "MatMul", "Size", "Shape", "Cast", "Transpose",
         "Reshape", "Expand", "Tile", "ConstantOfShape",
     ], _ANY),
+    # Max/Min/Sum/Mean-8 added broadcasting without changing their signature
+    **dict.fromkeys(["Max", "Min", "Sum", "Mean"], 8),
+    "Loop": 11,  # Loop-11 reworded what the body's loop-carried values may do
+    "If": _ANY,  # If-11 let the branches' outputs differ in shape: see _if_branches_agree
     **dict.fromkeys([
         "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceL1", "ReduceL2",
         "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare",
@@ -96,6 +101,27 @@ def _allowed(op_type: str, since: int, which: str, index: int) -> frozenset[str]
     return frozenset([p.type_str])
 
 
+def _static_shape(value: onnx.ValueInfoProto) -> list[int] | None:
+    t = value.type.tensor_type
+    if not value.type.HasField("tensor_type") or not t.HasField("shape"):
+        return None
+    dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
+    return None if None in dims else dims
+
+
+def _if_branches_agree(node: onnx.NodeProto) -> bool:
+    """Whether both branches declare outputs of the same static shapes, as If-1 requires."""
+    branches = {a.name: a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH}
+    then, other = branches.get("then_branch"), branches.get("else_branch")
+    if then is None or other is None or len(then.output) != len(other.output):
+        return False
+    for a, b in zip(then.output, other.output):
+        shape = _static_shape(a)
+        if shape is None or shape != _static_shape(b):
+            return False
+    return True
+
+
 def type_string(t: onnx.TypeProto) -> str | None:
     """A TypeProto as a schema type string: tensor(float), seq(tensor(int64)), optional(...)."""
     kind = t.WhichOneof("value")
@@ -120,6 +146,9 @@ def type_only_path(node: onnx.NodeProto, source: int, target: int, types=None) -
     """
     floor = TYPE_ONLY_OPS.get(node.op_type)
     if floor is None or min(source, target) < floor:
+        return False
+    if node.op_type == "If" and min(source, target) < 11 <= max(source, target) \
+            and not _if_branches_agree(node):
         return False
     if types is None:
         return _type_only_untyped(node.op_type, source, target,

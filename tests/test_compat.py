@@ -112,3 +112,41 @@ def test_loop_with_identity_body_goes_down_from_18():
     assert_valid(result)
     feeds = {"n": np.array(3, dtype=np.int64), "x": np.array([1.5, -2.0], dtype=np.float32)}
     assert_same_outputs(run(model, feeds), run(result, feeds))
+
+
+_FLOATS = {name: helper.make_tensor_type_proto(TensorProto.FLOAT, None) for name in "abcy"}
+_IF_TYPES = {"c": helper.make_tensor_type_proto(TensorProto.BOOL, []), "y": _FLOATS["y"]}
+
+
+def _if_model(then_shape, else_shape, opset=13):
+    def branch(name, shape):
+        return helper.make_graph([helper.make_node("Identity", ["x_" + name], [name])],
+                                 name, [], [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)])
+    graph = helper.make_graph(
+        [helper.make_node("If", ["c"], ["y"], then_branch=branch("t", then_shape),
+                          else_branch=branch("e", else_shape), name="choose")], "g",
+        [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("x_t", TensorProto.FLOAT, then_shape),
+         helper.make_tensor_value_info("x_e", TensorProto.FLOAT, else_shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+def test_if_below_11_only_when_both_branches_have_one_shape():
+    """If-1 wants both branches' outputs of the same shape; If-11 lets them differ."""
+    same = _if_model([2], [2])
+    assert compat.type_only_path(same.graph.node[0], 13, 10, _IF_TYPES.get)
+    differ = _if_model([2], [3])
+    assert compat.type_only_path(differ.graph.node[0], 13, 11, _IF_TYPES.get)
+    assert not compat.type_only_path(differ.graph.node[0], 13, 10, _IF_TYPES.get)
+    with pytest.raises(rewriter.RewriterError, match="If"):
+        convert_model(differ, 10)
+
+
+@pytest.mark.parametrize("op", ["Max", "Min", "Sum", "Mean"])
+def test_variadic_ops_do_not_lose_broadcasting_below_8(op):
+    node = helper.make_node(op, ["a", "b"], ["c"])
+    assert compat.type_only_path(node, 13, 8, _FLOATS.get)
+    assert not compat.type_only_path(node, 13, 7, _FLOATS.get)
