@@ -173,17 +173,6 @@ __attribute__((target("avx512f,fma"))) static inline void vdd_mul_512(vd *h, vd 
     *l = (vd)_mm512_fmadd_pd((__m512d)*l, X, E);
     *h = (vd)P;
 }
-typedef double vd4 __attribute__((vector_size(32)));
-__attribute__((target("avx2,fma"))) static inline void vdd_mul_256(vd *h, vd *l, vd x) {
-    for (int k = 0; k < 2; k++) {
-        __m256d H, X, L;
-        memcpy(&H, (char *)h + 32 * k, 32); memcpy(&X, (char *)&x + 32 * k, 32); memcpy(&L, (char *)l + 32 * k, 32);
-        __m256d P = _mm256_mul_pd(H, X);
-        __m256d E = _mm256_fmsub_pd(H, X, P);
-        L = _mm256_fmadd_pd(L, X, E);
-        memcpy((char *)h + 32 * k, &P, 32); memcpy((char *)l + 32 * k, &L, 32);
-    }
-}
 #endif
 
 #define DEF_FLOAT_KERNELS(NAME, ES, SUF, ATTR, VMUL, K)                                                  \
@@ -258,18 +247,206 @@ ATTR static void rows_##NAME##SUF(const char *x, int64_t rows, int64_t rstride, 
 }
 
 #define NOATTR
-DEF_FLOAT_KERNELS(f32, 4, _gen, NOATTR, vdd_mul, 1)
-DEF_FLOAT_KERNELS(bf16, 2, _gen, NOATTR, vdd_mul, 1)
-DEF_FLOAT_KERNELS(f16, 2, _gen, NOATTR, vdd_mul, 1)
+/* ------------------------------------------- narrow-register variants
+ * The kernels above use 8-lane (512-bit) vectors. Compiled for AVX2 (256-bit) or the
+ * x86-64 baseline (128-bit SSE2) those vectors span 2 or 4 registers and the state
+ * spills to the stack, so the AVX2 and generic variants below are written for their
+ * register width W (4 or 2 doubles): each lane does exactly the same operations as in
+ * the 8-lane kernels (same chunks of 16 elements, same renormalisation points, lane
+ * results combined in the same order, exponents summed and flags or'ed as integers),
+ * so tier 1 computes the same values; only the layout in registers changes. */
+#define W_ALWAYS static inline __attribute__((always_inline))
+#define DEF_WTYPES(W, S, IL) /* IL: lanes of the uint32 flag vector (>= W) */              \
+typedef double wd##S __attribute__((vector_size(8 * (W))));                                 \
+typedef int64_t wl##S __attribute__((vector_size(8 * (W))));                                \
+typedef uint64_t wu##S __attribute__((vector_size(8 * (W))));                               \
+typedef float wf##S __attribute__((vector_size(4 * (W))));                                  \
+typedef uint32_t wi##S __attribute__((vector_size(4 * (IL))));                              \
+typedef uint16_t wh##S __attribute__((vector_size(2 * (W))));                               \
+/* same operations as vdd_mul (Dekker split, no FMA) */                                     \
+W_ALWAYS void wmul_dek##S(wd##S *h, wd##S *l, wd##S x) {                                    \
+    wd##S t = SPLITC * *h, hh = t - (t - *h), hl = *h - hh;                                 \
+    *l = *l * x + hl * x;                                                                   \
+    *h = hh * x;                                                                            \
+}                                                                                           \
+/* same operations as vdd_renorm */                                                         \
+W_ALWAYS void wrenorm##S(wd##S *h, wd##S *l, wl##S *e, wu##S *f) {                          \
+    wd##S s = *h + *l; *l = *l - (s - *h); *h = s;                                          \
+    wu##S b = (wu##S)*h, fld = (b >> 52) & 0x7ff;                                           \
+    *f |= ((fld - 1) | (fld + 1)) >> 11;                                                    \
+    *e += (wl##S)fld - 1023;                                                                \
+    wd##S sc = (wd##S)(((2046 - fld) & 0x7ff) << 52);                                       \
+    *h = *h * sc; *l = *l * sc;                                                             \
+}
+
+#define DEF_WLOADS(S)                                                                       \
+W_ALWAYS wd##S wld_f32##S(const void *p, wi##S *fl) { (void)fl; wf##S v; memcpy(&v, p, sizeof v); return __builtin_convertvector(v, wd##S); } \
+W_ALWAYS wd##S wld_bf16##S(const void *p, wi##S *fl) {                                      \
+    (void)fl; wh##S h; memcpy(&h, p, sizeof h);                                             \
+    wi##S w = __builtin_convertvector(h, wi##S) << 16;                                      \
+    return __builtin_convertvector((wf##S)w, wd##S);                                        \
+}                                                                                           \
+W_ALWAYS wd##S wld_f16##S(const void *p, wi##S *fl) {                                       \
+    wh##S h; memcpy(&h, p, sizeof h);                                                       \
+    wi##S w = __builtin_convertvector(h, wi##S);                                            \
+    *fl |= ((w & 0x7c00) + 0x400) >> 15;                                                    \
+    wi##S b = ((w & 0x7fff) << 13) | ((w & 0x8000) << 16);                                  \
+    return __builtin_convertvector((wf##S)b, wd##S);                                        \
+}                                                                                           \
+W_ALWAYS wu##S wflu##S(wi##S fl) { return __builtin_convertvector(fl, wu##S); }
+
+/* W lanes per register, NV = 16/W registers per chunk of 16 elements (register v holds
+ * elements W*v .. W*v+W-1 of the chunk), updated in NP passes over each block of 16*G
+ * elements (NV/NP registers at a time, so that they fit in the register file); RV
+ * registers per column step in rows_. */
+#define DEF_WFLOAT_KERNELS(NAME, ES, SUF, ATTR, S, W, VMUL, K, RV, NP)                      \
+ATTR static void run_##NAME##SUF(const char *x, int64_t n, double *oh, double *ol, int64_t *oe, uint64_t *of) { \
+    enum { NV = 16 / (W) };                                                                 \
+    wd##S h[NV], l[NV]; wl##S ev = {0}; wu##S fv = {0}; wi##S fl = {0};                     \
+    _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++) { h[v] = (wd##S){0} + 1.0; l[v] = (wd##S){0}; } \
+    int64_t i = 0;                                                                          \
+    for (; i + 16 * G <= n; i += 16 * G) {                                                  \
+        const char *b = x + i * ES;                                                         \
+        _Pragma("GCC unroll 1") for (int hf = 0; hf < (NP); hf++) {                          \
+            wd##S hr[NV / (NP)], lr[NV / (NP)]; /* the registers of this pass */           \
+            _Pragma("GCC unroll 16") for (int u = 0; u < NV / (NP); u++) {                  \
+                hr[u] = h[hf * (NV / (NP)) + u]; lr[u] = l[hf * (NV / (NP)) + u];           \
+            }                                                                               \
+            _Pragma("GCC unroll 8") for (int g = 0; g < G; g += K) {                        \
+                _Pragma("GCC unroll 16") for (int u = 0; u < NV / (NP); u++) {              \
+                    int v = hf * (NV / (NP)) + u;                                           \
+                    wd##S p = wld_##NAME##S(b + (16 * g + (W) * v) * ES, &fl);              \
+                    _Pragma("GCC unroll 8") for (int q = 1; q < K; q++)                     \
+                        p *= wld_##NAME##S(b + (16 * (g + q) + (W) * v) * ES, &fl);         \
+                    VMUL(&hr[u], &lr[u], p);                                                \
+                }                                                                           \
+            }                                                                               \
+            _Pragma("GCC unroll 16") for (int u = 0; u < NV / (NP); u++) {                  \
+                wrenorm##S(&hr[u], &lr[u], &ev, &fv);                                       \
+                h[hf * (NV / (NP)) + u] = hr[u]; l[hf * (NV / (NP)) + u] = lr[u];           \
+            }                                                                               \
+        }                                                                                   \
+    }                                                                                       \
+    if (i + 16 <= n) {                                                                      \
+        for (; i + 16 <= n; i += 16) {                                                      \
+            _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++)                           \
+                VMUL(&h[v], &l[v], wld_##NAME##S(x + (i + (W) * v) * ES, &fl));             \
+        }                                                                                   \
+        _Pragma("GCC unroll 16") for (int v = 0; v < NV; v++) wrenorm##S(&h[v], &l[v], &ev, &fv); \
+    }                                                                                       \
+    uint64_t f = 0, sf = 0; int64_t e = 0;                                                  \
+    for (int k = 0; k < (W); k++) { f |= fv[k]; e += ev[k]; }                              \
+    for (int k = 0; k < (int)(sizeof fl / 4); k++) f |= fl[k];                       \
+    double hh = 1.0, ll = 0.0;                                                              \
+    for (int k = 0; k < 8; k++) { /* lane order of the 8-lane kernels: element k, then 8+k */ \
+        dd_mul_dd(&hh, &ll, h[k / (W)][k % (W)], l[k / (W)][k % (W)]); dd_renorm(&hh, &ll, &e, &f); \
+        dd_mul_dd(&hh, &ll, h[(8 + k) / (W)][k % (W)], l[(8 + k) / (W)][k % (W)]); dd_renorm(&hh, &ll, &e, &f); \
+    }                                                                                       \
+    for (; i < n; i++) { dd_mul(&hh, &ll, ld1_##NAME(x + i * ES, &sf)); dd_renorm(&hh, &ll, &e, &f); } \
+    *oh = hh; *ol = ll; *oe = e; *of = f | sf;                                              \
+}                                                                                           \
+ATTR static void rows_##NAME##SUF(const char *x, int64_t rows, int64_t rstride, int64_t c0,       \
+                            int64_t c1, double *H, double *L, int64_t *e, uint64_t *f) {    \
+  for (int64_t t0 = c0; t0 < c1; t0 += 512) { /* column tiles: state stays in L1 */     \
+    int64_t t1 = t0 + 512 < c1 ? t0 + 512 : c1;                                            \
+    for (int64_t r = 0; r < rows; r += G) {                                                 \
+        int g = rows - r < G ? (int)(rows - r) : G;                                         \
+        const char *b = x + r * rstride * ES;                                               \
+        int64_t j = t0;                                                                     \
+        for (; j + (RV) * (W) <= t1; j += (RV) * (W)) {                                     \
+            wi##S fl[RV]; wd##S h[RV], l[RV]; wl##S ee[RV]; wu##S ff[RV];                   \
+            _Pragma("GCC unroll 8") for (int v = 0; v < (RV); v++) {                        \
+                fl[v] = (wi##S){0};                                                         \
+                memcpy(&h[v], H + j + (W) * v, 8 * (W)); memcpy(&l[v], L + j + (W) * v, 8 * (W)); \
+                memcpy(&ee[v], e + j + (W) * v, 8 * (W)); memcpy(&ff[v], f + j + (W) * v, 8 * (W)); \
+            }                                                                               \
+            int k = 0;                                                                      \
+            for (; k + K <= g; k += K) {                                                    \
+                _Pragma("GCC unroll 8") for (int v = 0; v < (RV); v++) {                    \
+                    wd##S p = wld_##NAME##S(b + (k * rstride + j + (W) * v) * ES, &fl[v]);  \
+                    _Pragma("GCC unroll 8") for (int q = 1; q < K; q++)                     \
+                        p *= wld_##NAME##S(b + ((k + q) * rstride + j + (W) * v) * ES, &fl[v]); \
+                    VMUL(&h[v], &l[v], p);                                                  \
+                }                                                                           \
+            }                                                                               \
+            for (; k < g; k++)                                                              \
+                _Pragma("GCC unroll 8") for (int v = 0; v < (RV); v++)                      \
+                    VMUL(&h[v], &l[v], wld_##NAME##S(b + (k * rstride + j + (W) * v) * ES, &fl[v])); \
+            _Pragma("GCC unroll 8") for (int v = 0; v < (RV); v++) {                        \
+                ff[v] |= wflu##S(fl[v]);                             \
+                wrenorm##S(&h[v], &l[v], &ee[v], &ff[v]);                                   \
+                memcpy(H + j + (W) * v, &h[v], 8 * (W)); memcpy(L + j + (W) * v, &l[v], 8 * (W)); \
+                memcpy(e + j + (W) * v, &ee[v], 8 * (W)); memcpy(f + j + (W) * v, &ff[v], 8 * (W)); \
+            }                                                                               \
+        }                                                                                   \
+        for (; j < t1; j++) {                                                               \
+            uint64_t sf = 0;                                                                \
+            for (int k = 0; k < g; k++) dd_mul(&H[j], &L[j], ld1_##NAME(b + (k * rstride + j) * ES, &sf)); \
+            f[j] |= sf;                                                                     \
+            dd_renorm(&H[j], &L[j], &e[j], &f[j]);                                          \
+        }                                                                                   \
+    }                                                                                       \
+  }                                                                                         \
+}
+
+#ifdef HAVE_X86
+/* SSE2 loads (generic vector conversions of 2 lanes are scalarised by GCC 12) */
+DEF_WTYPES(2, 2, 4)
+W_ALWAYS wd2 wld_f322(const void *p, wi2 *fl) {
+    (void)fl; return (wd2)_mm_cvtps_pd(_mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)p)));
+}
+W_ALWAYS wd2 wld_bf162(const void *p, wi2 *fl) {
+    (void)fl; int32_t v; memcpy(&v, p, 4);
+    __m128i w = _mm_unpacklo_epi16(_mm_setzero_si128(), _mm_cvtsi32_si128(v)); /* h << 16 */
+    return (wd2)_mm_cvtps_pd(_mm_castsi128_ps(w));
+}
+W_ALWAYS wd2 wld_f162(const void *p, wi2 *fl) {
+    int32_t v; memcpy(&v, p, 4);
+    wi2 w = (wi2)_mm_unpacklo_epi16(_mm_cvtsi32_si128(v), _mm_setzero_si128()); /* lanes 2, 3 are 0 */
+    *fl |= ((w & 0x7c00) + 0x400) >> 15;
+    wi2 b = ((w & 0x7fff) << 13) | ((w & 0x8000) << 16);
+    return (wd2)_mm_cvtps_pd((__m128)b);
+}
+W_ALWAYS wu2 wflu2(wi2 fl) { return (wu2)_mm_unpacklo_epi32((__m128i)fl, _mm_setzero_si128()); }
+#else
+DEF_WTYPES(2, 2, 2)
+DEF_WLOADS(2)
+#endif
+DEF_WFLOAT_KERNELS(f32, 4, _gen, NOATTR, 2, 2, wmul_dek2, 1, 2, 2)
+DEF_WFLOAT_KERNELS(bf16, 2, _gen, NOATTR, 2, 2, wmul_dek2, 1, 2, 2)
+DEF_WFLOAT_KERNELS(f16, 2, _gen, NOATTR, 2, 2, wmul_dek2, 1, 2, 2)
 #ifdef HAVE_X86
 #define A512 __attribute__((target("avx512f,fma")))
 #define A256 __attribute__((target("avx2,fma")))
 DEF_FLOAT_KERNELS(f32, 4, _512, A512, vdd_mul_512, 2)
 DEF_FLOAT_KERNELS(bf16, 2, _512, A512, vdd_mul_512, 6)
 DEF_FLOAT_KERNELS(f16, 2, _512, A512, vdd_mul_512, 3)
-DEF_FLOAT_KERNELS(f32, 4, _256, A256, vdd_mul_256, 2)
-DEF_FLOAT_KERNELS(bf16, 2, _256, A256, vdd_mul_256, 6)
-DEF_FLOAT_KERNELS(f16, 2, _256, A256, vdd_mul_256, 3)
+DEF_WTYPES(4, 4, 4)
+A256 W_ALWAYS wu4 wflu4(wi4 fl) { return __builtin_convertvector(fl, wu4); }
+/* (__builtin_convertvector of 4 floats to 4 doubles goes through the stack in GCC 12) */
+A256 W_ALWAYS wd4 wld_f324(const void *p, wi4 *fl) { (void)fl; return (wd4)_mm256_cvtps_pd(_mm_loadu_ps((const float *)p)); }
+A256 W_ALWAYS wd4 wld_bf164(const void *p, wi4 *fl) {
+    (void)fl;
+    __m128i w = _mm_slli_epi32(_mm_cvtepu16_epi32(_mm_loadl_epi64((const __m128i *)p)), 16);
+    return (wd4)_mm256_cvtps_pd(_mm_castsi128_ps(w));
+}
+A256 W_ALWAYS wd4 wld_f164(const void *p, wi4 *fl) {
+    wi4 w = (wi4)_mm_cvtepu16_epi32(_mm_loadl_epi64((const __m128i *)p));
+    *fl |= ((w & 0x7c00) + 0x400) >> 15;
+    wi4 b = ((w & 0x7fff) << 13) | ((w & 0x8000) << 16);
+    return (wd4)_mm256_cvtps_pd((__m128)b);
+}
+/* With FMA the high product is exact in one instruction (as vdd_mul_512). */
+A256 W_ALWAYS void wmul_fma4(wd4 *h, wd4 *l, wd4 x) {
+    __m256d H = (__m256d)*h, X = (__m256d)x;
+    __m256d P = _mm256_mul_pd(H, X);
+    __m256d E = _mm256_fmsub_pd(H, X, P);
+    *l = (wd4)_mm256_fmadd_pd((__m256d)*l, X, E);
+    *h = (wd4)P;
+}
+DEF_WFLOAT_KERNELS(f32, 4, _256, A256, 4, 4, wmul_fma4, 2, 2, 1)
+DEF_WFLOAT_KERNELS(bf16, 2, _256, A256, 4, 4, wmul_fma4, 6, 2, 1)
+DEF_WFLOAT_KERNELS(f16, 2, _256, A256, 4, 4, wmul_fma4, 3, 2, 1)
 #endif
 
 typedef void (*run_fn)(const char *, int64_t, double *, double *, int64_t *, uint64_t *);
