@@ -200,7 +200,16 @@ def _cut_big_tensors(buf, size: int, name: str, threshold: int) -> bytes:
     for p in pieces:
         if isinstance(p, memoryview):
             p.release()
-    return data
+    return data, changed
+
+
+def _mark_cut_tensors_external(model: onnx.ModelProto) -> None:
+    """A tensor whose bytes carry its own data_location=DEFAULT after raw_data (as onnx
+    writes it after loading external data) overrides the EXTERNAL written in raw_data's
+    place: protobuf keeps the last value. The marker entry says which tensors were cut."""
+    for t, _ in _all_tensors(model):
+        if t.data_location != _EXTERNAL and any(e.key == _INLINE for e in t.external_data):
+            t.data_location = _EXTERNAL
 
 
 def load_model(path: str | os.PathLike, *, inline_threshold: int = INLINE_THRESHOLD) -> onnx.ModelProto:
@@ -220,13 +229,16 @@ def load_model(path: str | os.PathLike, *, inline_threshold: int = INLINE_THRESH
         raise ModelLoadError(f"{path}: empty file")
     model = onnx.ModelProto()
     try:
+        cut = False
         with open(path, "rb") as f:
             if st.st_size < inline_threshold:
                 data = f.read()
             else:
                 with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                    data = _cut_big_tensors(mm, len(mm), os.path.basename(path), inline_threshold)
+                    data, cut = _cut_big_tensors(mm, len(mm), os.path.basename(path), inline_threshold)
         model.ParseFromString(data)
+        if cut:
+            _mark_cut_tensors_external(model)
     except OSError as e:
         raise ModelLoadError(f"{path}: cannot read: {e.strerror or e}") from None
     except Exception:  # WireError, protobuf's DecodeError or RuntimeError by implementation

@@ -315,3 +315,26 @@ def test_sparse_external_data_is_copied_exactly_and_stays_sparse(tmp_path):
     data_out = out.parent / "o.onnx.data"
     assert data_out.stat().st_size == n * 4
     assert data_out.stat().st_blocks * 512 < n * 4 // 2  # most of it is still a hole
+
+
+def test_big_inline_tensor_with_an_explicit_default_data_location(tmp_path):
+    """onnx.load leaves data_location=DEFAULT set after loading external data; saved back
+    inline, that field follows raw_data in the file and must not hide the lazily kept data."""
+    c = numpy_helper.from_array(np.random.default_rng(0).random((300, 1000), dtype=np.float32), "c")
+    graph = helper.make_graph(
+        [helper.make_node("ReduceProd", ["c"], ["p"], axes=[0], keepdims=0),
+         helper.make_node("Mul", ["p", "x"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1000])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1000])], [c])
+    onnx.save_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]),
+                    str(tmp_path / "ext.onnx"), save_as_external_data=True, location="ext.bin")
+    reloaded = onnx.load(str(tmp_path / "ext.onnx"))
+    assert reloaded.graph.initializer[0].HasField("data_location")
+    onnx.save(reloaded, str(tmp_path / "inline.onnx"))
+    model = model_io.load_model(tmp_path / "inline.onnx")
+    (tensor,) = model.graph.initializer
+    assert tensor.data_location == TensorProto.EXTERNAL  # kept lazily, in the file itself
+    np.testing.assert_array_equal(model_io.read_external_tensor(tensor, None), numpy_helper.to_array(c))
+    model_io.save_model(model, tmp_path / "out.onnx")
+    np.testing.assert_array_equal(numpy_helper.to_array(onnx.load(tmp_path / "out.onnx").graph.initializer[0]),
+                                  numpy_helper.to_array(c))
