@@ -107,6 +107,11 @@ def reduce_prod_1_11(node, ctx) -> None:
 def reduce_prod_11_1(node, ctx) -> None:
     """Negative axes are not allowed before 11: normalize them with the data's rank."""
     axes = _attr(node, "axes")
+    if axes is not None and axes.ref_attr_name:
+        raise ConversionError(
+            f"{ctx.label}: axes come from the calling node's attribute '{axes.ref_attr_name}', so "
+            f"negative values among them cannot be normalized below opset 11"
+        )
     if axes is None or all(a >= 0 for a in axes.ints):
         return
     rank = ctx.rank(node.input[0])
@@ -148,6 +153,13 @@ def reduce_prod_13_18(node, ctx) -> None:
     axes = _attr(node, "axes")
     if axes is None:
         return
+    if axes.ref_attr_name:  # inside a function: a Constant takes the same reference
+        name = ctx.add_constant_reference("axes_" + axes.ref_attr_name, axes.ref_attr_name)
+        _remove_attr(node, "axes")
+        del node.input[1:]
+        node.input.append(name)
+        ctx.record("axes attribute -> input")
+        return
     values = list(axes.ints)
     _remove_attr(node, "axes")
     if not values:  # an empty attribute already meant "all dims", as an absent input does
@@ -163,10 +175,23 @@ def reduce_prod_13_18(node, ctx) -> None:
 def reduce_prod_18_13(node, ctx) -> None:
     """A constant axes input becomes the attribute; noop_with_empty_axes is resolved."""
     noop = _attr(node, "noop_with_empty_axes")
+    if noop is not None and noop.ref_attr_name:
+        raise ConversionError(
+            f"{ctx.label}: noop_with_empty_axes comes from the calling node's attribute "
+            f"'{noop.ref_attr_name}', so it cannot be resolved for opsets below 18"
+        )
     noop = bool(noop.i) if noop is not None else False
     _remove_attr(node, "noop_with_empty_axes")
     axes_name = node.input[1] if len(node.input) > 1 else ""
     values: list[int] = []
+    reference = ctx.constant_reference(axes_name) if axes_name else None
+    if reference is not None and not noop:  # Constant<value_ints = @a> inside a function
+        del node.input[1:]
+        ctx.maybe_unused(axes_name)
+        node.attribute.append(onnx.AttributeProto(name="axes", ref_attr_name=reference,
+                                                  type=onnx.AttributeProto.INTS))
+        ctx.record("axes input -> attribute")
+        return
     if axes_name:
         value = ctx.constant(axes_name)
         if value is None:

@@ -209,6 +209,38 @@ class NodeContext:
             self.scope.body.initializer.append(tensor)
         return name
 
+    def add_constant_reference(self, hint: str, attribute: str) -> str:
+        """A Constant node in this function whose ``value_ints`` is the function's attribute."""
+        root = self.scope
+        while root.parent is not None:
+            root = root.parent
+        if not root.is_function:
+            raise ValueError("attribute references exist only inside functions")
+        fn = root.body
+        name = self._state.fresh_name(hint)
+        const = onnx.helper.make_node("Constant", [], [name])
+        const.attribute.append(onnx.AttributeProto(name="value_ints", ref_attr_name=attribute,
+                                                   type=onnx.AttributeProto.INTS))
+        position = self._state.function_constants[id(fn)]
+        fn.node.insert(position, const)
+        self._state.held.append(fn.node[position])
+        self._state.function_constants[id(fn)] += 1
+        return name
+
+    def constant_reference(self, name: str) -> str | None:
+        """The function attribute that ``name`` holds when it is Constant<value_ints = @attr>."""
+        s = self.scope
+        while s is not None:
+            producer = s.producers().get(name)
+            if producer is not None:
+                if producer.op_type == "Constant":
+                    for a in producer.attribute:
+                        if a.name == "value_ints" and a.ref_attr_name:
+                            return a.ref_attr_name
+                return None
+            s = s.parent
+        return None
+
     def to_identity(self, node: onnx.NodeProto) -> None:
         data = node.input[0]
         del node.input[:]

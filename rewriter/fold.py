@@ -211,6 +211,9 @@ class _Folder:
             return "the default opset is not imported here"
         if len(node.output) < 1 or not node.output[0] or not node.input or not node.input[0]:
             return "the node has no data input or no output"
+        refs = [a.name for a in node.attribute if a.ref_attr_name]
+        if refs:
+            return f"{', '.join(refs)} {'is' if len(refs) == 1 else 'are'} taken from the calling node's attributes (known per call)"
         version = _reduce_prod_version(scope.opset)
         keepdims = bool(_attr(node, "keepdims", 1))
         noop = False

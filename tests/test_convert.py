@@ -422,22 +422,6 @@ def test_axes_attribute_to_input_shares_equal_constants():
     assert result.graph.node[0].input[1] == result.graph.node[1].input[1] == result.graph.initializer[0].name
 
 
-def test_function_axes_from_an_attribute_reference_are_not_constant():
-    """Inside a function, Constant<value_ints = @axes> is only known per call: not convertible below 18."""
-    body = [onnx.parser.parse_node("ax = Constant <value_ints: ints = @axes> ()"),
-            helper.make_node("ReduceProd", ["x", "ax"], ["y"], name="fn_prod")]
-    fn = helper.make_function("local", "Prod", ["x"], ["y"], body,
-                              opset_imports=[helper.make_opsetid("", 18)], attributes=["axes"])
-    graph = helper.make_graph(
-        [helper.make_node("Prod", ["data"], ["out"], domain="local", axes=[1])], "g",
-        [helper.make_tensor_value_info("data", TensorProto.FLOAT, SHAPE)],
-        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)])
-    model = helper.make_model(graph, functions=[fn], opset_imports=[
-        helper.make_opsetid("", 18), helper.make_opsetid("local", 1)])
-    with pytest.raises(rewriter.RewriterError, match=r"'fn_prod'.*function 'local:Prod'.*not a constant"):
-        convert_model(model, 13)
-
-
 def _two_call_model(second_shape):
     fn = _function_model(13).functions[0]
     graph = helper.make_graph(
@@ -571,3 +555,40 @@ def test_function_called_only_from_a_function_gets_ranks_through_its_caller():
     assert [list(a.ints) for a in inner.node[0].attribute if a.name == "axes"] == [[2]]
     feeds = {"data": sample(np.float32)}
     assert_same_outputs(run(model, feeds), run(result, feeds))
+
+
+def _attribute_function_model(opset):
+    """Function Prod(x) with attribute 'ax' used as ReduceProd's axes; called with ax=[1]."""
+    if opset >= 18:
+        body = [onnx.parser.parse_node("a = Constant <value_ints: ints = @ax> ()"),
+                helper.make_node("ReduceProd", ["x", "a"], ["y"], name="fn_prod", keepdims=0)]
+    else:
+        prod = helper.make_node("ReduceProd", ["x"], ["y"], name="fn_prod", keepdims=0)
+        prod.attribute.append(onnx.AttributeProto(name="axes", ref_attr_name="ax", type=onnx.AttributeProto.INTS))
+        body = [prod]
+    fn = helper.make_function("local", "Prod", ["x"], ["y"], body,
+                              opset_imports=[helper.make_opsetid("", opset)], attributes=["ax"])
+    graph = helper.make_graph(
+        [helper.make_node("Prod", ["data"], ["out"], domain="local", ax=[1])], "g",
+        [helper.make_tensor_value_info("data", TensorProto.FLOAT, SHAPE)],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, functions=[fn], opset_imports=[
+        helper.make_opsetid("", opset), helper.make_opsetid("local", 1)])
+    model.ir_version = 8
+    return _typed(model)
+
+
+@pytest.mark.parametrize("source,target", [(13, 18), (18, 13), (11, 28), (18, 11)])
+def test_axes_from_a_function_attribute_convert_as_references(source, target):
+    model = _attribute_function_model(source)
+    result, _ = convert_model(model, target)
+    assert_valid(result)
+    refs = [a.ref_attr_name for n in result.functions[0].node for a in n.attribute if a.ref_attr_name]
+    assert refs == ["ax"]
+    feeds = {"data": sample(np.float32)}
+    assert_same_outputs(run(model, feeds), run(result, feeds))
+
+
+def test_axes_from_a_function_attribute_cannot_go_below_11():
+    with pytest.raises(rewriter.RewriterError, match=r"'fn_prod'.*attribute 'ax'"):
+        convert_model(_attribute_function_model(13), 10)

@@ -206,3 +206,32 @@ def test_optimize_in_place_with_big_lazily_loaded_tensors(tmp_path, capsys):
     np.testing.assert_array_equal(got[1], want[1])
     exact = np.prod(big.astype(np.float64), axis=1)
     np.testing.assert_allclose(got[0], exact, rtol=2**-23)  # correctly rounded: within half an ulp
+
+
+@pytest.mark.parametrize("attribute", ["keepdims", "axes"])
+def test_fold_skips_reduce_prod_whose_attributes_come_from_the_call(tmp_path, capsys, attribute):
+    """Inside a function, keepdims=@kd or axes=@ax is known only per call: skipped, named."""
+    prod = onnx.helper.make_node("ReduceProd", ["k"], ["r"], name="fn_prod",
+                                 **({"axes": [1]} if attribute == "keepdims" else {"keepdims": 1}))
+    prod.attribute.append(onnx.AttributeProto(
+        name=attribute, ref_attr_name="p",
+        type=onnx.AttributeProto.INT if attribute == "keepdims" else onnx.AttributeProto.INTS))
+    fn = onnx.helper.make_function(
+        "loc", "F", ["x"], ["y"],
+        [onnx.helper.make_node("Constant", [], ["k"], value=nh.from_array(np.arange(1, 7, dtype=np.float32).reshape(2, 3))),
+         prod, onnx.helper.make_node("Add", ["r", "x"], ["y"])],
+        opset_imports=[onnx.helper.make_opsetid("", 13)], attributes=["p"])
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("F", ["x"], ["y"], domain="loc", p=1 if attribute == "keepdims" else [1])], "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 1])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 1])])
+    model = onnx.helper.make_model(graph, functions=[fn], opset_imports=[
+        onnx.helper.make_opsetid("", 13), onnx.helper.make_opsetid("loc", 1)])
+    src, out = str(tmp_path / "in.onnx"), str(tmp_path / "out.onnx")
+    onnx.save(model, src)
+    for command in ("fold", "optimize"):
+        assert cli.main([command, src, "-o", out]) == 0
+        printed = capsys.readouterr().out
+        assert "skipped node 'fn_prod'" in printed and "calling node's attributes" in printed
+    feeds = {"x": np.ones([2, 1], dtype=np.float32)}
+    np.testing.assert_array_equal(ort_run(out, feeds)[0], ort_run(src, feeds)[0])

@@ -252,9 +252,12 @@ ATTR static void rows_##NAME##SUF(const char *x, int64_t rows, int64_t rstride, 
  * x86-64 baseline (128-bit SSE2) those vectors span 2 or 4 registers and the state
  * spills to the stack, so the AVX2 and generic variants below are written for their
  * register width W (4 or 2 doubles): each lane does exactly the same operations as in
- * the 8-lane kernels (same chunks of 16 elements, same renormalisation points, lane
- * results combined in the same order, exponents summed and flags or'ed as integers),
- * so tier 1 computes the same values; only the layout in registers changes. */
+ * the 8-lane kernels (run_: same chunks of 16 elements, same renormalisation points,
+ * lane results combined in the same order, exponents summed and flags or'ed as
+ * integers; rows_: the same columns go through the vector loop, except that the generic
+ * variant also vectorises a remainder of 4 columns, where its vector and scalar steps
+ * do the same Dekker operations), so tier 1 computes the same values; only the layout
+ * in registers changes. */
 #define W_ALWAYS static inline __attribute__((always_inline))
 #define DEF_WTYPES(W, S, IL) /* IL: lanes of the uint32 flag vector (>= W) */              \
 typedef double wd##S __attribute__((vector_size(8 * (W))));                                 \
