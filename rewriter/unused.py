@@ -52,10 +52,26 @@ def _use_counts(scope: traversal.Scope) -> Counter:
     return counts
 
 
-def _sweep_scope(scope: traversal.Scope, only: set[str] | None) -> list[str]:
-    """One backwards pass over a topologically sorted body; returns what it removed."""
+def _training_reads(model: onnx.ModelProto) -> Counter:
+    """Main-graph names the training info reads: its graphs' inputs and its bindings."""
+    counts: Counter = Counter()
+    for info in model.training_info:
+        counts.update(_graph_reads(info.initialization))
+        counts.update(_graph_reads(info.algorithm))
+        for binding in (*info.initialization_binding, *info.update_binding):
+            counts.update((binding.key, binding.value))
+    return counts
+
+
+def _sweep_scope(scope: traversal.Scope, only: set[str] | None, extra: Counter | None = None) -> list[str]:
+    """One backwards pass over a topologically sorted body; returns what it removed.
+
+    ``extra`` counts uses from outside the body's nodes (the training info's, for the main graph).
+    """
     body = scope.body
     counts = _use_counts(scope)
+    if extra:
+        counts.update(extra)
     removed: list[str] = []
     doomed: list[int] = []
     for index in range(len(body.node) - 1, -1, -1):
@@ -109,8 +125,9 @@ def remove_unused(model: onnx.ModelProto, *, only: Iterable[str] | None = None) 
     # enclosing scope counts uses.
     scopes = list(traversal.iter_scopes(model))
     removed: list[str] = []
+    training = _training_reads(model)
     for scope in reversed(scopes):
-        removed.extend(_sweep_scope(scope, only_set))
+        removed.extend(_sweep_scope(scope, only_set, training if scope is scopes[0] else None))
     for item in removed:
         logger.info("removed unused %s", item)
     return removed

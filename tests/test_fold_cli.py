@@ -235,3 +235,24 @@ def test_fold_skips_reduce_prod_whose_attributes_come_from_the_call(tmp_path, ca
         assert "skipped node 'fn_prod'" in printed and "calling node's attributes" in printed
     feeds = {"x": np.ones([2, 1], dtype=np.float32)}
     np.testing.assert_array_equal(ort_run(out, feeds)[0], ort_run(src, feeds)[0])
+
+
+def test_optimize_keeps_what_the_training_info_reads(tmp_path, capsys):
+    w = nh.from_array(np.ones([2], np.float32), "w")
+    lr = nh.from_array(np.array([0.1], np.float32), "lr")  # read only by the training algorithm
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Add", ["x", "w"], ["y"])], "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2])], [w, lr])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)])
+    info = model.training_info.add()
+    info.algorithm.CopyFrom(onnx.helper.make_graph(
+        [onnx.helper.make_node("Mul", ["w", "lr"], ["w_next"])], "algo", [], []))
+    binding = info.update_binding.add()
+    binding.key, binding.value = "w", "w_next"
+    src, out = str(tmp_path / "in.onnx"), str(tmp_path / "out.onnx")
+    onnx.save(model, src)
+    assert cli.main(["optimize", src, "-o", out]) == 0
+    result = onnx.load(out)
+    assert sorted(t.name for t in result.graph.initializer) == ["lr", "w"]
+    assert result.training_info == model.training_info
