@@ -254,10 +254,9 @@ ATTR static void rows_##NAME##SUF(const char *x, int64_t rows, int64_t rstride, 
  * register width W (4 or 2 doubles): each lane does exactly the same operations as in
  * the 8-lane kernels (run_: same chunks of 16 elements, same renormalisation points,
  * lane results combined in the same order, exponents summed and flags or'ed as
- * integers; rows_: the same columns go through the vector loop, except that the generic
- * variant also vectorises a remainder of 4 columns, where its vector and scalar steps
- * do the same Dekker operations), so tier 1 computes the same values; only the layout
- * in registers changes. */
+ * integers; rows_: the same columns go through vector steps, the same rows are
+ * multiplied between renormalisations), so tier 1 computes the same values; only the
+ * layout in registers changes. */
 #define W_ALWAYS static inline __attribute__((always_inline))
 #define DEF_WTYPES(W, S, IL) /* IL: lanes of the uint32 flag vector (>= W) */              \
 typedef double wd##S __attribute__((vector_size(8 * (W))));                                 \
@@ -297,6 +296,35 @@ W_ALWAYS wd##S wld_f16##S(const void *p, wi##S *fl) {                           
     return __builtin_convertvector((wf##S)b, wd##S);                                        \
 }                                                                                           \
 W_ALWAYS wu##S wflu##S(wi##S fl) { return __builtin_convertvector(fl, wu##S); }
+
+/* one column step of rows_ (W-lane kernels): NVEC registers, columns j .. j+NVEC*W-1 */
+#define W_ROWSTEP(NAME, ES, S, W, VMUL, K, NVEC)                                            \
+        {                                                                                   \
+            wi##S fl[NVEC]; wd##S h[NVEC], l[NVEC]; wl##S ee[NVEC]; wu##S ff[NVEC];         \
+            _Pragma("GCC unroll 8") for (int v = 0; v < (NVEC); v++) {                      \
+                fl[v] = (wi##S){0};                                                         \
+                memcpy(&h[v], H + j + (W) * v, 8 * (W)); memcpy(&l[v], L + j + (W) * v, 8 * (W)); \
+                memcpy(&ee[v], e + j + (W) * v, 8 * (W)); memcpy(&ff[v], f + j + (W) * v, 8 * (W)); \
+            }                                                                               \
+            int k = 0;                                                                      \
+            for (; k + K <= g; k += K) {                                                    \
+                _Pragma("GCC unroll 8") for (int v = 0; v < (NVEC); v++) {                  \
+                    wd##S p = wld_##NAME##S(b + (k * rstride + j + (W) * v) * ES, &fl[v]);  \
+                    _Pragma("GCC unroll 8") for (int q = 1; q < K; q++)                     \
+                        p *= wld_##NAME##S(b + ((k + q) * rstride + j + (W) * v) * ES, &fl[v]); \
+                    VMUL(&h[v], &l[v], p);                                                  \
+                }                                                                           \
+            }                                                                               \
+            for (; k < g; k++)                                                              \
+                _Pragma("GCC unroll 8") for (int v = 0; v < (NVEC); v++)                    \
+                    VMUL(&h[v], &l[v], wld_##NAME##S(b + (k * rstride + j + (W) * v) * ES, &fl[v])); \
+            _Pragma("GCC unroll 8") for (int v = 0; v < (NVEC); v++) {                      \
+                ff[v] |= wflu##S(fl[v]);                                                    \
+                wrenorm##S(&h[v], &l[v], &ee[v], &ff[v]);                                   \
+                memcpy(H + j + (W) * v, &h[v], 8 * (W)); memcpy(L + j + (W) * v, &l[v], 8 * (W)); \
+                memcpy(e + j + (W) * v, &ee[v], 8 * (W)); memcpy(f + j + (W) * v, &ff[v], 8 * (W)); \
+            }                                                                               \
+        }
 
 /* W lanes per register, NV = 16/W registers per chunk of 16 elements (register v holds
  * elements W*v .. W*v+W-1 of the chunk), updated in NP passes over each block of 16*G
@@ -339,7 +367,7 @@ ATTR static void run_##NAME##SUF(const char *x, int64_t n, double *oh, double *o
     }                                                                                       \
     uint64_t f = 0, sf = 0; int64_t e = 0;                                                  \
     for (int k = 0; k < (W); k++) { f |= fv[k]; e += ev[k]; }                              \
-    for (int k = 0; k < (int)(sizeof fl / 4); k++) f |= fl[k];                       \
+    for (int k = 0; k < (int)(sizeof fl / 4); k++) f |= fl[k];                              \
     double hh = 1.0, ll = 0.0;                                                              \
     for (int k = 0; k < 8; k++) { /* lane order of the 8-lane kernels: element k, then 8+k */ \
         dd_mul_dd(&hh, &ll, h[k / (W)][k % (W)], l[k / (W)][k % (W)]); dd_renorm(&hh, &ll, &e, &f); \
@@ -356,32 +384,10 @@ ATTR static void rows_##NAME##SUF(const char *x, int64_t rows, int64_t rstride, 
         int g = rows - r < G ? (int)(rows - r) : G;                                         \
         const char *b = x + r * rstride * ES;                                               \
         int64_t j = t0;                                                                     \
-        for (; j + (RV) * (W) <= t1; j += (RV) * (W)) {                                     \
-            wi##S fl[RV]; wd##S h[RV], l[RV]; wl##S ee[RV]; wu##S ff[RV];                   \
-            _Pragma("GCC unroll 8") for (int v = 0; v < (RV); v++) {                        \
-                fl[v] = (wi##S){0};                                                         \
-                memcpy(&h[v], H + j + (W) * v, 8 * (W)); memcpy(&l[v], L + j + (W) * v, 8 * (W)); \
-                memcpy(&ee[v], e + j + (W) * v, 8 * (W)); memcpy(&ff[v], f + j + (W) * v, 8 * (W)); \
-            }                                                                               \
-            int k = 0;                                                                      \
-            for (; k + K <= g; k += K) {                                                    \
-                _Pragma("GCC unroll 8") for (int v = 0; v < (RV); v++) {                    \
-                    wd##S p = wld_##NAME##S(b + (k * rstride + j + (W) * v) * ES, &fl[v]);  \
-                    _Pragma("GCC unroll 8") for (int q = 1; q < K; q++)                     \
-                        p *= wld_##NAME##S(b + ((k + q) * rstride + j + (W) * v) * ES, &fl[v]); \
-                    VMUL(&h[v], &l[v], p);                                                  \
-                }                                                                           \
-            }                                                                               \
-            for (; k < g; k++)                                                              \
-                _Pragma("GCC unroll 8") for (int v = 0; v < (RV); v++)                      \
-                    VMUL(&h[v], &l[v], wld_##NAME##S(b + (k * rstride + j + (W) * v) * ES, &fl[v])); \
-            _Pragma("GCC unroll 8") for (int v = 0; v < (RV); v++) {                        \
-                ff[v] |= wflu##S(fl[v]);                             \
-                wrenorm##S(&h[v], &l[v], &ee[v], &ff[v]);                                   \
-                memcpy(H + j + (W) * v, &h[v], 8 * (W)); memcpy(L + j + (W) * v, &l[v], 8 * (W)); \
-                memcpy(e + j + (W) * v, &ee[v], 8 * (W)); memcpy(f + j + (W) * v, &ff[v], 8 * (W)); \
-            }                                                                               \
-        }                                                                                   \
+        for (; j + (RV) * (W) <= t1; j += (RV) * (W)) W_ROWSTEP(NAME, ES, S, W, VMUL, K, RV)   \
+        /* then steps of 8 columns, so that the columns left to the scalar loop are those   \
+           of the 8-lane kernels */                                                         \
+        for (; j + 8 <= t1; j += 8) W_ROWSTEP(NAME, ES, S, W, VMUL, K, 8 / (W))             \
         for (; j < t1; j++) {                                                               \
             uint64_t sf = 0;                                                                \
             for (int k = 0; k < g; k++) dd_mul(&H[j], &L[j], ld1_##NAME(b + (k * rstride + j) * ES, &sf)); \
@@ -415,9 +421,9 @@ W_ALWAYS wu2 wflu2(wi2 fl) { return (wu2)_mm_unpacklo_epi32((__m128i)fl, _mm_set
 DEF_WTYPES(2, 2, 2)
 DEF_WLOADS(2)
 #endif
-DEF_WFLOAT_KERNELS(f32, 4, _gen, NOATTR, 2, 2, wmul_dek2, 1, 2, 2)
-DEF_WFLOAT_KERNELS(bf16, 2, _gen, NOATTR, 2, 2, wmul_dek2, 1, 2, 2)
-DEF_WFLOAT_KERNELS(f16, 2, _gen, NOATTR, 2, 2, wmul_dek2, 1, 2, 2)
+DEF_WFLOAT_KERNELS(f32, 4, _gen, NOATTR, 2, 2, wmul_dek2, 1, 4, 2)
+DEF_WFLOAT_KERNELS(bf16, 2, _gen, NOATTR, 2, 2, wmul_dek2, 1, 4, 2)
+DEF_WFLOAT_KERNELS(f16, 2, _gen, NOATTR, 2, 2, wmul_dek2, 1, 4, 2)
 #ifdef HAVE_X86
 #define A512 __attribute__((target("avx512f,fma")))
 #define A256 __attribute__((target("avx2,fma")))
@@ -447,9 +453,9 @@ A256 W_ALWAYS void wmul_fma4(wd4 *h, wd4 *l, wd4 x) {
     *l = (wd4)_mm256_fmadd_pd((__m256d)*l, X, E);
     *h = (wd4)P;
 }
-DEF_WFLOAT_KERNELS(f32, 4, _256, A256, 4, 4, wmul_fma4, 2, 2, 1)
-DEF_WFLOAT_KERNELS(bf16, 2, _256, A256, 4, 4, wmul_fma4, 6, 2, 1)
-DEF_WFLOAT_KERNELS(f16, 2, _256, A256, 4, 4, wmul_fma4, 3, 2, 1)
+DEF_WFLOAT_KERNELS(f32, 4, _256, A256, 4, 4, wmul_fma4, 2, 4, 1)
+DEF_WFLOAT_KERNELS(bf16, 2, _256, A256, 4, 4, wmul_fma4, 6, 4, 1)
+DEF_WFLOAT_KERNELS(f16, 2, _256, A256, 4, 4, wmul_fma4, 3, 4, 1)
 #endif
 
 typedef void (*run_fn)(const char *, int64_t, double *, double *, int64_t *, uint64_t *);
