@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import ml_dtypes
 import numpy as np
 import onnx
@@ -55,3 +57,24 @@ def assert_same_outputs(expected: list[np.ndarray], actual: list[np.ndarray]) ->
             np.testing.assert_array_equal(a, e)
         else:
             np.testing.assert_allclose(a, e, rtol=1e-6, equal_nan=True)
+
+
+@functools.lru_cache(maxsize=None)
+def _backend_cases() -> tuple:
+    """Every official ONNX backend node test case. onnx builds them once per process, when
+    its case modules are first imported, keeping only the op of that first call: so every
+    test module collects through here, and this collects them all."""
+    import warnings
+
+    with warnings.catch_warnings():  # building every op's cases warns about a few of them
+        warnings.simplefilter("ignore")
+        from onnx.backend.test.case.node import collect_testcases
+
+        return tuple(collect_testcases(None))
+
+
+def backend_cases(op_type: str) -> list:
+    """The single-node backend test cases of ``op_type`` (not the function-expanded variants)."""
+    return [c for c in _backend_cases()
+            if c.kind == "node" and c.data_sets and not c.name.endswith("_expanded")
+            and c.model.graph.node and c.model.graph.node[0].op_type == op_type]
