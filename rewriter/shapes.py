@@ -55,6 +55,8 @@ class _Context:
         self.problems: list[ShapeProblem] = []
         self._axes: dict[tuple[int, str], object] = {}
         self._verdicts: dict[tuple, tuple] = {}
+        # ReduceProd outputs ONNX could not infer but the rule knows: (scope, output, elem, shape)
+        self.rule_only: list[tuple[traversal.Scope, str, int, list]] = []
 
     def axes_input(self, name: str, scope: traversal.Scope):
         key = (id(scope), name)
@@ -115,6 +117,8 @@ def _check_node(i, node, scope, tscope, dscope, ctx: _Context, suffix: str) -> N
     inferred = ctx.types.lookup(out, tscope)[1] if out else None
     declared = ctx.types.declared(out, dscope) if out else None
     expected, found = ctx.verdict((form, in_shape, axes, keepdims, noop, inferred, declared))
+    if inferred is None and expected is not None and elem and not suffix:
+        ctx.rule_only.append((scope, out, elem, list(expected)))
     location = scope.location + suffix
     for kind, reason in found:
         ctx.problems.append(ShapeProblem(node.name, node.op_type, location, expected, inferred,
@@ -216,10 +220,36 @@ def _check(model, want_rows: bool) -> _Context:
         use_light_copy()  # again without them, for ONNX's own answer and the other errors
         inferred, errors = shape_infer.infer(unit.work)
     tscopes = _check_unit(unit, inferred, errors, ctx)
+    if ctx.rule_only:
+        _check_with_rule_shapes(unit, errors, ctx)
     if fn_scopes:
         _check_functions(proto, scopes, tscopes, fn_scopes, ctx)
     logger.info("checked ReduceProd shapes: %d problem(s)", len(ctx.problems))
     return ctx
+
+
+def _check_with_rule_shapes(unit: _Unit, errors: list[str], ctx: _Context) -> None:
+    """Where ONNX could not infer a ReduceProd output (axes it cannot read, say) but the rule
+    knows it, infer once more with that shape declared, so that what the rest of the graph
+    declares is checked against it (an If output fed by a branch's ReduceProd, for one)."""
+    work = onnx.ModelProto()
+    work.CopyFrom(unit.work)
+    position = {id(s): k for k, s in enumerate(unit.node_scopes)}
+    bodies = [s.body for s in shape_infer.mirror(unit.node_scopes, work)]
+    for scope, out, elem, shape in ctx.rule_only:
+        body = bodies[position[id(scope)]]
+        output = next((o for o in body.output if o.name == out), None)
+        if output is not None:
+            if not output.type.tensor_type.HasField("shape"):
+                output.type.CopyFrom(onnx.helper.make_tensor_type_proto(elem, shape))
+        else:
+            body.value_info.append(onnx.helper.make_tensor_value_info(out, elem, shape))
+    _, more = shape_infer.infer(work)
+    known = set(errors)
+    for problem in _error_problems([e for e in more if e not in known], unit):
+        ctx.problems.append(dataclasses.replace(
+            problem, reason=problem.reason + " (with the ReduceProd outputs ONNX could not infer "
+            "taken from the rule)"))
 
 
 def _function_scopes(proto, main_opset) -> dict[tuple, list[traversal.Scope]]:

@@ -221,3 +221,32 @@ def test_fold_of_a_constant_reduce_prod_verifies(tmp_path, capsys):
     folded = onnx.load(out)
     assert [n.op_type for n in folded.graph.node] == ["Mul"]
     assert "warning:" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+def test_if_output_declared_against_its_branches_reduce_prod(tmp_path, capsys, opset):
+    """At 18 ONNX cannot infer a branch's ReduceProd whose axes are an outer-scope initializer:
+    the rule's shape stands in, so the If output's wrong declaration is still caught."""
+    def branch(name):
+        if opset >= 18:
+            node = onnx.helper.make_node("ReduceProd", ["x", "axes"], [name], keepdims=0)
+        else:
+            node = onnx.helper.make_node("ReduceProd", ["x"], [name], axes=[-1], keepdims=0)
+        return onnx.helper.make_graph([node], name, [], [onnx.helper.make_empty_tensor_value_info(name)])
+
+    inits = [numpy_helper.from_array(np.array([-1], dtype=np.int64), "axes")] if opset >= 18 else []
+    for declared, verdict in (([None, 3], 0), ([None, 3, 1], 1)):
+        graph = onnx.helper.make_graph(
+            [onnx.helper.make_node("If", ["c"], ["y"], name="choose",
+                                   then_branch=branch("t"), else_branch=branch("e"))], "g",
+            [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 3, 4]),
+             onnx.helper.make_tensor_value_info("c", onnx.TensorProto.BOOL, [])],
+            [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, declared)], inits)
+        model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
+        model.ir_version = 8
+        path = str(tmp_path / f"if{opset}.onnx")
+        onnx.save(model, path)
+        assert cli.main(["check", path]) == verdict, declared
+        problems = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("problem:")]
+        assert len(problems) == verdict
+        assert all("node 'choose' (If) in main graph" in ln for ln in problems)
