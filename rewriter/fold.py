@@ -120,8 +120,17 @@ class _StaticShapes:
     def __init__(self, model: onnx.ModelProto, scopes: list[traversal.Scope]):
         self.error = None
         self._shapes: dict[int, dict[str, list[int] | None]] = {}
+        # Shapes come from the graph inputs and initializers only: declared value_info and
+        # output shapes are claims a runtime does not check, and a stale one must not be folded.
+        undeclared = onnx.ModelProto()
+        undeclared.CopyFrom(model)
+        for scope in traversal.iter_scopes(undeclared):
+            if not scope.is_function:
+                del scope.body.value_info[:]
+                for output in scope.body.output:
+                    output.type.tensor_type.ClearField("shape")
         try:
-            inferred = onnx.shape_inference.infer_shapes(model)
+            inferred = onnx.shape_inference.infer_shapes(undeclared)
         except Exception as e:  # InferenceError, ValidationError, ...
             self.error = f"shape inference failed: {' '.join(str(e).split())}"
             return

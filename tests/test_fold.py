@@ -474,3 +474,23 @@ def test_shape15_slice_matches_runtime(dims, start, end):
     model = h.make_model(graph, ir_version=8, opset_imports=[h.make_opsetid("", 18)])
     folded, report = fold_and_compare(model, {"x": np.zeros(dims, np.float32)})
     assert not folded.graph.node and len(report.folded) == 1
+
+
+def test_shape_pattern_ignores_a_stale_static_value_info():
+    """x's declared value_info says [2,3,4], but its true first dim is the input's N."""
+    model = onnx.parser.parse_model('''<ir_version: 8, opset_import: ["": 13]>
+        g (float[N,3,4] a) => (int64 n) <float[2,3,4] x> {
+          x = Relu(a)
+          s = Shape(x)
+          n = ReduceProd<keepdims=0>(s)
+        }''')
+    result = rewriter.fold_constants(model)
+    assert [n.op_type for n in result.graph.node] == ["Relu", "Shape", "ReduceProd"]
+    static = onnx.parser.parse_model('''<ir_version: 8, opset_import: ["": 13]>
+        g (float[2,3,4] a) => (int64 n) {
+          x = Relu(a)
+          s = Shape(x)
+          n = ReduceProd<keepdims=0>(s)
+        }''')
+    folded = rewriter.fold_constants(static)
+    assert [onnx.numpy_helper.to_array(t).tolist() for t in folded.graph.initializer] == [24]
