@@ -36,10 +36,7 @@ class ConversionState:
         # for each scope, the index of the function body it lies in (None in the graphs)
         self._roots: list[int | None] = []
         for s in self.scopes:
-            root = s
-            while root.parent is not None:
-                root = root.parent
-            self._roots.append(self._index[id(root)] if root.is_function else None)
+            self._roots.append(self._index[id(s.root)] if s.root.is_function else None)
         self._types: list[dict[str, onnx.TypeProto] | None] | None = None  # per scope, lazily
         self._inferred: onnx.ModelProto | None = None
         self._inferring: set[int] = set()
@@ -211,9 +208,7 @@ class NodeContext:
 
     def add_constant_reference(self, hint: str, attribute: str) -> str:
         """A Constant node in this function whose ``value_ints`` is the function's attribute."""
-        root = self.scope
-        while root.parent is not None:
-            root = root.parent
+        root = self.scope.root
         if not root.is_function:
             raise ValueError("attribute references exist only inside functions")
         fn = root.body
@@ -229,16 +224,11 @@ class NodeContext:
 
     def constant_reference(self, name: str) -> str | None:
         """The function attribute that ``name`` holds when it is Constant<value_ints = @attr>."""
-        s = self.scope
-        while s is not None:
-            producer = s.producers().get(name)
-            if producer is not None:
-                if producer.op_type == "Constant":
-                    for a in producer.attribute:
-                        if a.name == "value_ints" and a.ref_attr_name:
-                            return a.ref_attr_name
-                return None
-            s = s.parent
+        kind, producer, _ = traversal.definition(name, self.scope)
+        if kind == "node" and producer.op_type == "Constant":
+            for a in producer.attribute:
+                if a.name == "value_ints" and a.ref_attr_name:
+                    return a.ref_attr_name
         return None
 
     def to_identity(self, node: onnx.NodeProto) -> None:

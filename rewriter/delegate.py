@@ -49,7 +49,7 @@ def plan_other_ops(state, target: int):
     in_graph, in_functions = collections.Counter(), collections.Counter()
     ours = {id(n) for n in state.held}
     for scope in state.scopes:
-        counter = in_functions if _function_root(scope) else in_graph
+        counter = in_functions if scope.root.is_function else in_graph
         for node in scope.body.node:
             if node.domain not in DEFAULT_DOMAINS or id(node) in ours:
                 continue
@@ -73,7 +73,7 @@ def plan_other_ops(state, target: int):
                 counter[node.op_type] += 1
     # A control-flow node is only kept as it is when nothing inside it needs the converter.
     for node in type_only:
-        if node.op_type in ("If", "Loop") and any(id(n) in delegated for n in _subgraph_nodes(node)):
+        if node.op_type in ("If", "Loop") and any(id(n) in delegated for g in traversal.subgraphs(node) for n in traversal.all_nodes(g)):
             delegated.add(id(node))
             in_graph[node.op_type] += 1
     for node in type_only:
@@ -112,18 +112,6 @@ def _refuse_known_converter_defects(node, scope, source_opset, target, state) ->
         )
 
 
-def _subgraph_nodes(node: onnx.NodeProto):
-    for attr in node.attribute:
-        for g in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
-            yield from _all_nodes(g)
-
-
-def _function_root(scope: traversal.Scope) -> bool:
-    while scope.parent is not None:
-        scope = scope.parent
-    return scope.is_function
-
-
 def _run_version_converter(model: onnx.ModelProto, target: int, what: str) -> onnx.ModelProto:
     from onnx import version_converter
 
@@ -141,20 +129,9 @@ def _run_version_converter(model: onnx.ModelProto, target: int, what: str) -> on
 
 
 def release(graph_like) -> None:
-    for node in _all_nodes(graph_like):
+    for node in traversal.all_nodes(graph_like):
         if node.domain == HOLD_DOMAIN:
             node.domain = ""
-
-
-def _all_nodes(graph_like):
-    for node in graph_like.node:
-        yield node
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _all_nodes(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for g in attr.graphs:
-                    yield from _all_nodes(g)
 
 
 def convert_main_graph(result: onnx.ModelProto, target: int) -> None:
@@ -195,14 +172,14 @@ def _take_nodes(body, converted_nodes) -> None:
     """Replace ``body``'s nodes by the converted ones, keeping each node's name, doc string
     and metadata_props (the converter drops the metadata), matched by the values it produces."""
     details = {}
-    for node in _all_nodes(body):
+    for node in traversal.all_nodes(body):
         key = next((o for o in node.output if o), None)
         if key is not None:
             details[key] = (node.name, node.doc_string, list(node.metadata_props))
     new = list(converted_nodes)
     del body.node[:]
     body.node.extend(new)
-    for node in _all_nodes(body):
+    for node in traversal.all_nodes(body):
         key = next((o for o in node.output if o), None)
         if key not in details:
             continue

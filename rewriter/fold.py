@@ -85,23 +85,8 @@ def _attr(node: onnx.NodeProto, name: str, default=None):
     return default
 
 
-def _definition(name: str, scope: traversal.Scope):
-    """(kind, thing, scope) of what defines ``name`` as seen from ``scope``."""
-    s = scope
-    while s is not None:
-        producer = s.producers().get(name)
-        if producer is not None:
-            return "node", producer, s
-        if name in s.inputs():
-            return "input", None, s
-        if name in s.initializers():
-            return "initializer", None, s
-        s = s.parent
-    return "undefined", None, None
-
-
 def _not_constant_reason(role: str, name: str, scope: traversal.Scope) -> str:
-    kind, producer, where = _definition(name, scope)
+    kind, producer, where = traversal.definition(name, scope)
     if kind == "node" and producer.op_type == "Constant":
         return f"{role} '{name}' is a Constant node whose value is not known here (attribute reference, sparse)"
     if kind == "node":
@@ -151,7 +136,7 @@ class _StaticShapes:
         return [d.dim_value for d in dims]
 
     def shape(self, name: str, scope: traversal.Scope) -> list[int] | None:
-        kind, _, where = _definition(name, scope)
+        kind, _, where = traversal.definition(name, scope)
         if where is None:
             return None
         return self._shapes.get(id(where.body), {}).get(name)
@@ -169,7 +154,7 @@ class _Folder:
         self.shapes = _StaticShapes(model, self.scopes) if self._has_shape_pattern() else None
 
     def _shape_producer(self, name, scope):
-        kind, producer, where = _definition(name, scope)
+        kind, producer, where = traversal.definition(name, scope)
         if kind == "node" and producer.op_type == "Shape" and producer.domain in ("", "ai.onnx"):
             return producer, where
         return None, None
@@ -192,7 +177,7 @@ class _Folder:
                     logger.info("%s: not folded: %s", label, reason)
 
     def _constant(self, name, scope):
-        kind, producer, _ = _definition(name, scope)
+        kind, producer, _ = traversal.definition(name, scope)
         if kind == "node" and any(a.ref_attr_name for a in producer.attribute):
             return None  # a Constant whose value is a function attribute: known only per call
         return traversal.constant_value(name, scope, self.base_dir)

@@ -25,7 +25,10 @@ __all__ = [
     "iter_nodes",
     "opset_version",
     "node_label",
+    "definition",
     "constant_value",
+    "subgraphs",
+    "all_nodes",
 ]
 
 
@@ -55,6 +58,14 @@ class Scope:
     @property
     def is_function(self) -> bool:
         return isinstance(self.body, onnx.FunctionProto)
+
+    @property
+    def root(self) -> Scope:
+        """The main graph or function body this scope lies in."""
+        s = self
+        while s.parent is not None:
+            s = s.parent
+        return s
 
     def producers(self) -> dict[str, onnx.NodeProto]:
         if self._producers is None:
@@ -107,6 +118,22 @@ def may_hold(node: onnx.NodeProto, kinds: frozenset) -> bool:
     """
     domain = node.domain
     return (domain != "" and domain != "ai.onnx") or node.op_type in _default_ops_with(kinds)
+
+
+def subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
+    """The graphs held by ``node``'s attributes (If branches, Loop and Scan bodies, ...)."""
+    for attr in node.attribute:
+        if attr.HasField("g"):
+            yield attr.g
+        yield from attr.graphs
+
+
+def all_nodes(graph_like) -> Iterator[onnx.NodeProto]:
+    """Every node of a graph or function body and, depth first, of its subgraphs."""
+    for node in graph_like.node:
+        yield node
+        for g in subgraphs(node):
+            yield from all_nodes(g)
 
 
 def _subgraph_scopes(graph_like, scope: Scope) -> Iterator[Scope]:
@@ -194,6 +221,26 @@ def _tensor_to_array(tensor: onnx.TensorProto, base_dir: str | None) -> np.ndarr
     return numpy_helper.to_array(tensor)
 
 
+def definition(name: str, scope: Scope) -> tuple[str, object, Scope | None]:
+    """What defines ``name`` as seen from ``scope``: the nearest definition, walking out
+    through the enclosing scopes. Returns (kind, thing, where): ("node", the producing
+    node, its scope), ("input", None, scope) for a graph or function input (an initializer
+    that is also an input counts as an input: it can be overridden at run time),
+    ("initializer", the TensorProto, scope), or ("undefined", None, None)."""
+    s: Scope | None = scope
+    while s is not None:
+        producer = s.producers().get(name)
+        if producer is not None:
+            return "node", producer, s
+        if name in s.inputs():
+            return "input", None, s
+        tensor = s.initializers().get(name)
+        if tensor is not None:
+            return "initializer", tensor, s
+        s = s.parent
+    return "undefined", None, None
+
+
 def constant_value(
     name: str, scope: Scope, base_dir: str | None = None
 ) -> np.ndarray | None:
@@ -202,17 +249,9 @@ def constant_value(
     A constant is an initializer that is not also an input of its graph, or the output
     of a Constant node, in ``scope`` or an enclosing one; the nearest definition wins.
     """
-    s: Scope | None = scope
-    while s is not None:
-        producer = s.producers().get(name)
-        if producer is not None:
-            if producer.op_type == "Constant" and producer.domain in ("", "ai.onnx"):
-                return _constant_node_value(producer, base_dir)
-            return None
-        if name in s.inputs():
-            return None
-        tensor = s.initializers().get(name)
-        if tensor is not None:
-            return _tensor_to_array(tensor, base_dir)
-        s = s.parent
+    kind, thing, _ = definition(name, scope)
+    if kind == "node" and thing.op_type == "Constant" and thing.domain in ("", "ai.onnx"):
+        return _constant_node_value(thing, base_dir)
+    if kind == "initializer":
+        return _tensor_to_array(thing, base_dir)
     return None

@@ -20,14 +20,6 @@ __all__ = ["remove_unused", "constant_bytes"]
 logger = logging.getLogger(__name__)
 
 
-def _subgraphs(node: onnx.NodeProto) -> Iterable[onnx.GraphProto]:
-    for attr in node.attribute:
-        if attr.type == onnx.AttributeProto.GRAPH:
-            yield attr.g
-        elif attr.type == onnx.AttributeProto.GRAPHS:
-            yield from attr.graphs
-
-
 def _graph_reads(graph: onnx.GraphProto) -> Iterable[str]:
     """Every name a subgraph reads, its own definitions included (an over-approximation)."""
     for node in graph.node:
@@ -38,7 +30,7 @@ def _graph_reads(graph: onnx.GraphProto) -> Iterable[str]:
 
 def _node_reads(node: onnx.NodeProto) -> Iterable[str]:
     yield from (name for name in node.input if name)
-    for g in _subgraphs(node):
+    for g in traversal.subgraphs(node):
         yield from _graph_reads(g)
 
 

@@ -25,13 +25,6 @@ __all__ = ["validate_model"]
 logger = logging.getLogger(__name__)
 
 
-def _subgraphs(node: onnx.NodeProto):
-    for attr in node.attribute:
-        if attr.HasField("g"):
-            yield attr.g
-        yield from attr.graphs
-
-
 def _free_names(graph: onnx.GraphProto) -> set[str]:
     """Names a subgraph uses from its enclosing scopes."""
     defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
@@ -40,7 +33,7 @@ def _free_names(graph: onnx.GraphProto) -> set[str]:
     for node in graph.node:
         defined.update(o for o in node.output if o)
         used.update(i for i in node.input if i)
-        for g in _subgraphs(node):
+        for g in traversal.subgraphs(node):
             used |= _free_names(g)
     return used - defined
 
@@ -67,7 +60,7 @@ def _check_structure(scope: Scope, visible: set[str], path: str) -> None:
     deps: list[set[int]] = []
     for i, node in enumerate(body.node):
         needed = {n for n in node.input if n}
-        for g in _subgraphs(node):
+        for g in traversal.subgraphs(node):
             needed |= _free_names(g)
         for name in needed:
             if name not in visible:
@@ -131,28 +124,20 @@ def _int_attr(node: onnx.NodeProto, name: str, scope: Scope, path: str) -> None:
 
 
 def _axes_tensor(name: str, scope: Scope):
-    """The TensorProto (or value_ints list) defining a constant ``name`` in scope, else None."""
-    s = scope
-    while s is not None:
-        node = s.producers().get(name)
-        if node is not None:
-            if node.op_type != "Constant" or node.domain not in ("", "ai.onnx"):
-                return None
-            for attr in node.attribute:
-                if attr.name == "value":
-                    return attr.t
-                if attr.name == "value_ints":
-                    return numpy_helper.from_array(np.array(attr.ints, np.int64))
-                if attr.name in ("value_int", "value_float", "value_floats"):
-                    return numpy_helper.from_array(np.array(attr.i if attr.name == "value_int" else attr.f,
-                                                            np.int64 if attr.name == "value_int" else np.float32))
-            return None
-        if name in s.inputs():
-            return None
-        tensor = s.initializers().get(name)
-        if tensor is not None:
-            return tensor
-        s = s.parent
+    """The TensorProto defining a constant ``name`` in scope (value_ints made one), else None."""
+    kind, thing, _ = traversal.definition(name, scope)
+    if kind == "initializer":
+        return thing
+    if kind != "node" or thing.op_type != "Constant" or thing.domain not in ("", "ai.onnx"):
+        return None
+    for attr in thing.attribute:
+        if attr.name == "value":
+            return attr.t
+        if attr.name == "value_ints":
+            return numpy_helper.from_array(np.array(attr.ints, np.int64))
+        if attr.name in ("value_int", "value_float", "value_floats"):
+            return numpy_helper.from_array(np.array(attr.i if attr.name == "value_int" else attr.f,
+                                                    np.int64 if attr.name == "value_int" else np.float32))
     return None
 
 
