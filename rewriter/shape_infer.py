@@ -172,16 +172,14 @@ class TypeIndex:
 # ---------------------------------------------------------------- scopes
 
 _DEFAULT = ("", "ai.onnx")
-_SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})  # default-domain ops with graphs
 
 
 def _walk(body, scope: traversal.Scope, scopes: list, found: list) -> None:
     reduce_prods, parents = [], []
     for i, node in enumerate(body.node):
-        default = node.domain in _DEFAULT
-        if default and node.op_type == "ReduceProd":
+        if node.op_type == "ReduceProd" and node.domain in _DEFAULT:
             reduce_prods.append((i, node))
-        elif not default or node.op_type in _SUBGRAPH_OPS:
+        elif traversal.may_hold(node, traversal.GRAPH_KINDS):
             parents.append(node)
     scopes.append(scope)
     found.append(reduce_prods)
