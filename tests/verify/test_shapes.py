@@ -19,7 +19,7 @@ from rewriter.shape_rule import DYNAMIC_AXES, ShapeRuleError, compatible, reduce
 from rewriter.passes import VerifyShapesPass
 from rewriter.shapes import check_report, verify_shapes
 
-MODELS = os.path.join(os.path.dirname(__file__), os.pardir, "models")
+MODELS = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "models")
 
 
 # ---------------------------------------------------------------- the rule vs ONNX inference

@@ -17,7 +17,7 @@ from rewriter import cli
 from rewriter.errors import RewriterError
 from rewriter.numerics import random_inputs, verify_numerics
 
-MODELS = os.path.join(os.path.dirname(__file__), os.pardir, "models")
+MODELS = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "models")
 
 
 def _reduce(op: str, ty: str = "float", opset: int = 13, axes: str = "[1]", extra: str = "") -> onnx.ModelProto:
