@@ -1,15 +1,26 @@
-"""rewriter: migrate ONNX models between opsets, fold ReduceProd constants, verify shapes.
+"""rewriter: migrate ONNX models between opsets, fold constants, verify shapes.
 
-The public API is loaded lazily so that ``import rewriter`` (and the CLI start-up) stays cheap.
+Every function accepts an ``onnx.ModelProto``, an ``onnx_ir.Model`` or a path to a model
+file (external data is read from beside it) and returns a new model without changing its
+argument: the same kind it was given, and an ``onnx.ModelProto`` for a path. The work is
+done by the subpackages (``rewriter.convert``, ``rewriter.fold``, ``rewriter.verify``);
+their imports are deferred so that ``import rewriter`` and the CLI start-up stay cheap.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+from typing import Any
 
 from rewriter.errors import RewriterError
 
-__version__ = "0.1.0"
+try:
+    from importlib.metadata import PackageNotFoundError, version as _package_version
+
+    __version__ = _package_version("rewriter")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0.0.0+unknown"
 
 __all__ = [
     "RewriterError",
@@ -24,15 +35,157 @@ __all__ = [
 ]
 
 _LAZY = {
-    "convert_opset": "rewriter.convert",
     "ConvertOpsetPass": "rewriter.passes",
-    "fold_constants": "rewriter.fold",
     "FoldReduceProdPass": "rewriter.passes",
-    "verify_shapes": "rewriter.shapes",
     "VerifyShapesPass": "rewriter.passes",
-    "verify_numerics": "rewriter.numerics",
     "reduce_prod": "rewriter.kernels",
 }
+
+_ACCEPTED = "an onnx.ModelProto, an onnx_ir.Model or a path (str or os.PathLike) to a model file"
+
+
+def _open(model) -> tuple[Any, str, str | None]:
+    """(ModelProto, kind, base_dir): kind is 'proto', 'ir' or 'path'."""
+    import onnx
+
+    if isinstance(model, onnx.ModelProto):
+        return model, "proto", None
+    if isinstance(model, (str, os.PathLike)):
+        from rewriter.io import load_model
+
+        path = os.fspath(model)
+        return load_model(path), "path", os.path.dirname(os.path.abspath(path))
+    if type(model).__module__.startswith("onnx_ir"):
+        import onnx_ir as ir
+
+        if isinstance(model, ir.Model):
+            return ir.to_proto(model), "ir", _ir_base_dir(model)
+    raise TypeError(f"expected {_ACCEPTED}, got {type(model).__name__}")
+
+
+def _ir_base_dir(model) -> str | None:
+    import onnx_ir as ir
+
+    return next((v.const_value.base_dir for v in model.graph.initializers.values()
+                 if isinstance(v.const_value, ir.ExternalTensor)), None)
+
+
+def _back(proto, kind: str):
+    if kind == "ir":
+        import onnx_ir as ir
+
+        return ir.from_proto(proto)
+    return proto
+
+
+def convert_opset(model, target_opset: int):
+    """Convert a model's default-domain opset to ``target_opset``, up or down.
+
+    Every node is converted one schema step at a time in every scope (main graph,
+    If/Loop/Scan bodies, model-local functions); the result passes the ONNX checker and
+    strict shape inference.
+
+    Args:
+        model: an ``onnx.ModelProto``, an ``onnx_ir.Model`` or a path to a model file.
+        target_opset: the default-domain opset to reach, 1..``onnx.defs.onnx_opset_version()``.
+
+    Returns:
+        The converted model: the same kind as ``model`` (a ModelProto for a path).
+
+    Raises:
+        TypeError: ``model`` or ``target_opset`` is of the wrong type.
+        RewriterError: the conversion is impossible (the message names every blocking
+            node and why) or the input is not a valid model. Nothing is half-converted.
+
+    Example:
+        >>> import rewriter
+        >>> m13 = rewriter.convert_opset("model.onnx", 13)  # doctest: +SKIP
+    """
+    if isinstance(target_opset, bool) or not isinstance(target_opset, int):
+        raise TypeError(f"target_opset must be an int, got {type(target_opset).__name__} {target_opset!r}")
+    from rewriter.convert import convert_model
+
+    proto, kind, base_dir = _open(model)
+    return _back(convert_model(proto, target_opset, base_dir=base_dir)[0], kind)
+
+
+def fold_constants(model, *, int_overflow: str = "skip"):
+    """Replace every ReduceProd whose inputs are constant with its exact value.
+
+    Args:
+        model: an ``onnx.ModelProto``, an ``onnx_ir.Model`` or a path to a model file.
+        int_overflow: integer products that overflow: ``"skip"`` leaves the node (with a
+            warning; runtimes disagree), ``"wrap"`` folds the value modulo 2^bits (NumPy,
+            the ONNX reference), ``"saturate"`` the clamped one (ONNX Runtime's CPU kernel).
+
+    Returns:
+        The folded model, the same kind as ``model`` (a ModelProto for a path); constants
+        the folded nodes used and nothing else reads are removed.
+
+    Raises:
+        TypeError: ``model`` is of the wrong type.
+        RewriterError: ``int_overflow`` is not one of the modes, or a node's axes are invalid.
+
+    Example:
+        >>> folded = rewriter.fold_constants(model, int_overflow="wrap")  # doctest: +SKIP
+    """
+    from rewriter.fold import INT_OVERFLOW_MODES, fold_model
+
+    if int_overflow not in INT_OVERFLOW_MODES:
+        raise RewriterError(f"int_overflow must be one of {', '.join(INT_OVERFLOW_MODES)}, got {int_overflow!r}")
+    proto, kind, base_dir = _open(model)
+    return _back(fold_model(proto, int_overflow=int_overflow, base_dir=base_dir)[0], kind)
+
+
+def verify_shapes(model) -> list:
+    """Check every ReduceProd output's shape against the rule, and ONNX strict shape inference.
+
+    Args:
+        model: an ``onnx.ModelProto``, an ``onnx_ir.Model`` or a path to a model file.
+
+    Returns:
+        A list of ``ShapeProblem`` (each names the node, where it is, and what is wrong);
+        empty when every shape is consistent.
+
+    Raises:
+        TypeError: ``model`` is of the wrong type.
+
+    Example:
+        >>> problems = rewriter.verify_shapes("model.onnx")  # doctest: +SKIP
+        >>> assert not problems, problems
+    """
+    from rewriter.verify.shapes import verify_shapes as _verify
+
+    proto, _, _ = _open(model)
+    return _verify(proto)
+
+
+def verify_numerics(original, rewritten, *, seed: int = 0):
+    """Run two models on the same random inputs and compare every output.
+
+    ONNX Runtime runs both when it can, ``onnx.reference`` otherwise. Floats compare with a
+    per-type tolerance, integers and booleans exactly.
+
+    Args:
+        original, rewritten: each an ``onnx.ModelProto``, an ``onnx_ir.Model`` or a path.
+        seed: seed of the random inputs.
+
+    Returns:
+        A ``NumericsReport``: ``.ok``, one comparison per output, the engines used.
+
+    Raises:
+        TypeError: a model is of the wrong type.
+        RewriterError: the original model cannot be run on such inputs.
+
+    Example:
+        >>> report = rewriter.verify_numerics("model.onnx", converted)  # doctest: +SKIP
+        >>> report.ok
+    """
+    from rewriter.verify.numerics import verify_numerics as _verify
+
+    a, _, _ = _open(original)
+    b, _, _ = _open(rewritten)
+    return _verify(a, b, seed=seed)
 
 
 def __getattr__(name: str):

@@ -1,7 +1,7 @@
 """rewriter's rewrites as ``onnx_ir`` passes, to compose with onnx_ir / onnxscript pipelines.
 
 The work itself happens on ``onnx.ModelProto`` (see ``rewriter.convert``, ``rewriter.fold``
-and ``rewriter.shapes``): each pass converts at its boundary. This module imports onnx_ir,
+and ``rewriter.verify``): each pass converts at its boundary. This module imports onnx_ir,
 so the command line never imports it.
 """
 
@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
+from rewriter.convert import convert_model
 from rewriter.errors import RewriterError
+from rewriter.fold import INT_OVERFLOW_MODES, fold_model
+from rewriter.verify.shapes import verify_shapes
 
 __all__ = ["ConvertOpsetPass", "FoldReduceProdPass", "VerifyShapesPass"]
 
@@ -26,8 +29,6 @@ class ConvertOpsetPass(ir.passes.FunctionalPass):
         self.report = None
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        from rewriter.convert import convert_model
-
         proto, self.report = convert_model(ir.to_proto(model), self.target_opset,
                                            base_dir=_base_dir(model))
         modified = self.report.source_opset != self.report.target_opset or bool(self.report.changes)
@@ -41,8 +42,6 @@ class FoldReduceProdPass(ir.passes.FunctionalPass):
     """
 
     def __init__(self, int_overflow: str = "skip", base_dir: str | None = None):
-        from rewriter.fold import INT_OVERFLOW_MODES
-
         super().__init__()
         if int_overflow not in INT_OVERFLOW_MODES:
             raise RewriterError(f"int_overflow must be one of {', '.join(INT_OVERFLOW_MODES)}, "
@@ -52,8 +51,6 @@ class FoldReduceProdPass(ir.passes.FunctionalPass):
         self.report = None
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        from rewriter.fold import fold_model
-
         proto, self.report = fold_model(ir.serde.serialize_model(model), int_overflow=self.int_overflow,
                                         base_dir=self.base_dir or _base_dir(model), in_place=True)
         return ir.passes.PassResult(ir.serde.deserialize_model(proto), modified=self.report.modified)
@@ -72,8 +69,6 @@ class VerifyShapesPass(ir.passes.PassBase):
         return False
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
-        from rewriter.shapes import verify_shapes
-
         problems = verify_shapes(model)
         if problems:
             details = "; ".join(str(p) for p in problems[:5])

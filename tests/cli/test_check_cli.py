@@ -151,7 +151,7 @@ def test_convert_refuses_a_rewrite_that_introduces_a_problem(tmp_path, monkeypat
 
 
 def test_convert_with_a_faulty_adapter_is_refused(tmp_path, monkeypatch, capsys):
-    from rewriter import adapters
+    from rewriter.convert import registry as adapters
 
     real = adapters.ADAPTERS[("ReduceProd", 13, 18)]
 

@@ -9,7 +9,7 @@ import onnx
 import onnx.reference
 import pytest
 
-from rewriter import compat
+from rewriter.convert import type_only as compat
 from rewriter.convert import convert_model
 from rewriter.errors import RewriterError
 from tests.oracle import backend_cases

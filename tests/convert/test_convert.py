@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import rewriter
-from rewriter import adapters
+from rewriter.convert import registry as adapters
 from rewriter.convert import convert_model
 from tests.oracle import assert_same_outputs, assert_valid, run
 
@@ -201,7 +201,7 @@ def test_nested_subgraphs_with_outer_scope_axes(source, target):
     model = _if_model(source)
     result, report = convert_model(model, target)
     assert_valid(result)
-    assert report.reduce_prod_nodes == 3  # deep If's two branches share one graph proto each
+    assert report.own["ReduceProd"] == 3  # deep If's two branches share one graph proto each
     assert not result.graph.initializer or target >= 18
     for cond in (True, False):
         feeds = {"data": np.array([1.5, 2.0, -3.0, 0.5], dtype=np.float32), "cond": np.array(cond)}

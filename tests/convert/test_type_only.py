@@ -8,7 +8,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import rewriter
-from rewriter import compat
+from rewriter.convert import type_only as compat
 from rewriter.convert import convert_model
 from tests.oracle import assert_same_outputs, assert_valid, run
 

@@ -23,7 +23,8 @@ from onnx import numpy_helper as nh
 from onnx.reference import ReferenceEvaluator
 
 import rewriter
-from rewriter import fold, unused
+from rewriter import fold
+from rewriter.graph import unused
 
 DTYPES = {
     "float32": (T.FLOAT, np.float32), "float64": (T.DOUBLE, np.float64),

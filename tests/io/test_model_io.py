@@ -15,7 +15,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from rewriter import model_io
+from rewriter import io as model_io
 from rewriter.errors import ModelLoadError, RewriterError
 
 BIG = 300_000  # float32 elements: 1.2 MB, over model_io.INLINE_THRESHOLD
@@ -204,7 +204,7 @@ def test_failed_save_leaves_destination_untouched(tmp_path, monkeypatch):
     onnx.save(_model(w), tmp_path / "a.onnx", save_as_external_data=True, location="a.onnx.data")
     before = {n: (tmp_path / n).read_bytes() for n in os.listdir(tmp_path)}
     loaded = model_io.load_model(tmp_path / "a.onnx")
-    from rewriter import model_save
+    from rewriter.io import save as model_save
 
     def broken_sendfile(*args):
         raise OSError(28, "No space left on device")
@@ -225,7 +225,7 @@ def test_save_does_not_mutate_its_argument(tmp_path):
 
 
 def test_over_protobuf_limit_goes_external_or_fails_with_never(tmp_path, monkeypatch):
-    from rewriter import model_save
+    from rewriter.io import save as model_save
 
     monkeypatch.setattr(model_save, "PROTOBUF_LIMIT", 100_000)  # stands in for 2 GiB
     w = _big()

@@ -15,7 +15,7 @@ from onnx import numpy_helper
 
 from rewriter import cli
 from rewriter.errors import RewriterError
-from rewriter.numerics import random_inputs, verify_numerics
+from rewriter.verify.numerics import random_inputs, verify_numerics
 
 MODELS = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "models")
 

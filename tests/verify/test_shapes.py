@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from rewriter.errors import RewriterError
-from rewriter.shape_rule import DYNAMIC_AXES, ShapeRuleError, compatible, reduce_prod_output_shape
+from rewriter.verify.shape_rule import DYNAMIC_AXES, ShapeRuleError, compatible, reduce_prod_output_shape
 from rewriter.passes import VerifyShapesPass
-from rewriter.shapes import check_report, verify_shapes
+from rewriter.verify.shapes import check_report, verify_shapes
 
 MODELS = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "models")
 

@@ -1,7 +1,7 @@
-"""The part of a conversion that is not ReduceProd: type-only steps kept, the rest delegated.
+"""The ops the project has no adapters for: type-only steps kept, the rest delegated.
 
 ``plan_other_ops`` sorts every other default-domain node whose schema differs at the target:
-type-only steps (``rewriter.compat``) are kept as they are, the rest goes to
+type-only steps (``rewriter.convert.type_only``) are kept as they are, the rest goes to
 ``onnx.version_converter``, which ``convert_main_graph`` and ``convert_function`` call with
 the nodes already in target form held in a private domain out of its reach.
 """
@@ -13,7 +13,8 @@ import re
 
 import onnx
 
-from rewriter import compat, traversal
+from rewriter.convert.type_only import type_only_path
+from rewriter.graph import traversal
 from rewriter.errors import ConversionError
 
 __all__ = ["HOLD_DOMAIN", "DEFAULT_DOMAINS", "plan_other_ops", "convert_main_graph", "convert_function", "release"]
@@ -36,10 +37,10 @@ def _since(op_type: str, opset: int) -> int | None:
 
 
 def plan_other_ops(state, target: int):
-    """Sort the non-ReduceProd default-domain ops whose schema differs at ``target``.
+    """Sort the default-domain ops without own adapters whose schema differs at ``target``.
 
-    Type-only steps (see ``compat``) are taken here: those nodes are held out of the
-    version converter's reach like ReduceProd. The rest is delegated to the converter.
+    Type-only steps (see ``rewriter.convert.type_only``) are taken here: those nodes are held out of the
+    version converter's reach like the nodes of own adapters. The rest is delegated to the converter.
     Raises when an op does not exist at the target opset.
     """
     report = state.report
@@ -63,8 +64,8 @@ def plan_other_ops(state, target: int):
                 )
             if source == dest:
                 continue
-            if compat.type_only_path(node, source_opset, target) or \
-                    compat.type_only_path(node, source_opset, target, state.types_for(scope).get):
+            if type_only_path(node, source_opset, target) or \
+                    type_only_path(node, source_opset, target, state.types_for(scope).get):
                 type_only.append(node)
             else:
                 _refuse_known_converter_defects(node, scope, source_opset, target, state)

@@ -1,8 +1,8 @@
-"""Write a model streamed and atomically (used through :func:`rewriter.model_io.save_model`).
+"""Write a model streamed and atomically.
 
 Referenced tensors (external data, or big inline tensors that ``load_model`` left in their
 file) are copied in chunks from their source with ``os.sendfile``: back inline, by splicing
-their ``raw_data`` into the serialized proto (:mod:`rewriter.wire`), or into the output's own
+their ``raw_data`` into the serialized proto (:mod:`rewriter.io.wire`), or into the output's own
 data file ``<out>.data``. Everything goes to temporary files in the output directory,
 fsynced, then renamed: the data file first, the model last. The output never references
 the input's data file.
@@ -21,27 +21,16 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from rewriter import wire
 from rewriter.errors import RewriterError
-from rewriter.model_io import (_ALIGN, _EXTERNAL, _INLINE, PROTOBUF_LIMIT, _all_tensors,
-                               _expected_bytes, _reference, _set_entries, _tensor_name)
+from rewriter.io import wire
+from rewriter.io.tensors import (ALIGN, EXTERNAL, INLINE_KEY, PROTOBUF_LIMIT, all_tensors, expected_bytes,
+                                 reference, set_entries, tensor_name)
 
-__all__ = ["save_model", "parse_layout", "set_default_layout"]
+__all__ = ["save_model", "parse_layout"]
 
 logger = logging.getLogger(__name__)
 _CHUNK = 1 << 26
 _TYPED_FIELDS = ("float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data")
-
-
-_DEFAULT = object()
-_default_layout = None
-
-
-def set_default_layout(value) -> None:
-    """The layout ``save_model`` uses when not given one (the CLI's ``--external-data``)."""
-    global _default_layout
-    parse_layout(value)
-    _default_layout = value
 
 
 def parse_layout(value) -> float | None:
@@ -72,10 +61,10 @@ class _Item:
 
 def _plan(model: onnx.ModelProto, threshold, base_dir) -> list[_Item]:
     items = []
-    for t, loadable in _all_tensors(model):
-        if t.data_location == _EXTERNAL:
-            path, offset, length = _reference(t, base_dir, _tensor_name(t))
-            inline_origin = any(e.key == _INLINE for e in t.external_data)
+    for t, loadable in all_tensors(model):
+        if t.data_location == EXTERNAL:
+            path, offset, length = reference(t, base_dir, tensor_name(t))
+            inline_origin = any(e.key == INLINE_KEY for e in t.external_data)
             item = _Item(t, length, loadable, wire.Copy(path, offset, length))
             if threshold is None or not loadable:
                 item.external = not inline_origin and (threshold is None)
@@ -83,7 +72,7 @@ def _plan(model: onnx.ModelProto, threshold, base_dir) -> list[_Item]:
                 item.external = length >= threshold
             items.append(item)
         else:
-            size = _expected_bytes(t)
+            size = expected_bytes(t)
             if size is None or size == 0:
                 continue
             item = _Item(t, size, loadable, None)
@@ -156,7 +145,7 @@ def _write_data_file(items: list[_Item], fd: int, location: str) -> None:
         if not item.external:
             continue
         t = item.tensor
-        pad = -position % _ALIGN
+        pad = -position % ALIGN
         if pad:
             _write_all(fd, b"\0" * pad)
             position += pad
@@ -171,8 +160,8 @@ def _write_data_file(items: list[_Item], fd: int, location: str) -> None:
             _write_all(fd, data)
             for field in (*_TYPED_FIELDS, "raw_data"):
                 t.ClearField(field)
-            t.data_location = _EXTERNAL
-        _set_entries(t, {"location": location, "offset": str(position), "length": str(item.size)})
+            t.data_location = EXTERNAL
+        set_entries(t, {"location": location, "offset": str(position), "length": str(item.size)})
         position += item.size
 
 
@@ -226,11 +215,11 @@ def _check_output(path: str) -> str:
     return directory
 
 
-def save_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_data=_DEFAULT,
+def save_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_data=None,
                base_dir: str | None = None) -> None:
     """Write ``model`` to ``path`` atomically, streaming referenced tensors from their source.
 
-    ``external_data`` (default: :func:`set_default_layout`'s, else None): None keeps each tensor where the input had it; ``"always"`` puts every
+    ``external_data``: None (the default) keeps each tensor where the input had it; ``"always"`` puts every
     tensor with data in ``<path>.data``; ``"never"`` writes everything inline; an int puts
     tensors of at least that many bytes in ``<path>.data``. Over 2 GiB, external data is
     required. ``base_dir`` resolves references that ``load_model`` did not make. On any
@@ -238,7 +227,7 @@ def save_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_data
     """
     path = os.fspath(path)
     directory = _check_output(path)
-    threshold = parse_layout(_default_layout if external_data is _DEFAULT else external_data)
+    threshold = parse_layout(external_data)
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     items = _plan(copy, threshold, base_dir)
@@ -254,9 +243,9 @@ def save_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_data
                 _write_data_file(items, f.fileno(), data_name)
                 os.fsync(f.fileno())
         magic, sources = _splice_inline(items)
-        for t, _ in _all_tensors(copy):  # private keys are never written
-            if t.data_location == _EXTERNAL and any(e.key.startswith("__rewriter") for e in t.external_data):
-                _set_entries(t, {e.key: e.value for e in t.external_data if not e.key.startswith("__rewriter")})
+        for t, _ in all_tensors(copy):  # private keys are never written
+            if t.data_location == EXTERNAL and any(e.key.startswith("__rewriter") for e in t.external_data):
+                set_entries(t, {e.key: e.value for e in t.external_data if not e.key.startswith("__rewriter")})
         pieces = _model_pieces(copy.SerializeToString(), magic, sources)
         fd, model_tmp = tempfile.mkstemp(prefix=".rewriter-", suffix=".onnx.tmp", dir=directory)
         temps.append(model_tmp)

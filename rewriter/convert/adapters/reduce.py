@@ -1,99 +1,17 @@
 """ReduceProd adapters: one small function per schema step and direction.
 
-Each adapter takes ``(node, ctx)`` and rewrites ``node`` (a NodeProto in the model being
-converted) from one ReduceProd schema version to the next one up or down. ``ctx`` is an
-:class:`rewriter.convert.NodeContext`: it reads constants and ranks in the node's scope,
-adds constants, and records what changed. An impossible step raises ConversionError.
-
-The registry ``ADAPTERS`` is keyed ``(op_type, from_version, to_version)`` with adjacent
-schema versions, so it can be compared with the schema history in ``onnx.defs``.
+ReduceProd 1 -> 11 allowed negative axes, 13 added bfloat16, 18 moved ``axes`` from an
+attribute to an optional input and added ``noop_with_empty_axes``.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-
 import numpy as np
 import onnx
 
+from rewriter.convert.attrs import get_attr, remove_attr, set_ints
+from rewriter.convert.registry import register
 from rewriter.errors import ConversionError
-
-__all__ = ["ADAPTERS", "register", "schema_versions", "adapter_path"]
-
-Adapter = Callable[[onnx.NodeProto, "object"], None]
-ADAPTERS: dict[tuple[str, int, int], Adapter] = {}
-
-
-def register(op_type: str, from_version: int, to_version: int):
-    """Register an adapter for one schema step of ``op_type`` (adjacent versions)."""
-
-    def decorate(fn: Adapter) -> Adapter:
-        ADAPTERS[(op_type, from_version, to_version)] = fn
-        return fn
-
-    return decorate
-
-
-def schema_versions(op_type: str, domain: str = "") -> list[int]:
-    """The since_versions of every schema of ``op_type``, ascending, from onnx.defs."""
-    return sorted(
-        s.since_version
-        for s in onnx.defs.get_all_schemas_with_history()
-        if s.name == op_type and s.domain == domain
-    )
-
-
-_VERSIONS_CACHE: dict[str, list[int]] = {}
-
-
-def _versions(op_type: str) -> list[int]:
-    if op_type not in _VERSIONS_CACHE:
-        _VERSIONS_CACHE[op_type] = schema_versions(op_type)
-    return _VERSIONS_CACHE[op_type]
-
-
-def schema_version_at(op_type: str, opset: int) -> int:
-    """The schema version of ``op_type`` in force at ``opset`` (newest since_version <= opset)."""
-    usable = [v for v in _versions(op_type) if v <= opset]
-    if not usable:
-        raise ConversionError(f"{op_type} does not exist at opset {opset}")
-    return usable[-1]
-
-
-@functools.lru_cache(maxsize=None)
-def adapter_path(op_type: str, from_opset: int, to_opset: int) -> tuple[tuple[Adapter, int, int], ...]:
-    """The adapters to apply, in order, to move a node from one opset to another."""
-    versions = _versions(op_type)
-    src = schema_version_at(op_type, from_opset)
-    dst = schema_version_at(op_type, to_opset)
-    i, j = versions.index(src), versions.index(dst)
-    if i <= j:
-        steps = [(versions[k], versions[k + 1]) for k in range(i, j)]
-    else:
-        steps = [(versions[k], versions[k - 1]) for k in range(i, j, -1)]
-    return tuple((ADAPTERS[(op_type, a, b)], a, b) for a, b in steps)
-
-
-# ---------------------------------------------------------------- attribute helpers
-
-def _attr(node: onnx.NodeProto, name: str) -> onnx.AttributeProto | None:
-    for a in node.attribute:
-        if a.name == name:
-            return a
-    return None
-
-
-def _remove_attr(node: onnx.NodeProto, name: str) -> None:
-    for i, a in enumerate(node.attribute):
-        if a.name == name:
-            del node.attribute[i]
-            return
-
-
-def _set_ints(node: onnx.NodeProto, name: str, values: list[int]) -> None:
-    _remove_attr(node, name)
-    node.attribute.append(onnx.helper.make_attribute(name, values))
 
 
 # ---------------------------------------------------------------- ReduceProd 1 <-> 11
@@ -106,7 +24,7 @@ def reduce_prod_1_11(node, ctx) -> None:
 @register("ReduceProd", 11, 1)
 def reduce_prod_11_1(node, ctx) -> None:
     """Negative axes are not allowed before 11: normalize them with the data's rank."""
-    axes = _attr(node, "axes")
+    axes = get_attr(node, "axes")
     if axes is not None and axes.ref_attr_name:
         raise ConversionError(
             f"{ctx.label}: axes come from the calling node's attribute '{axes.ref_attr_name}', so "
@@ -125,7 +43,7 @@ def reduce_prod_11_1(node, ctx) -> None:
         if not -rank <= a < rank:
             raise ConversionError(f"{ctx.label}: axis {a} is out of range for rank {rank}")
         normalized.append(a + rank if a < 0 else a)
-    _set_ints(node, "axes", normalized)
+    set_ints(node, "axes", normalized)
     ctx.record("negative axes normalized")
 
 
@@ -150,18 +68,18 @@ def reduce_prod_13_11(node, ctx) -> None:
 @register("ReduceProd", 13, 18)
 def reduce_prod_13_18(node, ctx) -> None:
     """The axes attribute becomes a constant int64 input; no attribute means no input."""
-    axes = _attr(node, "axes")
+    axes = get_attr(node, "axes")
     if axes is None:
         return
     if axes.ref_attr_name:  # inside a function: a Constant takes the same reference
         name = ctx.add_constant_reference("axes_" + axes.ref_attr_name, axes.ref_attr_name)
-        _remove_attr(node, "axes")
+        remove_attr(node, "axes")
         del node.input[1:]
         node.input.append(name)
         ctx.record("axes attribute -> input")
         return
     values = list(axes.ints)
-    _remove_attr(node, "axes")
+    remove_attr(node, "axes")
     if not values:  # an empty attribute already meant "all dims", as an absent input does
         return
     name = ctx.add_constant("axes_" + "_".join(str(v).replace("-", "m") for v in values),
@@ -174,14 +92,14 @@ def reduce_prod_13_18(node, ctx) -> None:
 @register("ReduceProd", 18, 13)
 def reduce_prod_18_13(node, ctx) -> None:
     """A constant axes input becomes the attribute; noop_with_empty_axes is resolved."""
-    noop = _attr(node, "noop_with_empty_axes")
+    noop = get_attr(node, "noop_with_empty_axes")
     if noop is not None and noop.ref_attr_name:
         raise ConversionError(
             f"{ctx.label}: noop_with_empty_axes comes from the calling node's attribute "
             f"'{noop.ref_attr_name}', so it cannot be resolved for opsets below 18"
         )
     noop = bool(noop.i) if noop is not None else False
-    _remove_attr(node, "noop_with_empty_axes")
+    remove_attr(node, "noop_with_empty_axes")
     axes_name = node.input[1] if len(node.input) > 1 else ""
     values: list[int] = []
     reference = ctx.constant_reference(axes_name) if axes_name else None
@@ -212,7 +130,7 @@ def reduce_prod_18_13(node, ctx) -> None:
         ctx.record("noop_with_empty_axes -> Identity")
         return
     if values:
-        _set_ints(node, "axes", values)
+        set_ints(node, "axes", values)
         ctx.record("axes input -> attribute")
     elif axes_name:
         ctx.record("empty axes -> reduce all")

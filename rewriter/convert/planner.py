@@ -1,9 +1,9 @@
-"""Opset conversion: ReduceProd by rewriter's adapters, every other op by onnx.version_converter.
+"""Opset conversion: the project's adapters where it has them, other ops kept or delegated.
 
-The conversion works on a copy of the model and fails as a whole: every ReduceProd
-node is converted first by the adapters in ``rewriter.adapters`` (the cheap part, and
-where most impossible conversions are found); then the other ops are planned by
-``rewriter.delegate`` (type-only steps kept as they are, the rest given to
+The conversion works on a copy of the model and fails as a whole: every node of an op the
+registry (``rewriter.convert.registry``) has adapters for is converted first, one schema
+step at a time (the cheap part, and where most impossible conversions are found); then the
+other ops are planned by ``rewriter.convert.delegate`` (type-only steps kept as they are, the rest given to
 ``onnx.version_converter`` with the nodes already in target form held out of its reach);
 then the result is validated with the ONNX checker and strict shape inference. The input
 is never mutated.
@@ -17,32 +17,33 @@ import logging
 
 import onnx
 
-from rewriter import adapters, delegate, traversal, unused
-from rewriter.conversion_state import ConversionState, NodeContext
-from rewriter.delegate import DEFAULT_DOMAINS, HOLD_DOMAIN
+from rewriter.convert import delegate, registry
+from rewriter.convert.context import NodeContext
+from rewriter.convert.delegate import DEFAULT_DOMAINS, HOLD_DOMAIN
+from rewriter.convert.state import ConversionState
 from rewriter.errors import ConversionError, RewriterError
+from rewriter.graph import traversal, unused
+from rewriter.io import check_model
 
-__all__ = ["convert_opset", "convert_model", "ConvertReport"]
+__all__ = ["convert_model", "ConvertReport"]
 
 logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
-
-
 class ConvertReport:
     """What a conversion did."""
 
     source_opset: int
     target_opset: int
-    reduce_prod_nodes: int = 0
+    own: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # op -> nodes
     changes: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     delegated: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     type_only: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     version_converter_called: bool = False
 
     def summary_lines(self) -> list[str]:
-        lines = [f"ReduceProd nodes: {self.reduce_prod_nodes}"]
+        lines = [f"{op} nodes: {n}" for op, n in sorted(self.own.items())] or ["ReduceProd nodes: 0"]
         lines += [f"  {kind}: {n}" for kind, n in sorted(self.changes.items())]
         if self.type_only:
             ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.type_only.items()))
@@ -84,17 +85,17 @@ def convert_model(
     report = ConvertReport(source, target_opset)
     state = ConversionState(result, model, base_dir, report)
 
-    reduce_prods = [(n, scope) for scope in state.scopes for n in scope.body.node
-                    if n.op_type == "ReduceProd" and n.domain in DEFAULT_DOMAINS]
-    for node, scope in reduce_prods:
-        report.reduce_prod_nodes += 1
+    own = [(n, scope) for scope in state.scopes for n in scope.body.node
+           if n.domain in DEFAULT_DOMAINS and registry.has_adapters(n.op_type)]
+    for node, scope in own:
+        op_type = node.op_type
+        report.own[op_type] += 1
         ctx = NodeContext(state, node, scope)
-        # A node that became an Identity still goes through the remaining (downward) steps:
-        # their type checks apply to it too, and it has no axes for them to touch.
-        for adapter, _from, _to in adapters.adapter_path("ReduceProd", scope.opset or source, target_opset):
+        # A node an adapter turned into another op (a ReduceProd that became an Identity) still
+        # goes through the remaining steps of its original op: their type checks apply to it too.
+        for adapter, _from, _to in registry.adapter_path(op_type, scope.opset or source, target_opset):
             adapter(node, ctx)
-        if node.op_type == "ReduceProd" or node.op_type == "Identity":
-            state.held.append(node)
+        state.held.append(node)
     if state.maybe_unused:  # axes constants that no node reads any more
         unused.remove_unused(result, only={name for name, _ in state.maybe_unused})
 
@@ -132,8 +133,6 @@ def _validate(result: onnx.ModelProto, original: onnx.ModelProto, strict: bool) 
     the conversion's: the result then only has to pass the structural checker, and the
     shape verification around rewrites reports the inherited problem as a warning.
     """
-    from rewriter.model_io import check_model  # resolves external data where it lives
-
     def error_of(model, full_check):
         try:
             check_model(model, full_check=full_check)
@@ -151,12 +150,3 @@ def _validate(result: onnx.ModelProto, original: onnx.ModelProto, strict: bool) 
                            "structurally only")
             return
     raise ConversionError(f"the converted model is not valid: {error}")
-
-
-def convert_opset(model, target_opset: int):
-    """Convert a ModelProto or onnx_ir.Model to ``target_opset``; returns the same kind."""
-    if isinstance(model, onnx.ModelProto):
-        return convert_model(model, target_opset)[0]
-    from rewriter.passes import ConvertOpsetPass
-
-    return ConvertOpsetPass(target_opset)(model).model

@@ -11,9 +11,7 @@ import dataclasses
 import functools
 from collections.abc import Iterator
 
-import numpy as np
 import onnx
-from onnx import numpy_helper
 
 __all__ = [
     "as_proto",
@@ -22,11 +20,9 @@ __all__ = [
     "TENSOR_KINDS",
     "Scope",
     "iter_scopes",
-    "iter_nodes",
     "opset_version",
     "node_label",
     "definition",
-    "constant_value",
     "subgraphs",
     "all_nodes",
 ]
@@ -171,17 +167,6 @@ def iter_scopes(model: onnx.ModelProto) -> Iterator[Scope]:
         yield from _subgraph_scopes(fn, fscope)
 
 
-def iter_nodes(
-    model: onnx.ModelProto, op_type: str | None = None, domain: str = ""
-) -> Iterator[tuple[onnx.NodeProto, Scope]]:
-    """Every node (of ``op_type`` in ``domain`` when given) with its scope."""
-    domains = ("", "ai.onnx") if domain in ("", "ai.onnx") else (domain,)
-    for scope in iter_scopes(model):
-        for node in scope.body.node:
-            if op_type is None or (node.op_type == op_type and node.domain in domains):
-                yield node, scope
-
-
 def node_label(node: onnx.NodeProto, scope: Scope | None = None) -> str:
     """How messages name a node: its name, or its op type and position when unnamed."""
     where = f" in {scope.location}" if scope is not None else ""
@@ -194,31 +179,6 @@ def node_label(node: onnx.NodeProto, scope: Scope | None = None) -> str:
                 index = f" #{i}"
                 break
     return f"unnamed {node.op_type} node{index}{where}"
-
-
-def _constant_node_value(node: onnx.NodeProto, base_dir: str | None) -> np.ndarray | None:
-    for attr in node.attribute:
-        if attr.ref_attr_name:  # value = @param inside a function: known only at the call site
-            return None
-        if attr.name == "value":
-            return _tensor_to_array(attr.t, base_dir)
-        if attr.name == "value_ints":
-            return np.array(list(attr.ints), dtype=np.int64)
-        if attr.name == "value_int":
-            return np.array(attr.i, dtype=np.int64)
-        if attr.name == "value_floats":
-            return np.array(list(attr.floats), dtype=np.float32)
-        if attr.name == "value_float":
-            return np.array(attr.f, dtype=np.float32)
-    return None
-
-
-def _tensor_to_array(tensor: onnx.TensorProto, base_dir: str | None) -> np.ndarray:
-    if tensor.data_location == onnx.TensorProto.EXTERNAL:
-        from rewriter import model_io
-
-        return model_io.read_external_tensor(tensor, base_dir)
-    return numpy_helper.to_array(tensor)
 
 
 def definition(name: str, scope: Scope) -> tuple[str, object, Scope | None]:
@@ -239,19 +199,3 @@ def definition(name: str, scope: Scope) -> tuple[str, object, Scope | None]:
             return "initializer", tensor, s
         s = s.parent
     return "undefined", None, None
-
-
-def constant_value(
-    name: str, scope: Scope, base_dir: str | None = None
-) -> np.ndarray | None:
-    """The value of ``name`` as seen from ``scope`` when it is a constant, else None.
-
-    A constant is an initializer that is not also an input of its graph, or the output
-    of a Constant node, in ``scope`` or an enclosing one; the nearest definition wins.
-    """
-    kind, thing, _ = definition(name, scope)
-    if kind == "node" and thing.op_type == "Constant" and thing.domain in ("", "ai.onnx"):
-        return _constant_node_value(thing, base_dir)
-    if kind == "initializer":
-        return _tensor_to_array(thing, base_dir)
-    return None

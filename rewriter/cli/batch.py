@@ -1,7 +1,7 @@
 """Directory mode: run convert / fold / optimize on every ``.onnx`` file below a directory.
 
 The output directory mirrors the input one. Files run in ``-j`` worker processes through
-the same per-file path as a single-file command (``cli._run``); a bad file is reported and
+the same per-file path as a single-file command (``rewriter.cli.runner.run_one``); a bad file is reported and
 the run goes on. Exit status 0 when every file succeeded, 1 when any failed.
 """
 
@@ -14,6 +14,8 @@ import dataclasses
 import io
 import os
 import sys
+
+from rewriter.cli.runner import EXIT_ERROR, EXIT_OK, EXIT_PROBLEM, UsageError, run_one
 
 __all__ = ["find_models", "run_directory", "FileResult"]
 
@@ -46,8 +48,6 @@ def find_models(root: str, exclude: str | None = None) -> list[str]:
 
 
 def _run_one(args: argparse.Namespace, relpath: str) -> FileResult:
-    from rewriter import cli
-
     one = argparse.Namespace(**vars(args))
     one.model = os.path.join(args.model, relpath)
     one.output = os.path.join(args.output, relpath)
@@ -55,13 +55,13 @@ def _run_one(args: argparse.Namespace, relpath: str) -> FileResult:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             os.makedirs(os.path.dirname(one.output), exist_ok=True)
-            status = cli._run(one)
+            status = run_one(one)
         except OSError as e:
             print(f"error: {one.output}: {e.strerror or e}", file=sys.stderr)
-            status = cli.EXIT_ERROR
+            status = EXIT_ERROR
         except Exception as e:  # a bug on one file must not stop the others; say what it was
             print(f"error: internal error: {type(e).__name__}: {e}", file=sys.stderr)
-            status = cli.EXIT_ERROR
+            status = EXIT_ERROR
     prefix = one.model + ": "  # the summary line names the file already
     return FileResult(relpath, status, out.getvalue().replace(prefix, ""), err.getvalue().replace(prefix, ""))
 
@@ -89,18 +89,16 @@ class _Progress:
 
 def run_directory(args: argparse.Namespace) -> int:
     """Run ``args.command`` on every model below ``args.model`` into ``args.output``."""
-    from rewriter import cli
-
     if os.path.exists(args.output) and not os.path.isdir(args.output):
-        raise cli.UsageError(f"{args.model} is a directory, so -o must be one too: {args.output} is a file")
+        raise UsageError(f"{args.model} is a directory, so -o must be one too: {args.output} is a file")
     if args.jobs < 1:
-        raise cli.UsageError(f"-j must be at least 1, got {args.jobs}")
+        raise UsageError(f"-j must be at least 1, got {args.jobs}")
     parent = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(parent):
-        raise cli.UsageError(f"-o {args.output}: directory {parent} does not exist")
+        raise UsageError(f"-o {args.output}: directory {parent} does not exist")
     files = find_models(args.model, exclude=args.output)
     if not files:
-        raise cli.UsageError(f"{args.model}: no .onnx files below this directory")
+        raise UsageError(f"{args.model}: no .onnx files below this directory")
     os.makedirs(args.output, exist_ok=True)
     progress = _Progress(len(files))
     results: dict[str, FileResult] = {}
@@ -116,15 +114,15 @@ def run_directory(args: argparse.Namespace) -> int:
                 try:
                     results[rel] = future.result()
                 except Exception as e:  # the worker process died (e.g. out of memory)
-                    results[rel] = FileResult(rel, cli.EXIT_ERROR, "",
+                    results[rel] = FileResult(rel, EXIT_ERROR, "",
                                               f"error: worker failed: {type(e).__name__}: {e}")
                 progress.step(rel)
     progress.close()
-    failed = [r for r in results.values() if r.status != cli.EXIT_OK]
+    failed = [r for r in results.values() if r.status != EXIT_OK]
     for rel in files:
         r = results[rel]
-        print(f"{'ok  ' if r.status == cli.EXIT_OK else 'FAIL'}  {rel}: {r.message}")
+        print(f"{'ok  ' if r.status == EXIT_OK else 'FAIL'}  {rel}: {r.message}")
     print(f"{args.command}: {len(files) - len(failed)} of {len(files)} file(s) succeeded, "
           f"{len(failed)} failed; written below {args.output}")
-    return cli.EXIT_PROBLEM if failed else cli.EXIT_OK
+    return EXIT_PROBLEM if failed else EXIT_OK
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 import numpy as np
 import onnx
 
-from rewriter import traversal
+from rewriter.graph import traversal
 
 __all__ = ["remove_unused", "constant_bytes"]
 

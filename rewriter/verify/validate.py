@@ -16,9 +16,11 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from rewriter import traversal
 from rewriter.errors import RewriterError
-from rewriter.traversal import Scope, node_label
+from rewriter.graph import traversal
+from rewriter.graph.traversal import Scope, node_label
+from rewriter.io import check_model, read_external_tensor
+from rewriter.io.tensors import all_tensors, expected_bytes, tensor_name
 
 __all__ = ["validate_model"]
 
@@ -106,10 +108,8 @@ def _check_node_text(scope: Scope, path: str) -> None:
 def _checker_accepts(model: onnx.ModelProto) -> bool:
     """Whether onnx's (C++) structural checker accepts the model: then every graph is
     topologically sorted with every input defined, and the slower walk can be skipped."""
-    from rewriter import model_io
-
     try:
-        model_io.check_model(model, full_check=False)
+        check_model(model, full_check=False)
     except Exception:  # its message is less precise than ours: the walk below names the node
         return False
     return True
@@ -220,9 +220,7 @@ def _check_reduce_prod(node, scope: Scope, ranks: dict[str, int], path: str, bas
         if len(tensor.dims) != 1:
             raise RewriterError(f"{label}: axes input must be 1-D, got rank {len(tensor.dims)}")
         if tensor.data_location == onnx.TensorProto.EXTERNAL:
-            from rewriter import model_io
-
-            axes = [int(a) for a in model_io.read_external_tensor(tensor, base_dir)]
+                    axes = [int(a) for a in read_external_tensor(tensor, base_dir)]
         else:
             axes = [int(a) for a in numpy_helper.to_array(tensor)]
     if not axes:
@@ -260,10 +258,8 @@ _TYPED = ("float_data", "int32_data", "string_data", "int64_data", "double_data"
 
 def _check_tensors(model: onnx.ModelProto, path: str) -> None:
     """Every tensor has a known data type, non-negative dims and as much data as they say."""
-    from rewriter import model_io
-
-    for t, _ in model_io._all_tensors(model):
-        what = f"{path}: {model_io._tensor_name(t)}"
+    for t, _ in all_tensors(model):
+        what = f"{path}: {tensor_name(t)}"
         try:
             onnx.helper.tensor_dtype_to_np_dtype(t.data_type)
         except (KeyError, TypeError, ValueError):
@@ -271,12 +267,12 @@ def _check_tensors(model: onnx.ModelProto, path: str) -> None:
         if any(d < 0 for d in t.dims):
             raise RewriterError(f"{what}: negative dimension in {list(t.dims)}")
         if t.data_location == onnx.TensorProto.EXTERNAL:
-            continue  # checked against its file by model_io.load_model
+            continue  # checked against its file by rewriter.io.load_model
         numel = math.prod(t.dims)
         if t.HasField("raw_data"):
             if t.data_type == onnx.TensorProto.STRING:
                 raise RewriterError(f"{what}: a string tensor cannot hold raw data")
-            expected = model_io._expected_bytes(t)
+            expected = expected_bytes(t)
             if expected is not None and len(t.raw_data) != expected:
                 raise RewriterError(f"{what}: raw data has {len(t.raw_data)} bytes, its type and dims "
                                     f"{list(t.dims)} need {expected}")

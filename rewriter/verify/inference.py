@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 
 import onnx
 
-from rewriter import traversal
+from rewriter.graph import traversal
 
 __all__ = ["light_copy", "infer", "parse_error_line", "function_contexts", "TypeIndex",
            "type_info", "walk", "mirror", "STRIP_BYTES"]

@@ -32,7 +32,7 @@ import logging
 import numpy as np
 import onnx
 
-from rewriter import traversal
+from rewriter.graph import traversal
 from rewriter.errors import RewriterError
 
 __all__ = ["OutputComparison", "NumericsReport", "verify_numerics", "random_inputs", "TOLERANCES"]

@@ -16,9 +16,12 @@ import logging
 
 import onnx
 
-from rewriter import shape_infer, traversal
-from rewriter.shape_report import JSON_SCHEMA, CheckReport, ReduceProdRow, ShapeProblem
-from rewriter.shape_rule import (
+from rewriter.graph import traversal
+from rewriter.graph.constants import constant_value
+from rewriter.io import tensor_reader
+from rewriter.verify import inference as shape_infer
+from rewriter.verify.report import JSON_SCHEMA, CheckReport, ReduceProdRow, ShapeProblem
+from rewriter.verify.shape_rule import (
     DYNAMIC_AXES,
     ShapeRuleError,
     first_conflict,
@@ -31,6 +34,7 @@ __all__ = ["ShapeProblem", "ReduceProdRow", "CheckReport", "check_report", "veri
            "JSON_SCHEMA", "reduce_prod_output_shape"]
 
 logger = logging.getLogger(__name__)
+_READ = tensor_reader(None)  # loaded models carry the directory of their external data
 
 
 @dataclasses.dataclass
@@ -61,7 +65,7 @@ class _Context:
     def axes_input(self, name: str, scope: traversal.Scope):
         key = (id(scope), name)
         if key not in self._axes:
-            value = traversal.constant_value(name, scope)
+            value = constant_value(name, scope, _READ)
             self._axes[key] = DYNAMIC_AXES if value is None else tuple(int(a) for a in value.reshape(-1))
         return self._axes[key]
 

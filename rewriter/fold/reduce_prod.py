@@ -15,10 +15,13 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from rewriter import traversal, unused
+from rewriter import kernels
 from rewriter.errors import KernelError, RewriterError
+from rewriter.graph import traversal, unused
+from rewriter.graph.constants import constant_value
+from rewriter.io import tensor_reader
 
-__all__ = ["fold_constants", "fold_model", "FoldReport", "INT_OVERFLOW_MODES"]
+__all__ = ["fold_model", "FoldReport", "INT_OVERFLOW_MODES"]
 
 logger = logging.getLogger(__name__)
 
@@ -146,6 +149,7 @@ class _Folder:
     def __init__(self, model, base_dir, int_overflow, report):
         self.model = model
         self.base_dir = base_dir
+        self.read_tensor = tensor_reader(base_dir)
         self.int_overflow = int_overflow
         self.report = report
         self.scopes = list(traversal.iter_scopes(model))
@@ -180,7 +184,7 @@ class _Folder:
         kind, producer, _ = traversal.definition(name, scope)
         if kind == "node" and any(a.ref_attr_name for a in producer.attribute):
             return None  # a Constant whose value is a function attribute: known only per call
-        return traversal.constant_value(name, scope, self.base_dir)
+        return constant_value(name, scope, self.read_tensor)
 
     def _data(self, name, scope):
         """(array, consumed names) or (None, reason)."""
@@ -248,8 +252,6 @@ class _Folder:
         return None
 
     def _compute(self, data, axes, keepdims, noop, label):
-        from rewriter import kernels
-
         try:
             if data.dtype.kind in "iu" and self.int_overflow == "skip":
                 result, overflowed = kernels.reduce_prod_checked(data, axes, keepdims, noop)
@@ -316,17 +318,3 @@ def fold_model(model: onnx.ModelProto, *, int_overflow: str = "skip", base_dir: 
         report.removed = unused.remove_unused(model, only=folder.consumed)
     report.bytes_after = unused.constant_bytes(model)
     return model, report
-
-
-def fold_constants(model, *, int_overflow: str = "skip"):
-    """Fold constant ReduceProd nodes of an ``onnx.ModelProto`` or ``onnx_ir.Model``.
-
-    Returns a new model of the same kind; the argument is not changed. Integer products
-    that overflow are left unfolded with a warning unless ``int_overflow`` is "wrap" or
-    "saturate".
-    """
-    if isinstance(model, onnx.ModelProto):
-        return fold_model(model, int_overflow=int_overflow)[0]
-    from rewriter.passes import FoldReduceProdPass
-
-    return FoldReduceProdPass(int_overflow=int_overflow)(model).model

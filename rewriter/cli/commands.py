@@ -1,0 +1,143 @@
+"""The commands: convert, fold, optimize, check; and the verification around every rewrite.
+
+Each handler takes the parsed arguments (with the input model already loaded by
+:func:`rewriter.cli.runner.preflight`) and returns an exit status.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from rewriter.cli.runner import EXIT_OK, EXIT_PROBLEM, VerificationFailed, one_line
+
+__all__ = ["cmd_convert", "cmd_fold", "cmd_optimize", "cmd_check", "verify_rewrite"]
+
+
+def cmd_convert(args) -> int:
+    import os
+
+    from rewriter.convert import convert_model
+    from rewriter.io import save_model
+
+    start = getattr(args, "started", None) or time.perf_counter()  # _run sets it before loading
+    model = args.input_model
+    base_dir = os.path.dirname(os.path.abspath(args.model))
+    # with shape verification on, _verify_rewrite runs the strict inference on the result
+    result, report = convert_model(model, args.opset, base_dir=base_dir,
+                                           strict_check=args.no_verify)
+    verify_rewrite(model, result, args)
+    save_model(result, args.output, external_data=getattr(args, "external_data", None))
+    elapsed = time.perf_counter() - start
+    print(f"{args.model}: opset {report.source_opset} -> {report.target_opset}, "
+          f"written to {args.output} in {elapsed:.2f}s")
+    for line in report.summary_lines():
+        print(f"  {line}")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------- fold / optimize
+
+def cmd_fold(args) -> int:
+    """Fold constant ReduceProd nodes; with ``optimize`` also remove what is unused and verify."""
+    import os
+
+    from rewriter.fold import fold_model
+    from rewriter.io import save_model
+
+    optimize = args.command == "optimize"
+    start = getattr(args, "started", None) or time.perf_counter()  # _run sets it before loading
+    size_before = os.path.getsize(args.model) if os.path.isfile(args.model) else 0
+    model = args.input_model
+    base_dir = os.path.dirname(os.path.abspath(args.model))
+    result, report = fold_model(model, int_overflow=getattr(args, "int_overflow", "skip"),
+                                     base_dir=base_dir)
+    if optimize:
+        from rewriter.graph.unused import constant_bytes, remove_unused
+
+        report.removed += remove_unused(result)
+        report.bytes_after = constant_bytes(result)
+        if not args.no_verify:
+            import onnx
+
+            def strict(m):
+                onnx.shape_inference.infer_shapes(m, check_type=True, strict_mode=True)
+
+            try:
+                strict(result)
+            except Exception as e:  # InferenceError, ValidationError, ...
+                try:
+                    strict(model)
+                except Exception:  # the input already fails: _verify_rewrite warns about it
+                    pass
+                else:
+                    raise VerificationFailed(
+                        f"the result fails strict shape inference: {one_line(str(e))}") from None
+    verify_rewrite(model, result, args)
+    save_model(result, args.output, external_data=getattr(args, "external_data", None))
+    elapsed = time.perf_counter() - start
+    size_after = os.path.getsize(args.output)
+    print(f"{args.model}: folded {len(report.folded)} ReduceProd node(s), skipped {len(report.skipped)}"
+          + (f", removed {len(report.removed)} unused item(s)" if report.removed else "")
+          + f"; written to {args.output} in {elapsed:.2f}s")
+    for line in report.summary_lines():
+        print(f"  {line}")
+    print(f"  size: {size_before} -> {size_after} bytes (saved {size_before - size_after}); "
+          f"constant data: {report.bytes_before} -> {report.bytes_after} bytes")
+    return EXIT_OK
+
+
+def cmd_optimize(args) -> int:
+    """Fold, remove unused nodes and initializers, verify with strict shape inference, save."""
+    return cmd_fold(args)
+
+
+# ---------------------------------------------------------------- check / verification
+
+def cmd_check(args) -> int:
+    """One row per ReduceProd (or one JSON document, schema rewriter.check/1) and a verdict."""
+    import json
+
+    from rewriter.verify.report import table_lines
+    from rewriter.verify.shapes import check_report
+
+    report = check_report(args.input_model)
+    if args.json:
+        print(json.dumps(report.to_dict(model=args.model), indent=2))
+    else:
+        print(f"{args.model}:")
+        for line in table_lines(report):
+            print(line)
+    return EXIT_OK if report.ok else EXIT_PROBLEM
+
+
+def verify_rewrite(original, rewritten, args) -> None:
+    """Shape-verify (and with --verify, numerically verify) a rewrite before it is written.
+
+    Shape problems the input already had (and the result kept) are printed as warnings; one the rewrite
+    introduced, or a numerical mismatch, raises VerificationFailed (exit 1, nothing written).
+    The input is only verified when the result has a problem (to tell old from new): a
+    clean result costs one shape inference, not two.
+    """
+    if not getattr(args, "no_verify", False):
+        from rewriter.verify.shapes import verify_shapes
+
+        after = verify_shapes(rewritten)
+        known = {p.key() for p in verify_shapes(original)} if after else set()
+        for p in after:
+            if p.key() in known:
+                print(f"warning: shape problem already in the input: {one_line(str(p))}", file=sys.stderr)
+        new = [p for p in after if p.key() not in known]
+        if new:
+            shown = "; ".join(one_line(str(p)) for p in new[:3])
+            more = f" (and {len(new) - 3} more)" if len(new) > 3 else ""
+            raise VerificationFailed(f"the rewrite introduced {len(new)} shape problem(s): {shown}{more}")
+    if getattr(args, "verify", False):
+        from rewriter.verify.numerics import verify_numerics
+
+        report = verify_numerics(original, rewritten, seed=getattr(args, "seed", 0))
+        for line in report.summary_lines():
+            print(line)
+        if not report.ok:
+            bad = [o.line() for o in report.outputs if not o.ok] or [report.error]
+            raise VerificationFailed(f"numerical verification failed: {'; '.join(bad)}")

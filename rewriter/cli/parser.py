@@ -1,0 +1,121 @@
+"""The command line's arguments: one parser per command, argument types, usage errors."""
+
+from __future__ import annotations
+
+import argparse
+
+from rewriter.cli import commands
+from rewriter.cli.runner import UsageError
+
+__all__ = ["build_parser"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, no usage dump
+        raise UsageError(message)
+
+
+def _latest_opset() -> int:
+    import onnx.defs
+
+    return onnx.defs.onnx_opset_version()
+
+
+def _opset_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--opset must be an integer, got {text!r}") from None
+    latest = _latest_opset()
+    if not 1 <= value <= latest:
+        raise argparse.ArgumentTypeError(f"--opset must be in 1..{latest}, got {value}")
+    return value
+
+
+def _add_output(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-o", "--output", required=True, metavar="OUT",
+                   help="where to write the result (written atomically; may be the input path); "
+                   "with a directory MODEL, the directory that mirrors it")
+
+
+def _layout_arg(text: str):
+    if text in ("always", "never") or text.isdigit():
+        return text
+    raise argparse.ArgumentTypeError(f"--external-data must be always, never or a size in bytes, got {text!r}")
+
+
+def _add_file_options(sub) -> None:
+    """-j and --external-data for the commands that write models (called from build_parser)."""
+    for name in ("convert", "fold", "optimize"):
+        p = sub.choices[name]
+        p.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
+                       help="with a directory MODEL: worker processes (default 1)")
+        p.add_argument("--external-data", type=_layout_arg, default=None, metavar="always|never|BYTES",
+                       help="where the output keeps tensor data: 'always' in OUT.data beside it, 'never' "
+                       "inline, or in OUT.data for tensors of at least BYTES bytes (default: as the input)")
+
+
+def _add_verify_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-verify", action="store_true",
+                   help="skip the shape verification of the result (default: a ReduceProd shape "
+                   "problem the rewrite introduced fails the command, one the input had is a warning)")
+    p.add_argument("--verify", action="store_true",
+                   help="also run the original and the result on random inputs and compare outputs")
+    p.add_argument("--seed", type=int, default=0, help="seed for --verify's random inputs (default 0)")
+
+
+def _add_int_overflow(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--int-overflow", choices=["skip", "wrap", "saturate"], default="skip",
+                   help="integer products that overflow: leave the node with a warning (skip, default: "
+                   "runtimes disagree), fold the wrapped value (wrap, as NumPy and the ONNX reference) "
+                   "or the clamped value (saturate, as ONNX Runtime's CPU kernel)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="rewriter",
+        description="Rewrite ONNX models: migrate opsets, fold ReduceProd constants, verify shapes.",
+        epilog="Exit status: 0 success, 1 verification found a problem, 2 bad input or impossible rewrite.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log what each pass does")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+
+    p = sub.add_parser("convert", help="migrate a model to another default-domain opset",
+                       description="Migrate MODEL to opset N (1..latest, up or down). ReduceProd nodes "
+                       "are converted by rewriter's adapters; other ops whose schema only changed its "
+                       "types are kept as they are, the rest go to onnx.version_converter. Fails as a "
+                       "whole, naming the node, when a conversion is impossible.",
+                       epilog="Example: rewriter convert model.onnx --opset 13 -o model13.onnx")
+    p.add_argument("model", metavar="MODEL", help="input .onnx file, or a directory: every .onnx file below it")
+    p.add_argument("--opset", type=_opset_arg, required=True, metavar="N",
+                   help="target default-domain opset, 1..the latest your onnx knows")
+    _add_output(p)
+    _add_verify_flags(p)
+    p.set_defaults(handler=commands.cmd_convert)
+
+    p = sub.add_parser("fold", help="fold ReduceProd nodes whose inputs are constant",
+                       description="Replace every ReduceProd whose data (and axes) are constant with its "
+                       "value, computed by rewriter's exact kernel; remove constants left unused.")
+    p.add_argument("model", metavar="MODEL", help="input .onnx file, or a directory: every .onnx file below it")
+    _add_output(p)
+    _add_int_overflow(p)
+    _add_verify_flags(p)
+    p.set_defaults(handler=commands.cmd_fold)
+
+    p = sub.add_parser("optimize", help="fold, remove what became unused, verify",
+                       description="Fold constant ReduceProd nodes, remove every node and initializer "
+                       "nothing uses, and check the result with strict shape inference.")
+    p.add_argument("model", metavar="MODEL", help="input .onnx file, or a directory: every .onnx file below it")
+    _add_output(p)
+    _add_int_overflow(p)
+    _add_verify_flags(p)
+    p.set_defaults(handler=commands.cmd_optimize)
+
+    p = sub.add_parser("check", help="verify every ReduceProd output's shape")
+    p.add_argument("model", metavar="MODEL", help="input .onnx file")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON document (schema rewriter.check/1) instead of a table")
+    p.set_defaults(handler=commands.cmd_check)
+    _add_file_options(sub)
+    return parser
