@@ -458,11 +458,171 @@ DEF_WFLOAT_KERNELS(bf16, 2, _256, A256, 4, 4, wmul_fma4, 6, 4, 1)
 DEF_WFLOAT_KERNELS(f16, 2, _256, A256, 4, 4, wmul_fma4, 3, 4, 1)
 #endif
 
+/* ------------------------------------------------------------ float64 tier 1
+ * Each lane keeps (h + l) * 2^e. Every input x is split exactly into its significand
+ * m (sign kept, |m| in [1,2)) and its exponent, summed separately (so no partial
+ * product can overflow or underflow), and the lane is multiplied by m with an
+ * error-free transformation: P = fl(h*m), E = h*m - P exactly (fma, or Dekker's
+ * two-product without FMA), l' = fl(l*m + E), h' = P. Every F64G inputs the lane is
+ * renormalised: (h, l) <- fast-two-sum(h, l) (exact), then scaled by a power of two
+ * so that |h| is in [1,2) (exact).
+ * Error bound (u = 2^-53): after a renormalisation |l| <= u|h|; k steps later
+ * |l| <= (k+1)u(1+2u)^k |h| <= 17.1u|h| for k <= 16. One step adds a relative error
+ * <= u(2|l m| + |E|)/|(h+l)m| <= 35u^2 (two roundings without FMA; one with it).
+ * Combining lanes / threads (dd_mul_dd, a scalar tail step with Dekker's
+ * two-product) adds <= 7u^2 each and happens at most once per input, or per lane
+ * (<= 32) / thread (<= 64). So the relative error of the result is below
+ * (n + 64) * 1024u^2 = (n + 64) * 2^-96: F64_ERR. Zero, subnormal (AVX2/generic),
+ * infinite and NaN inputs set the lane's flag and send that output to the exact path.
+ * With AVX-512 the split uses getmant/getexp, which are exact for subnormals too
+ * (their exponent sum becomes non-finite for 0, inf and NaN, which is flagged). */
+#define F64G 16
+#define F64_ERR(n) (((double)(n) + 64.0) * 0x1p-96)
+#define F64_MANT(b) (((b) & 0x800fffffffffffffULL) | 0x3ff0000000000000ULL)
+
+static inline void f64_two_prod(double a, double b, double *p, double *e) {
+    *p = a * b;
+    double t = SPLITC * a, ah = t - (t - a), al = a - ah;
+    t = SPLITC * b; double bh = t - (t - b), bl = b - bh;
+    *e = ((ah * bh - *p) + ah * bl + al * bh) + al * bl;
+}
+/* scalar step (tails and the last columns), Dekker: same bound */
+static inline void f64_step1(double *h, double *l, int64_t *e, uint64_t *f, const char *p) {
+    uint64_t b; memcpy(&b, p, 8);
+    uint64_t fld = (b >> 52) & 0x7ff;
+    *f |= ((fld - 1) | (fld + 1)) >> 11;
+    *e += (int64_t)fld - 1023;
+    double m = bitsd(F64_MANT(b)), P, E;
+    f64_two_prod(*h, m, &P, &E);
+    *l = *l * m + E;
+    *h = P;
+}
+
+/* generic: 2 lanes, Dekker's two-product */
+W_ALWAYS void f64_step_gen(wd2 *h, wl2 *ea, wd2 *l, wu2 *f, const char *p) {
+    wu2 b; memcpy(&b, p, 16);
+    wu2 fld = (b >> 52) & 0x7ff;
+    *f |= ((fld - 1) | (fld + 1)) >> 11;
+    *ea += (wl2)fld - 1023;
+    wd2 m = (wd2)F64_MANT(b);
+    wd2 P = *h * m;
+    wd2 t = SPLITC * *h, hh = t - (t - *h), hl = *h - hh;
+    t = SPLITC * m; wd2 mh = t - (t - m), ml = m - mh;
+    wd2 E = ((hh * mh - P) + hh * ml + hl * mh) + hl * ml;
+    *l = *l * m + E;
+    *h = P;
+}
+W_ALWAYS void f64_renorm_gen(wd2 *h, wl2 *ea, wd2 *l, wl2 *e, wu2 *f) {
+    wrenorm2(h, l, e, f);
+    *e += *ea; *ea = (wl2){0};
+}
+#ifdef HAVE_X86
+A256 W_ALWAYS void f64_step_256(wd4 *h, wl4 *ea, wd4 *l, wu4 *f, const char *p) {
+    wu4 b; memcpy(&b, p, 32);
+    wu4 fld = (b >> 52) & 0x7ff;
+    *f |= ((fld - 1) | (fld + 1)) >> 11;
+    *ea += (wl4)fld - 1023;
+    __m256d M = (__m256d)F64_MANT(b), H = (__m256d)*h, P = _mm256_mul_pd(H, M);
+    *l = (wd4)_mm256_fmadd_pd((__m256d)*l, M, _mm256_fmsub_pd(H, M, P));
+    *h = (wd4)P;
+}
+A256 W_ALWAYS void f64_renorm_256(wd4 *h, wl4 *ea, wd4 *l, wl4 *e, wu4 *f) {
+    wrenorm4(h, l, e, f);
+    *e += *ea; *ea = (wl4){0};
+}
+/* AVX-512: the exponent sum is kept as a double (exact: |sum| < 2^51) */
+A512 W_ALWAYS void f64_step_512(vd *h, vd *ea, vd *l, vu *f, const char *p) {
+    (void)f;
+    __m512d X = _mm512_loadu_pd((const void *)p);
+    __m512d M = _mm512_getmant_pd(X, _MM_MANT_NORM_1_2, _MM_MANT_SIGN_src);
+    *ea = (vd)_mm512_add_pd((__m512d)*ea, _mm512_getexp_pd(X));
+    __m512d H = (__m512d)*h, P = _mm512_mul_pd(H, M);
+    *l = (vd)_mm512_fmadd_pd((__m512d)*l, M, _mm512_fmsub_pd(H, M, P));
+    *h = (vd)P;
+}
+A512 W_ALWAYS void f64_renorm_512(vd *h, vd *ea, vd *l, vl *e, vu *f) {
+    vdd_renorm(h, l, e, f);
+    vu eb = (vu)*ea;
+    *f |= (((eb >> 52) & 0x7ff) + 1) >> 11; /* non-finite sum: a 0, inf or NaN input */
+    vd mg = *ea + 0x1.8p52;                   /* integer in the low bits */
+    *e += (vl)((vu)mg - 0x4338000000000000ULL);
+    *ea = (vd){0};
+}
+#endif
+
+/* one column step of rows_f64: NV2 vectors of W lanes, columns j .. j+NV2*W-1 */
+#define F64_ROWSTEP(VD, VL, VU, EA, W, STEP, RENORM, NV2)                                  \
+    {                                                                                       \
+        VD h[NV2], l[NV2]; EA ea[NV2]; VL ee[NV2]; VU ff[NV2];                              \
+        _Pragma("GCC unroll 8") for (int v = 0; v < (NV2); v++) {                           \
+            memcpy(&h[v], H + j + (W) * v, 8 * (W)); memcpy(&l[v], L + j + (W) * v, 8 * (W)); \
+            memcpy(&ee[v], e + j + (W) * v, 8 * (W)); memcpy(&ff[v], f + j + (W) * v, 8 * (W)); \
+            ea[v] = (EA){0};                                                                \
+        }                                                                                   \
+        for (int k = 0; k < g; k++)                                                         \
+            _Pragma("GCC unroll 8") for (int v = 0; v < (NV2); v++)                         \
+                STEP(&h[v], &ea[v], &l[v], &ff[v], b + (k * rstride + j + (W) * v) * 8);   \
+        _Pragma("GCC unroll 8") for (int v = 0; v < (NV2); v++) {                           \
+            RENORM(&h[v], &ea[v], &l[v], &ee[v], &ff[v]);                                   \
+            memcpy(H + j + (W) * v, &h[v], 8 * (W)); memcpy(L + j + (W) * v, &l[v], 8 * (W)); \
+            memcpy(e + j + (W) * v, &ee[v], 8 * (W)); memcpy(f + j + (W) * v, &ff[v], 8 * (W)); \
+        }                                                                                   \
+    }
+
+#define DEF_F64_KERNELS(SUF, ATTR, VD, VL, VU, EA, W, NV, STEP, RENORM)                    \
+ATTR static void run_f64##SUF(const char *x, int64_t n, double *oh, double *ol, int64_t *oe, uint64_t *of) { \
+    VD h[NV], l[NV]; EA ea[NV]; VL ev[NV]; VU fv[NV];                                       \
+    _Pragma("GCC unroll 8") for (int v = 0; v < (NV); v++) {                                \
+        h[v] = (VD){0} + 1.0; l[v] = (VD){0}; ea[v] = (EA){0}; ev[v] = (VL){0}; fv[v] = (VU){0}; \
+    }                                                                                       \
+    int64_t i = 0;                                                                          \
+    while (i + (NV) * (W) <= n) {                                                           \
+        int64_t cnt = (n - i) / ((NV) * (W));                                               \
+        if (cnt > F64G) cnt = F64G;                                                         \
+        for (int64_t g = 0; g < cnt; g++, i += (NV) * (W))                                  \
+            _Pragma("GCC unroll 8") for (int v = 0; v < (NV); v++)                          \
+                STEP(&h[v], &ea[v], &l[v], &fv[v], x + (i + (W) * v) * 8);                  \
+        _Pragma("GCC unroll 8") for (int v = 0; v < (NV); v++)                              \
+            RENORM(&h[v], &ea[v], &l[v], &ev[v], &fv[v]);                                   \
+    }                                                                                       \
+    uint64_t f = 0; int64_t e = 0; double hh = 1.0, ll = 0.0;                               \
+    for (int v = 0; v < (NV); v++)                                                          \
+        for (int k = 0; k < (W); k++) {                                                     \
+            f |= fv[v][k]; e += ev[v][k];                                                   \
+            dd_mul_dd(&hh, &ll, h[v][k], l[v][k]); dd_renorm(&hh, &ll, &e, &f);             \
+        }                                                                                   \
+    for (; i < n; i++) { f64_step1(&hh, &ll, &e, &f, x + i * 8); dd_renorm(&hh, &ll, &e, &f); } \
+    *oh = hh; *ol = ll; *oe = e; *of = f;                                                   \
+}                                                                                           \
+ATTR static void rows_f64##SUF(const char *x, int64_t rows, int64_t rstride, int64_t c0,     \
+                               int64_t c1, double *H, double *L, int64_t *e, uint64_t *f) { \
+  for (int64_t t0 = c0; t0 < c1; t0 += 512) {                                              \
+    int64_t t1 = t0 + 512 < c1 ? t0 + 512 : c1;                                            \
+    for (int64_t r = 0; r < rows; r += F64G) {                                              \
+        int g = rows - r < F64G ? (int)(rows - r) : F64G;                                   \
+        const char *b = x + r * rstride * 8;                                                \
+        int64_t j = t0;                                                                     \
+        for (; j + (NV) * (W) <= t1; j += (NV) * (W)) F64_ROWSTEP(VD, VL, VU, EA, W, STEP, RENORM, NV) \
+        for (; j + (W) <= t1; j += (W)) F64_ROWSTEP(VD, VL, VU, EA, W, STEP, RENORM, 1)     \
+        for (; j < t1; j++) {                                                               \
+            for (int k = 0; k < g; k++) f64_step1(&H[j], &L[j], &e[j], &f[j], b + (k * rstride + j) * 8); \
+            dd_renorm(&H[j], &L[j], &e[j], &f[j]);                                          \
+        }                                                                                   \
+    }                                                                                       \
+  }                                                                                         \
+}
+
+DEF_F64_KERNELS(_gen, NOATTR, wd2, wl2, wu2, wl2, 2, 2, f64_step_gen, f64_renorm_gen)
+#ifdef HAVE_X86
+DEF_F64_KERNELS(_256, A256, wd4, wl4, wu4, wl4, 4, 2, f64_step_256, f64_renorm_256)
+DEF_F64_KERNELS(_512, A512, vd, vl, vu, vd, 8, 4, f64_step_512, f64_renorm_512)
+#endif
+
 typedef void (*run_fn)(const char *, int64_t, double *, double *, int64_t *, uint64_t *);
 typedef void (*rows_fn)(const char *, int64_t, int64_t, int64_t, int64_t, double *, double *, int64_t *, uint64_t *);
-/* indexed by type code T_F32, T_F64 (unused), T_F16, T_BF16 */
-static run_fn RUN[4] = {run_f32_gen, NULL, run_f16_gen, run_bf16_gen};
-static rows_fn ROWS[4] = {rows_f32_gen, NULL, rows_f16_gen, rows_bf16_gen};
+/* indexed by type code T_F32, T_F64, T_F16, T_BF16 */
+static run_fn RUN[4] = {run_f32_gen, run_f64_gen, run_f16_gen, run_bf16_gen};
+static rows_fn ROWS[4] = {rows_f32_gen, rows_f64_gen, rows_f16_gen, rows_bf16_gen};
 static const char *ISA = "generic";
 static void select_isa(void) {
 #ifdef HAVE_X86
@@ -470,12 +630,12 @@ static void select_isa(void) {
     const char *force = getenv("REWRITER_KERNEL_ISA");
     int want512 = !force || strcmp(force, "avx512") == 0, want256 = !force || strcmp(force, "avx2") == 0 || strcmp(force, "avx512") == 0;
     if (want512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")) {
-        RUN[0] = run_f32_512; RUN[2] = run_f16_512; RUN[3] = run_bf16_512;
-        ROWS[0] = rows_f32_512; ROWS[2] = rows_f16_512; ROWS[3] = rows_bf16_512;
+        RUN[0] = run_f32_512; RUN[1] = run_f64_512; RUN[2] = run_f16_512; RUN[3] = run_bf16_512;
+        ROWS[0] = rows_f32_512; ROWS[1] = rows_f64_512; ROWS[2] = rows_f16_512; ROWS[3] = rows_bf16_512;
         ISA = "avx512f+fma";
     } else if (want256 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        RUN[0] = run_f32_256; RUN[2] = run_f16_256; RUN[3] = run_bf16_256;
-        ROWS[0] = rows_f32_256; ROWS[2] = rows_f16_256; ROWS[3] = rows_bf16_256;
+        RUN[0] = run_f32_256; RUN[1] = run_f64_256; RUN[2] = run_f16_256; RUN[3] = run_bf16_256;
+        ROWS[0] = rows_f32_256; ROWS[1] = rows_f64_256; ROWS[2] = rows_f16_256; ROWS[3] = rows_bf16_256;
         ISA = "avx2+fma";
     }
 #endif
@@ -575,7 +735,7 @@ static int int_exact_over(const uint64_t *buf, int64_t n, int t) {
 static void run_any(int t, const char *x, int64_t n, double *m, double *l, int64_t *e, uint64_t *f) {
     /* for ints the three outputs are reinterpreted as mag/neg/sat */
     switch (t) {
-    case T_F32: case T_BF16: case T_F16: RUN[t](x, n, m, l, e, f); break;
+    case T_F32: case T_F64: case T_BF16: case T_F16: RUN[t](x, n, m, l, e, f); break;
     case T_I32: irun_i32(x, n, m, (uint64_t *)e, f); break;
     case T_I64: irun_i64(x, n, m, (uint64_t *)e, f); break;
     case T_U32: irun_u32(x, n, m, (uint64_t *)e, f); break;
@@ -586,7 +746,7 @@ static void run_any(int t, const char *x, int64_t n, double *m, double *l, int64
 static void rows_any(int t, const char *x, int64_t rows, int64_t rs, int64_t c0, int64_t c1,
                      double *m, double *l, int64_t *e, uint64_t *f) {
     switch (t) {
-    case T_F32: case T_BF16: case T_F16: ROWS[t](x, rows, rs, c0, c1, m, l, e, f); break;
+    case T_F32: case T_F64: case T_BF16: case T_F16: ROWS[t](x, rows, rs, c0, c1, m, l, e, f); break;
     case T_I32: irows_i32(x, rows, rs, c0, c1, m, (uint64_t *)e, f); break;
     case T_I64: irows_i64(x, rows, rs, c0, c1, m, (uint64_t *)e, f); break;
     case T_U32: irows_u32(x, rows, rs, c0, c1, m, (uint64_t *)e, f); break;
@@ -837,26 +997,30 @@ static int float_slow(const plan_t *P, const char *in, int t, int64_t o, char *o
     return 1;
 }
 
+/* Tier-1 relative error bound of float32/float16/bfloat16 (vdd_mul: < 2^-75 per
+ * element, plus the lane and thread combinations); float64: F64_ERR above. */
+#define NARROW_ERR(n) (((double)(n) + 64.0) * 0x1p-70)
+/* float outputs that tier 1 could not decide (recomputed by the exact path), since
+ * the module was loaded: exposed as _native.exact_outputs() for tests and benches */
+static int64_t exact_outputs = 0;
+
 static void finalize(job_t *J) {
     const plan_t *P = J->P; int t = J->t; int es = ESIZE[t];
     int64_t nover = 0;
     for (int64_t o = J->lo; o < J->hi; o++) {
-        if (t == T_F64) {
-            if (!float_slow(P, J->in, t, o, J->out)) J->fin_err = 1;
-            continue;
-        }
         if (!is_int(t)) {
             double m = J->S.m[o], l = J->S.l[o];
             int64_t E = J->S.e[o] + (t == T_F16 ? 112 * P->nred : 0);
             uint64_t r;
             if (!J->S.f[o]) {
-                double err = ((double)P->nred + 64.0) * 0x1p-70;
+                double err = t == T_F64 ? F64_ERR(P->nred) : NARROW_ERR(P->nred);
                 if (round_dd(fabs(m), m < 0 ? -l : l, E, err, &FMT[t], &r)) {
                     uint64_t sign = (m < 0) ? (1ULL << (es * 8 - 1)) : 0;
                     store(J->out, o, es, r | sign);
                     continue;
                 }
             }
+            __atomic_fetch_add(&exact_outputs, 1, __ATOMIC_RELAXED);
             if (!float_slow(P, J->in, t, o, J->out)) J->fin_err = 1;
             continue;
         }
@@ -948,7 +1112,7 @@ static PyObject *py_reduce(PyObject *self, PyObject *args) {
     int ib = nb - 1;
     int split = SPLIT_NONE; int64_t range = 0;
     int nt = (total >= (1 << 18)) ? nthreads : 1;
-    if (nt > 1 && t != T_F64) {
+    if (nt > 1) {
         if (nb == 1 && P.red[0]) { split = SPLIT_RUN; range = P.size[0]; }
         else if (!P.red[0] && nb >= 2 && P.size[0] >= 2 * nt) { split = SPLIT_OUTER; range = P.size[0]; }
         else if (!P.red[ib] && P.size[ib] >= 64 * nt) { split = SPLIT_COLS; range = P.size[ib]; }
@@ -962,7 +1126,7 @@ static PyObject *py_reduce(PyObject *self, PyObject *args) {
         if (split == SPLIT_COLS || split == SPLIT_RUN) { a &= ~(int64_t)63; b = (i == nt - 1) ? range : (b & ~(int64_t)63); }
         J->lo = a; J->hi = b;
     }
-    if (t != T_F64) run_jobs(jobs, nt, acc_thread);
+    run_jobs(jobs, nt, acc_thread);
     if (split == SPLIT_RUN) {
         for (int i = 1; i < nt; i++) combine(t, &jobs[0].pm, &jobs[0].pl, &jobs[0].pe, &jobs[0].pf, jobs[i].pm, jobs[i].pl, jobs[i].pe, jobs[i].pf);
     }
@@ -988,7 +1152,13 @@ done:
     return res;
 }
 
+static PyObject *py_exact_outputs(PyObject *self, PyObject *args) {
+    (void)self; (void)args;
+    return PyLong_FromLongLong(__atomic_load_n(&exact_outputs, __ATOMIC_RELAXED));
+}
+
 static PyMethodDef methods[] = {
+    {"exact_outputs", py_exact_outputs, METH_NOARGS, "number of float outputs recomputed by the exact path so far"},
     {"reduce", py_reduce, METH_VARARGS, "reduce(inp, out, code, dims, mask, mode, nthreads) -> n_overflow"},
     {NULL, NULL, 0, NULL},
 };
