@@ -2,17 +2,24 @@
 inputs and compare every output.
 
 Inputs are drawn per graph input from its type and shape (symbolic and unknown dims bound
-to 2; the same symbol gets the same size everywhere). Floats are drawn from
+to 2 unless ``input_shapes`` pins them; the same symbol gets the same size everywhere). Rank-0
+inputs (an If condition) are fed as 0-d arrays. Floats are drawn from
 ±[0.5, 1.5) so products stay in range; signed integers from [-3, 3], unsigned from [0, 3],
 booleans uniformly.
 
-Backend: ONNX Runtime (CPU) when it can load both models (opset >= 7), else
+Backend: ONNX Runtime (CPU, its own logging off) when it can load both models (opset >= 7), else
 ``onnx.reference.ReferenceEvaluator`` for both (opset < 7, or types ORT's CPU kernels lack
 such as bfloat16, uint32, uint64 for ReduceProd). When only one backend runs a model, each
-model runs on the backend that can.
+model runs on the backend that can. A model with external data (of any size) is written to a
+temporary directory with :func:`rewriter.io.save_model` and both backends load it from there.
+
+A graph input that gives a ReduceProd its axes cannot be stood in for by random values (most
+random axes are invalid, so whether a run works would depend on the seed): such a model is
+refused with a RewriterError, whatever the seed.
 
 Comparison: integers, booleans and strings exactly; floats element-wise with
-``|a - b| <= atol + rtol * |b|`` (NaN must match NaN, infinities must match), with:
+``|a - b| <= atol + rtol * |b|`` (NaN must match NaN, infinities must match), with these
+defaults (``rtol`` / ``atol`` override them for every float type):
 
 ======== ======== ========
 type     rtol     atol
@@ -26,14 +33,18 @@ double   1e-10    1e-12
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+import os
+import tempfile
 
 import numpy as np
 import onnx
 
 from rewriter.graph import traversal
 from rewriter.errors import RewriterError
+from rewriter.io.tensors import EXTERNAL, all_tensors
 
 __all__ = ["OutputComparison", "NumericsReport", "verify_numerics", "random_inputs", "TOLERANCES"]
 
@@ -59,6 +70,10 @@ class OutputComparison:
     ok: bool
     reason: str = ""
 
+    def to_dict(self) -> dict:
+        return {"output": self.name, "dtype": self.dtype, "max_abs_diff": self.max_abs_diff,
+                "tolerance": self.tolerance, "ok": self.ok, "reason": self.reason or None}
+
     def line(self) -> str:
         diff = "n/a" if self.max_abs_diff is None else f"{self.max_abs_diff:.3g}"
         verdict = "ok" if self.ok else f"MISMATCH: {self.reason}"
@@ -79,6 +94,12 @@ class NumericsReport:
     def ok(self) -> bool:
         return not self.error and all(o.ok for o in self.outputs)
 
+    def to_dict(self) -> dict:
+        """A JSON-ready summary: ok, seed, engines, error, one entry per output."""
+        return {"ok": self.ok, "seed": self.seed, "backend_original": self.backend_original,
+                "backend_rewritten": self.backend_rewritten, "error": self.error or None,
+                "outputs": [o.to_dict() for o in self.outputs]}
+
     def summary_lines(self) -> list[str]:
         backends = (self.backend_original if self.backend_original == self.backend_rewritten
                     else f"{self.backend_original} (original) / {self.backend_rewritten} (rewritten)")
@@ -93,11 +114,32 @@ def _np_dtype(elem: int):
     return onnx.helper.tensor_dtype_to_np_dtype(elem)
 
 
-def random_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
-    """Random feeds for every graph input that is not an initializer."""
+def random_inputs(model: onnx.ModelProto, seed: int = 0,
+                  input_shapes: dict[str, list[int]] | None = None) -> dict[str, np.ndarray]:
+    """Random feeds (numpy arrays, 0-d for rank-0 inputs) for every graph input that is not an
+    initializer. ``input_shapes`` pins an input's shape (name -> dims); the symbols its declared
+    shape uses take those sizes for every other input too."""
     rng = np.random.default_rng(seed)
     inits = {t.name for t in model.graph.initializer}
+    pinned = dict(input_shapes or {})
+    names = {vi.name for vi in model.graph.input if vi.name not in inits}
+    unknown = sorted(set(pinned) - names)
+    if unknown:
+        raise RewriterError(f"--input-shape: the model has no graph input {', '.join(map(repr, unknown))} "
+                            f"(inputs: {', '.join(sorted(names)) or 'none'})")
     symbols: dict[str, int] = {}
+    for vi in model.graph.input:  # pinned shapes first: their symbols bind every other input
+        if vi.name in pinned:
+            dims = vi.type.tensor_type.shape.dim
+            if vi.type.tensor_type.HasField("shape") and len(dims) != len(pinned[vi.name]):
+                raise RewriterError(f"--input-shape {vi.name}: {len(pinned[vi.name])} dim(s) given, "
+                                    f"the input has rank {len(dims)}")
+            for d, size in zip(dims, pinned[vi.name]):
+                if d.WhichOneof("value") == "dim_value" and d.dim_value != size:
+                    raise RewriterError(f"--input-shape {vi.name}: dim {size} contradicts the declared "
+                                        f"{d.dim_value}")
+                if d.WhichOneof("value") == "dim_param":
+                    symbols.setdefault(d.dim_param, size)
     feeds = {}
     for vi in model.graph.input:
         if vi.name in inits:
@@ -107,16 +149,34 @@ def random_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray
             raise RewriterError(f"graph input '{vi.name}': cannot generate random values "
                                 f"for a non-tensor or untyped input")
         elem = tp.tensor_type.elem_type
-        shape = []
-        for d in tp.tensor_type.shape.dim:
-            if d.WhichOneof("value") == "dim_value":
-                shape.append(d.dim_value)
-            elif d.WhichOneof("value") == "dim_param":
-                shape.append(symbols.setdefault(d.dim_param, SYMBOL_SIZE))
-            else:
-                shape.append(SYMBOL_SIZE)
-        feeds[vi.name] = _random_array(rng, elem, tuple(shape), vi.name)
+        if vi.name in pinned:
+            shape = list(pinned[vi.name])
+        else:
+            shape = []
+            for d in tp.tensor_type.shape.dim:
+                if d.WhichOneof("value") == "dim_value":
+                    shape.append(d.dim_value)
+                elif d.WhichOneof("value") == "dim_param":
+                    shape.append(symbols.setdefault(d.dim_param, SYMBOL_SIZE))
+                else:
+                    shape.append(SYMBOL_SIZE)
+        feeds[vi.name] = np.asarray(_random_array(rng, elem, tuple(shape), vi.name))
     return feeds
+
+
+def _axes_from_inputs(model: onnx.ModelProto) -> list[str]:
+    """'input' -> 'node' descriptions of graph inputs that give a ReduceProd its axes."""
+    inputs = {vi.name for vi in model.graph.input} - {t.name for t in model.graph.initializer}
+    found = []
+    for scope in traversal.iter_scopes(model):
+        if scope.is_function or (scope.opset or 0) < 18:
+            continue
+        for node in scope.body.node:
+            if (node.op_type == "ReduceProd" and node.domain in ("", "ai.onnx") and len(node.input) > 1
+                    and node.input[1] in inputs
+                    and traversal.definition(node.input[1], scope)[0] == "input"):
+                found.append(f"'{node.input[1]}' gives {traversal.node_label(node, scope)} its axes")
+    return found
 
 
 def _random_array(rng, elem: int, shape: tuple, name: str) -> np.ndarray:
@@ -147,18 +207,25 @@ def _default_opset(model: onnx.ModelProto) -> int:
     return 0
 
 
-def _run_ort(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+def _quiet_ort():
     import onnxruntime as ort
 
+    ort.set_default_logger_severity(3)  # errors only, and those become our message
+    return ort
+
+
+def _run_ort(model, feeds: dict) -> list[np.ndarray]:
+    ort = _quiet_ort()
     options = ort.SessionOptions()
     options.log_severity_level = 3
     options.intra_op_num_threads = 1
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    source = model if isinstance(model, str) else model.SerializeToString()
+    session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
     names = {i.name for i in session.get_inputs()}
     return session.run(None, {k: v for k, v in feeds.items() if k in names})
 
 
-def _run_reference(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
+def _run_reference(model, feeds: dict) -> list[np.ndarray]:
     from onnx.reference import ReferenceEvaluator
 
     evaluator = ReferenceEvaluator(model)
@@ -166,20 +233,46 @@ def _run_reference(model: onnx.ModelProto, feeds: dict) -> list[np.ndarray]:
     return evaluator.run(None, {k: v for k, v in feeds.items() if k in names})
 
 
+def _has_external_data(model: onnx.ModelProto) -> bool:
+    return any(t.data_location == EXTERNAL for t, _ in all_tensors(model))
+
+
+@contextlib.contextmanager
+def _runnable(model: onnx.ModelProto, base_dir: str | None, directory: str, name: str):
+    """What the backends load: the proto itself, or for external data a file written with
+    rewriter.io.save_model (ORT and onnx.reference resolve its data beside it)."""
+    if not _has_external_data(model):
+        yield model
+        return
+    from rewriter.io import save_model
+
+    path = os.path.join(directory, name)
+    save_model(model, path, external_data=None, base_dir=base_dir or os.getcwd())
+    yield path
+
+
+def _cut(text: str, limit: int = 300) -> str:
+    """One line of at most ``limit`` characters, cut between words."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0] + " ..."
+
+
 _BACKENDS = {"onnxruntime": _run_ort, "reference": _run_reference}
 
 
-def _try(model, feeds, backend, cache) -> list | None:
+def _try(model, feeds, backend, cache, opset) -> list | None:
     key = (id(model), backend)
     if key not in cache:
-        if backend == "onnxruntime" and _default_opset(model) < 7:
+        if backend == "onnxruntime" and opset < 7:
             cache[key] = (None, "ONNX Runtime needs opset >= 7")
         else:
             try:
                 cache[key] = ([np.asarray(o) for o in _BACKENDS[backend](model, feeds)], "")
             except Exception as e:  # noqa: BLE001 - any runtime failure means "cannot run here"
                 logger.info("%s cannot run the model: %s", backend, e)
-                cache[key] = (None, " ".join(str(e).split())[:300])
+                cache[key] = (None, _cut(str(e)))
     return cache[key]
 
 
@@ -190,9 +283,12 @@ def _elem_of(array: np.ndarray) -> int:
         return 0
 
 
-def _compare(name: str, elem: int, a: np.ndarray, b: np.ndarray) -> OutputComparison:
+def _compare(name: str, elem: int, a: np.ndarray, b: np.ndarray, rtol: float | None = None,
+             atol: float | None = None) -> OutputComparison:
     dtype = onnx.TensorProto.DataType.Name(elem).lower() if elem else str(a.dtype)
-    rtol, atol = TOLERANCES.get(elem, (0.0, 0.0))
+    default_rtol, default_atol = TOLERANCES.get(elem, (0.0, 0.0))
+    rtol = default_rtol if rtol is None else rtol
+    atol = default_atol if atol is None else atol
     tol = "exact" if elem not in TOLERANCES else f"rtol={rtol:g}, atol={atol:g}"
     if a.dtype != b.dtype:
         return OutputComparison(name, dtype, None, tol, False, f"dtype {a.dtype} vs {b.dtype}")
@@ -207,7 +303,11 @@ def _compare(name: str, elem: int, a: np.ndarray, b: np.ndarray) -> OutputCompar
         diff = np.abs(a.astype(object) - b.astype(object))
         worst = float(max(diff.reshape(-1)))
         return OutputComparison(name, dtype, worst, tol, worst == 0, "" if worst == 0 else "integers differ")
-    x, y = a.astype(np.float64), b.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):  # inf - inf is masked out below
+        return _compare_floats(name, dtype, tol, a.astype(np.float64), b.astype(np.float64), rtol, atol)
+
+
+def _compare_floats(name, dtype, tol, x, y, rtol, atol) -> OutputComparison:
     nan_x, nan_y = np.isnan(x), np.isnan(y)
     finite = np.isfinite(x) & np.isfinite(y)
     worst = float(np.max(np.abs(x - y)[finite])) if finite.any() else 0.0
@@ -221,31 +321,35 @@ def _compare(name: str, elem: int, a: np.ndarray, b: np.ndarray) -> OutputCompar
     return OutputComparison(name, dtype, worst, tol, ok, "" if ok else "beyond tolerance")
 
 
-def verify_numerics(original, rewritten, *, seed: int = 0) -> NumericsReport:
+def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = None,
+                    atol: float | None = None, input_shapes: dict[str, list[int]] | None = None,
+                    base_dirs: tuple[str | None, str | None] = (None, None)) -> NumericsReport:
     """Run both models on the same random inputs and compare every output (see module doc).
 
-    Raises RewriterError when the original model itself cannot be run or fed.
+    Args:
+        original, rewritten: ``onnx.ModelProto`` or ``onnx_ir.Model``; external data of any size.
+        seed: seed of the random inputs.
+        rtol, atol: tolerances for every float output instead of the per-type defaults.
+        input_shapes: graph input name -> dims, pinning dynamic dims (default: each symbol 2).
+        base_dirs: directories the two models' external data is relative to, when the
+            references do not carry it (models from :func:`rewriter.io.load_model` do).
+
+    Raises:
+        RewriterError: the original model cannot be run or fed (a graph input gives a
+            ReduceProd its axes; a pinned shape does not fit; no backend runs it).
     """
     a, b = traversal.as_proto(original), traversal.as_proto(rewritten)
-    feeds = random_inputs(a, seed)
-    cache: dict = {}
-    pair = None
-    for backend in ("onnxruntime", "reference"):
-        ra, _ = _try(a, feeds, backend, cache)
-        rb, _ = _try(b, feeds, backend, cache)
-        if ra is not None and rb is not None:
-            pair = (ra, backend, rb, backend)
-            break
-    if pair is None:
-        got_a = [(r, be) for be in ("onnxruntime", "reference") if (r := _try(a, feeds, be, cache)[0]) is not None]
-        if not got_a:
-            errors = "; ".join(f"{be}: {cache[(id(a), be)][1]}" for be in ("onnxruntime", "reference"))
-            raise RewriterError(f"cannot verify numerically: the original model does not run ({errors})")
-        got_b = [(r, be) for be in ("onnxruntime", "reference") if (r := _try(b, feeds, be, cache)[0]) is not None]
-        if not got_b:
-            errors = "; ".join(f"{be}: {cache[(id(b), be)][1]}" for be in ("onnxruntime", "reference"))
-            return NumericsReport([], got_a[0][1], "none", seed, error=errors)
-        pair = (got_a[0][0], got_a[0][1], got_b[0][0], got_b[0][1])
+    axes_inputs = _axes_from_inputs(a)
+    if axes_inputs:
+        raise RewriterError("cannot verify numerically on random inputs: graph input "
+                            f"{'; '.join(axes_inputs)} (random axes are not valid axes)")
+    feeds = random_inputs(a, seed, input_shapes)
+    with tempfile.TemporaryDirectory(prefix="rewriter-verify-") as directory:
+        with _runnable(a, base_dirs[0], directory, "original.onnx") as ra_src, \
+                _runnable(b, base_dirs[1], directory, "rewritten.onnx") as rb_src:
+            pair = _run_pair((a, ra_src), (b, rb_src), feeds, seed)
+    if isinstance(pair, NumericsReport):
+        return pair
     outs_a, be_a, outs_b, be_b = pair
     names_a = [o.name for o in a.graph.output]
     names_b = [o.name for o in b.graph.output]
@@ -258,5 +362,30 @@ def verify_numerics(original, rewritten, *, seed: int = 0) -> NumericsReport:
         j = names_b.index(name) if by_name else i
         elem = a.graph.output[i].type.tensor_type.elem_type or _elem_of(outs_a[i])
         label = name if by_name or names_b[j] == name else f"{name} / {names_b[j]}"
-        comparisons.append(_compare(label, elem, outs_a[i], outs_b[j]))
+        comparisons.append(_compare(label, elem, outs_a[i], outs_b[j], rtol, atol))
     return NumericsReport(comparisons, be_a, be_b, seed)
+
+
+def _run_pair(first, second, feeds, seed):
+    """(outputs_a, backend_a, outputs_b, backend_b), or a failed NumericsReport."""
+    (a, src_a), (b, src_b) = first, second
+    opsets = {id(src_a): _default_opset(a), id(src_b): _default_opset(b)}
+    cache: dict = {}
+
+    def attempt(src, backend):
+        return _try(src, feeds, backend, cache, opsets[id(src)])[0]
+
+    for backend in ("onnxruntime", "reference"):
+        ra = attempt(src_a, backend)
+        rb = attempt(src_b, backend)
+        if ra is not None and rb is not None:
+            return ra, backend, rb, backend
+    got_a = [(r, be) for be in ("onnxruntime", "reference") if (r := attempt(src_a, be)) is not None]
+    if not got_a:
+        errors = "; ".join(f"{be}: {cache[(id(src_a), be)][1]}" for be in ("onnxruntime", "reference"))
+        raise RewriterError(f"cannot verify numerically: the original model does not run ({errors})")
+    got_b = [(r, be) for be in ("onnxruntime", "reference") if (r := attempt(src_b, be)) is not None]
+    if not got_b:
+        errors = "; ".join(f"{be}: {cache[(id(src_b), be)][1]}" for be in ("onnxruntime", "reference"))
+        return NumericsReport([], got_a[0][1], "none", seed, error=errors)
+    return got_a[0][0], got_a[0][1], got_b[0][0], got_b[0][1]
