@@ -64,6 +64,12 @@ def _add_verify_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed for --verify's random inputs (default 0)")
 
 
+def _bytes_arg(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"--fold-limit must be a number of bytes, got {text!r}")
+    return int(text)
+
+
 def _add_int_overflow(p: argparse.ArgumentParser) -> None:
     p.add_argument("--int-overflow", choices=["skip", "wrap", "saturate"], default="skip",
                    help="integer products that overflow: leave the node with a warning (skip, default: "
@@ -103,12 +109,26 @@ def build_parser() -> argparse.ArgumentParser:
     _add_verify_flags(p)
     p.set_defaults(handler=commands.cmd_fold)
 
-    p = sub.add_parser("optimize", help="fold, remove what became unused, verify",
-                       description="Fold constant ReduceProd nodes, remove every node and initializer "
-                       "nothing uses, and check the result with strict shape inference.")
+    p = sub.add_parser("optimize", help="shrink a model: fold constants exactly, fuse, merge repeats, drop unused",
+                       description="Optimize MODEL in every graph, subgraph and model-local function: fold "
+                       "constant ReduceProd with rewriter's exact kernel and every other constant node "
+                       "(shape arithmetic, Constant/Cast/Identity chains, If on a constant condition; "
+                       "integers exactly, floats with ONNX Runtime's kernels), fuse (BatchNormalization "
+                       "into Conv/Gemm, MatMul+Add into Gemm, Min/Max into Clip, no-op and chain rules), "
+                       "merge repeated nodes, remove what nothing uses, turn Constant nodes into "
+                       "initializers. Names, doc strings and metadata are kept.",
+                       epilog="Example: rewriter optimize model.onnx -o small.onnx --verify")
     p.add_argument("model", metavar="MODEL", help="input .onnx file, or a directory: every .onnx file below it")
     _add_output(p)
     _add_int_overflow(p)
+    p.add_argument("--fold-limit", type=_bytes_arg, default=512 * 512 * 4, metavar="BYTES",
+                   help="skip a fold whose result would make the model grow by more than BYTES "
+                   "(default 1048576, onnxscript's 512x512 float32); skipped folds are reported")
+    p.add_argument("--strip-metadata", action="store_true",
+                   help="drop every doc string and metadata entry (kept by default)")
+    p.add_argument("--allow-removing-custom-ops", action="store_true",
+                   help="also remove custom-domain nodes whose outputs nothing uses (kept by default: "
+                   "they may have effects the tool cannot see)")
     _add_verify_flags(p)
     p.set_defaults(handler=commands.cmd_optimize)
 

@@ -1,0 +1,129 @@
+"""ModelProto <-> onnx_ir.Model without reading weights or losing what onnx_ir does not model.
+
+``rewriter.io.load_model`` leaves big tensors as references (external data, or big inline
+tensors cut out of the model file) that carry two private entries (see
+:mod:`rewriter.io.tensors`). onnx_ir turns a reference into a lazy ``ExternalTensor`` but
+writes back only location/offset/length, and it has no training info. ``to_ir`` records
+what it would drop and ``to_proto`` puts it back, so ``save_model`` still streams the
+untouched weights from where they were and the training info survives.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import onnx
+import onnx_ir as ir
+
+from rewriter.io.tensors import BASE_KEY, EXTERNAL, all_tensors
+
+__all__ = ["Carry", "to_ir", "to_proto", "training_reads"]
+
+
+@dataclasses.dataclass
+class Carry:
+    """What ``to_ir`` set aside for ``to_proto``."""
+
+    entries: dict[tuple[str, int, int], list[tuple[str, str]]]
+    training_info: list[onnx.TrainingInfoProto]
+
+
+def _key(t: onnx.TensorProto) -> tuple[str, int, int]:
+    items = {e.key: e.value for e in t.external_data}
+    return items.get("location", ""), int(items.get("offset", 0) or 0), int(items.get("length", -1) or -1)
+
+
+def to_ir(model: onnx.ModelProto, base_dir: str | None = None) -> tuple[ir.Model, Carry]:
+    """An ``onnx_ir.Model`` for ``model`` (not modified), its references kept lazy."""
+    entries: dict[tuple[str, int, int], list[tuple[str, str]]] = {}
+    for t, _ in all_tensors(model):
+        if t.data_location == EXTERNAL:
+            entries[_key(t)] = [(e.key, e.value) for e in t.external_data]
+    carry = Carry(entries, [onnx.TrainingInfoProto.FromString(i.SerializeToString())
+                            for i in model.training_info])
+    if model.training_info:
+        model = _without_training_info(model)
+    result = ir.serde.deserialize_model(model)
+    for tensor in _external_tensors(result):
+        found = entries.get((str(tensor.location), tensor.offset or 0,
+                             -1 if tensor.length is None else tensor.length))
+        base = dict(found).get(BASE_KEY) if found else None
+        tensor.base_dir = base or base_dir or ""
+    return result, carry
+
+
+def _without_training_info(model: onnx.ModelProto) -> onnx.ModelProto:
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    del copy.training_info[:]
+    return copy
+
+
+def _external_tensors(model: ir.Model):
+    def graph_tensors(graph):
+        for value in graph.initializers.values():
+            if isinstance(value.const_value, ir.ExternalTensor):
+                yield value.const_value
+        for node in graph:
+            yield from node_tensors(node)
+
+    def node_tensors(node):
+        for attr in node.attributes.values():
+            if attr.is_ref():
+                continue
+            if attr.type == ir.AttributeType.TENSOR and isinstance(attr.value, ir.ExternalTensor):
+                yield attr.value
+            elif attr.type == ir.AttributeType.GRAPH:
+                yield from graph_tensors(attr.value)
+            elif attr.type == ir.AttributeType.GRAPHS:
+                for g in attr.value:
+                    yield from graph_tensors(g)
+
+    yield from graph_tensors(model.graph)
+    for fn in model.functions.values():
+        for node in fn:
+            yield from node_tensors(node)
+
+
+def to_proto(model: ir.Model, carry: Carry) -> onnx.ModelProto:
+    """The ModelProto of ``model``, references restored to what ``to_ir`` read."""
+    proto = ir.serde.serialize_model(model)
+    for t, _ in all_tensors(proto):
+        if t.data_location != EXTERNAL:
+            continue
+        found = carry.entries.get(_key(t))
+        if found is not None:
+            del t.external_data[:]
+            for k, v in found:
+                t.external_data.add(key=k, value=v)
+    for info in carry.training_info:
+        proto.training_info.add().CopyFrom(info)
+    return proto
+
+
+def training_reads(carry: Carry) -> set[str]:
+    """Main-graph names the training info reads (its graphs' inputs and its bindings)."""
+    names: set[str] = set()
+    for info in carry.training_info:
+        for g in (info.initialization, info.algorithm):
+            for node in _all_nodes(g):
+                names.update(n for n in node.input if n)
+            names.update(o.name for o in g.output)
+        for b in (*info.initialization_binding, *info.update_binding):
+            names.update((b.key, b.value))
+    return names
+
+
+def _all_nodes(graph: onnx.GraphProto):
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            if attr.HasField("g"):
+                yield from _all_nodes(attr.g)
+            for g in attr.graphs:
+                yield from _all_nodes(g)
+
+
+def base_dir_of(path: str | os.PathLike | None) -> str | None:
+    return None if path is None else os.path.dirname(os.path.abspath(os.fspath(path)))

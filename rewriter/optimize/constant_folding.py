@@ -1,0 +1,352 @@
+"""Constant folding: onnxscript's folder, with rewriter's evaluation policy.
+
+onnxscript's ``FoldConstantsPass`` walks the main graph, every subgraph and every
+model-local function, keeps symbolic shape values (``Shape``/``Gather``/``Concat`` chains on
+static dims), inlines an ``If`` whose condition is constant and turns folded values into
+initializers (Constant nodes inside functions). This subclass decides *how* a node is
+evaluated so that folding never changes what the model computes:
+
+- ReduceProd: rewriter's exact native kernel (:func:`rewriter.kernels.reduce_prod_checked`).
+- Integer and boolean arithmetic, data movement, comparisons: ``onnx.reference`` (exact);
+  an integer result that overflows its type (checked with exact Python integers) is left
+  unfolded unless ``int_overflow`` is ``"wrap"`` (``"saturate"`` clamps ReduceProd only, as
+  ONNX Runtime's kernel does; other overflowing ops stay). Integer division or modulo by
+  zero is never folded.
+- Any other op on floating-point data (Exp, Tanh, MatMul, Div, Conv, Cast from float ...):
+  ONNX Runtime's CPU kernel, i.e. the runtime's own result. Against another runtime the
+  difference is that runtime's own rounding (a few ulps for transcendental ops).
+- Custom-domain nodes, non-deterministic ops, control flow other than a constant ``If`` and
+  a value that is also a graph input (it can be overridden at run time) are never folded.
+- Size: a fold whose inputs or output exceed ``fold_limit`` bytes is skipped (reported),
+  unless the output is no bigger than the inputs it frees; tensors are read only
+  when a fold uses them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections import Counter
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+from onnxscript.optimizer import _constant_folding as _oscf
+
+from rewriter import kernels
+
+__all__ = ["FoldConstantsPass", "FoldStats", "DEFAULT_FOLD_LIMIT"]
+
+logger = logging.getLogger(__name__)
+
+# onnxscript's default output limit (512 x 512 elements) in bytes of float32.
+DEFAULT_FOLD_LIMIT = 512 * 512 * 4
+
+_DEFAULT = ("", "ai.onnx")
+# Ops whose result is exact whatever the element type: they move, compare or select
+# values without arithmetic (or with arithmetic that is exact in IEEE: Neg, Abs, Min, Max).
+_EXACT_OPS = frozenset("""
+Reshape Transpose Concat Gather GatherElements GatherND Slice Squeeze Unsqueeze Identity Expand
+Shape Size Flatten Split Tile Where Pad Equal Less Greater LessOrEqual GreaterOrEqual Not And Or
+Xor NonZero Min Max Abs Neg Relu Sign Floor Ceil ScatterND ScatterElements OneHot Trilu
+ReduceMax ReduceMin ArgMax ArgMin TopK IsNaN IsInf SpaceToDepth DepthToSpace Compress
+""".split())
+# Integer ops that can overflow: checked with exact integers before folding.
+_INT_ARITH = frozenset("Add Sub Mul Neg Abs Sum Pow ReduceSum ReduceSumSquare MatMul CumSum "
+                       "Div Mod Cast CastLike Range".split())
+_NON_DETERMINISTIC = frozenset("RandomUniform RandomNormal RandomUniformLike RandomNormalLike "
+                               "Multinomial Bernoulli Dropout".split())
+_FLOATS = frozenset({ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16,
+                     ir.DataType.FLOAT8E4M3FN, ir.DataType.FLOAT8E4M3FNUZ, ir.DataType.FLOAT8E5M2,
+                     ir.DataType.FLOAT8E5M2FNUZ})
+
+
+@dataclasses.dataclass
+class FoldStats:
+    """What the folder did in one run: nodes folded per op type, nodes skipped and why."""
+
+    folded: Counter = dataclasses.field(default_factory=Counter)
+    skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (node label, reason)
+
+    @property
+    def skipped_for_size(self) -> list[tuple[str, str]]:
+        return [s for s in self.skipped if "fold limit" in s[1]]
+
+
+def _label(node: ir.Node) -> str:
+    return f"node '{node.name}' ({node.op_type})" if node.name else f"unnamed {node.op_type} node"
+
+
+def _nbytes(value: ir.Value | None) -> int | None:
+    if value is None:
+        return 0
+    tensor = value.const_value
+    if tensor is not None:
+        return tensor.nbytes if tensor.dtype != ir.DataType.STRING else tensor.size * 16
+    shape, dtype = value.shape, value.dtype
+    if shape is None or dtype is None or not shape.is_static():
+        return None
+    size = 1
+    for d in shape.dims:
+        size *= int(d)
+    return size * (dtype.itemsize if dtype != ir.DataType.STRING else 16)
+
+
+class FoldConstantsPass(_oscf.FoldConstantsPass):
+    """Fold every node whose inputs are constant, in every scope, exactly (see the module doc).
+
+    Args:
+        fold_limit: bytes; a fold reading an input or writing an output bigger than this is
+            skipped (and reported in ``stats.skipped``).
+        int_overflow: ``"skip"``, ``"wrap"`` or ``"saturate"`` (see the module doc).
+        shape_inference: run ONNX's per-node inference while folding (needed for shape folds).
+
+    After a run, ``self.stats`` is a :class:`FoldStats`.
+    """
+
+    def __init__(self, *, fold_limit: int = DEFAULT_FOLD_LIMIT, int_overflow: str = "skip",
+                 shape_inference: bool = True):
+        # onnxscript's limits count elements; ours are checked in bytes in _policy first.
+        super().__init__(shape_inference=shape_inference, input_size_limit=max(1, fold_limit),
+                         output_size_limit=max(1, fold_limit), should_fold=self._policy)
+        self.fold_limit = fold_limit
+        self.int_overflow = int_overflow
+        self.stats = FoldStats()
+        self._ours: ir.Node | None = None
+        self._sessions: dict = {}
+
+    # ------------------------------------------------------------ the walk
+    def call(self, model: ir.Model):
+        self.stats = FoldStats()
+        # An initializer that is also a graph input can be overridden at run time: hide its
+        # value from the folder (and from onnxscript's shape evaluators) during the walk.
+        hidden = _hide_overridable(model)
+        try:
+            return super().call(model)
+        finally:
+            for value, tensor in hidden:
+                value.const_value = tensor
+
+    def process_node(self, node: ir.Node, is_function: bool):
+        self._ours = None
+        replacement = super().process_node(node, is_function)
+        if replacement is not None:
+            self.stats.folded[node.op_type] += 1
+            return replacement
+        if self._ours is node:
+            replacement = self._evaluate(node, is_function)
+            if replacement is not None:
+                self.stats.folded[node.op_type] += 1
+        return replacement
+
+    # ------------------------------------------------------------ policy
+    def _skip(self, node: ir.Node, reason: str) -> bool:
+        self.stats.skipped.append((_label(node), reason))
+        logger.info("not folding %s: %s", _label(node), reason)
+        return False
+
+    def _policy(self, node: ir.Node) -> bool | None:
+        """onnxscript's should_fold: False to keep the node, True to let onnxscript's
+        reference evaluation fold it; nodes we evaluate ourselves are marked and get False."""
+        if node.domain not in _DEFAULT:
+            return False
+        if node.op_type in _NON_DETERMINISTIC or node.op_type in _oscf.DEFAULT_CONSTANT_FOLD_BLACKLIST:
+            return False
+        if node.op_type in ("Constant", "If", "Loop", "Scan", "SequenceMap"):
+            return False
+        if len(node.outputs) != 1:
+            return False
+        for value in node.inputs:
+            size = _nbytes(value)
+            if size is not None and size > self.fold_limit:
+                return self._skip(node, f"input '{value.name}' is {size} bytes, over the fold limit "
+                                        f"({self.fold_limit} bytes)")
+        out = node.outputs[0]
+        size = _nbytes(out)
+        freed = sum(_nbytes(v) or 0 for v in node.inputs if v is not None and len(v.uses()) == 1)
+        if size is not None and size > self.fold_limit and size > freed:
+            return self._skip(node, f"output '{out.name}' would be {size} bytes, over the fold limit "
+                                    f"({self.fold_limit} bytes)")
+        types = {v.const_value.dtype for v in node.inputs if v is not None and v.const_value is not None}
+        if out.dtype is not None:
+            types.add(out.dtype)
+        if node.op_type == "ReduceProd" or node.op_type in _INT_ARITH and not types & _FLOATS:
+            self._ours = node
+            return False
+        if types & _FLOATS and node.op_type not in _EXACT_OPS and node.op_type != "Cast" \
+                or node.op_type == "Cast" and types & _FLOATS - {out.dtype}:
+            self._ours = node
+            return False
+        return True
+
+    # ------------------------------------------------------------ our evaluators
+    def _evaluate(self, node: ir.Node, is_function: bool):
+        inputs = [None if v is None else _oscf._get_numpy_value(v) for v in node.inputs]
+        if any(a is None for a, v in zip(inputs, node.inputs) if v is not None):
+            return None
+        try:
+            if node.op_type == "ReduceProd":
+                array = self._reduce_prod(node, inputs)
+            elif node.op_type in _INT_ARITH and not any(a is not None and a.dtype.kind == "f" for a in inputs):
+                array = self._integer(node, inputs)
+            else:
+                array = self._runtime(node, inputs)
+        except _NotFolded as e:
+            self._skip(node, str(e))
+            return None
+        if array is None:
+            return None
+        array = np.asarray(array)
+        if is_function:
+            constant = self.new_constant(node, array)
+            return None if constant is None else _oscf.Replacement(constant.outputs, [constant])
+        value = self.new_initializer(node, array)
+        if value is None:
+            return None
+        node.graph.register_initializer(value)
+        return _oscf.Replacement([value], [])
+
+    def _version(self, node: ir.Node) -> int:
+        return self._opset_imports.get(node.domain, self._opset_imports.get("", 1))
+
+    def _reduce_prod(self, node: ir.Node, inputs):
+        data = inputs[0]
+        if data.dtype not in kernels.SUPPORTED_DTYPES:
+            raise _NotFolded(f"ReduceProd of {data.dtype} is not supported by the exact kernel")
+        keepdims = _int_attr(node, "keepdims", 1)
+        noop = _int_attr(node, "noop_with_empty_axes", 0)
+        if self._version(node) >= 18:
+            axes = inputs[1] if len(inputs) > 1 else None
+            axes = None if axes is None else [int(a) for a in np.asarray(axes).reshape(-1)]
+        else:
+            attr = node.attributes.get("axes")
+            axes = None if attr is None else list(attr.as_ints())
+        if axes is not None and not axes and not noop:
+            axes = None
+        if axes is None and noop:
+            return data.copy()
+        result, over = kernels.reduce_prod_checked(data, axes, bool(keepdims), bool(noop))
+        if over:
+            if self.int_overflow == "skip":
+                raise _NotFolded(f"{data.dtype} product overflows (runtimes disagree; --int-overflow "
+                                 "wrap or saturate folds it)")
+            if self.int_overflow == "saturate":
+                result = kernels.reduce_prod(data, axes, bool(keepdims), bool(noop), int_overflow="saturate")
+        return result
+
+    def _integer(self, node: ir.Node, inputs):
+        op = node.op_type
+        if op in ("Div", "Mod") and inputs[1] is not None and np.any(inputs[1] == 0):
+            raise _NotFolded(f"integer {op} by zero")
+        result = _oscf._reference_evaluator.evaluate(node.domain, op, self._version(node), *inputs,
+                                                     **_attrs(node))
+        if result is None or isinstance(result, (tuple, list)):
+            return None
+        result = np.asarray(result)
+        if self.int_overflow != "wrap" and result.dtype.kind in "iu" and _overflows(op, node, inputs, result):
+            raise _NotFolded(f"{result.dtype} {op} overflows (pass --int-overflow wrap to fold the "
+                             "wrapped value)")
+        return result
+
+    def _runtime(self, node: ir.Node, inputs):
+        """The node run alone by ONNX Runtime's CPU kernel."""
+        import onnxruntime as ort
+
+        names = [f"i{k}" if v is not None else "" for k, v in enumerate(node.inputs)]
+        proto = ir.serde.serialize_node(node)
+        del proto.input[:]
+        proto.input.extend(names)
+        del proto.output[:]
+        proto.output.append("o")
+        proto.name = "n"
+        graph = onnx.helper.make_graph(
+            [proto], "fold",
+            [onnx.helper.make_tensor_value_info(n, onnx.helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+             for n, a in zip(names, inputs) if n],
+            [onnx.helper.make_tensor_value_info("o", int(node.outputs[0].dtype or 0), None)])
+        if node.outputs[0].dtype is None:
+            raise _NotFolded("output type unknown")
+        opset = self._version(node)
+        model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
+        model.ir_version = min(onnx.IR_VERSION, 10)
+        key = model.SerializeToString()
+        session = self._sessions.get(key)
+        try:
+            if session is None:
+                options = ort.SessionOptions()
+                options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+                options.intra_op_num_threads = 1
+                options.log_severity_level = 3
+                session = ort.InferenceSession(key, options, providers=["CPUExecutionProvider"])
+                self._sessions[key] = session
+            (result,) = session.run(None, {n: a for n, a in zip(names, inputs) if n})
+        except Exception as e:  # ORT lacks the kernel for this type/opset, or refuses the node
+            raise _NotFolded(f"ONNX Runtime cannot evaluate it alone: {' '.join(str(e).split())[:200]}") \
+                from None
+        return result
+
+
+class _NotFolded(Exception):
+    pass
+
+
+def _int_attr(node: ir.Node, name: str, default: int) -> int:
+    attr = node.attributes.get(name)
+    return default if attr is None else attr.as_int()
+
+
+def _attrs(node: ir.Node) -> dict:
+    def convert(attr):
+        if attr.type == ir.AttributeType.TENSOR:
+            return ir.serde.serialize_tensor(attr.value)
+        return attr.value
+
+    return {name: convert(attr) for name, attr in node.attributes.items()}
+
+
+def _hide_overridable(model: ir.Model) -> list:
+    hidden = []
+    for value in model.graph.inputs:
+        if value.const_value is not None:
+            hidden.append((value, value.const_value))
+            value.const_value = None
+    return hidden
+
+
+def _overflows(op: str, node: ir.Node, inputs, result: np.ndarray) -> bool:
+    """Whether the exact integer result of ``op`` differs from ``result`` (the wrapped one)."""
+    info = np.iinfo(result.dtype)
+    exact = [None if a is None else a.astype(object) for a in inputs]
+    try:
+        if op == "Add":
+            value = exact[0] + exact[1]
+        elif op == "Sub":
+            value = exact[0] - exact[1]
+        elif op == "Mul":
+            value = exact[0] * exact[1]
+        elif op == "Neg":
+            value = -exact[0]
+        elif op == "Abs":
+            value = np.abs(exact[0])
+        elif op == "Sum":
+            value = sum(exact[1:], exact[0])
+        elif op == "Pow":
+            value = exact[0] ** exact[1]
+        elif op == "Div":  # only INT_MIN / -1 leaves the range
+            value = np.where((exact[0] == info.min) & (exact[1] == -1), info.max + 1, 0)
+        elif op in ("Mod", "Range", "CastLike", "Cast"):
+            if op in ("Cast", "CastLike"):
+                src = inputs[0]
+                return bool(src.size and src.dtype.kind in "iub" and
+                            (src.astype(object).min() < info.min or src.astype(object).max() > info.max))
+            return False
+        else:  # reductions, MatMul, CumSum: bound the result by the number of terms
+            terms = max(1, max((a.size for a in inputs if a is not None), default=1))
+            big = max(int(np.abs(a.astype(object)).max()) if a is not None and a.size else 0
+                      for a in inputs[:2])
+            bound = terms * big * (big if op in ("MatMul", "ReduceSumSquare") else 1)
+            return bound > info.max
+    except (TypeError, ValueError):
+        return True
+    value = np.asarray(value, dtype=object)
+    return bool(value.size and (value.min() < info.min or value.max() > info.max))

@@ -1,0 +1,89 @@
+"""The optimize pipeline on an ``onnx_ir.Model``, and :class:`OptimizePass`, the whole of it as one pass."""
+
+from __future__ import annotations
+
+import logging
+
+import onnx_ir as ir
+from onnx_ir.passes.common import DeduplicateInitializersPass, LiftConstantsToInitializersPass
+
+from rewriter.optimize import OptimizeOptions, OptimizeReport
+from rewriter.optimize.constant_folding import FoldConstantsPass
+from rewriter.optimize.cse import CommonSubexpressionEliminationPass
+from rewriter.optimize.fusions import FusionsPass
+from rewriter.optimize.metadata import DropToolMetadataPass, StripMetadataPass
+from rewriter.optimize.scopes import graphs_and_functions
+from rewriter.optimize.unused import RemoveUnusedPass
+
+__all__ = ["run_pipeline", "OptimizePass"]
+
+logger = logging.getLogger(__name__)
+
+
+def _all_nodes(model: ir.Model):
+    for graph in graphs_and_functions(model):
+        yield from graph
+
+
+def run_pipeline(model: ir.Model, options: OptimizeOptions, report: OptimizeReport,
+                 keep: frozenset[str] = frozenset()) -> bool:
+    """Optimize ``model`` in place; fills ``report``; returns whether anything changed."""
+    original = list(_all_nodes(model))  # held, so that ids stay unique
+    unnamed = {id(n) for n in original if not n.name}
+    known = {id(n) for n in original}
+    names = {n.name for n in original}
+    fold = FoldConstantsPass(fold_limit=options.fold_limit, int_overflow=options.int_overflow)
+    fusions = FusionsPass()
+    cse = CommonSubexpressionEliminationPass()
+    unused = RemoveUnusedPass(allow_removing_custom_ops=options.allow_removing_custom_ops, keep=keep)
+    modified = False
+    skipped: dict = {}
+    for round_ in range(max(1, options.iterations)):
+        changed = False
+        for p in (fold, fusions, cse, unused):
+            changed |= p(model).modified
+            if p is fold:
+                report.folded.update(fold.stats.folded)
+                skipped.update(dict.fromkeys(fold.stats.skipped))
+        report.fused += fusions.applied
+        report.merged += cse.removed
+        report.removed_nodes += unused.removed_nodes
+        report.removed_initializers += unused.removed_initializers
+        report.rounds = round_ + 1
+        modified |= changed
+        if not changed:
+            break
+    finals: list = []
+    if model.ir_version >= 4:  # initializers that are not inputs need IR 4
+        finals.append(LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0))
+    finals += [DeduplicateInitializersPass(), unused, DropToolMetadataPass()]
+    if options.strip_metadata:
+        finals.append(StripMetadataPass())
+    for p in finals:
+        modified |= p(model).modified
+    report.removed_initializers += unused.removed_initializers
+    # onnxscript's folder names every unnamed node it meets: a node that had no name keeps
+    # none, and a node a rule created gets no invented name
+    for node in _all_nodes(model):
+        if node.name and (id(node) in unnamed or id(node) not in known and node.name not in names):
+            node.name = ""
+    report.skipped = list(skipped)
+    return modified
+
+
+class OptimizePass(ir.passes.InPlacePass):
+    """The whole optimize pipeline (after the ReduceProd fold) as one in-place onnx_ir pass.
+
+    Training info is not modelled by onnx_ir; use :func:`rewriter.optimize` on a ModelProto
+    to keep it. After a run, ``self.report`` holds the :class:`OptimizeReport`.
+    """
+
+    def __init__(self, options: OptimizeOptions | None = None, **kwargs):
+        super().__init__()
+        self.options = options or OptimizeOptions(**kwargs)
+        self.report = OptimizeReport()
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        self.report = OptimizeReport()
+        modified = run_pipeline(model, self.options, self.report)
+        return ir.passes.PassResult(model, modified=modified)
