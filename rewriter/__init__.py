@@ -26,18 +26,21 @@ __all__ = [
     "RewriterError",
     "convert_opset",
     "fold_constants",
+    "optimize",
     "verify_shapes",
     "verify_numerics",
     "reduce_prod",
     "ConvertOpsetPass",
     "FoldReduceProdPass",
     "VerifyShapesPass",
+    "OptimizePass",
 ]
 
 _LAZY = {
     "ConvertOpsetPass": "rewriter.passes",
     "FoldReduceProdPass": "rewriter.passes",
     "VerifyShapesPass": "rewriter.passes",
+    "OptimizePass": "rewriter.passes",
     "reduce_prod": "rewriter.kernels",
 }
 
@@ -135,6 +138,45 @@ def fold_constants(model, *, int_overflow: str = "skip"):
         raise RewriterError(f"int_overflow must be one of {', '.join(INT_OVERFLOW_MODES)}, got {int_overflow!r}")
     proto, kind, base_dir = _open(model)
     return _back(fold_model(proto, int_overflow=int_overflow, base_dir=base_dir)[0], kind)
+
+
+def optimize(model, *, fold_limit: int = 512 * 512 * 4, int_overflow: str = "skip",
+             strip_metadata: bool = False, allow_removing_custom_ops: bool = False):
+    """Shrink a model without changing what it computes or losing names and metadata.
+
+    In the main graph, every subgraph and every model-local function: ReduceProd folded by
+    the exact kernel, every other constant node folded (integers exactly, floats with ONNX
+    Runtime's kernels), If on a constant condition inlined, fusions (BatchNormalization into
+    Conv/Gemm, MatMul+Add into Gemm, Min/Max into Clip, no-op and chain rules), repeated nodes
+    merged, unused nodes and initializers removed, Constant nodes turned into initializers.
+
+    Args:
+        model: an ``onnx.ModelProto``, an ``onnx_ir.Model`` or a path to a model file.
+        fold_limit: bytes; a fold that would grow the model by more is skipped.
+        int_overflow: integer results that overflow: ``"skip"`` leaves the node, ``"wrap"``
+            folds the wrapped value, ``"saturate"`` clamps ReduceProd (as ONNX Runtime does).
+        strip_metadata: drop doc strings and metadata (kept by default).
+        allow_removing_custom_ops: also remove unused custom-domain nodes (kept by default).
+
+    Returns:
+        The optimized model, the same kind as ``model`` (a ModelProto for a path).
+
+    Raises:
+        TypeError: ``model`` is of the wrong type.
+        RewriterError: ``int_overflow`` is not one of the modes.
+
+    Example:
+        >>> small = rewriter.optimize("model.onnx")  # doctest: +SKIP
+    """
+    from rewriter.fold import INT_OVERFLOW_MODES
+    from rewriter.optimize import OptimizeOptions, optimize_model
+
+    if int_overflow not in INT_OVERFLOW_MODES:
+        raise RewriterError(f"int_overflow must be one of {', '.join(INT_OVERFLOW_MODES)}, got {int_overflow!r}")
+    proto, kind, base_dir = _open(model)
+    options = OptimizeOptions(fold_limit=fold_limit, int_overflow=int_overflow, strip_metadata=strip_metadata,
+                              allow_removing_custom_ops=allow_removing_custom_ops)
+    return _back(optimize_model(proto, options, base_dir=base_dir)[0], kind)
 
 
 def verify_shapes(model) -> list:

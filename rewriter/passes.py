@@ -14,7 +14,16 @@ from rewriter.errors import RewriterError
 from rewriter.fold import INT_OVERFLOW_MODES, fold_model
 from rewriter.verify.shapes import verify_shapes
 
-__all__ = ["ConvertOpsetPass", "FoldReduceProdPass", "VerifyShapesPass"]
+from rewriter.optimize.constant_folding import FoldConstantsPass
+from rewriter.optimize.cse import CommonSubexpressionEliminationPass
+from rewriter.optimize.fusions import FusionsPass
+from rewriter.optimize.metadata import DropToolMetadataPass, StripMetadataPass
+from rewriter.optimize.pipeline import OptimizePass
+from rewriter.optimize.unused import RemoveUnusedPass
+
+__all__ = ["ConvertOpsetPass", "FoldReduceProdPass", "VerifyShapesPass", "OptimizePass", "FoldConstantsPass",
+           "FusionsPass", "CommonSubexpressionEliminationPass", "RemoveUnusedPass", "DropToolMetadataPass",
+           "StripMetadataPass"]
 
 
 class ConvertOpsetPass(ir.passes.FunctionalPass):

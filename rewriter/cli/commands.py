@@ -154,7 +154,7 @@ def _optimize_details(report) -> list[str]:
     if size:
         lines.append(f"folds skipped for size (--fold-limit): {len(size)}")
         lines += [f"  {label}: {reason}" for label, reason in size[:5]]
-    others = [s for s in report.skipped if s not in size]
+    others = [s for s in report.skipped if s not in size and "ReduceProd" not in s[0]]  # those: above
     lines += [f"not folded: {label}: {reason}" for label, reason in others[:10]]
     if len(others) > 10:
         lines.append(f"not folded: ... and {len(others) - 10} more")

@@ -18,74 +18,15 @@ Every pass is an ``onnx_ir.passes`` pass usable alone or in an ``onnx_ir.passes.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections import Counter
 
 import onnx
 
 from rewriter.graph import traversal
+from rewriter.optimize.report import OptimizeOptions, OptimizeReport
 
 __all__ = ["optimize_model", "OptimizeReport", "OptimizeOptions", "count_ops", "initializer_count"]
-
-
-@dataclasses.dataclass
-class OptimizeOptions:
-    """The knobs of :func:`optimize_model` (the CLI's flags)."""
-
-    fold_limit: int = 512 * 512 * 4
-    int_overflow: str = "skip"
-    strip_metadata: bool = False
-    allow_removing_custom_ops: bool = False
-    iterations: int = 4
-
-
-@dataclasses.dataclass
-class OptimizeReport:
-    """What an optimization did."""
-
-    ops_before: Counter = dataclasses.field(default_factory=Counter)
-    ops_after: Counter = dataclasses.field(default_factory=Counter)
-    initializers_before: int = 0
-    initializers_after: int = 0
-    reduce_prod: object = None  # the rewriter.fold.FoldReport of step 1
-    folded: Counter = dataclasses.field(default_factory=Counter)  # op type -> nodes folded in step 2
-    skipped: list = dataclasses.field(default_factory=list)  # (node label, reason)
-    fused: int = 0
-    merged: int = 0
-    removed_nodes: int = 0
-    removed_initializers: int = 0
-    rounds: int = 0
-    seconds: dict = dataclasses.field(default_factory=dict)
-
-    @property
-    def nodes_before(self) -> int:
-        return sum(self.ops_before.values())
-
-    @property
-    def nodes_after(self) -> int:
-        return sum(self.ops_after.values())
-
-    @property
-    def skipped_for_size(self) -> list:
-        return [s for s in self.skipped if "fold limit" in s[1]]
-
-    def to_dict(self) -> dict:
-        rp = self.reduce_prod
-        return {
-            "nodes_before": self.nodes_before, "nodes_after": self.nodes_after,
-            "ops_before": dict(sorted(self.ops_before.items())),
-            "ops_after": dict(sorted(self.ops_after.items())),
-            "initializers_before": self.initializers_before, "initializers_after": self.initializers_after,
-            "reduce_prod_folded": len(rp.folded) if rp else 0,
-            "reduce_prod_skipped": [{"node": s.label, "reason": s.reason} for s in rp.skipped] if rp else [],
-            "folded": dict(sorted(self.folded.items())),
-            "skipped": [{"node": n, "reason": r} for n, r in self.skipped],
-            "skipped_for_size": len(self.skipped_for_size),
-            "fused": self.fused, "merged": self.merged,
-            "removed_nodes": self.removed_nodes, "removed_initializers": self.removed_initializers,
-            "rounds": self.rounds, "seconds": {k: round(v, 4) for k, v in self.seconds.items()},
-        }
 
 
 def count_ops(model: onnx.ModelProto) -> Counter:

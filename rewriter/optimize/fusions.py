@@ -49,6 +49,8 @@ class FusionsPass(ir.passes.InPlacePass):
     def __init__(self, rule_names: tuple[str, ...] = RULE_NAMES):
         super().__init__()
         self.rule_set = RewriteRuleSet([getattr(rules, n) for n in rule_names if hasattr(rules, n)])
+        # onnxscript's own unused-node sweep would remove custom-domain nodes: RemoveUnusedPass does it
+        self.rule_set.remove_unused_nodes = False
         self.applied = 0
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:

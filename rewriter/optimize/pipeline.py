@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 import onnx_ir as ir
 from onnx_ir.passes.common import DeduplicateInitializersPass, LiftConstantsToInitializersPass
 
-from rewriter.optimize import OptimizeOptions, OptimizeReport
+from rewriter.optimize.report import OptimizeOptions, OptimizeReport
 from rewriter.optimize.constant_folding import FoldConstantsPass
 from rewriter.optimize.cse import CommonSubexpressionEliminationPass
 from rewriter.optimize.fusions import FusionsPass
@@ -25,9 +26,33 @@ def _all_nodes(model: ir.Model):
         yield from graph
 
 
+# Their warnings describe decisions the pipeline made on purpose (an output initializer not
+# deduplicated, a node left unfolded); rewriter reports skips itself.
+_QUIET = ("onnx_ir", "onnxscript")
+
+
+@contextlib.contextmanager
+def _quiet_libraries():
+    loggers = [logging.getLogger(name) for name in _QUIET]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        if lg.getEffectiveLevel() < logging.ERROR and not logger.isEnabledFor(logging.DEBUG):
+            lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
 def run_pipeline(model: ir.Model, options: OptimizeOptions, report: OptimizeReport,
                  keep: frozenset[str] = frozenset()) -> bool:
     """Optimize ``model`` in place; fills ``report``; returns whether anything changed."""
+    with _quiet_libraries():
+        return _run(model, options, report, keep)
+
+
+def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep: frozenset[str]) -> bool:
     original = list(_all_nodes(model))  # held, so that ids stay unique
     unnamed = {id(n) for n in original if not n.name}
     known = {id(n) for n in original}
