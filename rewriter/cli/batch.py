@@ -2,7 +2,11 @@
 
 The output directory mirrors the input one. Files run in ``-j`` worker processes through
 the same per-file path as a single-file command (``rewriter.cli.runner.run_one``); a bad file is reported and
-the run goes on. Exit status 0 when every file succeeded, 1 when any failed.
+the run goes on. ``check`` takes a directory too (it writes nothing). Exit status 0 when every file
+succeeded, 1 when any failed, 2 when the run cannot start (e.g. OUT cannot be created), 130 when
+interrupted (Ctrl-C): the files already completed stay written, the one in progress is not, and
+the message says how many were completed. Workers ignore SIGINT between files, so an interrupt
+never prints their tracebacks.
 """
 
 from __future__ import annotations
@@ -12,10 +16,12 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import io
+import json
 import os
+import signal
 import sys
 
-from rewriter.cli.runner import EXIT_ERROR, EXIT_OK, EXIT_PROBLEM, UsageError, run_one
+from rewriter.cli.runner import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEM, UsageError, run_one
 
 __all__ = ["find_models", "run_directory", "FileResult"]
 
@@ -50,20 +56,37 @@ def find_models(root: str, exclude: str | None = None) -> list[str]:
 def _run_one(args: argparse.Namespace, relpath: str) -> FileResult:
     one = argparse.Namespace(**vars(args))
     one.model = os.path.join(args.model, relpath)
-    one.output = os.path.join(args.output, relpath)
+    if getattr(args, "output", None) is not None:
+        one.output = os.path.join(args.output, relpath)
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            os.makedirs(os.path.dirname(one.output), exist_ok=True)
+            if getattr(one, "output", None) is not None:
+                os.makedirs(os.path.dirname(one.output), exist_ok=True)
             status = run_one(one)
+        except KeyboardInterrupt:  # temporary files are removed on the way out
+            status = EXIT_INTERRUPTED
         except OSError as e:
-            print(f"error: {one.output}: {e.strerror or e}", file=sys.stderr)
+            print(f"error: {getattr(one, 'output', None) or one.model}: {e.strerror or e}", file=sys.stderr)
             status = EXIT_ERROR
         except Exception as e:  # a bug on one file must not stop the others; say what it was
             print(f"error: internal error: {type(e).__name__}: {e}", file=sys.stderr)
             status = EXIT_ERROR
     prefix = one.model + ": "  # the summary line names the file already
     return FileResult(relpath, status, out.getvalue().replace(prefix, ""), err.getvalue().replace(prefix, ""))
+
+
+def _worker_init() -> None:
+    """Workers ignore Ctrl-C while idle (no traceback from their loop); _work listens during a file."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _work(args: argparse.Namespace, relpath: str) -> FileResult:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return _run_one(args, relpath)
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class _Progress:
@@ -88,41 +111,80 @@ class _Progress:
 
 
 def run_directory(args: argparse.Namespace) -> int:
-    """Run ``args.command`` on every model below ``args.model`` into ``args.output``."""
-    if os.path.exists(args.output) and not os.path.isdir(args.output):
-        raise UsageError(f"{args.model} is a directory, so -o must be one too: {args.output} is a file")
-    if args.jobs < 1:
-        raise UsageError(f"-j must be at least 1, got {args.jobs}")
-    parent = os.path.dirname(os.path.abspath(args.output))
-    if not os.path.isdir(parent):
-        raise UsageError(f"-o {args.output}: directory {parent} does not exist")
-    files = find_models(args.model, exclude=args.output)
+    """Run ``args.command`` on every model below ``args.model`` (into ``args.output`` when it writes)."""
+    writes = args.command != "check"
+    if writes:
+        if os.path.exists(args.output) and not os.path.isdir(args.output):
+            raise UsageError(f"{args.model} is a directory, so -o must be one too: {args.output} is a file")
+        parent = os.path.dirname(os.path.abspath(args.output))
+        if not os.path.isdir(parent):
+            raise UsageError(f"-o {args.output}: directory {parent} does not exist")
+    files = find_models(args.model, exclude=args.output if writes else None)
     if not files:
         raise UsageError(f"{args.model}: no .onnx files below this directory")
-    os.makedirs(args.output, exist_ok=True)
+    if writes:
+        try:
+            os.makedirs(args.output, exist_ok=True)
+        except OSError as e:
+            raise UsageError(f"-o {args.output}: cannot create the directory: {e.strerror or e}") from None
     progress = _Progress(len(files))
     results: dict[str, FileResult] = {}
-    if args.jobs == 1:
-        for rel in files:
-            results[rel] = _run_one(args, rel)
-            progress.step(rel)
-    else:
-        with concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs) as pool:
-            futures = {pool.submit(_run_one, args, rel): rel for rel in files}
-            for future in concurrent.futures.as_completed(futures):
-                rel = futures[future]
-                try:
-                    results[rel] = future.result()
-                except Exception as e:  # the worker process died (e.g. out of memory)
-                    results[rel] = FileResult(rel, EXIT_ERROR, "",
-                                              f"error: worker failed: {type(e).__name__}: {e}")
+    try:
+        if getattr(args, "jobs", 1) == 1:
+            for rel in files:
+                results[rel] = _run_one(args, rel)
+                if results[rel].status == EXIT_INTERRUPTED:
+                    raise KeyboardInterrupt
                 progress.step(rel)
+        else:
+            _run_parallel(args, files, results, progress)
+    except KeyboardInterrupt:
+        progress.close()
+        done = sum(1 for r in results.values() if r.status != EXIT_INTERRUPTED)
+        print(f"error: interrupted: {done} of {len(files)} file(s) completed"
+              + (f" (written below {args.output}); the file in progress was not written" if writes else ""),
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
     progress.close()
     failed = [r for r in results.values() if r.status != EXIT_OK]
+    if getattr(args, "json", False):
+        docs = []
+        for rel in files:
+            r = results[rel]
+            try:
+                doc = json.loads(r.stdout) if r.stdout.strip() else None
+            except ValueError:
+                doc = None
+            docs.append({"file": rel, "exit_status": r.status, "result": doc,
+                         "error": r.message if r.status else None})
+        print(json.dumps({"schema": "rewriter.batch/1", "command": args.command, "ok": not failed,
+                          "files": docs}, indent=2))
+        return EXIT_PROBLEM if failed else EXIT_OK
     for rel in files:
         r = results[rel]
         print(f"{'ok  ' if r.status == EXIT_OK else 'FAIL'}  {rel}: {r.message}")
     print(f"{args.command}: {len(files) - len(failed)} of {len(files)} file(s) succeeded, "
-          f"{len(failed)} failed; written below {args.output}")
+          f"{len(failed)} failed" + (f"; written below {args.output}" if writes else ""))
     return EXIT_PROBLEM if failed else EXIT_OK
 
+
+def _run_parallel(args, files: list[str], results: dict, progress: _Progress) -> None:
+    pool = concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs, initializer=_worker_init)
+    try:
+        futures = {pool.submit(_work, args, rel): rel for rel in files}
+        for future in concurrent.futures.as_completed(futures):
+            rel = futures[future]
+            try:
+                results[rel] = future.result()
+            except Exception as e:  # the worker process died (e.g. out of memory)
+                results[rel] = FileResult(rel, EXIT_ERROR, "", f"error: worker failed: {type(e).__name__}: {e}")
+            if results[rel].status == EXIT_INTERRUPTED:
+                raise KeyboardInterrupt
+            progress.step(rel)
+    except KeyboardInterrupt:
+        pool.shutdown(wait=True, cancel_futures=True)  # files in progress end at their interrupt
+        for future, rel in futures.items():
+            if rel not in results and future.done() and not future.cancelled() and future.exception() is None:
+                results[rel] = future.result()
+        raise
+    pool.shutdown(wait=True)

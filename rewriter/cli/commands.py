@@ -9,7 +9,8 @@ from __future__ import annotations
 import sys
 import time
 
-from rewriter.cli.runner import EXIT_OK, EXIT_PROBLEM, VerificationFailed, one_line
+from rewriter.cli import summary
+from rewriter.cli.runner import EXIT_OK, EXIT_PROBLEM, VerificationFailed, one_line, save_output, warn
 
 __all__ = ["cmd_convert", "cmd_fold", "cmd_optimize", "cmd_check", "verify_rewrite"]
 
@@ -23,16 +24,21 @@ def cmd_convert(args) -> int:
     start = getattr(args, "started", None) or time.perf_counter()  # _run sets it before loading
     model = args.input_model
     base_dir = os.path.dirname(os.path.abspath(args.model))
+    before = summary.model_stats(model, summary.input_files(model, args.model))
     # with shape verification on, _verify_rewrite runs the strict inference on the result
+    t0 = time.perf_counter()
     result, report = convert_model(model, args.opset, base_dir=base_dir,
                                            strict_check=args.no_verify)
-    verify_rewrite(model, result, args)
-    save_model(result, args.output, external_data=getattr(args, "external_data", None))
+    t1 = time.perf_counter()
+    verification = verify_rewrite(model, result, args)
+    t2 = time.perf_counter()
+    written = save_output(args, model, result)
     elapsed = time.perf_counter() - start
-    print(f"{args.model}: opset {report.source_opset} -> {report.target_opset}, "
-          f"written to {args.output} in {elapsed:.2f}s")
-    for line in report.summary_lines():
-        print(f"  {line}")
+    summary.report(args, f"{args.model}: opset {report.source_opset} -> {report.target_opset}, "
+                   f"written to {args.output} in {elapsed:.2f}s", report.summary_lines(),
+                   before, summary.model_stats(result, written), changes=summary.jsonable(report),
+                   verification=verification,
+                   timings={"convert_s": t1 - t0, "verify_s": t2 - t1, "total_s": elapsed})
     return EXIT_OK
 
 
@@ -47,9 +53,10 @@ def cmd_fold(args) -> int:
 
     optimize = args.command == "optimize"
     start = getattr(args, "started", None) or time.perf_counter()  # _run sets it before loading
-    size_before = os.path.getsize(args.model) if os.path.isfile(args.model) else 0
     model = args.input_model
     base_dir = os.path.dirname(os.path.abspath(args.model))
+    before = summary.model_stats(model, summary.input_files(model, args.model))
+    t0 = time.perf_counter()
     result, report = fold_model(model, int_overflow=getattr(args, "int_overflow", "skip"),
                                      base_dir=base_dir)
     if optimize:
@@ -73,17 +80,20 @@ def cmd_fold(args) -> int:
                 else:
                     raise VerificationFailed(
                         f"the result fails strict shape inference: {one_line(str(e))}") from None
-    verify_rewrite(model, result, args)
-    save_model(result, args.output, external_data=getattr(args, "external_data", None))
+    t1 = time.perf_counter()
+    verification = verify_rewrite(model, result, args)
+    t2 = time.perf_counter()
+    written = save_output(args, model, result)
     elapsed = time.perf_counter() - start
-    size_after = os.path.getsize(args.output)
-    print(f"{args.model}: folded {len(report.folded)} ReduceProd node(s), skipped {len(report.skipped)}"
-          + (f", removed {len(report.removed)} unused item(s)" if report.removed else "")
-          + f"; written to {args.output} in {elapsed:.2f}s")
-    for line in report.summary_lines():
-        print(f"  {line}")
-    print(f"  size: {size_before} -> {size_after} bytes (saved {size_before - size_after}); "
-          f"constant data: {report.bytes_before} -> {report.bytes_after} bytes")
+    after = summary.model_stats(result, written)
+    details = report.summary_lines() + [
+        f"size: {before.size} -> {after.size} bytes with external data (saved {before.size - after.size}); "
+        f"constant data: {report.bytes_before} -> {report.bytes_after} bytes"]
+    summary.report(args, f"{args.model}: folded {len(report.folded)} ReduceProd node(s), skipped "
+                   f"{len(report.skipped)}" + (f", removed {len(report.removed)} unused item(s)" if report.removed else "")
+                   + f"; written to {args.output} in {elapsed:.2f}s", details, before, after,
+                   changes=summary.jsonable(report), verification=verification,
+                   timings={"fold_s": t1 - t0, "verify_s": t2 - t1, "total_s": elapsed})
     return EXIT_OK
 
 
@@ -180,33 +190,54 @@ def cmd_check(args) -> int:
     return EXIT_OK if report.ok else EXIT_PROBLEM
 
 
-def verify_rewrite(original, rewritten, args) -> None:
+def verify_rewrite(original, rewritten, args) -> dict:
     """Shape-verify (and with --verify, numerically verify) a rewrite before it is written.
 
     Shape problems the input already had (and the result kept) are printed as warnings; one the rewrite
     introduced, or a numerical mismatch, raises VerificationFailed (exit 1, nothing written).
     The input is only verified when the result has a problem (to tell old from new): a
     clean result costs one shape inference, not two.
+
+    Returns what was verified, for ``--json``: ``{"shapes": {...} | None, "numerics": {...} | None}``.
     """
+    import os
+
+    done: dict = {"shapes": None, "numerics": None}
     if not getattr(args, "no_verify", False):
         from rewriter.verify.shapes import verify_shapes
 
         after = verify_shapes(rewritten)
         known = {p.key() for p in verify_shapes(original)} if after else set()
-        for p in after:
-            if p.key() in known:
-                print(f"warning: shape problem already in the input: {one_line(str(p))}", file=sys.stderr)
+        inherited = [p for p in after if p.key() in known]
+        for p in inherited:
+            warn(args, f"shape problem already in the input: {one_line(str(p))}")
         new = [p for p in after if p.key() not in known]
+        done["shapes"] = {"ok": not new, "problems_in_input": [one_line(str(p)) for p in inherited],
+                          "problems_introduced": [one_line(str(p)) for p in new]}
         if new:
             shown = "; ".join(one_line(str(p)) for p in new[:3])
             more = f" (and {len(new) - 3} more)" if len(new) > 3 else ""
             raise VerificationFailed(f"the rewrite introduced {len(new)} shape problem(s): {shown}{more}")
+        # verify_shapes ran ONNX's strict inference: the final gate's full check need not repeat it
+        args.result_strict_ok = not any(getattr(p, "kind", "") == "inference-error" for p in after)
     if getattr(args, "verify", False):
         from rewriter.verify.numerics import verify_numerics
 
-        report = verify_numerics(original, rewritten, seed=getattr(args, "seed", 0))
-        for line in report.summary_lines():
-            print(line)
+        base = os.path.dirname(os.path.abspath(args.model))
+        report = verify_numerics(original, rewritten, seed=getattr(args, "seed", None) or 0,
+                                 rtol=getattr(args, "rtol", None), atol=getattr(args, "atol", None),
+                                 input_shapes=dict(getattr(args, "input_shape", None) or []),
+                                 base_dirs=(base, base))
+        done["numerics"] = report.to_dict()
+        if not getattr(args, "json", False) and not getattr(args, "quiet", False):
+            for line in report.summary_lines():
+                print(line)
         if not report.ok:
             bad = [o.line() for o in report.outputs if not o.ok] or [report.error]
-            raise VerificationFailed(f"numerical verification failed: {'; '.join(bad)}")
+            hint = ""
+            if (getattr(args, "int_overflow", None) == "wrap" and "onnxruntime" in report.backend_rewritten
+                    and any(o.reason == "integers differ" for o in report.outputs)):
+                hint = ("; ONNX Runtime saturates integer overflow where --int-overflow wrap wrapped it: "
+                        "--int-overflow saturate folds what ONNX Runtime computes")
+            raise VerificationFailed(f"numerical verification failed: {'; '.join(bad)}{hint}")
+    return done

@@ -5,26 +5,27 @@ from __future__ import annotations
 import logging
 import sys
 
-from rewriter.cli.parser import build_parser
-from rewriter.cli.runner import EXIT_ERROR, EXIT_OK, UsageError, one_line, run_one
+from rewriter.cli.parser import build_parser, check_usage
+from rewriter.cli.runner import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, UsageError, one_line, run_one
 
 __all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit status (0 ok, 1 problem, 2 bad input/usage, 130 interrupted)."""
+    import os
+
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        directory = os.path.isdir(args.model)
+        check_usage(args, directory)
     except UsageError as e:
         print(f"error: {one_line(str(e))}", file=sys.stderr)
         return EXIT_ERROR
-    handler = logging.StreamHandler()
-    handler.setFormatter(_LowercaseLevel("%(levelname)s: %(message)s"))  # "warning: ..." like ours
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, handlers=[handler])
+    _setup_logging(args)
     try:
-        import os
-
-        if args.command in ("convert", "fold", "optimize") and os.path.isdir(args.model):
+        if directory:
             from rewriter.cli.batch import run_directory
 
             return run_directory(args)
@@ -33,13 +34,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {one_line(str(e))}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
+        print("error: interrupted; nothing was written", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # e.g. `rewriter check model.onnx | head`: the reader left
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return EXIT_OK
+
+
+def _setup_logging(args) -> None:
+    """warning lines on stderr; with -v also every INFO message of rewriter.* (each step taken)."""
+    handler = logging.StreamHandler()
+    handler.setFormatter(_LowercaseLevel("%(levelname)s: %(message)s"))  # "warning: ..." like ours
+    logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
+    logging.getLogger("rewriter").setLevel(logging.INFO if getattr(args, "verbose", False) else logging.WARNING)
 
 
 class _LowercaseLevel(logging.Formatter):

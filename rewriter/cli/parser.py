@@ -7,7 +7,7 @@ import argparse
 from rewriter.cli import commands
 from rewriter.cli.runner import UsageError
 
-__all__ = ["build_parser"]
+__all__ = ["build_parser", "check_usage"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -22,11 +22,13 @@ def _latest_opset() -> int:
 
 
 def _opset_arg(text: str) -> int:
+    latest = _latest_opset()
+    if text.strip().lower() == "latest":
+        return latest
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--opset must be an integer, got {text!r}") from None
-    latest = _latest_opset()
+        raise argparse.ArgumentTypeError(f"--opset must be an integer or 'latest', got {text!r}") from None
     if not 1 <= value <= latest:
         raise argparse.ArgumentTypeError(f"--opset must be in 1..{latest}, got {value}")
     return value
@@ -45,14 +47,39 @@ def _layout_arg(text: str):
 
 
 def _add_file_options(sub) -> None:
-    """-j and --external-data for the commands that write models (called from build_parser)."""
-    for name in ("convert", "fold", "optimize"):
-        p = sub.choices[name]
-        p.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
+    """Options every command shares (called from build_parser): -v/-q after the command too,
+    --allow-invalid-input; and for the commands that write models -j, --external-data, --json."""
+    for name, p in sub.choices.items():
+        group = p.add_mutually_exclusive_group()
+        group.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                           help="log each step taken (INFO messages of rewriter.*) on stderr")
+        group.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                           help="print only the result line and errors")
+        p.add_argument("--allow-invalid-input", action="store_true",
+                       help="process an input that onnx.checker refuses (with a warning) instead of "
+                       "refusing it; the result is then not held to the checker either")
+        if name == "check":
+            continue
+        p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
                        help="with a directory MODEL: worker processes (default 1)")
         p.add_argument("--external-data", type=_layout_arg, default=None, metavar="always|never|BYTES",
                        help="where the output keeps tensor data: 'always' in OUT.data beside it, 'never' "
-                       "inline, or in OUT.data for tensors of at least BYTES bytes (default: as the input)")
+                       "inline, or in OUT.data for tensors of at least BYTES bytes (default: as the input: "
+                       "external tensors stay external, and new ones of 1 KiB or more join them)")
+        p.add_argument("--json", action="store_true",
+                       help="print one JSON object (schema rewriter.result/1) on stdout: what changed, "
+                       "the verification, timings, before/after statistics")
+
+
+def _input_shape_arg(text: str) -> tuple[str, list[int]]:
+    name, sep, dims = text.rpartition(":")
+    try:
+        values = [int(d) for d in dims.replace("x", ",").split(",") if d.strip()]
+    except ValueError:
+        values = None
+    if not sep or not name or values is None or any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"--input-shape must be NAME:DIMS such as x:1,3,224,224, got {text!r}")
+    return name, values
 
 
 def _add_verify_flags(p: argparse.ArgumentParser) -> None:
@@ -60,8 +87,17 @@ def _add_verify_flags(p: argparse.ArgumentParser) -> None:
                    help="skip the shape verification of the result (default: a ReduceProd shape "
                    "problem the rewrite introduced fails the command, one the input had is a warning)")
     p.add_argument("--verify", action="store_true",
-                   help="also run the original and the result on random inputs and compare outputs")
-    p.add_argument("--seed", type=int, default=0, help="seed for --verify's random inputs (default 0)")
+                   help="also run the original and the result on the same random inputs (ONNX Runtime, "
+                   "else onnx.reference) and compare every output")
+    p.add_argument("--seed", type=int, default=None, help="seed for --verify's random inputs (default 0)")
+    p.add_argument("--rtol", type=float, default=None,
+                   help="--verify: relative tolerance for float outputs (default per type: float 1e-4)")
+    p.add_argument("--atol", type=float, default=None,
+                   help="--verify: absolute tolerance for float outputs (default per type: float 1e-6)")
+    p.add_argument("--input-shape", type=_input_shape_arg, action="append", default=None,
+                   metavar="NAME:DIMS", help="--verify: the shape of graph input NAME, e.g. x:1,3,224,224; "
+                   "its symbolic dims take these sizes everywhere (default: every unpinned dynamic dim is 2); "
+                   "repeat for several inputs")
 
 
 def _bytes_arg(text: str) -> int:
@@ -81,9 +117,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="rewriter",
         description="Rewrite ONNX models: migrate opsets, fold ReduceProd constants, verify shapes.",
-        epilog="Exit status: 0 success, 1 verification found a problem, 2 bad input or impossible rewrite.",
+        epilog="Exit status: 0 success, 1 verification found a problem, 2 bad input, bad usage or an "
+        "impossible rewrite, 130 interrupted.",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log what each pass does")
+    from rewriter import __version__
+
+    parser.add_argument("--version", action="version", version=f"rewriter {__version__}")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("-v", "--verbose", action="store_true",
+                       help="log each step taken (INFO messages of rewriter.*) on stderr")
+    group.add_argument("-q", "--quiet", action="store_true", help="print only the result line and errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
@@ -132,10 +175,46 @@ def build_parser() -> argparse.ArgumentParser:
     _add_verify_flags(p)
     p.set_defaults(handler=commands.cmd_optimize)
 
-    p = sub.add_parser("check", help="verify every ReduceProd output's shape")
-    p.add_argument("model", metavar="MODEL", help="input .onnx file")
+    p = sub.add_parser("check", help="verify every ReduceProd output's shape",
+                       description="Run ONNX strict shape inference and check every ReduceProd output "
+                       "(main graph, If/Loop/Scan bodies, model-local functions) against rewriter's own "
+                       "shape rule and the declared shapes. Prints one row per ReduceProd and a verdict.",
+                       epilog="Exit status: 0 no problem, 1 a shape problem, 2 bad input (an input onnx.checker "
+                       "refuses is bad input). Example: rewriter check model.onnx --json")
+    p.add_argument("model", metavar="MODEL", help="input .onnx file, or a directory: every .onnx file below it")
     p.add_argument("--json", action="store_true",
                    help="print one JSON document (schema rewriter.check/1) instead of a table")
     p.set_defaults(handler=commands.cmd_check)
     _add_file_options(sub)
     return parser
+
+
+def check_usage(args: argparse.Namespace, directory: bool) -> None:
+    """Refuse flags that make no sense together (UsageError, exit 2); fill in their defaults."""
+    if getattr(args, "verify", False) and getattr(args, "no_verify", False):
+        raise UsageError("--verify and --no-verify contradict each other")
+    if not getattr(args, "verify", False):
+        given = [flag for flag, value in (("--seed", getattr(args, "seed", None)), ("--rtol", getattr(args, "rtol", None)),
+                                          ("--atol", getattr(args, "atol", None)),
+                                          ("--input-shape", getattr(args, "input_shape", None)))
+                 if value is not None]
+        if given:
+            raise UsageError(f"{', '.join(given)}: only for --verify, which is not given")
+    if getattr(args, "verbose", False) and getattr(args, "quiet", False):
+        raise UsageError("-v/--verbose and -q/--quiet contradict each other")
+    for flag in ("rtol", "atol"):
+        value = getattr(args, flag, None)
+        if value is not None and not value >= 0:
+            raise UsageError(f"--{flag} must be a number >= 0, got {value}")
+    if hasattr(args, "seed") and args.seed is None:
+        args.seed = 0
+    jobs = getattr(args, "jobs", None)
+    if jobs is not None:
+        if not directory:
+            raise UsageError(f"-j applies to a directory MODEL; {args.model} is a single file")
+        if jobs < 1:
+            raise UsageError(f"-j must be at least 1, got {jobs}")
+    if hasattr(args, "jobs") and jobs is None:
+        args.jobs = 1
+    if getattr(args, "output", None) == "-":
+        raise UsageError("-o -: writing a model to stdout is not supported; give a file name")

@@ -11,10 +11,11 @@ import time
 
 from rewriter.errors import RewriterError
 
-__all__ = ["EXIT_OK", "EXIT_PROBLEM", "EXIT_ERROR", "UsageError", "VerificationFailed", "load_input",
-           "preflight", "run_one", "one_line"]
+__all__ = ["EXIT_OK", "EXIT_PROBLEM", "EXIT_ERROR", "EXIT_INTERRUPTED", "UsageError", "VerificationFailed",
+           "load_input", "preflight", "run_one", "one_line", "warn", "save_output", "final_gate"]
 
-EXIT_OK, EXIT_PROBLEM, EXIT_ERROR = 0, 1, 2
+EXIT_OK, EXIT_PROBLEM, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
+ORT_GATE_LIMIT = 256 << 20  # bytes of tensor data up to which the final gate loads the result in ORT
 
 
 class UsageError(Exception):
@@ -25,13 +26,37 @@ class VerificationFailed(Exception):
     """A rewrite's result failed verification (exit 1, nothing written)."""
 
 
-def load_input(path: str):
-    """Load and validate an input model (RewriterError naming the file and node when bad)."""
+def warn(args, message: str) -> None:
+    """A ``warning: ...`` line on stderr, also kept for ``--json``'s ``warnings``."""
+    message = one_line(message)
+    if args is not None:
+        if getattr(args, "warnings", None) is None:
+            args.warnings = []
+        args.warnings.append(message)
+    print(f"warning: {message}", file=sys.stderr)
+
+
+def load_input(path: str, args=None):
+    """Load and validate an input model (RewriterError naming the file and node when bad).
+
+    An input the ONNX checker refuses is bad input (exit 2, the checker's complaint in the
+    message) unless ``args.allow_invalid_input``: then it is processed with a warning, and
+    ``args.input_invalid`` is set so the final gate does not hold the result to a standard the
+    input did not meet.
+    """
     from rewriter.io import load_model
-    from rewriter.verify.validate import validate_model
+    from rewriter.verify.validate import checker_complaint, validate_model
 
     model = load_model(path)
     validate_model(model, path)
+    complaint = checker_complaint(model)
+    if complaint:
+        if not getattr(args, "allow_invalid_input", False):
+            raise RewriterError(f"{path}: the input is not a valid ONNX model (onnx.checker: {complaint}); "
+                                "--allow-invalid-input processes it anyway")
+        warn(args, f"{path}: the input is not a valid ONNX model (onnx.checker: {complaint}); "
+                   "processing it because of --allow-invalid-input")
+        args.input_invalid = True
     return model
 
 
@@ -39,34 +64,148 @@ def preflight(args) -> None:
     """Refuse bad usage and bad input before any handler runs, so nothing is written."""
     import os
 
+    from rewriter.io import check_output
+
     output = getattr(args, "output", None)
     if output is not None:
+        if output == "-":
+            raise UsageError("-o -: writing a model to stdout is not supported; give a file name")
         if os.path.isdir(output):
             raise UsageError(f"-o {output}: is a directory")
         parent = os.path.dirname(os.path.abspath(output))
         if not os.path.isdir(parent):
             raise UsageError(f"-o {output}: directory {parent} does not exist")
-    if getattr(args, "jobs", 1) < 1:
-        raise UsageError(f"-j must be at least 1, got {args.jobs}")
+        check_output(output)  # read-only, not a regular file: refused before any work
     # loaded before any handler runs, so bad input is refused before anything is written
-    args.input_model = load_input(args.model)
+    args.input_model = load_input(args.model, args)
 
 
 def run_one(args) -> int:
-    """Run one command on one model file; errors become one ``error:`` line."""
+    """Run one command on one model file; errors become one ``error:`` line (and with
+    ``--json`` one JSON error document on stdout)."""
     args.started = time.perf_counter()
     try:
         preflight(args)
         return args.handler(args)
     except UsageError as e:
-        print(f"error: {one_line(str(e))}", file=sys.stderr)
-        return EXIT_ERROR
+        return _fail(args, str(e), EXIT_ERROR)
     except VerificationFailed as e:
-        print(f"error: {one_line(str(e))}", file=sys.stderr)
-        return EXIT_PROBLEM
+        return _fail(args, str(e), EXIT_PROBLEM)
     except RewriterError as e:
-        print(f"error: {one_line(str(e))}", file=sys.stderr)
-        return EXIT_ERROR
+        return _fail(args, str(e), EXIT_ERROR)
+
+
+def _fail(args, message: str, status: int) -> int:
+    message = one_line(message)
+    print(f"error: {message}", file=sys.stderr)
+    if getattr(args, "json", False):
+        from rewriter.cli.summary import error_document, print_json
+
+        print_json(error_document(args.command, args.model, message, status))
+    return status
+
+
+def _complaint(fn) -> str | None:
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - checker, inference and ORT errors of any type
+        return one_line(str(e)) or type(e).__name__
+    return None
+
+
+def _ort_load(model) -> str | None:
+    """None when ONNX Runtime loads ``model`` (its external data resolved in place), else why not."""
+    from rewriter.io import external_data_dir
+    from rewriter.io.tensors import EXTERNAL, PRIVATE_PREFIX, all_tensors, set_entries
+
+    def load():
+        import onnxruntime as ort
+
+        ort.set_default_logger_severity(3)
+        copy = type(model)()
+        copy.CopyFrom(model)
+        for t, _ in all_tensors(copy):
+            if t.data_location == EXTERNAL:
+                set_entries(t, {e.key: e.value for e in t.external_data if not e.key.startswith(PRIVATE_PREFIX)})
+        options = ort.SessionOptions()
+        options.log_severity_level = 3
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        with external_data_dir(model):
+            ort.InferenceSession(copy.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+    return _complaint(load)
+
+
+def _data_bytes(model) -> int:
+    from rewriter.io.tensors import all_tensors, expected_bytes
+
+    return sum(expected_bytes(t) or 0 for t, _ in all_tensors(model))
+
+
+def final_gate(args, original, result) -> None:
+    """A result is never less valid than its input: when the input passed the ONNX checker (and
+    its full check, and loaded in ONNX Runtime), so must the result, or VerificationFailed.
+
+    The full check is skipped when the shape verification already ran ONNX's strict inference
+    on the result without complaint; ONNX Runtime is asked only for models with at most
+    ``ORT_GATE_LIMIT`` bytes of tensor data (and opset >= 7).
+    """
+    from rewriter.graph import traversal
+    from rewriter.io import check_model
+
+    if getattr(args, "input_invalid", False):
+        problem = _complaint(lambda: check_model(result))
+        if problem:
+            warn(args, f"the result fails the ONNX checker as the input did: {problem}")
+        return
+    problem = _complaint(lambda: check_model(result))
+    if problem:
+        raise VerificationFailed(f"the result fails the ONNX checker (the input passes it): {problem}")
+    if not getattr(args, "result_strict_ok", False):
+        problem = _complaint(lambda: check_model(result, full_check=True))
+        if problem and _complaint(lambda: check_model(original, full_check=True)) is None:
+            raise VerificationFailed(f"the result fails the ONNX full check (the input passes it): {problem}")
+    if (traversal.opset_version(result.opset_import) or 0) >= 7 and _data_bytes(result) <= ORT_GATE_LIMIT:
+        problem = _ort_load(result)
+        if problem and _ort_load(original) is None:
+            raise VerificationFailed(f"ONNX Runtime cannot load the result (it loads the input): {problem}")
+
+
+def save_output(args, original, result) -> list[str]:
+    """The final gate, then the atomic write of ``result`` to ``args.output``; returns the files
+    written (the model, then its data file if any).
+
+    With no ``--external-data``, the output keeps each tensor where the input had it, and when
+    the input used external data, new tensors of at least 1 KiB (folded values) go to the data
+    file too. Writing over the input (``-o`` the input path) removes the data files the input
+    used and the output no longer does.
+    """
+    import os
+
+    from rewriter.cli.summary import input_files
+    from rewriter.io import save_model
+    from rewriter.io.tensors import EXTERNAL, INLINE_KEY, all_tensors
+
+    final_gate(args, original, result)
+    layout = getattr(args, "external_data", None)
+    keep_inline = None
+    if layout is None and any(t.data_location == EXTERNAL and not any(e.key == INLINE_KEY for e in t.external_data)
+                              for t, _ in all_tensors(original)):
+        keep_inline = {t.name for t, _ in all_tensors(original) if t.data_location != EXTERNAL}
+    old_files = input_files(original, args.model)
+    in_place = os.path.realpath(args.output) == os.path.realpath(args.model)
+    written = save_model(result, args.output, external_data=layout,
+                         base_dir=os.path.dirname(os.path.abspath(args.model)), keep_inline=keep_inline)
+    if in_place:
+        kept = {os.path.realpath(f) for f in written}
+        for stale in old_files[1:]:
+            if os.path.realpath(stale) not in kept:
+                try:
+                    os.unlink(stale)
+                except OSError as e:
+                    warn(args, f"{stale}: the input's data file, no longer used, could not be removed: "
+                               f"{e.strerror or e}")
+    return written
 
 
 def one_line(text: str) -> str:

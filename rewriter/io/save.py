@@ -14,6 +14,7 @@ import dataclasses
 import errno
 import logging
 import os
+import stat
 import struct
 import tempfile
 
@@ -26,7 +27,7 @@ from rewriter.io import wire
 from rewriter.io.tensors import (ALIGN, EXTERNAL, INLINE_KEY, PROTOBUF_LIMIT, all_tensors, expected_bytes,
                                  reference, set_entries, tensor_name)
 
-__all__ = ["save_model", "parse_layout"]
+__all__ = ["save_model", "parse_layout", "check_output", "output_path"]
 
 logger = logging.getLogger(__name__)
 _CHUNK = 1 << 26
@@ -59,7 +60,10 @@ class _Item:
     external: bool = False
 
 
-def _plan(model: onnx.ModelProto, threshold, base_dir) -> list[_Item]:
+NEW_TENSOR_THRESHOLD = 1024  # onnx.save's size_threshold for external data
+
+
+def _plan(model: onnx.ModelProto, threshold, base_dir, keep_inline=None) -> list[_Item]:
     items = []
     for t, loadable in all_tensors(model):
         if t.data_location == EXTERNAL:
@@ -76,7 +80,10 @@ def _plan(model: onnx.ModelProto, threshold, base_dir) -> list[_Item]:
             if size is None or size == 0:
                 continue
             item = _Item(t, size, loadable, None)
-            item.external = loadable and threshold is not None and size >= threshold
+            if threshold is None and keep_inline is not None:  # a value the rewrite created
+                item.external = loadable and t.name not in keep_inline and size >= NEW_TENSOR_THRESHOLD
+            else:
+                item.external = loadable and threshold is not None and size >= threshold
             items.append(item)
     inline = model.ByteSize() + sum(i.size for i in items if i.source and not i.external) \
         - sum(i.size for i in items if not i.source and i.external)
@@ -206,31 +213,59 @@ def _file_mode(path: str) -> int:
         return 0o666 & ~mask
 
 
-def _check_output(path: str) -> str:
+def output_path(path: str | os.PathLike) -> str:
+    """Where writing ``path`` really goes: through a symlink to its target (the link stays)."""
+    path = os.fspath(path)
+    return os.path.realpath(path) if os.path.islink(path) else path
+
+
+def check_output(path: str | os.PathLike) -> str:
+    """The directory a write to ``path`` goes to; RewriterError when it cannot or must not be
+    written: a directory, a missing directory, an existing file that is read-only (no write
+    permission bit, or not writable by this user), like ``cp`` and ``onnx.save``."""
+    path = output_path(path)
     directory = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise RewriterError(f"{path}: is a directory")
     if not os.path.isdir(directory):
         raise RewriterError(f"{path}: directory {directory} does not exist")
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return directory
+    except OSError as e:
+        raise RewriterError(f"{path}: cannot write: {e.strerror or e}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise RewriterError(f"{path}: exists and is not a regular file; refused")
+    if not st.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) or not os.access(path, os.W_OK):
+        raise RewriterError(f"{path}: the file is read-only; refused (it is left untouched)")
     return directory
 
 
 def save_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_data=None,
-               base_dir: str | None = None) -> None:
+               base_dir: str | None = None, keep_inline=None) -> list[str]:
     """Write ``model`` to ``path`` atomically, streaming referenced tensors from their source.
 
     ``external_data``: None (the default) keeps each tensor where the input had it; ``"always"`` puts every
     tensor with data in ``<path>.data``; ``"never"`` writes everything inline; an int puts
     tensors of at least that many bytes in ``<path>.data``. Over 2 GiB, external data is
-    required. ``base_dir`` resolves references that ``load_model`` did not make. On any
-    failure the destination (and its data file) is left as it was; ``model`` is not changed.
+    required. With None, ``keep_inline`` (names of the tensors the input held inline) says
+    which inline tensors are new: those of at least 1 KiB go to ``<path>.data`` like the
+    input's external ones. ``base_dir`` resolves references that ``load_model`` did not make.
+
+    A symlink ``path`` is written through (the link stays, its target gets the model); a
+    read-only existing file is refused. On any failure the destination (and its data file) is
+    left as it was; ``model`` is not changed.
+
+    Returns:
+        The files written: the model's path, then its data file's when there is one.
     """
-    path = os.fspath(path)
-    directory = _check_output(path)
+    path = output_path(path)
+    directory = check_output(path)
     threshold = parse_layout(external_data)
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
-    items = _plan(copy, threshold, base_dir)
+    items = _plan(copy, threshold, base_dir, keep_inline)
     data_name = os.path.basename(path) + ".data"
     temps: list[str] = []
     try:
@@ -257,8 +292,10 @@ def save_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_data
                 else:
                     _write_all(f.fileno(), piece)
             os.fsync(f.fileno())
+        written = [path]
         if data_tmp is not None:
             os.replace(data_tmp, os.path.join(directory, data_name))
+            written.append(os.path.join(directory, data_name))
         os.replace(model_tmp, path)
         temps.clear()
         dir_fd = os.open(directory, os.O_RDONLY)
@@ -266,6 +303,7 @@ def save_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_data
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
+        return written
     except OSError as e:
         raise RewriterError(f"{path}: cannot write: {e.strerror or e}") from None
     finally:

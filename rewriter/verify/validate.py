@@ -1,9 +1,11 @@
 """Up-front checks of an input model, so that bad input gets one clear error naming the node.
 
-``validate_model`` refuses: a cycle; a node input or graph output that nothing defines; a
-ReduceProd with axes out of range, duplicate axes, an axes input that is not a 1-D int64
-tensor, or a keepdims / noop_with_empty_axes that is not 0 or 1. It reads no weights
-except constant axes tensors.
+``validate_model`` refuses: a main graph without outputs; a default-domain node whose op has
+no schema at the opset its scope imports (an empty or unknown op type, or an op newer than the
+declared opset); a cycle; a node input or graph output that nothing defines; a ReduceProd with
+axes out of range, duplicate axes, an axes input that is not a 1-D int64 tensor, or a
+keepdims / noop_with_empty_axes that is not 0 or 1. It reads no weights except constant axes
+tensors. ``checker_complaint`` says what ``onnx.checker`` refuses in a model, if anything.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from rewriter.graph.traversal import Scope, node_label
 from rewriter.io import check_model, read_external_tensor
 from rewriter.io.tensors import all_tensors, expected_bytes, tensor_name
 
-__all__ = ["validate_model"]
+__all__ = ["validate_model", "checker_complaint"]
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +105,56 @@ def _check_node_text(scope: Scope, path: str) -> None:
         except TypeError:
             raise RewriterError(f"{path}: node #{i} in {scope.location} has a name, type, input, output "
                                 "or attribute name that is not valid UTF-8") from None
+
+
+def checker_complaint(model: onnx.ModelProto) -> str | None:
+    """None when ``onnx.checker.check_model`` accepts the model (its external data checked where
+    it lives), else the checker's message on one line."""
+    try:
+        check_model(model, full_check=False)
+    except Exception as e:  # ValidationError, and whatever else the checker raises
+        text = " ".join(str(e).split())
+        return text.replace("==> Context: Bad node spec for node.", "in a node:") or type(e).__name__
+    return None
+
+
+def _check_schemas(scopes: list[Scope], path: str) -> None:
+    """Every default-domain node's op has a schema at the opset its scope imports."""
+    latest = onnx.defs.onnx_opset_version()
+    known: dict[tuple[str, int], str | None] = {}
+    for scope in scopes:
+        opset = scope.opset
+        for node in scope.body.node:
+            if node.domain not in ("", "ai.onnx"):
+                continue
+            key = (node.op_type, opset or 0)
+            if key not in known:
+                known[key] = _schema_problem(node.op_type, opset, latest)
+            if known[key]:
+                raise RewriterError(f"{path}: {node_label(node, scope)}: {known[key]}")
+
+
+def _schema_problem(op_type: str, opset: int | None, latest: int) -> str | None:
+    if not op_type:
+        return "the node has no op type"
+    if opset is None:
+        return f"op {op_type} is in the default domain, which is not imported"
+    try:
+        onnx.defs.get_schema(op_type, opset, "")
+        return None
+    except onnx.defs.SchemaError:
+        pass
+    since, version = None, latest
+    while version >= 1:
+        try:
+            since = onnx.defs.get_schema(op_type, version, "").since_version
+        except onnx.defs.SchemaError:
+            break
+        version = since - 1
+    if since is None:
+        return f"op {op_type} is not an ONNX operator (no schema in the default domain)"
+    return (f"op {op_type} has no schema at the declared default-domain opset {opset} (it exists from "
+            f"opset {since}): the opset import does not match the nodes")
 
 
 def _checker_accepts(model: onnx.ModelProto) -> bool:
@@ -306,11 +358,14 @@ def validate_model(model: onnx.ModelProto, path: str | os.PathLike = "<model>") 
         if not isinstance(o.domain, str):
             raise RewriterError(f"{path}: an opset_import domain is not valid UTF-8")
     _check_versions(model, path)
+    if not model.graph.output:
+        raise RewriterError(f"{path}: the main graph has no outputs (nothing it computes could be kept)")
     scopes = list(traversal.iter_scopes(model))
     _check_text(scopes, path)
     _check_tensors(model, path)
     for scope in scopes:
         _check_node_text(scope, path)
+    _check_schemas(scopes, path)
     if not _checker_accepts(model):
         visible_of: dict[int, set[str]] = {}
         for scope in scopes:

@@ -145,9 +145,11 @@ def test_convert_refuses_a_rewrite_that_introduces_a_problem(tmp_path, monkeypat
     assert not os.path.exists(out)
     err = capsys.readouterr().err
     assert "node 'rp_y' (ReduceProd)" in err and "introduced" in err
-    # --no-verify skips the check, so the faulty result is written
-    assert cli.main(["convert", path, "--opset", "11", "-o", out, "--no-verify"]) == 0
-    assert os.path.exists(out)
+    # --no-verify skips the ReduceProd shape check, but not the final gate: the input passes
+    # onnx's full check, so a result that fails it is never written
+    assert cli.main(["convert", path, "--opset", "11", "-o", out, "--no-verify"]) == 1
+    assert not os.path.exists(out)
+    assert "full check (the input passes it)" in capsys.readouterr().err
 
 
 def test_convert_with_a_faulty_adapter_is_refused(tmp_path, monkeypatch, capsys):

@@ -19,7 +19,7 @@ def _non_constant_axes_model(path):
         [helper.make_node("ReduceProd", ["x", "axes"], ["y"], name="needs_const")], "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
          helper.make_tensor_value_info("axes", TensorProto.INT64, [1])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, None])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     model.ir_version = 8
     onnx.save(model, path)
