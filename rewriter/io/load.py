@@ -22,8 +22,8 @@ import onnx
 from onnx import numpy_helper
 
 from rewriter.io import wire
-from rewriter.io.tensors import (BASE_KEY, EXTERNAL, INLINE_KEY, INLINE_THRESHOLD, PACKED, all_tensors,
-                                 reference, set_entries, tensor_name)
+from rewriter.io.tensors import (BASE_KEY, EXTERNAL, INLINE_KEY, INLINE_THRESHOLD, PACKED, PRIVATE_PREFIX,
+                                 all_tensors, reference, set_entries, tensor_name)
 from rewriter.errors import ModelLoadError, RewriterError
 
 __all__ = ["load_model", "read_external_tensor", "tensor_reader", "check_model", "external_data_dir",
@@ -31,18 +31,27 @@ __all__ = ["load_model", "read_external_tensor", "tensor_reader", "check_model",
 
 logger = logging.getLogger(__name__)
 
-def _check_references(model: onnx.ModelProto, path: str) -> None:
+def _check_references(model: onnx.ModelProto, path: str, token: str) -> None:
+    """Resolve and check every external reference; the private keys are the loader's own:
+    a file cannot bring a base directory or an inline marker (only ``token``, made for this
+    load, marks a tensor cut out of the model file). A reference to the model file itself
+    (other than those) is refused: a model's bytes are not tensor data."""
     base_dir = os.path.dirname(os.path.abspath(path))
+    model_real = os.path.realpath(path)
     for t, _ in all_tensors(model):
         if t.data_location != EXTERNAL:
             continue
         if not all(isinstance(e.key, str) and isinstance(e.value, str) for e in t.external_data):
             raise ModelLoadError(f"{path}: {tensor_name(t)}: external data entries are not valid UTF-8")
-        inline = any(e.key == INLINE_KEY for e in t.external_data)
-        for e in t.external_data:  # a file must not smuggle a base directory in
-            if e.key == BASE_KEY:
+        inline = any(e.key == INLINE_KEY and e.value == token for e in t.external_data)
+        for e in t.external_data:  # a file must not smuggle a base directory or a marker in
+            if e.key.startswith(PRIVATE_PREFIX):
                 e.value = ""
         ref_path, offset, length = reference(t, base_dir, f"{path}: {tensor_name(t)}")
+        if ref_path == model_real and not inline:
+            raise ModelLoadError(f"{path}: {tensor_name(t)}: external data location "
+                                 f"'{next((e.value for e in t.external_data if e.key == 'location'), '')}' "
+                                 "is the model file itself; refused")
         items = {"location": os.path.relpath(ref_path, os.path.realpath(base_dir)),
                  "offset": str(offset), "length": str(length), BASE_KEY: os.path.realpath(base_dir)}
         if inline:
@@ -52,13 +61,13 @@ def _check_references(model: onnx.ModelProto, path: str) -> None:
 
 # ---------------------------------------------------------------- load
 
-def _cut_big_tensors(buf, size: int, name: str, threshold: int) -> bytes:
+def _cut_big_tensors(buf, size: int, name: str, threshold: int, token: str) -> bytes:
     """The model's bytes with every raw_data >= threshold replaced by a reference to the file."""
     def on_raw(start, end):
         if end - start < threshold:
             return None
         return [wire.string_entry(13, "location", name), wire.string_entry(13, "offset", str(start)),
-                wire.string_entry(13, "length", str(end - start)), wire.string_entry(13, INLINE_KEY, "1"),
+                wire.string_entry(13, "length", str(end - start)), wire.string_entry(13, INLINE_KEY, token),
                 b"\x70\x01"]  # data_location (14) = EXTERNAL
 
     pieces, _, changed = wire.rewrite_tensors(buf, 0, size, wire.MODEL, on_raw,
@@ -70,12 +79,12 @@ def _cut_big_tensors(buf, size: int, name: str, threshold: int) -> bytes:
     return data, changed
 
 
-def _mark_cut_tensors_external(model: onnx.ModelProto) -> None:
+def _mark_cut_tensors_external(model: onnx.ModelProto, token: str) -> None:
     """A tensor whose bytes carry its own data_location=DEFAULT after raw_data (as onnx
     writes it after loading external data) overrides the EXTERNAL written in raw_data's
     place: protobuf keeps the last value. The marker entry says which tensors were cut."""
     for t, _ in all_tensors(model):
-        if t.data_location != EXTERNAL and any(e.key == INLINE_KEY for e in t.external_data):
+        if t.data_location != EXTERNAL and any(e.key == INLINE_KEY and e.value == token for e in t.external_data):
             t.data_location = EXTERNAL
 
 
@@ -95,6 +104,7 @@ def load_model(path: str | os.PathLike, *, inline_threshold: int = INLINE_THRESH
     if st.st_size == 0:
         raise ModelLoadError(f"{path}: empty file")
     model = onnx.ModelProto()
+    token = os.urandom(8).hex()  # marks the tensors this load cut out; a file cannot forge it
     try:
         cut = False
         with open(path, "rb") as f:
@@ -102,17 +112,18 @@ def load_model(path: str | os.PathLike, *, inline_threshold: int = INLINE_THRESH
                 data = f.read()
             else:
                 with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-                    data, cut = _cut_big_tensors(mm, len(mm), os.path.basename(path), inline_threshold)
+                    data, cut = _cut_big_tensors(mm, len(mm), os.path.basename(path), inline_threshold,
+                                                     token)
         model.ParseFromString(data)
         if cut:
-            _mark_cut_tensors_external(model)
+            _mark_cut_tensors_external(model, token)
     except OSError as e:
         raise ModelLoadError(f"{path}: cannot read: {e.strerror or e}") from None
     except Exception:  # WireError, protobuf's DecodeError or RuntimeError by implementation
         raise ModelLoadError(f"{path}: not an ONNX model (protobuf parse failed)") from None
     if not model.HasField("graph") or model.ir_version <= 0:
         raise ModelLoadError(f"{path}: not an ONNX model (no graph or no IR version)")
-    _check_references(model, path)
+    _check_references(model, path, token)
     return model
 
 
