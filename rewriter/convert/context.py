@@ -1,4 +1,12 @@
-"""The view of a conversion that an adapter gets for one node."""
+"""The view of a conversion that an adapter gets for one node.
+
+An adapter ``fn(node, ctx)`` handles one schema step ``ctx.step = (from_version, to_version)``
+of ``node``'s op. It may change the node in place, add constants, insert new nodes before
+or after it, or remove it (when inserted nodes now produce its outputs). Inserted nodes are
+built valid at opset ``to_version``; the engine then converts them onward to the target.
+An impossible step raises ``ConversionError(reason)`` (``ctx.block(reason)``): the engine
+adds the node, the op and the step, and collects every blocker before failing.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +15,7 @@ import onnx
 from onnx import numpy_helper
 
 from rewriter.convert.state import ConversionState
+from rewriter.errors import ConversionError
 from rewriter.graph import traversal
 from rewriter.graph.constants import constant_value
 
@@ -16,9 +25,90 @@ __all__ = ["NodeContext"]
 class NodeContext:
     """The view of the conversion that an adapter gets for one node."""
 
-    def __init__(self, state: ConversionState, node: onnx.NodeProto, scope: traversal.Scope):
+    def __init__(self, state: ConversionState, node: onnx.NodeProto, scope: traversal.Scope,
+                 step: tuple[int, int] = (0, 0)):
         self._state, self._node, self.scope = state, node, scope
         self.label = traversal.node_label(node, scope)
+        self.step = step
+        self.before: list[onnx.NodeProto] = []  # inserted before the node, in order
+        self.after: list[onnx.NodeProto] = []  # inserted after the node, in order
+        self.removed = False
+
+    @property
+    def going_down(self) -> bool:
+        return self.step[1] < self.step[0]
+
+    @property
+    def node(self) -> onnx.NodeProto:
+        return self._node
+
+    def block(self, reason: str):
+        """Refuse this step: ``reason`` says why (the engine adds node, op and step)."""
+        raise ConversionError(reason)
+
+    # ------------------------------------------------------------ what is known of values
+
+    def shape(self, name: str) -> list[int | None] | None:
+        """The dims of ``name`` (None for a symbolic dim), or None when the rank is unknown."""
+        t = self._state.types_for(self.scope).get(name)
+        if t is None or not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
+            return None
+        return [d.dim_value if d.HasField("dim_value") else None for d in t.tensor_type.shape.dim]
+
+    def value_type(self, name: str) -> onnx.TypeProto | None:
+        """The full TypeProto of ``name`` when known (tensor, sequence, optional)."""
+        return self._state.types_for(self.scope).get(name)
+
+    def set_type(self, name: str, type_proto: onnx.TypeProto) -> None:
+        """Record the type of a value an adapter made (so later steps can read its rank)."""
+        self._state.add_types(self.scope, {name: type_proto})
+
+    # ------------------------------------------------------------ new names and nodes
+
+    def fresh_name(self, hint: str) -> str:
+        """A value name not used anywhere in the model."""
+        return self._state.fresh_name(hint)
+
+    def make_node(self, op_type: str, inputs, outputs, **attrs) -> onnx.NodeProto:
+        """A default-domain node with a fresh unique name; ``outputs`` may be an int (that many
+        fresh value names)."""
+        if isinstance(outputs, int):
+            outputs = [self.fresh_name(f"{self._node.name or op_type}_{op_type}_out") for _ in range(outputs)]
+        node = onnx.helper.make_node(op_type, list(inputs), list(outputs),
+                                     name=self._state.fresh_node_name(f"{self._node.name or op_type}_{op_type}"),
+                                     **attrs)
+        return node
+
+    def insert_before(self, op_type: str, inputs, outputs=1, **attrs) -> onnx.NodeProto:
+        """Insert a node before this one (valid at opset ``step[1]``); returns it."""
+        node = self.make_node(op_type, inputs, outputs, **attrs)
+        self.before.append(node)
+        return node
+
+    def insert_after(self, op_type: str, inputs, outputs=1, **attrs) -> onnx.NodeProto:
+        """Insert a node after this one (valid at opset ``step[1]``); returns it.
+
+        To wrap an output, first :meth:`redirect_output` it, then insert a node that reads
+        the redirected name and produces the original one: the node that ends up producing
+        the original first output takes the original node's name.
+        """
+        node = self.make_node(op_type, inputs, outputs, **attrs)
+        self.after.append(node)
+        return node
+
+    def redirect_output(self, index: int = 0) -> str:
+        """Give the node's output ``index`` a fresh name and return it; the original name is
+        then to be produced by a node inserted after."""
+        fresh = self.fresh_name(self._node.output[index] + "_pre")
+        self._node.output[index] = fresh
+        return fresh
+
+    def redirect_input(self, index: int, new_name: str) -> None:
+        self._node.input[index] = new_name
+
+    def remove(self) -> None:
+        """Drop this node: nodes inserted before it produce its outputs instead."""
+        self.removed = True
 
     def constant(self, name: str) -> np.ndarray | None:
         return constant_value(name, self.scope, self._state.read_tensor)

@@ -17,43 +17,83 @@ import logging
 
 import onnx
 
-from rewriter.convert import delegate, registry
-from rewriter.convert.context import NodeContext
-from rewriter.convert.delegate import DEFAULT_DOMAINS, HOLD_DOMAIN
+from rewriter.convert import delegate
+from rewriter.convert.delegate import HOLD_DOMAIN
+from rewriter.convert.engine import DEFAULT_DOMAINS, Blocker, Engine
 from rewriter.convert.state import ConversionState
 from rewriter.errors import ConversionError, RewriterError
 from rewriter.graph import traversal, unused
 from rewriter.io import check_model
 
-__all__ = ["convert_model", "ConvertReport"]
+__all__ = ["convert_model", "ConvertReport", "ConversionBlocked"]
+
+MAX_LISTED = 20
+
+
+class ConversionBlocked(ConversionError):
+    """Some nodes cannot be converted; ``blockers`` lists every one."""
+
+    def __init__(self, blockers: list[Blocker], source: int, target: int):
+        self.blockers = blockers
+        shown = "; ".join(b.line() for b in blockers[:MAX_LISTED])
+        more = f"; and {len(blockers) - MAX_LISTED} more" if len(blockers) > MAX_LISTED else ""
+        super().__init__(f"cannot convert from opset {source} to {target}: {len(blockers)} node(s) "
+                         f"block it: {shown}{more}")
 
 logger = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass
 class ConvertReport:
-    """What a conversion did."""
+    """What a conversion did (or, for a plan, would do)."""
 
     source_opset: int
     target_opset: int
     own: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # op -> nodes
-    changes: collections.Counter = dataclasses.field(default_factory=collections.Counter)
-    delegated: collections.Counter = dataclasses.field(default_factory=collections.Counter)
-    type_only: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    changes: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # what adapters did
+    delegated: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # op -> nodes
+    type_only: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # op -> nodes
+    expanded: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # op -> nodes
+    steps: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # (op, how) -> steps
+    nodes: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # op -> nodes seen
+    blockers: list = dataclasses.field(default_factory=list)
     version_converter_called: bool = False
 
+    @property
+    def ok(self) -> bool:
+        return not self.blockers
+
     def summary_lines(self) -> list[str]:
-        lines = [f"{op} nodes: {n}" for op, n in sorted(self.own.items())] or ["ReduceProd nodes: 0"]
+        lines = [f"{op} nodes: {n}" for op, n in sorted(self.own.items()) if op == "ReduceProd"]
         lines += [f"  {kind}: {n}" for kind, n in sorted(self.changes.items())]
+        others = {op: n for op, n in self.own.items() if op != "ReduceProd"}
+        if others:
+            ops = ", ".join(f"{op} x{n}" for op, n in sorted(others.items()))
+            lines.append(f"other ops converted by rewriter's adapters: {ops}")
+        if self.expanded:
+            ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.expanded.items()))
+            lines.append(f"ops newer than the target, expanded into their ONNX function bodies: {ops}")
         if self.type_only:
             ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.type_only.items()))
             lines.append(f"other ops with type-only schema changes (kept as they are): {ops}")
         if self.delegated:
             ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.delegated.items()))
             lines.append(f"other ops converted by onnx.version_converter: {ops}")
-        else:
-            lines.append("onnx.version_converter not needed")
-        return lines
+        return lines or ["nothing to change"]
+
+    def plan_rows(self) -> list[dict]:
+        """Per op type: how many nodes, and how many steps were taken each way."""
+        rows = []
+        for op in sorted(self.nodes):
+            how = {kind: n for (o, kind), n in self.steps.items() if o == op}
+            rows.append({"op": op, "nodes": self.nodes[op], "steps": dict(sorted(how.items())),
+                         "blocked": sum(1 for b in self.blockers if b.op == op)})
+        return rows
+
+    def to_dict(self) -> dict:
+        return {"source_opset": self.source_opset, "target_opset": self.target_opset, "ok": self.ok,
+                "ops": self.plan_rows(), "blockers": [b.to_dict() for b in self.blockers],
+                "changes": dict(self.changes), "version_converter_called": self.version_converter_called}
 
 
 def _set_opset(opset_import, version: int) -> None:
@@ -64,7 +104,7 @@ def _set_opset(opset_import, version: int) -> None:
 
 def convert_model(
     model: onnx.ModelProto, target_opset: int, *, base_dir: str | None = None,
-    strict_check: bool = True,
+    strict_check: bool = True, plan_only: bool = False,
 ) -> tuple[onnx.ModelProto, ConvertReport]:
     """Convert ``model`` to ``target_opset``; returns the new model and a report.
 
@@ -72,7 +112,10 @@ def convert_model(
     shape inference too; the command line turns that off only when its own shape
     verification of the result (which includes strict inference) follows.
 
-    Raises ConversionError naming the node when any part cannot be converted.
+    Every node is planned before anything is written: when some cannot be converted, a
+    :class:`ConversionBlocked` (a ConversionError) lists every blocking node. With
+    ``plan_only`` nothing raises for blockers: the report says what would happen (and the
+    returned model is a partly converted scratch copy, not to be used).
     """
     latest = onnx.defs.onnx_opset_version()
     if not 1 <= target_opset <= latest:
@@ -85,19 +128,21 @@ def convert_model(
     report = ConvertReport(source, target_opset)
     state = ConversionState(result, model, base_dir, report)
 
-    own = [(n, scope) for scope in state.scopes for n in scope.body.node
-           if n.domain in DEFAULT_DOMAINS and registry.has_adapters(n.op_type)]
-    for node, scope in own:
-        op_type = node.op_type
-        report.own[op_type] += 1
-        ctx = NodeContext(state, node, scope)
-        # A node an adapter turned into another op (a ReduceProd that became an Identity) still
-        # goes through the remaining steps of its original op: their type checks apply to it too.
-        for adapter, _from, _to in registry.adapter_path(op_type, scope.opset or source, target_opset):
-            adapter(node, ctx)
-        state.held.append(node)
-    if state.maybe_unused:  # axes constants that no node reads any more
+    for scope in state.scopes:
+        for node in scope.body.node:
+            if node.domain in DEFAULT_DOMAINS:
+                report.nodes[node.op_type] += 1
+    engine = Engine(state, target_opset)
+    engine.run()
+    if state.maybe_unused:  # constants that no node reads any more (a blocked one goes too)
         unused.remove_unused(result, only={name for name, _ in state.maybe_unused})
+        alive = {(id(s.body), tuple(n.output)) for s in traversal.iter_scopes(result) for n in s.body.node}
+        engine.blockers = [b for b in engine.blockers if b.key is None or b.key in alive]
+    report.blockers = engine.blockers
+    if plan_only:
+        return result, report
+    if engine.blockers:
+        raise ConversionBlocked(engine.blockers, source, target_opset)
 
     # The target may need a newer IR version (initializers that are not graph inputs, which
     # the 13->18 adapter adds, need IR 4): set it before the version converter sees the model.
@@ -105,25 +150,64 @@ def convert_model(
                *(o for o in result.opset_import if o.domain not in DEFAULT_DOMAINS)]
     result.ir_version = max(result.ir_version,
                             onnx.helper.find_min_ir_version_for(imports, ignore_unknown=True))
-    in_graph, in_functions = delegate.plan_other_ops(state, target_opset)
-    report.delegated = in_graph + in_functions
-    if in_graph or in_functions:
-        # Nodes already in target form go to a private domain the converter leaves alone.
+    if engine.delegated:
         report.version_converter_called = True
-        for node in state.held:
-            node.domain = HOLD_DOMAIN
-        if in_graph:
-            delegate.convert_main_graph(result, target_opset)
-        for fn in result.functions:
-            if any(n.domain in DEFAULT_DOMAINS for n in fn.node):
-                delegate.convert_function(result, fn, target_opset)
-        for body in [result.graph, *result.functions]:
-            delegate.release(body)
+        _delegate(result, engine.delegated, target_opset)
+    _unique_node_names(result)
     for fn in result.functions:
         _set_opset(fn.opset_import, target_opset)
     _set_opset(result.opset_import, target_opset)
     _validate(result, model, strict_check)
     return result, report
+
+
+def _delegate(result: onnx.ModelProto, delegated: set, target: int) -> None:
+    """Run onnx.version_converter on the bodies holding delegated nodes, every other
+    default-domain node held out of its reach in a private domain."""
+    scopes = list(traversal.iter_scopes(result))
+    marked = {id(s.body): s for s in scopes}
+    wanted = {(body_id, outs) for body_id, outs in delegated}
+    holding = set()  # bodies whose nodes (or whose subgraphs' nodes) the converter must see
+    for scope in scopes:
+        for node in scope.body.node:
+            if (id(scope.body), tuple(node.output)) in wanted:
+                s = scope
+                while s is not None:
+                    holding.add(id(s.body))
+                    s = s.parent
+    for scope in scopes:
+        for node in scope.body.node:
+            if node.domain not in DEFAULT_DOMAINS or (id(scope.body), tuple(node.output)) in wanted:
+                continue
+            if any(id(g) in holding for g in traversal.subgraphs(node)):
+                continue  # a control-flow node whose body needs the converter goes with it
+            node.domain = HOLD_DOMAIN
+    del marked
+    if id(result.graph) in holding:
+        delegate.convert_main_graph(result, target)
+    for fn in result.functions:
+        if id(fn) in holding:
+            delegate.convert_function(result, fn, target)
+    for body in [result.graph, *result.functions]:
+        delegate.release(body)
+
+
+def _unique_node_names(model: onnx.ModelProto) -> None:
+    """Give every node a name no other node of the model has (ONNX Runtime refuses duplicates);
+    the first node to carry a name keeps it."""
+    seen: set[str] = set()
+    nodes = [n for s in traversal.iter_scopes(model) for n in s.body.node]
+    taken = {n.name for n in nodes if n.name}
+    for node in nodes:
+        if not node.name:
+            continue
+        if node.name in seen:
+            base, i = node.name, 1
+            while f"{base}_{i}" in taken:
+                i += 1
+            node.name = f"{base}_{i}"
+            taken.add(node.name)
+        seen.add(node.name)
 
 
 def _validate(result: onnx.ModelProto, original: onnx.ModelProto, strict: bool) -> None:

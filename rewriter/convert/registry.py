@@ -4,9 +4,16 @@
 (from ``onnx.defs``), so a test can compare it with the schema history. An adapter takes
 ``(node, ctx)``: it rewrites ``node`` (a NodeProto of the model being converted) from one
 schema version to the next one up or down, through ``ctx`` (a
-:class:`rewriter.convert.context.NodeContext`) for constants, ranks, types and new
-constants; an impossible step raises ConversionError. Adapters live in
-``rewriter.convert.adapters.<family>`` and register themselves with :func:`register`.
+:class:`rewriter.convert.context.NodeContext`): constants, ranks, types, new constants,
+inserted nodes. An impossible step raises ConversionError with the reason. Adapters live in
+``rewriter.convert.adapters.<family>`` and register themselves with :func:`register`::
+
+    @register("Squeeze", 13, 11)
+    def squeeze_13_11(node, ctx): ...
+
+A generic adapter registers for many steps: ``register(("ReduceMax", 18, 13), ("ReduceMin", 18, 13))``.
+Each registration records its kind (``KINDS``): "attribute<->input", "new feature",
+"meaning change", "type-only" (an adapter that checks something beyond types), ...
 """
 
 from __future__ import annotations
@@ -16,70 +23,85 @@ from collections.abc import Callable
 
 import onnx
 
-from rewriter.errors import ConversionError
-
-__all__ = ["ADAPTERS", "Adapter", "register", "schema_versions", "schema_version_at", "adapter_path", "has_adapters"]
+__all__ = ["ADAPTERS", "KINDS", "Adapter", "register", "lookup", "schema_versions", "schema_version_at",
+           "steps_between", "all_ops", "has_adapters"]
 
 Adapter = Callable[[onnx.NodeProto, "object"], None]
 ADAPTERS: dict[tuple[str, int, int], Adapter] = {}
+KINDS: dict[tuple[str, int, int], str] = {}
 
 
-def register(op_type: str, from_version: int, to_version: int):
-    """Register an adapter for one schema step of ``op_type`` (adjacent versions)."""
+def register(*key, kind: str = "rewrite"):
+    """Register an adapter for one schema step ``register("Op", from, to)``, or for several
+    ``register(("Op", from, to), ("Op2", from, to), ...)`` (a generic adapter)."""
+    keys = [key] if key and isinstance(key[0], str) else list(key)
 
     def decorate(fn: Adapter) -> Adapter:
-        ADAPTERS[(op_type, from_version, to_version)] = fn
+        for op_type, a, b in keys:
+            ADAPTERS[(op_type, a, b)] = fn
+            KINDS[(op_type, a, b)] = kind
+        _clear_caches()
         return fn
 
     return decorate
 
 
-def schema_versions(op_type: str, domain: str = "") -> list[int]:
-    """The since_versions of every schema of ``op_type``, ascending, from onnx.defs."""
-    return sorted(
-        s.since_version
-        for s in onnx.defs.get_all_schemas_with_history()
-        if s.name == op_type and s.domain == domain
-    )
-
-
-_VERSIONS_CACHE: dict[str, list[int]] = {}
-
-
-def _versions(op_type: str) -> list[int]:
-    if op_type not in _VERSIONS_CACHE:
-        _VERSIONS_CACHE[op_type] = schema_versions(op_type)
-    return _VERSIONS_CACHE[op_type]
-
-
-def schema_version_at(op_type: str, opset: int) -> int:
-    """The schema version of ``op_type`` in force at ``opset`` (newest since_version <= opset)."""
-    usable = [v for v in _versions(op_type) if v <= opset]
-    if not usable:
-        raise ConversionError(f"{op_type} does not exist at opset {opset}")
-    return usable[-1]
+def lookup(op_type: str, a: int, b: int) -> Adapter | None:
+    _load_adapters()
+    return ADAPTERS.get((op_type, a, b))
 
 
 @functools.lru_cache(maxsize=None)
-def adapter_path(op_type: str, from_opset: int, to_opset: int) -> tuple[tuple[Adapter, int, int], ...]:
-    """The adapters to apply, in order, to move a node from one opset to another."""
-    versions = _versions(op_type)
-    src = schema_version_at(op_type, from_opset)
-    dst = schema_version_at(op_type, to_opset)
+def _all_versions() -> dict[str, tuple[int, ...]]:
+    found: dict[str, list[int]] = {}
+    for s in onnx.defs.get_all_schemas_with_history():
+        if s.domain == "":
+            found.setdefault(s.name, []).append(s.since_version)
+    return {op: tuple(sorted(set(v))) for op, v in found.items()}
+
+
+def all_ops() -> list[str]:
+    """Every op of the default domain in ``onnx.defs``."""
+    return sorted(_all_versions())
+
+
+def schema_versions(op_type: str, domain: str = "") -> list[int]:
+    """The since_versions of every schema of ``op_type``, ascending, from onnx.defs."""
+    if domain == "":
+        return list(_all_versions().get(op_type, ()))
+    return sorted(s.since_version for s in onnx.defs.get_all_schemas_with_history()
+                  if s.name == op_type and s.domain == domain)
+
+
+def schema_version_at(op_type: str, opset: int) -> int | None:
+    """The schema version of ``op_type`` in force at ``opset`` (newest since_version <= opset),
+    None when the op does not exist at that opset."""
+    usable = [v for v in _all_versions().get(op_type, ()) if v <= opset]
+    return usable[-1] if usable else None
+
+
+@functools.lru_cache(maxsize=None)
+def steps_between(op_type: str, from_opset: int, to_opset: int) -> tuple[tuple[int, int], ...]:
+    """The adjacent schema steps ``(a, b)`` that take ``op_type`` from one opset to another."""
+    versions = list(_all_versions().get(op_type, ()))
+    src, dst = schema_version_at(op_type, from_opset), schema_version_at(op_type, to_opset)
+    if src is None or dst is None:
+        raise ValueError(f"{op_type} does not exist at opset {from_opset if src is None else to_opset}")
     i, j = versions.index(src), versions.index(dst)
     if i <= j:
-        steps = [(versions[k], versions[k + 1]) for k in range(i, j)]
-    else:
-        steps = [(versions[k], versions[k - 1]) for k in range(i, j, -1)]
-    _load_adapters()
-    return tuple((ADAPTERS[(op_type, a, b)], a, b) for a, b in steps)
+        return tuple((versions[k], versions[k + 1]) for k in range(i, j))
+    return tuple((versions[k], versions[k - 1]) for k in range(i, j, -1))
 
 
 @functools.lru_cache(maxsize=None)
 def has_adapters(op_type: str) -> bool:
-    """Whether the project converts ``op_type`` with its own adapters."""
+    """Whether the project converts some step of ``op_type`` with its own adapter."""
     _load_adapters()
     return any(key[0] == op_type for key in ADAPTERS)
+
+
+def _clear_caches() -> None:
+    has_adapters.cache_clear()
 
 
 def _load_adapters() -> None:

@@ -31,6 +31,7 @@ class ConversionState:
         self.read_tensor = tensor_reader(base_dir)
         self.report = report
         self._names: set[str] | None = None
+        self._node_names: set[str] | None = None
         self.scopes = list(traversal.iter_scopes(model))  # walked once: the walk costs on big graphs
         self._index = {id(s): i for i, s in enumerate(self.scopes)}
         # for each scope, the index of the function body it lies in (None in the graphs)
@@ -117,6 +118,26 @@ class ConversionState:
         finally:
             self._inferring.discard(root)
         return agreed
+
+    def add_types(self, scope: traversal.Scope, types: dict[str, onnx.TypeProto]) -> None:
+        """Types of values made during the conversion (by adapters, by function expansion)."""
+        own = self._scope_types(self._index[id(scope)])
+        for name, t in types.items():
+            own.setdefault(name, t)
+
+    def scope_index(self, scope: traversal.Scope) -> int:
+        return self._index[id(scope)]
+
+    def fresh_node_name(self, hint: str) -> str:
+        """A node name not used by any node of the model."""
+        if self._node_names is None:
+            self._node_names = {n.name for s in self.scopes for n in s.body.node if n.name}
+        name, i = hint, 0
+        while name in self._node_names:
+            i += 1
+            name = f"{hint}_{i}"
+        self._node_names.add(name)
+        return name
 
     def fresh_name(self, hint: str) -> str:
         if self._names is None:

@@ -185,3 +185,30 @@ def _type_only(op, source, target, inputs, outputs, types) -> bool:
             elif any(s is None or actual not in s for s in sets):
                 return False
     return True
+
+
+def same_signature(op_type: str, a: int, b: int) -> bool:
+    """Whether schema versions ``a`` and ``b`` of ``op_type`` differ only in the types they allow."""
+    return _signature(op_type, a) == _signature(op_type, b)
+
+
+def step_types_allowed(node: onnx.NodeProto, a: int, b: int, types) -> str | None:
+    """For a type-only step of ``node`` from schema ``a`` to ``b``: None when every type the node
+    uses is allowed by schema ``b``, else the reason. ``types`` maps a value name to its
+    TypeProto or None; an unknown type passes only when everything ``a`` allows, ``b`` allows."""
+    op = node.op_type
+    for which, names in (("input", node.input), ("output", node.output)):
+        for i, name in enumerate(names):
+            if not name:
+                continue
+            allowed_b = _allowed(op, b, which, i)
+            t = types(name)
+            actual = type_string(t) if t is not None else None
+            if actual is None:
+                allowed_a = _allowed(op, a, which, i)
+                if allowed_b is None or allowed_a is None or not allowed_a <= allowed_b:
+                    return (f"the type of {which} '{name}' is unknown and schema version {b} allows "
+                            f"fewer types than version {a}")
+            elif allowed_b is None or actual not in allowed_b:
+                return f"{which} '{name}' is {actual}, which {op}-{b} does not allow"
+    return None

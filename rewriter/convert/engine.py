@@ -1,0 +1,351 @@
+"""The conversion engine: every default-domain node, one schema step at a time, in every scope.
+
+For each node the engine walks the adjacent schema steps of its op from the scope's opset
+to the target (``rewriter.convert.registry.steps_between``) and takes each step by its kind
+(``rewriter.convert.steps.step_kind``): an own adapter, a type-only step (kept when every
+type the node uses is allowed at the destination), or onnx's converter for the whole node
+where its adapter is known to be correct. An op that does not exist at the target is
+expanded into its ONNX function body, whose nodes are then converted the same way. Nodes
+that adapters insert are converted onward from the step's destination opset.
+
+Nothing raises half-way: every blocked step becomes a :class:`Blocker`, and the planner
+fails before writing anything when there is one.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+
+import onnx
+
+from rewriter.convert import registry, steps
+from rewriter.convert.context import NodeContext
+from rewriter.convert.state import ConversionState
+from rewriter.convert.type_only import step_types_allowed
+from rewriter.errors import ConversionError
+from rewriter.graph import traversal
+
+__all__ = ["Blocker", "Engine", "DEFAULT_DOMAINS"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+@dataclasses.dataclass
+class Blocker:
+    """One node that cannot be converted, and why."""
+
+    node: str  # the node's label: name, op, where
+    op: str
+    step: str  # "18 -> 17", or "expand" for an op newer than the target
+    reason: str
+    works: str  # the targets for which this node would convert, in words
+    key: tuple | None = dataclasses.field(default=None, repr=False, compare=False)  # (id(body), outputs)
+
+    def line(self) -> str:
+        return f"{self.node}: {self.op} {self.step}: {self.reason} (would work for {self.works})"
+
+    def to_dict(self) -> dict:
+        return {"node": self.node, "op": self.op, "step": self.step, "reason": self.reason, "works": self.works}
+
+
+class Engine:
+    """Converts the nodes of one model copy; see the module doc."""
+
+    def __init__(self, state: ConversionState, target: int):
+        self.state, self.target = state, target
+        self.report = state.report
+        self.blockers: list[Blocker] = []
+        self.delegated: set[tuple[int, tuple[str, ...]]] = set()  # (id(body), outputs) of nodes for onnx
+        self._expanding = 0
+        self._expansions: list[str] = []  # labels of the nodes being expanded
+        self._current: tuple | None = None
+
+    # ------------------------------------------------------------ the walk
+
+    def run(self) -> None:
+        for scope in list(self.state.scopes):
+            self._convert_body(scope)
+
+    def _convert_body(self, scope: traversal.Scope) -> None:
+        body = scope.body
+        opset = scope.opset
+        if opset is None:
+            return
+        i = 0
+        while i < len(body.node):
+            node = body.node[i]
+            if node.domain not in DEFAULT_DOMAINS:
+                i += 1
+                continue
+            size = len(body.node)
+            self._current = (id(body), tuple(node.output))
+            sequence = self.convert(node, scope, opset, top=True)
+            j = i + (len(body.node) - size)  # Constant nodes added at the top of a function body
+            kept = next((k for k, n in enumerate(sequence) if n is node), None)
+            if kept is None:
+                del body.node[j]
+                for n in sequence:
+                    body.node.insert(j, n)
+                    j += 1
+                i = j
+            else:
+                for n in sequence[:kept]:
+                    body.node.insert(j, n)
+                    j += 1
+                for k, n in enumerate(sequence[kept + 1:]):
+                    body.node.insert(j + 1 + k, n)
+                i = j + 1 + len(sequence) - kept - 1
+            if len(sequence) != 1 or kept is None:
+                scope.invalidate()
+
+    # ------------------------------------------------------------ one node
+
+    def convert(self, node: onnx.NodeProto, scope: traversal.Scope, opset: int, *, top: bool = False
+                ) -> list[onnx.NodeProto]:
+        """The nodes that replace ``node`` (valid at ``opset``) at the target, in order."""
+        op = node.op_type
+        label = traversal.node_label(node, scope)
+        versions = registry.schema_versions(op)
+        if not versions:
+            self._block(label, op, "-", f"{op} is not an operator of the default ONNX domain", "no opset")
+            return [node]
+        src = registry.schema_version_at(op, opset)
+        if src is None:
+            self._block(label, op, "-", f"{op} does not exist at the model's opset {opset} (its first "
+                        f"version is {versions[0]}): the model's opset_import is wrong", "no opset")
+            return [node]
+        if registry.schema_version_at(op, self.target) is None:
+            return self._expand(node, scope, opset, src, label)
+        path = registry.steps_between(op, opset, self.target)
+        kinds = [steps.step_kind(op, a, b) for a, b in path]
+        if "onnx" in kinds and "own" not in kinds and top and not any(
+                k == "blocked" for k in kinds):
+            return self._delegate(node, scope, opset, path, kinds, label)
+        original_name, original_out = node.name, (node.output[0] if node.output else None)
+        before: list[onnx.NodeProto] = []
+        after: list[onnx.NodeProto] = []
+        for (a, b), kind in zip(path, kinds):
+            if kind == "own":
+                ctx = NodeContext(self.state, node, scope, (a, b))
+                try:
+                    registry.lookup(op, a, b)(node, ctx)
+                except ConversionError as e:
+                    self._block(label, op, f"{a} -> {b}", _reason(str(e), label), _works(op, a, b))
+                    return [node]
+                self.report.steps[(op, registry.KINDS.get((op, a, b), "rewrite"))] += 1
+                logger.info("%s: %s %d -> %d (%s)", label, op, a, b, registry.KINDS.get((op, a, b), "rewrite"))
+                new_before = [m for n in ctx.before for m in self.convert(n, scope, b)]
+                new_after = [m for n in ctx.after for m in self.convert(n, scope, b)]
+                before += new_before
+                after = new_after + after
+                if ctx.removed:
+                    return self._named(before + after, node, original_name, original_out, removed=True)
+                if node.op_type != op:  # became another op: convert it onward as that op
+                    rest = self.convert(node, scope, b)
+                    return self._named(before + rest + after, node, original_name, original_out)
+            elif kind == "type-only":
+                reason = step_types_allowed(node, a, b, self.state.types_for(scope).get)
+                if reason is not None:
+                    self._block(label, op, f"{a} -> {b}", reason, _works(op, a, b))
+                    return [node]
+                self.report.steps[(op, "type-only")] += 1
+            elif kind == "onnx":
+                self._block(label, op, f"{a} -> {b}", "this step needs onnx's converter, which cannot take a "
+                            "node rewriter already changed", _works(op, a, b))
+                return [node]
+            else:
+                self._block(label, op, f"{a} -> {b}", steps.step_reason(op, a, b), _works(op, a, b))
+                return [node]
+        if registry.has_adapters(op) and any(k == "own" for k in kinds) or op == "ReduceProd":
+            self.report.own[op] += 1
+        elif path and all(k == "type-only" for k in kinds):
+            self.report.type_only[op] += 1
+        return self._named(before + [node] + after, node, original_name, original_out)
+
+    def _named(self, sequence, node, original_name, original_out, removed=False):
+        """The node that produces the original first output carries the original name; every
+        other node of the sequence has a unique name."""
+        if not original_name:
+            return sequence
+        carrier = next((n for n in sequence if original_out in n.output), None)
+        if carrier is None or carrier is node:
+            return sequence
+        if not removed:
+            node.name = self.state.fresh_node_name(original_name)
+        carrier.name = original_name
+        return sequence
+
+    def _delegate(self, node, scope, opset, path, kinds, label):
+        if self._expanding:
+            self._block(label, node.op_type, "-", "needs onnx's converter inside an expanded function body",
+                        "no opset")
+            return [node]
+        self.delegated.add((id(scope.body), tuple(node.output)))
+        self.report.delegated[node.op_type] += 1
+        logger.info("%s: %s to onnx.version_converter (%s)", label, node.op_type,
+                    ", ".join(f"{a}->{b} {k}" for (a, b), k in zip(path, kinds)))
+        return [node]
+
+    def _block(self, label, op, step, reason, works) -> None:
+        if self._expansions:
+            label = f"{label} (from the function body of {self._expansions[-1]})"
+        self.blockers.append(Blocker(label, op, step, reason, works, key=self._current))
+        self.report.steps[(op, "blocked")] += 1
+
+    # ------------------------------------------------------------ function expansion
+
+    def _expand(self, node, scope, opset, src, label) -> list[onnx.NodeProto]:
+        op = node.op_type
+        first = registry.schema_versions(op)[0]
+        schema = onnx.defs.get_schema(op, src, "")
+        versions = sorted(set(schema.function_opset_versions) | set(schema.context_dependent_function_opset_versions))
+        if not versions:
+            self._block(label, op, "expand", f"{op} exists only from opset {first} and ONNX defines no "
+                        f"function body for it", f"targets >= {first}")
+            return [node]
+        version = versions[0]
+        try:
+            fn = _function_body(schema, node, version, self.state.types_for(scope).get)
+        except ConversionError as e:
+            self._block(label, op, "expand", str(e), f"targets >= {first}")
+            return [node]
+        nodes, types = _inline(fn, node, self.state, scope)
+        self.state.add_types(scope, types)
+        self.report.expanded[op] += 1
+        self.report.steps[(op, "expanded")] += 1
+        logger.info("%s: %s expanded into its function body (%d nodes, opset %d)", label, op, len(nodes), version)
+        original_name, original_out = node.name, node.output[0] if node.output else None
+        self._expanding += 1
+        self._expansions.append(label)
+        try:
+            result = [m for n in nodes for m in self.convert(n, scope, version)]
+        finally:
+            self._expanding -= 1
+            self._expansions.pop()
+        return self._named(result, node, original_name, original_out, removed=True)
+
+
+def _reason(message: str, label: str) -> str:
+    return message[len(label) + 2:] if message.startswith(label + ": ") else message
+
+
+def _works(op: str, a: int, b: int) -> str:
+    """The targets for which a node stopped at step a -> b would convert."""
+    if b < a:
+        return f"targets >= {a}"
+    versions = registry.schema_versions(op)
+    return f"targets <= {b - 1}" if versions and versions[0] == a else f"targets {a}..{b - 1}"
+
+
+# ---------------------------------------------------------------- function bodies
+
+def _function_body(schema, node: onnx.NodeProto, version: int, types) -> onnx.FunctionProto:
+    """The function body of ``node``'s op written for opset ``version``, for its types/attributes."""
+    if version in schema.function_opset_versions:
+        body = schema.get_function_with_opset_version(version)
+    else:
+        inputs = []
+        for name in node.input:
+            t = types(name) if name else None
+            if name and t is None:
+                raise ConversionError(f"the type of input '{name}' is unknown, and {node.op_type}'s function "
+                                      f"body depends on it")
+            inputs.append(t.SerializeToString() if t is not None else onnx.TypeProto().SerializeToString())
+        body = schema.get_context_dependent_function_with_opset_version(
+            version, node.SerializeToString(), inputs)
+    if isinstance(body, bytes):
+        fn = onnx.FunctionProto()
+        fn.ParseFromString(body)
+        return fn
+    return body
+
+
+def _inline(fn: onnx.FunctionProto, node: onnx.NodeProto, state: ConversionState, scope
+            ) -> tuple[list[onnx.NodeProto], dict[str, onnx.TypeProto]]:
+    """The body's nodes with the call's inputs, outputs and attributes bound and fresh names
+    for everything else; and the types of the new values (from shape inference of the body)."""
+    schema = onnx.defs.get_schema(node.op_type, node_version(node, scope), "")
+    given = {a.name: a for a in node.attribute}
+    names: dict[str, str] = {}
+    for formal, actual in zip(fn.input, node.input):
+        names[formal] = actual
+    for formal in list(fn.input)[len(node.input):]:
+        names[formal] = ""
+    for formal, actual in zip(fn.output, node.output):
+        names[formal] = actual
+    for formal in list(fn.output)[len(node.output):]:
+        names[formal] = ""
+    hint = node.name or node.op_type
+    nodes = []
+    for inner in fn.node:
+        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in inner.attribute):
+            raise ConversionError(f"{node.op_type}'s function body holds subgraphs")  # not in any schema today
+        new = onnx.NodeProto()
+        new.CopyFrom(inner)
+        for out_i, out in enumerate(new.output):
+            if out and out not in names:
+                names[out] = state.fresh_name(f"{hint}_{out}")
+            new.output[out_i] = names.get(out, out) if out else ""
+        for in_i, name in enumerate(new.input):
+            if name:
+                new.input[in_i] = names.get(name, name)
+        kept = []
+        for a in new.attribute:
+            if a.ref_attr_name:
+                value = given.get(a.ref_attr_name)
+                if value is None:
+                    default = schema.attributes.get(a.ref_attr_name)
+                    value = default.default_value if default is not None and default.default_value.type else None
+                if value is None:
+                    continue  # an optional attribute the call leaves out
+                bound = onnx.AttributeProto()
+                bound.CopyFrom(value)
+                bound.name = a.name
+                kept.append(bound)
+            else:
+                kept.append(a)
+        del new.attribute[:]
+        new.attribute.extend(kept)
+        new.name = state.fresh_node_name(f"{hint}_{inner.op_type}")
+        if new.domain == "ai.onnx":
+            new.domain = ""
+        nodes.append(new)
+    return nodes, _body_types(nodes, node, state, scope, fn)
+
+
+def node_version(node: onnx.NodeProto, scope) -> int:
+    return registry.schema_version_at(node.op_type, scope.opset)
+
+
+def _body_types(nodes, node, state: ConversionState, scope, fn) -> dict[str, onnx.TypeProto]:
+    """Types of the inlined values, from ONNX shape inference of the body at the function's opset."""
+    known = state.types_for(scope)
+    inputs = []
+    for name in node.input:
+        if name and name not in {i.name for i in inputs}:
+            t = known.get(name)
+            if t is None:
+                return {}
+            inputs.append(onnx.helper.make_value_info(name, t))
+    outputs = [onnx.helper.make_empty_tensor_value_info(o) for o in node.output if o]
+    graph = onnx.helper.make_graph(nodes, "body", inputs, outputs)
+    opsets = [o for o in fn.opset_import] or [onnx.helper.make_opsetid("", scope.opset)]
+    model = onnx.helper.make_model(graph, opset_imports=opsets)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception as e:  # inference only adds information
+        logger.info("shape inference of %s's function body failed: %s", node.op_type, e)
+        return {}
+    found = {}
+    for vi in [*inferred.graph.value_info, *inferred.graph.output]:
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+            found[vi.name] = vi.type
+    return found
+
+
+def count_blockers(blockers: list[Blocker]) -> collections.Counter:
+    return collections.Counter(b.op for b in blockers)
