@@ -17,7 +17,7 @@ from onnx import numpy_helper
 from rewriter.convert.state import ConversionState
 from rewriter.errors import ConversionError
 from rewriter.graph import traversal
-from rewriter.graph.constants import constant_value
+from rewriter.graph.constants import constant_node_value, constant_value
 
 __all__ = ["NodeContext"]
 
@@ -111,6 +111,11 @@ class NodeContext:
         self.removed = True
 
     def constant(self, name: str) -> np.ndarray | None:
+        """The value of ``name`` when it is a constant in scope (an initializer that is not a
+        graph input, or a Constant node, also one the conversion made), else None."""
+        pending = self._state.pending.get(name)
+        if pending is not None:
+            return constant_node_value(pending, self._state.read_tensor) if pending.op_type == "Constant" else None
         return constant_value(name, self.scope, self._state.read_tensor)
 
     def rank(self, name: str) -> int | None:
@@ -161,7 +166,10 @@ class NodeContext:
 
     def constant_reference(self, name: str) -> str | None:
         """The function attribute that ``name`` holds when it is Constant<value_ints = @attr>."""
-        kind, producer, _ = traversal.definition(name, self.scope)
+        producer = self._state.pending.get(name)
+        kind = "node" if producer is not None else None
+        if producer is None:
+            kind, producer, _ = traversal.definition(name, self.scope)
         if kind == "node" and producer.op_type == "Constant":
             for a in producer.attribute:
                 if a.name == "value_ints" and a.ref_attr_name:

@@ -71,6 +71,7 @@ class Engine:
             self._convert_body(scope)
 
     def _convert_body(self, scope: traversal.Scope) -> None:
+        self.state.pending.clear()
         body = scope.body
         opset = scope.opset
         if opset is None:
@@ -138,6 +139,8 @@ class Engine:
                     return [node]
                 self.report.steps[(op, registry.KINDS.get((op, a, b), "rewrite"))] += 1
                 logger.info("%s: %s %d -> %d (%s)", label, op, a, b, registry.KINDS.get((op, a, b), "rewrite"))
+                for n in [*ctx.before, *ctx.after]:
+                    self.state.pending.update((o, n) for o in n.output if o)
                 new_before = [m for n in ctx.before for m in self.convert(n, scope, b)]
                 new_after = [m for n in ctx.after for m in self.convert(n, scope, b)]
                 before += new_before
@@ -214,6 +217,8 @@ class Engine:
             self._block(label, op, "expand", str(e), f"targets >= {first}")
             return [node]
         nodes, types = _inline(fn, node, self.state, scope)
+        for n in nodes:
+            self.state.pending.update((o, n) for o in n.output if o)
         self.state.add_types(scope, types)
         self.report.expanded[op] += 1
         self.report.steps[(op, "expanded")] += 1

@@ -32,6 +32,8 @@ class ConversionState:
         self.report = report
         self._names: set[str] | None = None
         self._node_names: set[str] | None = None
+        # nodes made by the conversion and not yet in their body, by the values they produce
+        self.pending: dict[str, onnx.NodeProto] = {}
         self.scopes = list(traversal.iter_scopes(model))  # walked once: the walk costs on big graphs
         self._index = {id(s): i for i, s in enumerate(self.scopes)}
         # for each scope, the index of the function body it lies in (None in the graphs)
