@@ -51,6 +51,9 @@ Shape Size Flatten Split Tile Where Pad Equal Less Greater LessOrEqual GreaterOr
 Xor NonZero Min Max Abs Neg Relu Sign Floor Ceil ScatterND ScatterElements OneHot Trilu
 ReduceMax ReduceMin ArgMax ArgMin TopK IsNaN IsInf SpaceToDepth DepthToSpace Compress
 """.split())
+# Float ops IEEE 754 requires to be correctly rounded: NumPy (onnx.reference) and every
+# conforming runtime give the same bits, so ONNX Runtime need not be asked.
+_CORRECTLY_ROUNDED = frozenset("Add Sub Mul Div Sqrt Reciprocal".split())
 # Integer ops that can overflow: checked with exact integers before folding.
 _INT_ARITH = frozenset("Add Sub Mul Neg Abs Sum Pow ReduceSum ReduceSumSquare MatMul CumSum "
                        "Div Mod Cast CastLike Range".split())
@@ -173,8 +176,9 @@ class FoldConstantsPass(_oscf.FoldConstantsPass):
         if node.op_type == "ReduceProd" or node.op_type in _INT_ARITH and not types & _FLOATS:
             self._ours = node
             return False
-        if types & _FLOATS and node.op_type not in _EXACT_OPS and node.op_type != "Cast" \
-                or node.op_type == "Cast" and types & _FLOATS - {out.dtype}:
+        if node.op_type == "Cast" and types <= _FLOATS:
+            return True  # float -> float: rounded to nearest even by NumPy and the runtimes
+        if types & _FLOATS and node.op_type not in _EXACT_OPS and node.op_type not in _CORRECTLY_ROUNDED:
             self._ours = node
             return False
         return True

@@ -9,10 +9,12 @@ import onnx_ir as ir
 from onnx_ir.passes.common import DeduplicateInitializersPass, LiftConstantsToInitializersPass
 
 from rewriter.optimize.report import OptimizeOptions, OptimizeReport
+from rewriter.optimize.batched_gemm import BatchedMatMulAddToGemmPass
 from rewriter.optimize.constant_folding import FoldConstantsPass
 from rewriter.optimize.cse import CommonSubexpressionEliminationPass
 from rewriter.optimize.fusions import FusionsPass
 from rewriter.optimize.metadata import DropToolMetadataPass, StripMetadataPass
+from rewriter.optimize.neutral_constants import RemoveNeutralArithmeticPass
 from rewriter.optimize.scopes import graphs_and_functions
 from rewriter.optimize.unused import RemoveUnusedPass
 
@@ -59,18 +61,20 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
     names = {n.name for n in original}
     fold = FoldConstantsPass(fold_limit=options.fold_limit, int_overflow=options.int_overflow)
     fusions = FusionsPass()
+    neutral = RemoveNeutralArithmeticPass()
+    gemm = BatchedMatMulAddToGemmPass()
     cse = CommonSubexpressionEliminationPass()
     unused = RemoveUnusedPass(allow_removing_custom_ops=options.allow_removing_custom_ops, keep=keep)
     modified = False
     skipped: dict = {}
     for round_ in range(max(1, options.iterations)):
         changed = False
-        for p in (fold, fusions, cse, unused):
+        for p in (fold, fusions, neutral, gemm, cse, unused):
             changed |= p(model).modified
             if p is fold:
                 report.folded.update(fold.stats.folded)
                 skipped.update(dict.fromkeys(fold.stats.skipped))
-        report.fused += fusions.applied
+        report.fused += fusions.applied + neutral.removed + gemm.rewritten
         report.merged += cse.removed
         report.removed_nodes += unused.removed_nodes
         report.removed_initializers += unused.removed_initializers

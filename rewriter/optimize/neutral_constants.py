@@ -1,0 +1,75 @@
+"""Drop arithmetic with a neutral constant: ``x * 1``, ``x / 1``, ``x + 0``, ``0 + x``, ``x - 0``.
+
+onnxscript's no-op rules cover scalar constants; exporters also write whole neutral tensors
+(an untrained LayerNorm's ones and zeros, a ``1.0`` per channel). A node goes when its
+constant operand is all ones (Mul, Div) or all zeros (Add, Sub on the right) and the result
+has exactly the other operand's type and static shape, so broadcasting changed nothing.
+``x + 0`` turns ``-0.0`` into ``+0.0``; the two compare equal. Constants that are graph
+inputs (overridable) and results that are graph outputs (their name is the interface) stay.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import onnx_ir as ir
+
+from rewriter.optimize.scopes import graphs_and_functions
+
+__all__ = ["RemoveNeutralArithmeticPass"]
+
+logger = logging.getLogger(__name__)
+
+_NEUTRAL = {"Mul": (1, (0, 1)), "Div": (1, (1,)), "Add": (0, (0, 1)), "Sub": (0, (1,))}
+_MAX_ELEMENTS = 1 << 16  # neutral tensors are small (per channel); bigger ones are not read
+
+
+def _constant(value: ir.Value | None):
+    if value is None or value.is_graph_input() or value.const_value is None:
+        return None
+    if value.const_value.size > _MAX_ELEMENTS:
+        return None
+    return value.const_value.numpy()
+
+
+def _same_static(a: ir.Value, b: ir.Value) -> bool:
+    if a.dtype is None or a.dtype != b.dtype or a.shape is None or b.shape is None:
+        return False
+    if not a.shape.is_static() or not b.shape.is_static():
+        return False
+    return tuple(a.shape.dims) == tuple(b.shape.dims)
+
+
+class RemoveNeutralArithmeticPass(ir.passes.InPlacePass):
+    """Remove Mul/Div by ones and Add/Sub of zeros that change nothing (see the module doc)."""
+
+    def __init__(self):
+        super().__init__()
+        self.removed = 0
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        self.removed = 0
+        for graph in graphs_and_functions(model):
+            outputs = frozenset(graph.outputs)
+            for node in list(graph):
+                if node.domain not in ("", "ai.onnx") or node.op_type not in _NEUTRAL or len(node.inputs) != 2:
+                    continue
+                neutral, positions = _NEUTRAL[node.op_type]
+                out = node.outputs[0]
+                if out in outputs:
+                    continue
+                for pos in positions:
+                    array = _constant(node.inputs[pos])
+                    other = node.inputs[1 - pos]
+                    if array is None or other is None or not _same_static(other, out):
+                        continue
+                    if array.dtype.kind not in "fiu" or not np.all(array == neutral):
+                        continue
+                    out.replace_all_uses_with(other)
+                    graph.remove(node, safe=True)
+                    self.removed += 1
+                    break
+        if self.removed:
+            logger.info("removed %d neutral arithmetic node(s)", self.removed)
+        return ir.passes.PassResult(model, modified=bool(self.removed))
