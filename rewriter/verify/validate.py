@@ -95,6 +95,12 @@ def _check_structure(scope: Scope, visible: set[str], path: str) -> None:
                             "(it depends on its own output)")
 
 
+def _in_function(scope: Scope) -> bool:
+    while scope.parent is not None:
+        scope = scope.parent
+    return scope.is_function
+
+
 def _check_node_text(scope: Scope, path: str) -> None:
     """Protobuf hands back bytes for strings that are not UTF-8: refuse them with the node."""
     for i, node in enumerate(scope.body.node):
@@ -336,6 +342,34 @@ def _check_tensors(model: onnx.ModelProto, path: str) -> None:
             raise RewriterError(f"{what}: has dims {list(t.dims)} but no data")
 
 
+_KNOWN_TYPES = frozenset(onnx.TensorProto.DataType.values())
+
+
+def _check_value_types(scopes: list[Scope], path: str) -> None:
+    """Declared tensor element types (inputs, outputs, value_info, nested in sequences and
+    optionals) are ONNX data types (onnx.checker does not look)."""
+    def elem_types(tp):
+        which = tp.WhichOneof("value")
+        if which in ("tensor_type", "sparse_tensor_type"):
+            yield getattr(tp, which).elem_type
+        elif which == "sequence_type":
+            yield from elem_types(tp.sequence_type.elem_type)
+        elif which == "optional_type":
+            yield from elem_types(tp.optional_type.elem_type)
+        elif which == "map_type":
+            yield tp.map_type.key_type
+            yield from elem_types(tp.map_type.value_type)
+
+    for scope in scopes:
+        if scope.is_function:
+            continue
+        for v in (*scope.body.input, *scope.body.output, *scope.body.value_info):
+            bad = [e for e in elem_types(v.type) if e not in _KNOWN_TYPES]
+            if bad:
+                raise RewriterError(f"{path}: value '{v.name}' in {scope.location} declares element type {bad[0]}, "
+                                    "which is not an ONNX data type")
+
+
 def _check_versions(model: onnx.ModelProto, path: str) -> None:
     latest = onnx.defs.onnx_opset_version()
     if model.ir_version > onnx.IR_VERSION:
@@ -362,17 +396,20 @@ def validate_model(model: onnx.ModelProto, path: str | os.PathLike = "<model>") 
         raise RewriterError(f"{path}: the main graph has no outputs (nothing it computes could be kept)")
     scopes = list(traversal.iter_scopes(model))
     _check_text(scopes, path)
+    _check_value_types(scopes, path)
     _check_tensors(model, path)
     for scope in scopes:
         _check_node_text(scope, path)
     _check_schemas(scopes, path)
-    if not _checker_accepts(model):
-        visible_of: dict[int, set[str]] = {}
-        for scope in scopes:
-            parent = visible_of.get(id(scope.parent), set()) if scope.parent else set()
-            visible = parent | _defined(scope)
-            visible_of[id(scope)] = visible
-            _check_structure(scope, visible, path)
+    checked = _checker_accepts(model)  # it does not look inside functions that are never called
+    visible_of: dict[int, set[str]] = {}
+    for scope in scopes:
+        if checked and not _in_function(scope):
+            continue
+        parent = visible_of.get(id(scope.parent), set()) if scope.parent else set()
+        visible = parent | _defined(scope)
+        visible_of[id(scope)] = visible
+        _check_structure(scope, visible, path)
     ranks: list[dict[str, int]] | None = None
     declared: dict = {}  # scope -> declared types, built on first use
     for i, scope in enumerate(scopes):
