@@ -6,7 +6,8 @@
 The ReduceProd examples follow the ONNX operator docs: data of shape [3, 2, 2]
 ([[[1,2],[3,4]],[[5,6],[7,8]],[[9,10],[11,12]]] in the docs), axes [1] with keepdims
 0 and 1, default axes, and negative axes [-2], each at opsets 1, 11, 13 and 18 (negative
-axes only from 11, where they became legal).
+axes only from 11, where they became legal). ``foldable_opset13.onnx`` is the one ``fold`` and
+``optimize`` visibly shrink (a ReduceProd over a weight, Shape -> ReduceProd, a dead node).
 """
 
 from __future__ import annotations
@@ -122,6 +123,29 @@ def mixed_model(opset=13):
     return _model(graph, opset)
 
 
+def foldable_model(opset=13):
+    """What ``fold`` and ``optimize`` visibly shrink, as exporters write it: a ReduceProd over a
+    weight (a per-channel scale computed at load time), the ``Shape -> ReduceProd`` number-of-
+    elements pattern over an input of static shape, and a dead branch nothing reads."""
+    rng = np.random.default_rng(13)
+    weight = (rng.uniform(0.9, 1.1, (16, 64))).astype(np.float32)
+    inits = [numpy_helper.from_array(weight, "scale_factors")]
+    nodes = [
+        helper.make_node("ReduceProd", ["scale_factors"], ["scale"], name="scale_prod", axes=[0], keepdims=0),
+        helper.make_node("Mul", ["data", "scale"], ["scaled"], name="apply_scale"),
+        helper.make_node("Shape", ["data"], ["data_shape"], name="shape"),
+        helper.make_node("ReduceProd", ["data_shape"], ["numel"], name="numel", keepdims=1),
+        helper.make_node("Cast", ["numel"], ["numel_f"], name="numel_float", to=TensorProto.FLOAT),
+        helper.make_node("Div", ["scaled", "numel_f"], ["out"], name="normalize"),
+        helper.make_node("Neg", ["data"], ["unused_neg"], name="dead"),
+    ]
+    graph = helper.make_graph(
+        nodes, "foldable",
+        [helper.make_tensor_value_info("data", TensorProto.FLOAT, [4, 64])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [4, 64])], inits)
+    return _model(graph, opset)
+
+
 def all_models() -> dict[str, onnx.ModelProto]:
     models = {}
     for opset in OPSETS:
@@ -132,6 +156,7 @@ def all_models() -> dict[str, onnx.ModelProto]:
     models["reduce_prod_in_if_opset13.onnx"] = if_model()
     models["reduce_prod_in_function_opset13.onnx"] = function_model()
     models["mixed_opset13.onnx"] = mixed_model()
+    models["foldable_opset13.onnx"] = foldable_model()
     return models
 
 

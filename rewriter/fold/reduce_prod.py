@@ -29,8 +29,8 @@ INT_OVERFLOW_MODES = ("skip", "wrap", "saturate")
 _FOLDABLE_TYPES = {getattr(onnx.TensorProto, t) for t in
                    ("FLOAT", "DOUBLE", "FLOAT16", "BFLOAT16", "INT32", "INT64", "UINT32", "UINT64")}
 _OVERFLOW_WHY = ("runtimes disagree on integer overflow: NumPy and the ONNX reference wrap, "
-                 "ONNX Runtime's CPU kernel saturates; pass int_overflow='wrap' or 'saturate' "
-                 "(--int-overflow) to fold it anyway")
+                 "ONNX Runtime's CPU kernel saturates; --int-overflow wrap or saturate folds it anyway "
+                 "(in Python: int_overflow=)")
 
 
 @dataclasses.dataclass
@@ -93,7 +93,8 @@ def _not_constant_reason(role: str, name: str, scope: traversal.Scope) -> str:
     if kind == "node" and producer.op_type == "Constant":
         return f"{role} '{name}' is a Constant node whose value is not known here (attribute reference, sparse)"
     if kind == "node":
-        return f"{role} '{name}' is computed at run time by a {producer.op_type} node"
+        article = "an" if producer.op_type[:1].upper() in "AEIOU" else "a"
+        return f"{role} '{name}' is computed at run time by {article} {producer.op_type} node"
     if kind == "input":
         if name in where.initializers():
             return (f"{role} '{name}' is an initializer that is also an input of the {where.location} "
