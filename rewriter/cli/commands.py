@@ -10,7 +10,8 @@ import sys
 import time
 
 from rewriter.cli import summary
-from rewriter.cli.runner import EXIT_OK, EXIT_PROBLEM, VerificationFailed, one_line, save_output, warn
+from rewriter.cli.runner import (EXIT_ERROR, EXIT_OK, EXIT_PROBLEM, UsageError, VerificationFailed, one_line,
+                                 save_output, warn)
 
 __all__ = ["cmd_convert", "cmd_fold", "cmd_optimize", "cmd_check", "verify_rewrite"]
 
@@ -24,6 +25,10 @@ def cmd_convert(args) -> int:
     start = getattr(args, "started", None) or time.perf_counter()  # _run sets it before loading
     model = args.input_model
     base_dir = os.path.dirname(os.path.abspath(args.model))
+    if getattr(args, "plan", False):
+        return _plan(args, model, base_dir)
+    if args.output is None:
+        raise UsageError("convert needs -o OUT (or --plan to only see what it would do)")
     before = summary.model_stats(model, summary.input_files(model, args.model))
     # with shape verification on, _verify_rewrite runs the strict inference on the result
     t0 = time.perf_counter()
@@ -40,6 +45,23 @@ def cmd_convert(args) -> int:
                    verification=verification,
                    timings={"convert_s": t1 - t0, "verify_s": t2 - t1, "total_s": elapsed})
     return EXIT_OK
+
+
+def _plan(args, model, base_dir) -> int:
+    """--plan: what the conversion would do per op type, and every blocker; nothing written."""
+    import json
+
+    from rewriter.convert import convert_model
+
+    _, report = convert_model(model, args.opset, base_dir=base_dir, plan_only=True)
+    if getattr(args, "json", False):
+        print(json.dumps({"command": "convert --plan", "model": args.model, **report.to_dict()}, indent=2))
+    else:
+        verdict = "possible" if report.ok else f"impossible: {len(report.blockers)} node(s) block it"
+        print(f"{args.model}: opset {report.source_opset} -> {report.target_opset}: {verdict}")
+        for line in report.plan_lines():
+            print(f"  {line}")
+    return EXIT_OK if report.ok else EXIT_ERROR
 
 
 # ---------------------------------------------------------------- fold / optimize

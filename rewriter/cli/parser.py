@@ -34,8 +34,8 @@ def _opset_arg(text: str) -> int:
     return value
 
 
-def _add_output(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-o", "--output", required=True, metavar="OUT",
+def _add_output(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("-o", "--output", required=required, metavar="OUT",
                    help="where to write the result (written atomically; may be the input path); "
                    "with a directory MODEL, the directory that mirrors it")
 
@@ -131,15 +131,25 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     p = sub.add_parser("convert", help="migrate a model to another default-domain opset",
-                       description="Migrate MODEL to opset N (1..latest, up or down). ReduceProd nodes "
-                       "are converted by rewriter's adapters; other ops whose schema only changed its "
-                       "types are kept as they are, the rest go to onnx.version_converter. Fails as a "
-                       "whole, naming the node, when a conversion is impossible.",
-                       epilog="Example: rewriter convert model.onnx --opset 13 -o model13.onnx")
+                       description="Migrate MODEL to opset N (1..latest, up or down). Every node, in the "
+                       "main graph, in If/Loop/Scan bodies and in model-local functions, goes through "
+                       "each schema step of its op: steps that only changed the allowed types keep the "
+                       "node when its types are allowed at N; attributes that became inputs (and back) "
+                       "move; new optional features are dropped when unused and rewritten with older ops "
+                       "when that is exact; ops newer than N are expanded into their ONNX function "
+                       "bodies. The whole model is planned first: when some node cannot be converted, "
+                       "nothing is written and the error names every blocking node, why, and the "
+                       "opsets where it would work. --plan shows the plan without writing anything.",
+                       epilog="Examples: rewriter convert model.onnx --opset 13 -o model13.onnx; "
+                       "rewriter convert model.onnx --opset 11 --plan")
     p.add_argument("model", metavar="MODEL", help="input .onnx file, or a directory: every .onnx file below it")
     p.add_argument("--opset", type=_opset_arg, required=True, metavar="N",
                    help="target default-domain opset, 1..the latest your onnx knows")
-    _add_output(p)
+    p.add_argument("--plan", action="store_true",
+                   help="write nothing: print, per op type, how many nodes and how each schema step would "
+                   "be taken (kept, moved, rewritten, expanded, blocked) and every blocking node; exit 0 "
+                   "when the conversion is possible, 2 when it is not (-o not needed)")
+    _add_output(p, required=False)  # required unless --plan: checked by cmd_convert
     _add_verify_flags(p)
     p.set_defaults(handler=commands.cmd_convert)
 

@@ -90,6 +90,19 @@ class ConvertReport:
                          "blocked": sum(1 for b in self.blockers if b.op == op)})
         return rows
 
+    def plan_lines(self) -> list[str]:
+        """The plan as text: one line per op type, then the blockers (up to MAX_LISTED)."""
+        lines = []
+        for row in self.plan_rows():
+            how = ", ".join(f"{kind} x{n}" for kind, n in row["steps"].items()) or "unchanged"
+            lines.append(f"{row['op']}: {row['nodes']} node(s): {how}")
+        if self.blockers:
+            lines.append(f"blocked by {len(self.blockers)} node(s):")
+            lines += [f"  {b.line()}" for b in self.blockers[:MAX_LISTED]]
+            if len(self.blockers) > MAX_LISTED:
+                lines.append(f"  ... and {len(self.blockers) - MAX_LISTED} more")
+        return lines
+
     def to_dict(self) -> dict:
         return {"source_opset": self.source_opset, "target_opset": self.target_opset, "ok": self.ok,
                 "ops": self.plan_rows(), "blockers": [b.to_dict() for b in self.blockers],

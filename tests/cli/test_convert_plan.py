@@ -1,0 +1,74 @@
+"""`rewriter convert --plan`: what a conversion would do, every blocker named, nothing written."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from rewriter.cli import main
+
+
+def _model(path, *, blocked: bool) -> str:
+    nodes = [helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], name="ln", axis=-1),
+             helper.make_node("Relu", ["y"], ["z"], name="relu")]
+    outputs = [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 3, 4])]
+    if blocked:
+        nodes += [helper.make_node("DFT", ["y"], ["d"], name="dft1"), helper.make_node("DFT", ["y"], ["e"], name="dft2")]
+        outputs += [helper.make_tensor_value_info(n, TensorProto.FLOAT, [2, 3, 4, 2]) for n in ("d", "e")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4]),
+                                           helper.make_tensor_value_info("s", TensorProto.FLOAT, [4]),
+                                           helper.make_tensor_value_info("b", TensorProto.FLOAT, [4])], outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    onnx.save(model, path)
+    return str(path)
+
+
+def test_plan_of_an_impossible_conversion_names_every_blocker_and_writes_nothing(tmp_path, capsys):
+    src = _model(tmp_path / "m.onnx", blocked=True)
+    assert main(["convert", src, "--opset", "16", "--plan"]) == 2
+    out = capsys.readouterr().out
+    assert "impossible: 2 node(s) block it" in out
+    assert "node 'dft1' (DFT)" in out and "node 'dft2' (DFT)" in out and "targets >= 17" in out
+    assert "LayerNormalization: 1 node(s): expanded x1" in out
+    assert os.listdir(tmp_path) == ["m.onnx"]
+
+
+def test_plan_of_a_possible_conversion_exits_0(tmp_path, capsys):
+    src = _model(tmp_path / "m.onnx", blocked=False)
+    assert main(["convert", src, "--opset", "17", "--plan"]) == 0
+    out = capsys.readouterr().out
+    assert "opset 18 -> 17: possible" in out and "Relu: 1 node(s)" in out
+    assert os.listdir(tmp_path) == ["m.onnx"]
+
+
+def test_plan_as_json(tmp_path, capsys):
+    src = _model(tmp_path / "m.onnx", blocked=True)
+    assert main(["convert", src, "--opset", "16", "--plan", "--json"]) == 2
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] is False and doc["source_opset"] == 18 and doc["target_opset"] == 16
+    assert sorted(b["node"].split("'")[1] for b in doc["blockers"]) == ["dft1", "dft2"]
+    assert {r["op"] for r in doc["ops"]} >= {"DFT", "LayerNormalization", "Relu"}
+
+
+def test_convert_without_output_or_plan_is_a_usage_error(tmp_path, capsys):
+    src = _model(tmp_path / "m.onnx", blocked=False)
+    assert main(["convert", src, "--opset", "17"]) == 2
+    assert capsys.readouterr().err.startswith("error: convert needs -o OUT")
+
+
+@pytest.mark.parametrize("count", [25])
+def test_a_refusal_lists_twenty_blockers_then_a_count(tmp_path, capsys, count):
+    nodes = [helper.make_node("DFT", ["x"], [f"d{i}"], name=f"dft{i}") for i in range(count)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 1])],
+                              [helper.make_tensor_value_info(f"d{i}", TensorProto.FLOAT, [2, 3, 2])
+                               for i in range(count)])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), tmp_path / "m.onnx")
+    assert main(["convert", str(tmp_path / "m.onnx"), "--opset", "13", "-o", str(tmp_path / "o.onnx")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{count} node(s) block it" in err
+    assert err.count("(DFT)") == 20 and f"and {count - 20} more" in err
+    assert not (tmp_path / "o.onnx").exists()
