@@ -11,14 +11,16 @@ Exact path (used when ``exact=True``, or by default when ``data.size <= EXACT_LI
   by IEEE rules before any arithmetic.
 
 Large-input path (``exact=False``; the default above ``EXACT_LIMIT`` elements), used
-as the fallback when the native extension is missing:
+as the fallback when the native extension is missing. It is exact too, only organised
+for speed (``EXACT_LIMIT`` is a speed choice, not an accuracy one):
 
-* integers are still exact: a pairwise tree of uint64 magnitude products with exact
-  overflow flags, in numpy;
-* floats are NOT guaranteed correctly rounded: mantissas (``np.frexp``) are multiplied
-  pairwise in float64 with the exponents summed separately (so no spurious overflow or
-  underflow), then scaled with ``np.ldexp`` and cast to the target type -- a relative
-  error of a few ulps of float64 and a possible double rounding for narrower types.
+* integers: a pairwise tree of uint64 magnitude products with exact overflow flags,
+  in numpy;
+* floats: classes (NaN, inf, zero) and sign parities are decided in numpy; each finite
+  nonzero element is split exactly into an odd integer mantissa and an exponent
+  (``np.frexp``), exponents are summed in int64, mantissas multiplied as Python ints
+  (a balanced product tree per output) and the product rounded once
+  (:func:`_round_scaled`: nearest, ties to even, subnormals, overflow to inf).
 """
 
 from __future__ import annotations
@@ -98,29 +100,76 @@ def _float_exact(row: np.ndarray, dtype: np.dtype) -> int:
     return round_to_bits(math.prod((Fraction(v) for v in vals), start=Fraction(1)), dtype)
 
 
-def _float_numpy(rows: np.ndarray, dtype: np.dtype) -> np.ndarray:
+def _round_scaled(mant: int, exp: int, dtype) -> int:
+    """Magnitude bits of ``mant * 2**exp`` (``mant`` > 0) rounded to nearest-even in ``dtype``."""
+    p, emin, _emax, nbits, _ = FLOAT_FORMATS[np.dtype(dtype)]
+    e = mant.bit_length() - 1 + exp  # 2**e <= value < 2**(e+1)
+    q = max(e, emin) - (p - 1)  # weight of the last significand bit
+    sh = q - exp
+    if sh <= 0:
+        r = mant << -sh
+    else:
+        r = mant >> sh
+        rem = mant & ((1 << sh) - 1)
+        half = 1 << (sh - 1)
+        if rem > half or (rem == half and r & 1):
+            r += 1
+    bits = ((q - (emin - (p - 1))) << (p - 1)) + r
+    inf = ((1 << (nbits - p)) - 1) << (p - 1)
+    return min(bits, inf)
+
+
+def _int_product(vals: list) -> int:
+    """Product of Python ints as a balanced tree (fast for long rows of big factors)."""
+    while len(vals) > 1:
+        odd = vals[-1:] if len(vals) % 2 else []
+        vals = [a * b for a, b in zip(vals[0::2], vals[1::2])] + odd
+    return vals[0] if vals else 1
+
+
+def _float_rows(rows: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Exact, correctly rounded products of the rows (the fallback for large inputs).
+
+    IEEE classes and signs are decided with numpy; every finite nonzero element is
+    split exactly into an odd integer mantissa and an exponent (``np.frexp`` on float64,
+    which holds every input value exactly); the exponents are summed in int64, the
+    mantissas multiplied as Python ints, and the product rounded once.
+    """
+    p, _emin, _emax, nbits, raw = FLOAT_FORMATS[dtype]
     x = rows.astype(np.float64)
     nan = np.isnan(x).any(axis=1)
     inf = np.isinf(x).any(axis=1)
     zero = (x == 0).any(axis=1)
     neg = (np.signbit(x).sum(axis=1) % 2).astype(bool)
-    finite = np.where(np.isfinite(x) & (x != 0), np.abs(x), 1.0)
-    m, e = np.frexp(finite)
-    exp = e.astype(np.int64).sum(axis=1)
-    while m.shape[1] > 1:
-        if m.shape[1] % 2:
-            m = np.concatenate([m, np.ones((m.shape[0], 1))], axis=1)
-        m, e = np.frexp(m[:, 0::2] * m[:, 1::2])
-        exp += e.astype(np.int64).sum(axis=1)
-    mag = m[:, 0] if m.shape[1] else np.ones(m.shape[0])
-    with np.errstate(over="ignore", under="ignore"):
-        val = np.ldexp(mag, np.clip(exp, -4000, 4000).astype(np.int32))
-    val = np.where(zero, 0.0, val)
-    val = np.where(inf, np.inf, val)
-    val = np.where(neg, -val, val)
-    val = np.where(nan | (inf & zero), np.nan, val)
-    with np.errstate(over="ignore"):
-        return val.astype(dtype)
+    m, e = np.frexp(np.where(np.isfinite(x) & (x != 0), np.abs(x), 1.0))
+    mant = (m * 2.0**53).astype(np.int64)  # exact: m in [0.5, 1) has 53 bits
+    low = mant & -mant
+    tz = np.frexp(low.astype(np.float64))[1] - 1  # trailing zero bits (low is a power of 2)
+    mant >>= tz
+    exp = (e.astype(np.int64) - 53 + tz).sum(axis=1)
+    # first levels of the product tree in uint64 while a pair's product surely fits
+    mant = mant.astype(np.uint64)
+    bl = int(np.frexp(float(mant.max()))[1]) if mant.size else 0
+    while mant.shape[1] > 1 and 2 * bl <= 64:
+        if mant.shape[1] % 2:
+            mant = np.concatenate([mant, np.ones((mant.shape[0], 1), np.uint64)], axis=1)
+        mant = mant[:, 0::2] * mant[:, 1::2]
+        bl *= 2
+    inf_bits = ((1 << (nbits - p)) - 1) << (p - 1)
+    qnan = inf_bits | (1 << (p - 2))
+    out = np.empty(x.shape[0], dtype=np.uint64)
+    for i in range(x.shape[0]):
+        if nan[i] or (inf[i] and zero[i]):
+            out[i] = qnan
+            continue
+        sign = (1 << (nbits - 1)) if neg[i] else 0
+        if inf[i]:
+            out[i] = sign | inf_bits
+        elif zero[i]:
+            out[i] = sign
+        else:
+            out[i] = sign | _round_scaled(_int_product(mant[i].tolist()), int(exp[i]), dtype)
+    return out.astype(raw).view(dtype)
 
 
 def _int_exact(row: np.ndarray, info) -> tuple[int, bool]:
@@ -178,7 +227,7 @@ def reduce_prod_reference_checked(
     dt = arr.dtype
     if dt in FLOAT_FORMATS:
         if not exact:
-            return _float_numpy(rows, dt).reshape(final), False
+            return _float_rows(rows, dt).reshape(final), False
         raw = FLOAT_FORMATS[dt][4]
         bits = np.array([_float_exact(r, dt) for r in rows], dtype=raw)
         return bits.view(dt).reshape(final), False
