@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 
 import onnx
 import onnx_ir as ir
@@ -44,7 +45,9 @@ def to_ir(model: onnx.ModelProto, base_dir: str | None = None) -> tuple[ir.Model
                             for i in model.training_info])
     if model.training_info:
         model = _without_training_info(model)
-    result = ir.serde.deserialize_model(model)
+    with warnings.catch_warnings():  # the private entries are ours; to_proto puts them back
+        warnings.filterwarnings("ignore", message="Ignoring unknown external data key")
+        result = ir.serde.deserialize_model(model)
     for tensor in _external_tensors(result):
         found = entries.get((str(tensor.location), tensor.offset or 0,
                              -1 if tensor.length is None else tensor.length))
