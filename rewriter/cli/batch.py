@@ -20,6 +20,7 @@ import json
 import os
 import signal
 import sys
+import time
 
 from rewriter.cli.runner import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEM, UsageError, run_one
 
@@ -32,6 +33,7 @@ class FileResult:
     status: int
     stdout: str
     stderr: str
+    completed: bool = True  # False when interrupted before its output was in place
 
     @property
     def message(self) -> str:
@@ -59,6 +61,8 @@ def _run_one(args: argparse.Namespace, relpath: str) -> FileResult:
     if getattr(args, "output", None) is not None:
         one.output = os.path.join(args.output, relpath)
     out, err = io.StringIO(), io.StringIO()
+    started = time.time()
+    completed = True
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             if getattr(one, "output", None) is not None:
@@ -66,6 +70,7 @@ def _run_one(args: argparse.Namespace, relpath: str) -> FileResult:
             status = run_one(one)
         except KeyboardInterrupt:  # temporary files are removed on the way out
             status = EXIT_INTERRUPTED
+            completed = _written_since(getattr(one, "output", None), started)
         except OSError as e:
             print(f"error: {getattr(one, 'output', None) or one.model}: {e.strerror or e}", file=sys.stderr)
             status = EXIT_ERROR
@@ -73,7 +78,17 @@ def _run_one(args: argparse.Namespace, relpath: str) -> FileResult:
             print(f"error: internal error: {type(e).__name__}: {e}", file=sys.stderr)
             status = EXIT_ERROR
     prefix = one.model + ": "  # the summary line names the file already
-    return FileResult(relpath, status, out.getvalue().replace(prefix, ""), err.getvalue().replace(prefix, ""))
+    return FileResult(relpath, status, out.getvalue().replace(prefix, ""), err.getvalue().replace(prefix, ""),
+                      completed)
+
+
+def _written_since(path: str | None, started: float) -> bool:
+    """Whether an interrupted file's output was already renamed into place (the rename is the
+    last step, so then the file is complete)."""
+    try:
+        return path is not None and os.stat(path).st_mtime >= started - 1
+    except OSError:
+        return False
 
 
 def _worker_init() -> None:
@@ -140,7 +155,7 @@ def run_directory(args: argparse.Namespace) -> int:
             _run_parallel(args, files, results, progress)
     except KeyboardInterrupt:
         progress.close()
-        done = sum(1 for r in results.values() if r.status != EXIT_INTERRUPTED)
+        done = sum(1 for r in results.values() if r.completed)
         print(f"error: interrupted: {done} of {len(files)} file(s) completed"
               + (f" (written below {args.output}); the file in progress was not written" if writes else ""),
               file=sys.stderr)

@@ -63,6 +63,12 @@ class _Item:
 NEW_TENSOR_THRESHOLD = 1024  # onnx.save's size_threshold for external data
 
 
+def _shape_like(t: onnx.TensorProto, size: int) -> bool:
+    """A small int64 tensor (axes, shapes, pads, indices) stays inline whatever the layout: ONNX
+    Runtime and ONNX shape inference read such values when loading and cannot from a data file."""
+    return t.data_type == onnx.TensorProto.INT64 and size < NEW_TENSOR_THRESHOLD
+
+
 def _plan(model: onnx.ModelProto, threshold, base_dir, keep_inline=None) -> list[_Item]:
     items = []
     for t, loadable in all_tensors(model):
@@ -73,7 +79,7 @@ def _plan(model: onnx.ModelProto, threshold, base_dir, keep_inline=None) -> list
             if threshold is None or not loadable:
                 item.external = not inline_origin and (threshold is None)
             else:
-                item.external = length >= threshold
+                item.external = length >= threshold and not _shape_like(t, length)
             items.append(item)
         else:
             size = expected_bytes(t)
@@ -83,7 +89,8 @@ def _plan(model: onnx.ModelProto, threshold, base_dir, keep_inline=None) -> list
             if threshold is None and keep_inline is not None:  # a value the rewrite created
                 item.external = loadable and t.name not in keep_inline and size >= NEW_TENSOR_THRESHOLD
             else:
-                item.external = loadable and threshold is not None and size >= threshold
+                item.external = (loadable and threshold is not None and size >= threshold
+                                 and not _shape_like(t, size))
             items.append(item)
     inline = model.ByteSize() + sum(i.size for i in items if i.source and not i.external) \
         - sum(i.size for i in items if not i.source and i.external)
@@ -248,7 +255,9 @@ def save_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_data
 
     ``external_data``: None (the default) keeps each tensor where the input had it; ``"always"`` puts every
     tensor with data in ``<path>.data``; ``"never"`` writes everything inline; an int puts
-    tensors of at least that many bytes in ``<path>.data``. Over 2 GiB, external data is
+    tensors of at least that many bytes in ``<path>.data``. With ``"always"`` or a size, int64
+    tensors under 1 KiB (axes, shapes: ONNX Runtime reads them at load time, and cannot from a
+    data file) stay inline. Over 2 GiB, external data is
     required. With None, ``keep_inline`` (names of the tensors the input held inline) says
     which inline tensors are new: those of at least 1 KiB go to ``<path>.data`` like the
     input's external ones. ``base_dir`` resolves references that ``load_model`` did not make.
