@@ -4,7 +4,8 @@ onnxscript's no-op rules cover scalar constants; exporters also write whole neut
 (an untrained LayerNorm's ones and zeros, a ``1.0`` per channel). A node goes when its
 constant operand is all ones (Mul, Div) or all zeros (Add, Sub on the right) and the result
 has exactly the other operand's type and static shape, so broadcasting changed nothing.
-``x + 0`` turns ``-0.0`` into ``+0.0``; the two compare equal. Constants that are graph
+Shapes come from the values (ONNX shape inference, or the optimize pipeline's folder, which
+infers node by node): a value of unknown shape is left alone. ``x + 0`` turns ``-0.0`` into ``+0.0``; the two compare equal. Constants that are graph
 inputs (overridable) and results that are graph outputs (their name is the interface) stay.
 """
 

@@ -1,0 +1,185 @@
+"""FoldConstantsPass: what folds, what never does, and how values are computed."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+import onnx_ir as ir
+
+from rewriter.optimize.constant_folding import FoldConstantsPass
+from rewriter.optimize.unused import RemoveUnusedPass
+from tests.optimize.common import ops, optimize_and_compare, parse
+
+
+def run_pass(model, fold: FoldConstantsPass):
+    """The fold, then the unused sweep, composed as onnx_ir passes."""
+    m = ir.serde.deserialize_model(model)
+    result = ir.passes.PassManager([fold, RemoveUnusedPass()])(m)
+    return result.model, result.modified
+
+
+def test_cast_identity_chain_on_a_constant_folds_to_an_initializer_under_the_output_name():
+    m = parse("""<ir_version: 8, opset_import: ["": 13]>
+        g (float[2] x) => (float[2] y) {
+          k = Constant<value=double[2] {1.5, 2.5}>()
+          c = Cast<to=1>(k)
+          i = Identity(c)
+          y = Add(x, i)
+        }""")
+    result, modified = run_pass(m, FoldConstantsPass())
+    assert modified and ops(result) == ["Add"]
+    folded = result.graph.node(0).inputs[1]
+    assert folded.const_value is not None
+    np.testing.assert_array_equal(folded.const_value.numpy(), np.array([1.5, 2.5], np.float32))
+
+
+def test_static_shape_chain_folds_symbolic_does_not():
+    text = """<ir_version: 8, opset_import: ["": 13]>
+        g (float[{dim},3,4] x) => (float[{dim},12] y) {{
+          s = Shape(x)
+          i = Constant<value=int64 {{0}}>()
+          d = Gather<axis=0>(s, i)
+          a = Constant<value=int64[1] {{0}}>()
+          u = Unsqueeze(d, a)
+          m = Constant<value=int64[1] {{-1}}>()
+          c = Concat<axis=0>(u, m)
+          y = Reshape(x, c)
+        }}"""
+    static, _ = run_pass(parse(text.format(dim=2)), FoldConstantsPass())
+    assert ops(static) == ["Reshape"]
+    np.testing.assert_array_equal(static.graph.node(0).inputs[1].const_value.numpy(), [2, -1])
+    dynamic, _ = run_pass(parse(text.format(dim="N")), FoldConstantsPass())
+    assert "Shape" in ops(dynamic) and "Gather" in ops(dynamic)
+
+
+def test_an_initializer_that_is_also_a_graph_input_is_never_folded():
+    m = parse("""<ir_version: 8, opset_import: ["": 13]>
+        g (float[2] x, float[2] w) => (float[2] y) <float[2] w = {1, 2}> {
+          n = Neg(w)
+          y = Add(x, n)
+        }""")
+    result, _ = run_pass(m, FoldConstantsPass())
+    assert ops(result) == ["Neg", "Add"]
+    assert result.graph.initializers["w"].const_value is not None  # the value is still there
+
+
+def test_folds_inside_a_subgraph_reading_an_outer_constant():
+    m = parse("""<ir_version: 8, opset_import: ["": 13]>
+        g (bool b, float[2] x) => (float[2] y) <float[2] k = {1, 2}> {
+          y = If(b) <
+            then_branch = t () => (float[2] o) { n = Neg(k)  o = Add(x, n) },
+            else_branch = e () => (float[2] o2) { o2 = Identity(x) }>
+        }""")
+    optimized, report = optimize_and_compare(m)
+    then_ops = [n.op_type for n in optimized.graph.node[0].attribute[0].g.node]
+    assert then_ops == ["Add"] and report.folded["Neg"] == 1
+
+
+def test_inside_a_function_folded_values_become_constant_nodes():
+    m = parse("""<ir_version: 8, opset_import: ["": 13, "local": 1]>
+        g (float[2] x) => (float[2] y) { y = local.F(x) }
+        <domain: "local", opset_import: ["": 13]>
+        F (a) => (b) { k = Constant<value=float[2] {1, 2}>()  n = Neg(k)  b = Add(a, n) }""")
+    optimized, _ = optimize_and_compare(m)
+    body = [n.op_type for n in optimized.functions[0].node]
+    assert body == ["Constant", "Add"] and not optimized.graph.initializer
+
+
+def test_if_on_a_constant_condition_is_replaced_by_its_branch_keeping_the_output_name():
+    m = parse("""<ir_version: 8, opset_import: ["": 13]>
+        g (float[2] x) => (float[2] y) {
+          c = Constant<value=bool {1}>()
+          y = If(c) <
+            then_branch = t () => (float[2] o) { o = Relu(x) },
+            else_branch = e () => (float[2] o2) { o2 = Neg(x) }>
+        }""")
+    optimized, _ = optimize_and_compare(m)
+    assert ops(optimized) == ["Relu"] and optimized.graph.node[0].output[0] == "y"
+
+
+@pytest.mark.parametrize("mode,folded", [("skip", False), ("wrap", True)])
+def test_integer_overflow_is_skipped_unless_wrap(mode, folded):
+    m = parse("""<ir_version: 8, opset_import: ["": 13]>
+        g (int32[2] x) => (int32[2] y) <int32[2] a = {65536, 3}> {
+          p = Mul(a, a)
+          y = Add(x, p)
+        }""")
+    result, _ = run_pass(m, pass_ := FoldConstantsPass(int_overflow=mode))
+    assert (ops(result) == ["Add"]) is folded
+    if folded:
+        np.testing.assert_array_equal(result.graph.node(0).inputs[1].const_value.numpy(),
+                                      np.array([0, 9], np.int32))  # wrapped, as NumPy and ORT compute it
+    else:
+        assert any("overflows" in reason for _, reason in pass_.stats.skipped)
+
+
+def test_integer_division_by_zero_is_never_folded():
+    m = parse("""<ir_version: 8, opset_import: ["": 13]>
+        g (int64[2] x) => (int64[2] y) <int64[2] a = {4, 6}, int64[2] z = {2, 0}> {
+          q = Div(a, z)
+          y = Add(x, q)
+        }""")
+    result, _ = run_pass(m, FoldConstantsPass(int_overflow="wrap"))
+    assert ops(result) == ["Div", "Add"]
+
+
+def test_custom_domain_and_random_nodes_are_never_folded():
+    m = parse("""<ir_version: 8, opset_import: ["": 13, "custom": 1]>
+        g (float[2] x) => (float[2] y, float[2] r) <float[2] k = {1, 2}> {
+          c = custom.Neg(k)
+          y = Add(x, c)
+          r = RandomUniformLike(k)
+        }""")
+    result, _ = run_pass(m, FoldConstantsPass())
+    assert ops(result) == ["Neg", "Add", "RandomUniformLike"]
+
+
+def test_a_fold_over_the_limit_is_skipped_and_reported():
+    h = onnx.helper
+    # k (16 KiB) stays, as another node reads it: folding Exp(k) would add 16 KiB
+    m = h.make_model(h.make_graph(
+        [h.make_node("Exp", ["k"], ["e"]), h.make_node("Add", ["x", "e"], ["a"]), h.make_node("Add", ["a", "k"], ["y"])],
+        "g", [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [64, 64])],
+        [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [64, 64])],
+        [onnx.numpy_helper.from_array(np.ones((64, 64), np.float32), "k")]), opset_imports=[h.make_opsetid("", 13)])
+    p = FoldConstantsPass(fold_limit=1024)
+    result, _ = run_pass(m, p)
+    assert "Exp" in ops(result)
+    assert p.stats.skipped_for_size and "fold limit" in p.stats.skipped_for_size[0][1]
+    result, _ = run_pass(m, FoldConstantsPass())  # the default limit (1 MiB) lets 16 KiB through
+    assert "Exp" not in ops(result)
+
+
+def test_transcendental_ops_are_folded_with_onnx_runtimes_kernel():
+    values = np.linspace(-3, 3, 101, dtype=np.float32)
+    m = onnx.helper.make_model(onnx.helper.make_graph(
+        [onnx.helper.make_node("Tanh", ["k"], ["t"]), onnx.helper.make_node("Add", ["x", "t"], ["y"])], "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [101])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [101])],
+        [onnx.numpy_helper.from_array(values, "k")]), opset_imports=[onnx.helper.make_opsetid("", 13)])
+    result, _ = run_pass(m, FoldConstantsPass())
+    assert ops(result) == ["Add"]
+    alone = onnx.helper.make_model(onnx.helper.make_graph(
+        [onnx.helper.make_node("Tanh", ["k"], ["t"])], "g",
+        [onnx.helper.make_tensor_value_info("k", onnx.TensorProto.FLOAT, [101])],
+        [onnx.helper.make_tensor_value_info("t", onnx.TensorProto.FLOAT, [101])]),
+        opset_imports=[onnx.helper.make_opsetid("", 13)])
+    want = ort.InferenceSession(alone.SerializeToString()).run(None, {"k": values})[0]
+    np.testing.assert_array_equal(result.graph.node(0).inputs[1].const_value.numpy(), want)  # bit for bit
+
+
+def test_reduce_prod_uses_the_exact_kernel():
+    big = np.array([2.0**100, 2.0**100, 2.0**-100, 2.0**-100], np.float32)
+    m = onnx.helper.make_model(onnx.helper.make_graph(
+        [onnx.helper.make_node("Identity", ["k"], ["k2"]),  # only constant after a first fold
+         onnx.helper.make_node("ReduceProd", ["k2"], ["p"], keepdims=0),
+         onnx.helper.make_node("Add", ["x", "p"], ["y"])], "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [])],
+        [onnx.numpy_helper.from_array(big, "k")]), opset_imports=[onnx.helper.make_opsetid("", 13)])
+    result, _ = run_pass(m, FoldConstantsPass())
+    assert ops(result) == ["Add"]
+    assert result.graph.node(0).inputs[1].const_value.numpy() == 1.0  # no overflow on the way

@@ -1,0 +1,192 @@
+"""CSE, unused removal, fusions, neutral constants, batched Gemm: each pass alone, edge cases one by one."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnx_ir as ir
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+from rewriter.optimize.batched_gemm import BatchedMatMulAddToGemmPass
+from rewriter.optimize.cse import CommonSubexpressionEliminationPass
+from rewriter.optimize.fusions import FusionsPass
+from rewriter.optimize.neutral_constants import RemoveNeutralArithmeticPass
+from rewriter.optimize.unused import RemoveUnusedPass
+from tests.optimize.common import ops, optimize_and_compare, parse, run_pass
+
+F = onnx.TensorProto.FLOAT
+
+
+# ---------------------------------------------------------------- CSE
+
+def test_cse_merges_repeated_nodes_and_reports_no_change_when_there_is_none():
+    m = parse("""<ir_version: 8, opset_import: ["": 13]>
+        g (float[2] x) => (float[2] y) { a = Relu(x)  b = Relu(x)  y = Add(a, b) }""")
+    result, modified = run_pass(m, CommonSubexpressionEliminationPass())
+    assert modified and ops(result) == ["Relu", "Add"]
+    again, modified = run_pass(ir.serde.serialize_model(result), CommonSubexpressionEliminationPass())
+    assert not modified
+
+
+def test_cse_keeps_a_repeat_that_is_a_graph_output():
+    m = parse("""<ir_version: 8, opset_import: ["": 13]>
+        g (float[2] x) => (float[2] a, float[2] b) { a = Relu(x)  b = Relu(x) }""")
+    result, modified = run_pass(m, CommonSubexpressionEliminationPass())
+    assert not modified and ops(result) == ["Relu", "Relu"]
+
+
+def test_cse_works_in_subgraphs_and_functions_but_not_on_custom_or_random_ops():
+    m = parse("""<ir_version: 8, opset_import: ["": 13, "custom": 1, "local": 1]>
+        g (bool c, float[2] x) => (float[2] y, float[2] z, float[2] r) {
+          y = If(c) <then_branch = t () => (float[2] o) { p = Neg(x)  q = Neg(x)  o = Add(p, q) },
+                     else_branch = e () => (float[2] o2) { o2 = Identity(x) }>
+          u = custom.Op(x)
+          v = custom.Op(x)
+          z = local.F(u, v)
+          r1 = RandomUniformLike(x)
+          r2 = RandomUniformLike(x)
+          r = Add(r1, r2)
+        }
+        <domain: "local", opset_import: ["": 13]>
+        F (a, b) => (o) { s = Sigmoid(a)  t = Sigmoid(a)  w = Add(s, t)  o = Add(w, b) }""")
+    result, modified = run_pass(m, CommonSubexpressionEliminationPass())
+    then = result.graph.node(0).attributes["then_branch"].as_graph()
+    assert [n.op_type for n in then] == ["Neg", "Add"]
+    assert ops(result).count("Op") == 2 and ops(result).count("RandomUniformLike") == 2
+    assert [n.op_type for n in next(iter(result.functions.values()))] == ["Sigmoid", "Add", "Add"]
+
+
+# ---------------------------------------------------------------- unused
+
+CUSTOM = """<ir_version: 8, opset_import: ["": 13, "custom": 1]>
+    g (float[2] x) => (float[2] y) { d = custom.Log(x)  n = Neg(x)  y = Relu(x) }"""
+
+
+def test_unused_custom_domain_nodes_stay_unless_allowed():
+    result, _ = run_pass(parse(CUSTOM), RemoveUnusedPass())
+    assert ops(result) == ["Log", "Relu"]
+    result, _ = run_pass(parse(CUSTOM), RemoveUnusedPass(allow_removing_custom_ops=True))
+    assert ops(result) == ["Relu"]
+
+
+def test_unused_keeps_input_initializers_outputs_and_outer_values_read_by_subgraphs():
+    m = parse("""<ir_version: 8, opset_import: ["": 13]>
+        g (bool c, float[2] x, float[2] w) => (float[2] y) <float[2] w = {1, 2}, float[2] dead = {3, 4}> {
+          k = Neg(x)
+          y = If(c) <then_branch = t () => (float[2] o) { o = Add(k, w) },
+                     else_branch = e () => (float[2] o2) { o2 = Identity(x) }>
+        }""")
+    result, modified = run_pass(m, RemoveUnusedPass())
+    assert modified and ops(result) == ["Neg", "If"]
+    assert set(result.graph.initializers) == {"w"}
+
+
+def test_an_unused_if_goes_with_what_only_its_branches_read():
+    m = parse("""<ir_version: 8, opset_import: ["": 13]>
+        g (bool c, float[2] x) => (float[2] y) {
+          k = Neg(x)
+          z = If(c) <then_branch = t () => (float[2] o) { o = Abs(k) },
+                     else_branch = e () => (float[2] o2) { o2 = Identity(x) }>
+          y = Relu(x)
+        }""")
+    result, _ = run_pass(m, RemoveUnusedPass())
+    assert ops(result) == ["Relu"]
+
+
+# ---------------------------------------------------------------- fusions
+
+def _cnn_bn(opset=13):
+    rng = np.random.default_rng(0)
+    inits = [nh.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"),
+             nh.from_array(rng.standard_normal(4).astype(np.float32), "b"),
+             nh.from_array((rng.random(4) + 0.5).astype(np.float32), "s"),
+             nh.from_array(rng.standard_normal(4).astype(np.float32), "bb"),
+             nh.from_array(rng.standard_normal(4).astype(np.float32), "mu"),
+             nh.from_array((rng.random(4) + 0.5).astype(np.float32), "var")]
+    graph = h.make_graph([h.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+                          h.make_node("BatchNormalization", ["c", "s", "bb", "mu", "var"], ["n"], name="bn"),
+                          h.make_node("Relu", ["n"], ["y"], name="relu")], "g",
+                         [h.make_tensor_value_info("x", F, [1, 3, 8, 8])], [h.make_tensor_value_info("y", F, [1, 4, 8, 8])],
+                         inits)
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", opset)])
+
+
+def test_batch_normalization_folds_into_the_conv():
+    result, report = optimize_and_compare(_cnn_bn(), rtol=1e-4)
+    assert ops(result) == ["Conv", "Relu"] and report.fused >= 1
+
+
+def test_matmul_add_rank_2_becomes_gemm_and_min_max_becomes_clip():
+    m = parse("""<ir_version: 8, opset_import: ["": 13]>
+        g (float[4,3] x) => (float[4,2] y) <float[3,2] w = {1,2,3,4,5,6}, float[2] b = {1, -1},
+                                             float lo = {0}, float hi = {6}> {
+          p = MatMul(x, w)
+          q = Add(p, b)
+          r = Max(q, lo)
+          y = Min(r, hi)
+        }""")
+    result, _ = optimize_and_compare(m)
+    assert ops(result) == ["Gemm", "Clip"]
+
+
+def test_fusions_leave_custom_domain_nodes_alone_even_when_unused():
+    result, _ = run_pass(parse(CUSTOM), FusionsPass())
+    assert "Log" in ops(result)
+
+
+# ---------------------------------------------------------------- neutral constants
+
+def test_neutral_arithmetic_needs_known_shapes():
+    m = parse("""<ir_version: 8, opset_import: ["": 13]>
+        g (float[2,3] x) => (float[2,3] y) <float[3] one = {1,1,1}> { a = Mul(x, one)  y = Relu(a) }""")
+    assert not run_pass(m, RemoveNeutralArithmeticPass())[1]  # a's shape unknown: it might broadcast
+    assert run_pass(onnx.shape_inference.infer_shapes(m), RemoveNeutralArithmeticPass())[1]
+
+
+def test_mul_by_ones_and_add_zeros_tensors_go_when_broadcasting_changes_nothing():
+    m = parse("""<ir_version: 8, opset_import: ["": 13]>
+        g (float[2,3] x) => (float[2,3] y, float[2,2,3] z) <float[3] one = {1,1,1}, float[3] zero = {0,0,0},
+                                                           float[2,1,1] grow = {1, 1}> {
+          a = Mul(x, one)
+          b = Add(zero, a)
+          y = Sub(b, zero)
+          z = Mul(x, grow)
+        }""")
+    result, modified = run_pass(onnx.shape_inference.infer_shapes(m), RemoveNeutralArithmeticPass())
+    assert modified and ops(result) == ["Sub", "Mul"]  # Sub produces a graph output; Mul broadcasts
+
+
+# ---------------------------------------------------------------- batched Gemm
+
+def _projections():
+    rng = np.random.default_rng(1)
+    nodes, inits = [], [nh.from_array(np.array([2, 4, 2, 4], np.int64), "heads")]
+    for p in "qk":
+        inits += [nh.from_array(rng.standard_normal((8, 8)).astype(np.float32), f"W{p}"),
+                  nh.from_array(rng.standard_normal(8).astype(np.float32), f"B{p}")]
+        nodes += [h.make_node("MatMul", ["x", f"W{p}"], [f"{p}0"], name=f"{p}_proj"),
+                  h.make_node("Add", [f"{p}0", f"B{p}"], [f"{p}1"]),
+                  h.make_node("Reshape", [f"{p}1", "heads"], [f"{p}"])]
+    nodes.append(h.make_node("Add", ["q", "k"], ["y"]))
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", F, [2, 4, 8])],
+                         [h.make_tensor_value_info("y", F, [2, 4, 2, 4])], inits)
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+
+
+def test_projections_of_one_input_share_a_reshape_and_become_gemm():
+    result, _ = optimize_and_compare(_projections(), rtol=1e-5)
+    assert sorted(ops(result)) == ["Add", "Gemm", "Gemm", "Reshape", "Reshape", "Reshape"]
+    assert {n.name for n in result.graph.node if n.op_type == "Gemm"} == {"q_proj", "k_proj"}
+
+
+def test_batched_gemm_needs_reshape_readers():
+    m = _projections()
+    m.graph.node[-1].input[0] = "q1"  # the Add now reads q's projection directly
+    m.graph.node[-1].input[1] = "q1"
+    m.graph.output[0].type.tensor_type.shape.dim.pop()
+    del m.graph.output[0].type.tensor_type.shape.dim[:]
+    for d in (2, 4, 8):
+        m.graph.output[0].type.tensor_type.shape.dim.add().dim_value = d
+    result, _ = run_pass(onnx.shape_inference.infer_shapes(m), BatchedMatMulAddToGemmPass())
+    assert ops(result).count("MatMul") == 1 and ops(result).count("Gemm") == 1
