@@ -63,6 +63,9 @@ class Engine:
         self._expanding = 0
         self._expansions: list[str] = []  # labels of the nodes being expanded
         self._current: tuple | None = None
+        self._paths: dict = {}
+        self._untyped: dict = {}
+        self._types: dict = {}  # scope index -> flat name -> TypeProto
 
     # ------------------------------------------------------------ the walk
 
@@ -121,10 +124,17 @@ class Engine:
             return [node]
         if registry.schema_version_at(op, self.target) is None:
             return self._expand(node, scope, opset, src, label)
-        path = registry.steps_between(op, opset, self.target)
-        kinds = [steps.step_kind(op, a, b) for a, b in path]
-        if "onnx" in kinds and "own" not in kinds and top and not any(
-                k == "blocked" for k in kinds):
+        path, kinds = self._path(op, opset)
+        if kinds and kinds[-1] == "type-only" and all(k == "type-only" for k in kinds):  # the common case
+            for a, b in path:
+                reason = self._types_allowed(node, scope, a, b)
+                if reason is not None:
+                    self._block(label, op, f"{a} -> {b}", reason, _works(op, a, b))
+                    return [node]
+            self.report.steps[(op, "type-only")] += len(path)
+            self.report.type_only[op] += 1
+            return [node]
+        if "onnx" in kinds and "own" not in kinds and top and "blocked" not in kinds:
             return self._delegate(node, scope, opset, path, kinds, label)
         original_name, original_out = node.name, (node.output[0] if node.output else None)
         before: list[onnx.NodeProto] = []
@@ -151,7 +161,7 @@ class Engine:
                     rest = self.convert(node, scope, b)
                     return self._named(before + rest + after, node, original_name, original_out)
             elif kind == "type-only":
-                reason = step_types_allowed(node, a, b, self.state.types_for(scope).get)
+                reason = self._types_allowed(node, scope, a, b)
                 if reason is not None:
                     self._block(label, op, f"{a} -> {b}", reason, _works(op, a, b))
                     return [node]
@@ -169,10 +179,33 @@ class Engine:
             self.report.type_only[op] += 1
         return self._named(before + [node] + after, node, original_name, original_out)
 
+    def _path(self, op: str, opset: int):
+        key = (op, opset)
+        found = self._paths.get(key)
+        if found is None:
+            path = registry.steps_between(op, opset, self.target)
+            found = self._paths[key] = (path, [steps.step_kind(op, a, b) for a, b in path])
+        return found
+
+    def _types_allowed(self, node, scope, a, b) -> str | None:
+        """step_types_allowed, first without types (enough when ``b`` allows all that ``a``
+        does, as going up mostly), then with the types shape inference found."""
+        key = (node.op_type, a, b, tuple(bool(i) for i in node.input), tuple(bool(o) for o in node.output))
+        untyped = self._untyped.get(key)
+        if untyped is None:
+            untyped = self._untyped[key] = step_types_allowed(node, a, b, _unknown) is None
+        if untyped:
+            return None
+        index = self.state.scope_index(scope)
+        types = self._types.get(index)
+        if types is None:
+            types = self._types[index] = dict(self.state.types_for(scope))
+        return step_types_allowed(node, a, b, types.get)
+
     def _named(self, sequence, node, original_name, original_out, removed=False):
         """The node that produces the original first output carries the original name; every
         other node of the sequence has a unique name."""
-        if not original_name:
+        if not original_name or len(sequence) == 1 and sequence[0] is node:
             return sequence
         carrier = next((n for n in sequence if original_out in n.output), None)
         if carrier is None or carrier is node:
@@ -232,6 +265,10 @@ class Engine:
             self._expanding -= 1
             self._expansions.pop()
         return self._named(result, node, original_name, original_out, removed=True)
+
+
+def _unknown(_name):
+    return None
 
 
 def _reason(message: str, label: str) -> str:

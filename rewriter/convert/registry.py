@@ -47,7 +47,8 @@ def register(*key, kind: str = "rewrite"):
 
 
 def lookup(op_type: str, a: int, b: int) -> Adapter | None:
-    _load_adapters()
+    if not _LOADED:
+        _load_adapters()
     return ADAPTERS.get((op_type, a, b))
 
 
@@ -104,5 +105,10 @@ def _clear_caches() -> None:
     has_adapters.cache_clear()
 
 
+_LOADED: list[bool] = []
+
+
 def _load_adapters() -> None:
     from rewriter.convert import adapters  # noqa: F401  (importing registers every family)
+
+    _LOADED.append(True)
