@@ -63,6 +63,7 @@ class Engine:
         self._expanding = 0
         self._expansions: list[str] = []  # labels of the nodes being expanded
         self._current: tuple | None = None
+        self.taken: collections.Counter = collections.Counter()  # (op, a, b, kind) -> nodes
         self._paths: dict = {}
         self._untyped: dict = {}
         self._types: dict = {}  # scope index -> flat name -> TypeProto
@@ -72,6 +73,8 @@ class Engine:
     def run(self) -> None:
         for scope in list(self.state.scopes):
             self._convert_body(scope)
+        for (op, a, b, kind), n in sorted(self.taken.items()):
+            logger.info("%s %d -> %d: %s, %d node(s)", op, a, b, kind, n)
 
     def _convert_body(self, scope: traversal.Scope) -> None:
         self.state.pending.clear()
@@ -133,6 +136,8 @@ class Engine:
                     return [node]
             self.report.steps[(op, "type-only")] += len(path)
             self.report.type_only[op] += 1
+            for a, b in path:
+                self.taken[(op, a, b, "type-only")] += 1
             return [node]
         if "onnx" in kinds and "own" not in kinds and top and "blocked" not in kinds:
             return self._delegate(node, scope, opset, path, kinds, label)
@@ -148,7 +153,8 @@ class Engine:
                     self._block(label, op, f"{a} -> {b}", _reason(str(e), label), _works(op, a, b))
                     return [node]
                 self.report.steps[(op, registry.KINDS.get((op, a, b), "rewrite"))] += 1
-                logger.info("%s: %s %d -> %d (%s)", label, op, a, b, registry.KINDS.get((op, a, b), "rewrite"))
+                self.taken[(op, a, b, registry.KINDS.get((op, a, b), "rewrite"))] += 1
+                logger.debug("%s: %s %d -> %d (%s)", label, op, a, b, registry.KINDS.get((op, a, b), "rewrite"))
                 for n in [*ctx.before, *ctx.after]:
                     self.state.pending.update((o, n) for o in n.output if o)
                 new_before = [m for n in ctx.before for m in self.convert(n, scope, b)]
@@ -166,6 +172,7 @@ class Engine:
                     self._block(label, op, f"{a} -> {b}", reason, _works(op, a, b))
                     return [node]
                 self.report.steps[(op, "type-only")] += 1
+                self.taken[(op, a, b, "type-only")] += 1
             elif kind == "onnx":
                 self._block(label, op, f"{a} -> {b}", "this step needs onnx's converter, which cannot take a "
                             "node rewriter already changed", _works(op, a, b))
@@ -213,6 +220,10 @@ class Engine:
         if not removed:
             node.name = self.state.fresh_node_name(original_name)
         carrier.name = original_name
+        if node.doc_string and not carrier.doc_string:
+            carrier.doc_string = node.doc_string
+        if node.metadata_props and not carrier.metadata_props:
+            carrier.metadata_props.extend(node.metadata_props)
         return sequence
 
     def _delegate(self, node, scope, opset, path, kinds, label):
@@ -222,7 +233,9 @@ class Engine:
             return [node]
         self.delegated.add((id(scope.body), tuple(node.output)))
         self.report.delegated[node.op_type] += 1
-        logger.info("%s: %s to onnx.version_converter (%s)", label, node.op_type,
+        for a, b in path:
+            self.taken[(node.op_type, a, b, "onnx.version_converter")] += 1
+        logger.debug("%s: %s to onnx.version_converter (%s)", label, node.op_type,
                     ", ".join(f"{a}->{b} {k}" for (a, b), k in zip(path, kinds)))
         return [node]
 
@@ -255,7 +268,8 @@ class Engine:
         self.state.add_types(scope, types)
         self.report.expanded[op] += 1
         self.report.steps[(op, "expanded")] += 1
-        logger.info("%s: %s expanded into its function body (%d nodes, opset %d)", label, op, len(nodes), version)
+        self.taken[(op, src, version, "expanded into its function body")] += 1
+        logger.debug("%s: %s expanded into its function body (%d nodes, opset %d)", label, op, len(nodes), version)
         original_name, original_out = node.name, node.output[0] if node.output else None
         self._expanding += 1
         self._expansions.append(label)
