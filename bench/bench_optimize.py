@@ -184,9 +184,9 @@ import onnx
 tool, src, dst = sys.argv[1:4]
 model = onnx.load(src)
 if tool == "rewriter":
-    from rewriter.optimize import optimize_model
+    from rewriter.optimize import optimize_proto
     import rewriter.optimize.pipeline, rewriter.optimize.bridge, rewriter.fold  # imported before timing, as the others
-    run = lambda m: optimize_model(m)[0]
+    run = lambda m: optimize_proto(m)[0]
 elif tool == "onnxscript":
     import onnxscript.optimizer
     run = lambda m: onnxscript.optimizer.optimize(m)

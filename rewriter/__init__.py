@@ -26,7 +26,7 @@ __all__ = [
     "RewriterError",
     "convert_opset",
     "fold_constants",
-    "optimize",
+    "optimize_model",
     "verify_shapes",
     "verify_numerics",
     "reduce_prod",
@@ -140,7 +140,7 @@ def fold_constants(model, *, int_overflow: str = "skip"):
     return _back(fold_model(proto, int_overflow=int_overflow, base_dir=base_dir)[0], kind)
 
 
-def optimize(model, *, fold_limit: int = 512 * 512 * 4, int_overflow: str = "skip",
+def optimize_model(model, *, fold_limit: int = 512 * 512 * 4, int_overflow: str = "skip",
              strip_metadata: bool = False, allow_removing_custom_ops: bool = False):
     """Shrink a model without changing what it computes or losing names and metadata.
 
@@ -166,17 +166,17 @@ def optimize(model, *, fold_limit: int = 512 * 512 * 4, int_overflow: str = "ski
         RewriterError: ``int_overflow`` is not one of the modes.
 
     Example:
-        >>> small = rewriter.optimize("model.onnx")  # doctest: +SKIP
+        >>> small = rewriter.optimize_model("model.onnx")  # doctest: +SKIP
     """
     from rewriter.fold import INT_OVERFLOW_MODES
-    from rewriter.optimize import OptimizeOptions, optimize_model
+    from rewriter.optimize import OptimizeOptions, optimize_proto
 
     if int_overflow not in INT_OVERFLOW_MODES:
         raise RewriterError(f"int_overflow must be one of {', '.join(INT_OVERFLOW_MODES)}, got {int_overflow!r}")
     proto, kind, base_dir = _open(model)
     options = OptimizeOptions(fold_limit=fold_limit, int_overflow=int_overflow, strip_metadata=strip_metadata,
                               allow_removing_custom_ops=allow_removing_custom_ops)
-    return _back(optimize_model(proto, options, base_dir=base_dir)[0], kind)
+    return _back(optimize_proto(proto, options, base_dir=base_dir)[0], kind)
 
 
 def verify_shapes(model) -> list:

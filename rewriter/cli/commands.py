@@ -124,7 +124,7 @@ def cmd_optimize(args) -> int:
     import os
 
     from rewriter.cli import runner, summary
-    from rewriter.optimize import OptimizeOptions, optimize_model
+    from rewriter.optimize import OptimizeOptions, optimize_proto
 
     start = getattr(args, "started", None) or time.perf_counter()  # _run sets it before loading
     model = args.input_model
@@ -132,7 +132,7 @@ def cmd_optimize(args) -> int:
     options = OptimizeOptions(fold_limit=args.fold_limit, int_overflow=args.int_overflow,
                               strip_metadata=args.strip_metadata,
                               allow_removing_custom_ops=args.allow_removing_custom_ops)
-    result, report = optimize_model(model, options, base_dir=os.path.dirname(os.path.abspath(args.model)))
+    result, report = optimize_proto(model, options, base_dir=os.path.dirname(os.path.abspath(args.model)))
     optimized = time.perf_counter()
     if not args.no_verify:
         _strict_inference_gate(model, result, args)

@@ -1,6 +1,6 @@
 """Whole-model optimization: fold constants exactly, fuse, merge repeats, drop what is unused.
 
-``optimize_model(proto)`` runs, on a ModelProto loaded by :func:`rewriter.io.load_model`
+``optimize_proto(proto)`` runs, on a ModelProto loaded by :func:`rewriter.io.load_model`
 (weights stay lazy references; a tensor is read only when a fold uses it):
 
 1. rewriter's exact ReduceProd fold (:func:`rewriter.fold.fold_model`);
@@ -26,7 +26,7 @@ import onnx
 from rewriter.graph import traversal
 from rewriter.optimize.report import OptimizeOptions, OptimizeReport
 
-__all__ = ["optimize_model", "OptimizeReport", "OptimizeOptions", "count_ops", "initializer_count"]
+__all__ = ["optimize_proto", "OptimizeReport", "OptimizeOptions", "count_ops", "initializer_count"]
 
 
 def count_ops(model: onnx.ModelProto) -> Counter:
@@ -43,7 +43,7 @@ def initializer_count(model: onnx.ModelProto) -> int:
     return sum(len(s.body.initializer) for s in traversal.iter_scopes(model) if not s.is_function)
 
 
-def optimize_model(model: onnx.ModelProto, options: OptimizeOptions | None = None, *,
+def optimize_proto(model: onnx.ModelProto, options: OptimizeOptions | None = None, *,
                    base_dir: str | None = None) -> tuple[onnx.ModelProto, OptimizeReport]:
     """Optimize a copy of ``model``; returns (the optimized ModelProto, an OptimizeReport).
 

@@ -43,4 +43,15 @@ class DropToolMetadataPass(ir.passes.InPlacePass):
 
 
 class StripMetadataPass(ClearMetadataAndDocStringPass):
-    """Drop every doc string and metadata entry (onnx_ir's ClearMetadataAndDocStringPass)."""
+    """Drop every doc string and metadata entry of graphs, nodes, values and functions (onnx_ir's
+    ClearMetadataAndDocStringPass) and the model's doc string. The model's own metadata_props
+    (author, license ...) stay: they say whose model it is, not how it was built."""
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        result = super().call(model)
+        modified = result.modified or bool(model.doc_string or model.graph.doc_string
+                                           or model.graph.metadata_props)
+        model.doc_string = None
+        model.graph.doc_string = None
+        model.graph.metadata_props.clear()
+        return ir.passes.PassResult(model, modified=modified)

@@ -10,7 +10,7 @@ __all__ = ["OptimizeOptions", "OptimizeReport"]
 
 @dataclasses.dataclass
 class OptimizeOptions:
-    """The knobs of :func:`optimize_model` (the CLI's flags)."""
+    """The knobs of :func:`optimize_proto` (the CLI's flags)."""
 
     fold_limit: int = 512 * 512 * 4
     int_overflow: str = "skip"

@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 import onnx_ir as ir
 
-from rewriter.optimize import OptimizeOptions, optimize_model
+from rewriter.optimize import OptimizeOptions, optimize_proto
 from tests import oracle
 
 
@@ -49,7 +49,7 @@ def feeds_for(model: onnx.ModelProto, seed: int = 0) -> dict:
 def optimize_and_compare(model: onnx.ModelProto, rtol: float = 1e-5, **options):
     """Optimize, check the result (full check, strict inference, ORT) and its outputs against
     the original's on random inputs; returns (result, report)."""
-    result, report = optimize_model(model, OptimizeOptions(**options))
+    result, report = optimize_proto(model, OptimizeOptions(**options))
     oracle.assert_valid(result)
     feeds = feeds_for(model)
     want, got = oracle.run(model, feeds), oracle.run(result, feeds)
