@@ -194,7 +194,7 @@ def test_cli_verify_fails_on_a_numerically_wrong_rewrite(tmp_path, monkeypatch, 
     from rewriter import convert
 
     def wrong(model, target, *args, **kwargs):
-        result = _reduce("ReduceSum", opset=target)  # same shapes, other values
+        result = _reduce("ReduceMax", opset=target)  # same shapes, other values (a valid model)
         return result, _Report(target)
 
     monkeypatch.setattr(convert, "convert_model", wrong)
@@ -224,3 +224,70 @@ def test_cli_fold_verify(tmp_path, capsys):
     onnx.save(model, path)
     assert cli.main(["fold", path, "-o", out, "--verify"]) == 0
     assert "y (float): max abs diff" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------- issue 10: external data, rank 0, options
+
+def _external_pair(tmp_path, n: int = 256):
+    """A model whose weight is external data, and a copy scaled by 1+1e-3 (a real difference)."""
+    def model(scale):
+        w = numpy_helper.from_array(np.linspace(0.5, 1.5, n, dtype=np.float32) * np.float32(scale), "w")
+        m = onnx.parser.parse_model(f'''<ir_version: 8, opset_import: ["" : 13]>
+            g (float[{n}] x) => (float[{n}] y) {{ y = Mul (x, w) }}''')
+        m.graph.initializer.append(w)
+        return m
+    paths = []
+    for name, scale in (("a.onnx", 1.0), ("b.onnx", 1.001)):
+        path = str(tmp_path / name)
+        onnx.save(model(scale), path, save_as_external_data=True, location=name + ".bin", size_threshold=0)
+        paths.append(path)
+    return paths
+
+
+def test_external_data_models_run_on_onnx_runtime_from_any_directory(tmp_path, monkeypatch):
+    from rewriter.io import load_model
+
+    a, b = _external_pair(tmp_path)
+    monkeypatch.chdir("/")
+    report = verify_numerics(load_model(a), load_model(a))
+    assert report.ok and report.backend_original == report.backend_rewritten == "onnxruntime"
+    report = verify_numerics(load_model(a), load_model(b))  # the oracle: 1e-3 relative is beyond 1e-4
+    assert not report.ok and report.backend_rewritten == "onnxruntime"
+    assert report.outputs[0].reason == "beyond tolerance"
+    assert verify_numerics(load_model(a), load_model(b), rtol=1e-2).ok  # --rtol widens it
+
+
+def test_rank0_inputs_are_arrays_and_onnx_runtime_runs_if_models():
+    model = onnx.load(os.path.join(MODELS, "reduce_prod_in_if_opset13.onnx"))
+    feeds = random_inputs(model, seed=0)
+    assert isinstance(feeds["cond"], np.ndarray) and feeds["cond"].shape == () and feeds["cond"].dtype == bool
+    report = verify_numerics(model, model)
+    assert report.ok and report.backend_original == "onnxruntime"
+
+
+def test_input_shapes_pin_symbols_everywhere():
+    model = onnx.parser.parse_model('''<ir_version: 8, opset_import: ["" : 13]>
+        g (float[B,N] a, float[B,M] b) => (float[B,N] y) { y = Identity (a) }''')
+    feeds = random_inputs(model, seed=0, input_shapes={"a": [5, 7]})
+    assert feeds["a"].shape == (5, 7) and feeds["b"].shape == (5, 2)  # B pinned by a; M unpinned -> 2
+    with pytest.raises(RewriterError, match="rank 2"):
+        random_inputs(model, input_shapes={"a": [5]})
+    with pytest.raises(RewriterError, match="no graph input 'q'"):
+        random_inputs(model, input_shapes={"q": [1]})
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_axes_from_a_graph_input_are_refused_whatever_the_seed(seed):
+    model = onnx.parser.parse_model('''<ir_version: 8, opset_import: ["" : 18]>
+        g (float[2,3,4] x, int64[1] axes) => (float[?,?,?] y) { y = ReduceProd <keepdims=1> (x, axes) }''')
+    with pytest.raises(RewriterError, match="'axes' gives unnamed ReduceProd|'axes' gives .*ReduceProd"):
+        verify_numerics(model, model, seed=seed)
+
+
+def test_onnx_runtime_logs_nothing_on_the_terminal(tmp_path, capfd):
+    """A model ORT refuses falls back to onnx.reference without ORT's own log lines."""
+    model = _reduce("ReduceProd", ty="bfloat16")
+    report = verify_numerics(model, model)
+    assert report.ok and report.backend_original == "reference"
+    captured = capfd.readouterr()
+    assert "[E:onnxruntime" not in captured.err and "[W:onnxruntime" not in captured.err
