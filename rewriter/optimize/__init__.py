@@ -23,6 +23,7 @@ from collections import Counter
 
 import onnx
 
+from rewriter.errors import RewriterError
 from rewriter.graph import traversal
 from rewriter.optimize.report import OptimizeOptions, OptimizeReport
 
@@ -60,7 +61,15 @@ def optimize_proto(model: onnx.ModelProto, options: OptimizeOptions | None = Non
     t1 = time.perf_counter()
     ir_model, carry = bridge.to_ir(folded, base_dir)
     t2 = time.perf_counter()
-    run_pipeline(ir_model, options, report, keep=frozenset(bridge.training_reads(carry)))
+    try:
+        run_pipeline(ir_model, options, report, keep=frozenset(bridge.training_reads(carry)))
+    except RewriterError:
+        raise
+    except Exception as e:  # a library pass failed on this model: an error naming it, not a traceback
+        cause = " ".join(str(e).split()) or type(e).__name__
+        if e.__cause__ is not None:
+            cause += f": {' '.join(str(e.__cause__).split())}"
+        raise RewriterError(f"optimize failed: {cause}") from e
     t3 = time.perf_counter()
     result = bridge.to_proto(ir_model, carry)
     t4 = time.perf_counter()
