@@ -11,9 +11,20 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, Union
 
 from rewriter.errors import RewriterError
+
+if TYPE_CHECKING:  # the annotations only; importing onnx / onnx_ir here would slow `import rewriter`
+    import numpy as np
+    import onnx
+    import onnx_ir
+
+    from rewriter.verify.numerics import NumericsReport
+    from rewriter.verify.report import ShapeProblem
+
+ModelLike = Union["onnx.ModelProto", "onnx_ir.Model", str, os.PathLike]
+"""What every function accepts as a model: a ModelProto, an onnx_ir Model or a path to a model file."""
 
 try:
     from importlib.metadata import PackageNotFoundError, version as _package_version
@@ -47,7 +58,7 @@ _LAZY = {
 _ACCEPTED = "an onnx.ModelProto, an onnx_ir.Model or a path (str or os.PathLike) to a model file"
 
 
-def _open(model) -> tuple[Any, str, str | None]:
+def _open(model: ModelLike) -> tuple[Any, str, str | None]:
     """(ModelProto, kind, base_dir): kind is 'proto', 'ir' or 'path'."""
     import onnx
 
@@ -62,7 +73,8 @@ def _open(model) -> tuple[Any, str, str | None]:
         import onnx_ir as ir
 
         if isinstance(model, ir.Model):
-            return ir.to_proto(model), "ir", _ir_base_dir(model)
+            base_dir = _ir_base_dir(model)
+            return _with_base_dir(ir.to_proto(model), base_dir), "ir", base_dir
     raise TypeError(f"expected {_ACCEPTED}, got {type(model).__name__}")
 
 
@@ -73,15 +85,43 @@ def _ir_base_dir(model) -> str | None:
                  if isinstance(v.const_value, ir.ExternalTensor)), None)
 
 
-def _back(proto, kind: str):
-    if kind == "ir":
-        import onnx_ir as ir
+def _with_base_dir(proto: onnx.ModelProto, base_dir: str | None) -> onnx.ModelProto:
+    """Tag an onnx_ir model's external references with the directory they are relative to, as
+    ``rewriter.io.load_model`` does for a path, so checks and reads find them from any directory."""
+    if base_dir is None:
+        return proto
+    from rewriter.io.tensors import BASE_KEY, EXTERNAL, all_tensors
 
-        return ir.from_proto(proto)
+    for t, _ in all_tensors(proto):
+        if t.data_location == EXTERNAL and not any(e.key == BASE_KEY for e in t.external_data):
+            entry = t.external_data.add()
+            entry.key, entry.value = BASE_KEY, os.path.realpath(base_dir)
     return proto
 
 
-def convert_opset(model, target_opset: int):
+def _back(proto: onnx.ModelProto, kind: str) -> Any:
+    """The result in the kind it came in: an onnx_ir Model gets its external tensors' base
+    directory back (and no private keys)."""
+    if kind != "ir":
+        return proto
+    import onnx_ir as ir
+
+    from rewriter.io.tensors import BASE_KEY, EXTERNAL, PRIVATE_PREFIX, all_tensors, set_entries
+
+    bases = set()
+    for t, _ in all_tensors(proto):
+        if t.data_location == EXTERNAL:
+            entries = {e.key: e.value for e in t.external_data}
+            if entries.get(BASE_KEY):
+                bases.add(entries[BASE_KEY])
+            set_entries(t, {k: v for k, v in entries.items() if not k.startswith(PRIVATE_PREFIX)})
+    model = ir.from_proto(proto)
+    if len(bases) == 1:
+        ir.external_data.set_base_dir(model.graph, bases.pop())
+    return model
+
+
+def convert_opset(model: ModelLike, target_opset: int) -> Any:
     """Convert a model's default-domain opset to ``target_opset``, up or down.
 
     Every node is converted one schema step at a time in every scope (main graph,
@@ -112,7 +152,7 @@ def convert_opset(model, target_opset: int):
     return _back(convert_model(proto, target_opset, base_dir=base_dir)[0], kind)
 
 
-def fold_constants(model, *, int_overflow: str = "skip"):
+def fold_constants(model: ModelLike, *, int_overflow: str = "skip") -> Any:
     """Replace every ReduceProd whose inputs are constant with its exact value.
 
     Args:
@@ -140,8 +180,8 @@ def fold_constants(model, *, int_overflow: str = "skip"):
     return _back(fold_model(proto, int_overflow=int_overflow, base_dir=base_dir)[0], kind)
 
 
-def optimize_model(model, *, fold_limit: int = 512 * 512 * 4, int_overflow: str = "skip",
-             strip_metadata: bool = False, allow_removing_custom_ops: bool = False):
+def optimize_model(model: ModelLike, *, fold_limit: int = 512 * 512 * 4, int_overflow: str = "skip",
+             strip_metadata: bool = False, allow_removing_custom_ops: bool = False) -> Any:
     """Shrink a model without changing what it computes or losing names and metadata.
 
     In the main graph, every subgraph and every model-local function: ReduceProd folded by
@@ -179,7 +219,7 @@ def optimize_model(model, *, fold_limit: int = 512 * 512 * 4, int_overflow: str 
     return _back(optimize_proto(proto, options, base_dir=base_dir)[0], kind)
 
 
-def verify_shapes(model) -> list:
+def verify_shapes(model: ModelLike) -> list[ShapeProblem]:
     """Check every ReduceProd output's shape against the rule, and ONNX strict shape inference.
 
     Args:
@@ -202,22 +242,27 @@ def verify_shapes(model) -> list:
     return _verify(proto)
 
 
-def verify_numerics(original, rewritten, *, seed: int = 0):
+def verify_numerics(original: ModelLike, rewritten: ModelLike, *, seed: int = 0, rtol: float | None = None,
+                    atol: float | None = None, input_shapes: dict[str, list[int]] | None = None) -> NumericsReport:
     """Run two models on the same random inputs and compare every output.
 
     ONNX Runtime runs both when it can, ``onnx.reference`` otherwise. Floats compare with a
-    per-type tolerance, integers and booleans exactly.
+    per-type tolerance (``rtol``/``atol`` override it), integers and booleans exactly. Models
+    with external data of any size run (their data is read where it lives).
 
     Args:
         original, rewritten: each an ``onnx.ModelProto``, an ``onnx_ir.Model`` or a path.
         seed: seed of the random inputs.
+        rtol, atol: tolerances for every float output instead of the per-type defaults.
+        input_shapes: graph input name -> dims, pinning dynamic dims (default: each symbol is 2).
 
     Returns:
         A ``NumericsReport``: ``.ok``, one comparison per output, the engines used.
 
     Raises:
         TypeError: a model is of the wrong type.
-        RewriterError: the original model cannot be run on such inputs.
+        RewriterError: the original model cannot be run on random inputs (no engine runs it,
+            or a graph input gives a ReduceProd its axes: random axes are not valid ones).
 
     Example:
         >>> report = rewriter.verify_numerics("model.onnx", converted)  # doctest: +SKIP
@@ -225,9 +270,9 @@ def verify_numerics(original, rewritten, *, seed: int = 0):
     """
     from rewriter.verify.numerics import verify_numerics as _verify
 
-    a, _, _ = _open(original)
-    b, _, _ = _open(rewritten)
-    return _verify(a, b, seed=seed)
+    a, _, base_a = _open(original)
+    b, _, base_b = _open(rewritten)
+    return _verify(a, b, seed=seed, rtol=rtol, atol=atol, input_shapes=input_shapes, base_dirs=(base_a, base_b))
 
 
 def __getattr__(name: str):
