@@ -35,7 +35,7 @@ from onnxscript.optimizer import _constant_folding as _oscf
 
 from rewriter import kernels
 
-__all__ = ["FoldConstantsPass", "FoldStats", "DEFAULT_FOLD_LIMIT"]
+__all__ = ["FoldConstantsPass", "FoldStats", "DEFAULT_FOLD_LIMIT", "hide_overridable", "restore"]
 
 logger = logging.getLogger(__name__)
 
@@ -123,12 +123,11 @@ class FoldConstantsPass(_oscf.FoldConstantsPass):
         self.stats = FoldStats()
         # An initializer that is also a graph input can be overridden at run time: hide its
         # value from the folder (and from onnxscript's shape evaluators) during the walk.
-        hidden = _hide_overridable(model)
+        hidden = hide_overridable(model)
         try:
             return super().call(model)
         finally:
-            for value, tensor in hidden:
-                value.const_value = tensor
+            restore(hidden)
 
     def process_node(self, node: ir.Node, is_function: bool):
         self._ours = None
@@ -308,13 +307,20 @@ def _attrs(node: ir.Node) -> dict:
     return {name: convert(attr) for name, attr in node.attributes.items()}
 
 
-def _hide_overridable(model: ir.Model) -> list:
+def hide_overridable(model: ir.Model) -> list:
+    """Take the value off every initializer that is also a graph input (it can be overridden at
+    run time, so no pass may treat it as a constant); returns what :func:`restore` puts back."""
     hidden = []
     for value in model.graph.inputs:
         if value.const_value is not None:
             hidden.append((value, value.const_value))
             value.const_value = None
     return hidden
+
+
+def restore(hidden: list) -> None:
+    for value, tensor in hidden:
+        value.const_value = tensor
 
 
 def _overflows(op: str, node: ir.Node, inputs, result: np.ndarray) -> bool:

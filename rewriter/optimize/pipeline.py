@@ -10,7 +10,7 @@ from onnx_ir.passes.common import DeduplicateInitializersPass, LiftConstantsToIn
 
 from rewriter.optimize.report import OptimizeOptions, OptimizeReport
 from rewriter.optimize.batched_gemm import BatchedMatMulAddToGemmPass
-from rewriter.optimize.constant_folding import FoldConstantsPass
+from rewriter.optimize.constant_folding import FoldConstantsPass, hide_overridable, restore
 from rewriter.optimize.cse import CommonSubexpressionEliminationPass
 from rewriter.optimize.fusions import FusionsPass
 from rewriter.optimize.metadata import DropToolMetadataPass, StripMetadataPass
@@ -65,23 +65,12 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
     gemm = BatchedMatMulAddToGemmPass()
     cse = CommonSubexpressionEliminationPass()
     unused = RemoveUnusedPass(allow_removing_custom_ops=options.allow_removing_custom_ops, keep=keep)
-    modified = False
     skipped: dict = {}
-    for round_ in range(max(1, options.iterations)):
-        changed = False
-        for p in (fold, fusions, neutral, gemm, cse, unused):
-            changed |= p(model).modified
-            if p is fold:
-                report.folded.update(fold.stats.folded)
-                skipped.update(dict.fromkeys(fold.stats.skipped))
-        report.fused += fusions.applied + neutral.removed + gemm.rewritten
-        report.merged += cse.removed
-        report.removed_nodes += unused.removed_nodes
-        report.removed_initializers += unused.removed_initializers
-        report.rounds = round_ + 1
-        modified |= changed
-        if not changed:
-            break
+    hidden = hide_overridable(model)  # no rule may read an overridable initializer as a constant
+    try:
+        modified = _rounds(model, options, report, (fold, fusions, neutral, gemm, cse, unused), skipped)
+    finally:
+        restore(hidden)
     finals: list = []
     if model.ir_version >= 4:  # initializers that are not inputs need IR 4
         finals.append(LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0))
@@ -100,10 +89,32 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
     return modified
 
 
+def _rounds(model, options, report, passes, skipped) -> bool:
+    """Run ``passes`` in rounds until a round changes nothing (at most ``options.iterations``)."""
+    fold, fusions, neutral, gemm, cse, unused = passes
+    modified = False
+    for round_ in range(max(1, options.iterations)):
+        changed = False
+        for p in passes:
+            changed |= p(model).modified
+            if p is fold:
+                report.folded.update(fold.stats.folded)
+                skipped.update(dict.fromkeys(fold.stats.skipped))
+        report.fused += fusions.applied + neutral.removed + gemm.rewritten
+        report.merged += cse.removed
+        report.removed_nodes += unused.removed_nodes
+        report.removed_initializers += unused.removed_initializers
+        report.rounds = round_ + 1
+        modified |= changed
+        if not changed:
+            break
+    return modified
+
+
 class OptimizePass(ir.passes.InPlacePass):
     """The whole optimize pipeline (after the ReduceProd fold) as one in-place onnx_ir pass.
 
-    Training info is not modelled by onnx_ir; use :func:`rewriter.optimize` on a ModelProto
+    Training info is not modelled by onnx_ir; use :func:`rewriter.optimize_model` on a ModelProto
     to keep it. After a run, ``self.report`` holds the :class:`OptimizeReport`.
     """
 

@@ -190,3 +190,23 @@ def test_batched_gemm_needs_reshape_readers():
         m.graph.output[0].type.tensor_type.shape.dim.add().dim_value = d
     result, _ = run_pass(onnx.shape_inference.infer_shapes(m), BatchedMatMulAddToGemmPass())
     assert ops(result).count("MatMul") == 1 and ops(result).count("Gemm") == 1
+
+
+def test_no_rule_reads_an_initializer_that_is_also_a_graph_input():
+    """IR 3 style: every weight is also an input, so it can be overridden: BatchNormalization stays."""
+    m = _cnn_bn()
+    m.graph.input.extend(h.make_tensor_value_info(t.name, F, list(t.dims)) for t in m.graph.initializer)
+    result, _ = optimize_and_compare(m)
+    assert ops(result) == ["Conv", "BatchNormalization", "Relu"]
+    assert [i.name for i in result.graph.input] == [i.name for i in m.graph.input]
+
+
+def test_absent_optional_inputs_are_kept_absent():
+    m = parse("""<ir_version: 8, opset_import: ["": 13]>
+        g (float[3] x) => (float[3] y) <float hi = {1}, float[3] k = {-1, 0.5, 2}> {
+          c = Clip(k, , hi)
+          d = Clip(x, , hi)
+          y = Add(c, d)
+        }""")
+    result, _ = optimize_and_compare(m)
+    assert ops(result) == ["Clip", "Add"] and list(result.graph.node[0].input) == ["x", "", "hi"]
