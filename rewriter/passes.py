@@ -27,17 +27,35 @@ __all__ = ["ConvertOpsetPass", "FoldReduceProdPass", "VerifyShapesPass", "Optimi
 
 
 class ConvertOpsetPass(ir.passes.FunctionalPass):
-    """Convert a model's default-domain opset (see :func:`rewriter.convert.convert_model`).
+    """Convert a model's default-domain opset to ``target_opset``, up or down.
 
-    After a run, ``self.report`` holds the :class:`rewriter.convert.ConvertReport`.
+    The pass form of :func:`rewriter.convert_opset`: every node in every scope (main graph,
+    If/Loop/Scan bodies, model-local functions) is converted one schema step at a time; the
+    conversion completes for every node or raises. Functional: the input model is not changed.
+
+    Args:
+        target_opset: the default-domain opset to reach, 1..``onnx.defs.onnx_opset_version()``.
+
+    Attributes:
+        report: after a run, the :class:`rewriter.convert.ConvertReport` (what changed, per op).
+
+    Raises (when called):
+        RewriterError: the conversion is impossible (every blocking node named) or the model
+            is invalid.
+
+    Example:
+        >>> result = ConvertOpsetPass(13)(ir.load("model.onnx"))  # doctest: +SKIP
+        >>> result.model.opset_imports[""]
+        13
     """
 
-    def __init__(self, target_opset: int):
+    def __init__(self, target_opset: int) -> None:
         super().__init__()
         self.target_opset = target_opset
         self.report = None
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
+        """Convert ``model``; returns a new model and whether anything changed."""
         proto, self.report = convert_model(ir.to_proto(model), self.target_opset,
                                            base_dir=_base_dir(model))
         modified = self.report.source_opset != self.report.target_opset or bool(self.report.changes)
@@ -45,12 +63,31 @@ class ConvertOpsetPass(ir.passes.FunctionalPass):
 
 
 class FoldReduceProdPass(ir.passes.FunctionalPass):
-    """Fold constant ReduceProd nodes (see :func:`rewriter.fold.fold_model`).
+    """Replace every ReduceProd whose data (and axes) are constant with its exact value.
 
-    After a run, ``self.report`` holds the :class:`rewriter.fold.FoldReport`.
+    The pass form of :func:`rewriter.fold_constants`: values are computed by the exact native
+    kernel, in the main graph, subgraphs and model-local functions; they become initializers
+    (Constant nodes inside functions); constants left unused are removed. ``modified`` is
+    False when nothing was folded. Functional: the input model is not changed.
+
+    Args:
+        int_overflow: integer products that overflow: ``"skip"`` (default) leaves the node,
+            ``"wrap"`` folds the value modulo 2^bits, ``"saturate"`` the clamped one.
+        base_dir: the directory external data is relative to, when the model's external
+            tensors do not say (default: taken from the model's ``ExternalTensor`` values).
+
+    Attributes:
+        report: after a run, the :class:`rewriter.fold.FoldReport` (folded, skipped and why).
+
+    Raises:
+        RewriterError: ``int_overflow`` is not a mode (at construction); a node's axes are
+            invalid (when called).
+
+    Example:
+        >>> result = FoldReduceProdPass(int_overflow="wrap")(ir.load("model.onnx"))  # doctest: +SKIP
     """
 
-    def __init__(self, int_overflow: str = "skip", base_dir: str | None = None):
+    def __init__(self, int_overflow: str = "skip", base_dir: str | None = None) -> None:
         super().__init__()
         if int_overflow not in INT_OVERFLOW_MODES:
             raise RewriterError(f"int_overflow must be one of {', '.join(INT_OVERFLOW_MODES)}, "
@@ -60,14 +97,24 @@ class FoldReduceProdPass(ir.passes.FunctionalPass):
         self.report = None
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
+        """Fold ``model``; returns a new model and whether anything was folded or removed."""
         proto, self.report = fold_model(ir.serde.serialize_model(model), int_overflow=self.int_overflow,
                                         base_dir=self.base_dir or _base_dir(model), in_place=True)
         return ir.passes.PassResult(ir.serde.deserialize_model(proto), modified=self.report.modified)
 
 
 class VerifyShapesPass(ir.passes.PassBase):
-    """Analysis pass: raises RewriterError listing the problems, else returns the model
-    unchanged (``modified=False``). See :func:`rewriter.verify_shapes`."""
+    """Analysis pass: check every ReduceProd output's shape and ONNX strict shape inference.
+
+    The pass form of :func:`rewriter.verify_shapes`, to end a pipeline with: returns the model
+    unchanged (``modified=False``) when every shape is consistent.
+
+    Raises (when called):
+        RewriterError: listing the problems found (up to five, and how many more).
+
+    Example:
+        >>> ir.passes.PassManager([FoldReduceProdPass(), VerifyShapesPass()])(model)  # doctest: +SKIP
+    """
 
     @property
     def in_place(self) -> bool:
@@ -78,6 +125,7 @@ class VerifyShapesPass(ir.passes.PassBase):
         return False
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
+        """Verify ``model``; returns it unchanged, or raises RewriterError naming the problems."""
         problems = verify_shapes(model)
         if problems:
             details = "; ".join(str(p) for p in problems[:5])
