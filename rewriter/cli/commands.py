@@ -251,6 +251,7 @@ def verify_rewrite(original, rewritten, args) -> dict:
                                  input_shapes=dict(getattr(args, "input_shape", None) or []),
                                  base_dirs=(base, base))
         done["numerics"] = report.to_dict()
+        args.result_ort_ok = report.ok and report.backend_rewritten == "onnxruntime"  # the gate need not ask again
         if not getattr(args, "json", False) and not getattr(args, "quiet", False):
             for line in report.summary_lines():
                 print(line)

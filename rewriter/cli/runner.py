@@ -16,6 +16,7 @@ __all__ = ["EXIT_OK", "EXIT_PROBLEM", "EXIT_ERROR", "EXIT_INTERRUPTED", "UsageEr
 
 EXIT_OK, EXIT_PROBLEM, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 ORT_GATE_LIMIT = 256 << 20  # bytes of tensor data up to which the final gate loads the result in ORT
+ORT_GATE_NODES = 10_000  # nodes up to which it does (ORT's session set-up takes seconds beyond)
 
 
 class UsageError(Exception):
@@ -45,11 +46,10 @@ def load_input(path: str, args=None):
     input did not meet.
     """
     from rewriter.io import load_model
-    from rewriter.verify.validate import checker_complaint, validate_model
+    from rewriter.verify.validate import validate_model
 
     model = load_model(path)
-    validate_model(model, path)
-    complaint = checker_complaint(model)
+    complaint = validate_model(model, path)  # what onnx.checker refuses, if anything
     if complaint:
         if not getattr(args, "allow_invalid_input", False):
             raise RewriterError(f"{path}: the input is not a valid ONNX model (onnx.checker: {complaint}); "
@@ -147,8 +147,9 @@ def final_gate(args, original, result) -> None:
     its full check, and loaded in ONNX Runtime), so must the result, or VerificationFailed.
 
     The full check is skipped when the shape verification already ran ONNX's strict inference
-    on the result without complaint; ONNX Runtime is asked only for models with at most
-    ``ORT_GATE_LIMIT`` bytes of tensor data (and opset >= 7).
+    on the result without complaint. ONNX Runtime is asked (opset >= 7) for models with at most
+    ``ORT_GATE_NODES`` nodes and ``ORT_GATE_LIMIT`` bytes of tensor data, and not again when
+    ``--verify`` already ran the result on it; bigger models are held to it under ``--verify``.
     """
     from rewriter.graph import traversal
     from rewriter.io import check_model
@@ -165,7 +166,10 @@ def final_gate(args, original, result) -> None:
         problem = _complaint(lambda: check_model(result, full_check=True))
         if problem and _complaint(lambda: check_model(original, full_check=True)) is None:
             raise VerificationFailed(f"the result fails the ONNX full check (the input passes it): {problem}")
-    if (traversal.opset_version(result.opset_import) or 0) >= 7 and _data_bytes(result) <= ORT_GATE_LIMIT:
+    if getattr(args, "result_ort_ok", False) or (traversal.opset_version(result.opset_import) or 0) < 7:
+        return
+    if (sum(1 for s in traversal.iter_scopes(result) for _ in s.body.node) <= ORT_GATE_NODES
+            and _data_bytes(result) <= ORT_GATE_LIMIT):
         problem = _ort_load(result)
         if problem and _ort_load(original) is None:
             raise VerificationFailed(f"ONNX Runtime cannot load the result (it loads the input): {problem}")
@@ -189,9 +193,14 @@ def save_output(args, original, result) -> list[str]:
     final_gate(args, original, result)
     layout = getattr(args, "external_data", None)
     keep_inline = None
-    if layout is None and any(t.data_location == EXTERNAL and not any(e.key == INLINE_KEY for e in t.external_data)
-                              for t, _ in all_tensors(original)):
-        keep_inline = {t.name for t, _ in all_tensors(original) if t.data_location != EXTERNAL}
+    if layout is None:
+        inline, external = set(), False
+        for t, _ in all_tensors(original):
+            if t.data_location != EXTERNAL:
+                inline.add(t.name)
+            elif not any(e.key == INLINE_KEY for e in t.external_data):
+                external = True
+        keep_inline = inline if external else None
     old_files = input_files(original, args.model)
     in_place = os.path.realpath(args.output) == os.path.realpath(args.model)
     written = save_model(result, args.output, external_data=layout,

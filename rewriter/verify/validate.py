@@ -163,16 +163,6 @@ def _schema_problem(op_type: str, opset: int | None, latest: int) -> str | None:
             f"opset {since}): the opset import does not match the nodes")
 
 
-def _checker_accepts(model: onnx.ModelProto) -> bool:
-    """Whether onnx's (C++) structural checker accepts the model: then every graph is
-    topologically sorted with every input defined, and the slower walk can be skipped."""
-    try:
-        check_model(model, full_check=False)
-    except Exception:  # its message is less precise than ours: the walk below names the node
-        return False
-    return True
-
-
 def _int_attr(node: onnx.NodeProto, name: str, scope: Scope, path: str) -> None:
     for attr in node.attribute:
         if attr.name == name:
@@ -384,8 +374,12 @@ def _check_versions(model: onnx.ModelProto, path: str) -> None:
                                     f"outside 1..{latest}")
 
 
-def validate_model(model: onnx.ModelProto, path: str | os.PathLike = "<model>") -> None:
-    """Raise RewriterError naming ``path`` and the node when ``model`` is malformed."""
+def validate_model(model: onnx.ModelProto, path: str | os.PathLike = "<model>") -> str | None:
+    """Raise RewriterError naming ``path`` and the node when ``model`` is malformed.
+
+    Returns what ``onnx.checker`` refuses in the model (as :func:`checker_complaint`), or None:
+    the checker runs once here, for this walk and for the caller's policy.
+    """
     path = os.fspath(path)
     base_dir = os.path.dirname(os.path.abspath(path))
     for o in model.opset_import:  # iter_scopes needs these before anything else
@@ -401,7 +395,8 @@ def validate_model(model: onnx.ModelProto, path: str | os.PathLike = "<model>") 
     for scope in scopes:
         _check_node_text(scope, path)
     _check_schemas(scopes, path)
-    checked = _checker_accepts(model)  # it does not look inside functions that are never called
+    complaint = checker_complaint(model)
+    checked = complaint is None  # it does not look inside functions that are never called
     visible_of: dict[int, set[str]] = {}
     for scope in scopes:
         if checked and not _in_function(scope):
@@ -421,3 +416,4 @@ def validate_model(model: onnx.ModelProto, path: str | os.PathLike = "<model>") 
                                                 if n.op_type == "ReduceProd" and n.input})
             scope_ranks = ranks[i] if ranks and i < len(ranks) else {}
             _check_reduce_prod(node, scope, scope_ranks, path, base_dir, declared)
+    return complaint
