@@ -262,19 +262,26 @@ def save_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_data
     which inline tensors are new: those of at least 1 KiB go to ``<path>.data`` like the
     input's external ones. ``base_dir`` resolves references that ``load_model`` did not make.
 
-    A symlink ``path`` is written through (the link stays, its target gets the model); a
-    read-only existing file is refused. On any failure the destination (and its data file) is
+    A symlink ``path`` is written through (the link stays, its target gets the model; with
+    external data only when link and target share a directory, where readers look for the
+    data); a read-only existing file is refused. On any failure the destination (and its data file) is
     left as it was; ``model`` is not changed.
 
     Returns:
         The files written: the model's path, then its data file's when there is one.
     """
-    path = output_path(path)
+    given = os.fspath(path)
+    path = output_path(given)
     directory = check_output(path)
     threshold = parse_layout(external_data)
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     items = _plan(copy, threshold, base_dir, keep_inline)
+    if path != given and any(i.external for i in items) and \
+            os.path.realpath(os.path.dirname(os.path.abspath(given))) != directory:
+        raise RewriterError(f"{given}: a symlink to {path} in another directory; the model's external data "
+                            "would be looked for beside the link (by ONNX Runtime and onnx.load): give the "
+                            "target path, or --external-data never")
     data_name = os.path.basename(path) + ".data"
     temps: list[str] = []
     try:
