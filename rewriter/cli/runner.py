@@ -121,14 +121,14 @@ def _ort_load(model) -> str | None:
     def load():
         import onnxruntime as ort
 
-        ort.set_default_logger_severity(3)
+        ort.set_default_logger_severity(4)
         copy = type(model)()
         copy.CopyFrom(model)
         for t, _ in all_tensors(copy):
             if t.data_location == EXTERNAL:
                 set_entries(t, {e.key: e.value for e in t.external_data if not e.key.startswith(PRIVATE_PREFIX)})
         options = ort.SessionOptions()
-        options.log_severity_level = 3
+        options.log_severity_level = 4
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         with external_data_dir(model):
             ort.InferenceSession(copy.SerializeToString(), options, providers=["CPUExecutionProvider"])

@@ -210,19 +210,21 @@ def _default_opset(model: onnx.ModelProto) -> int:
 def _quiet_ort():
     import onnxruntime as ort
 
-    ort.set_default_logger_severity(3)  # errors only, and those become our message
+    ort.set_default_logger_severity(4)  # fatal only: a failure becomes our message, not a red log line
     return ort
 
 
 def _run_ort(model, feeds: dict) -> list[np.ndarray]:
     ort = _quiet_ort()
     options = ort.SessionOptions()
-    options.log_severity_level = 3
+    options.log_severity_level = 4
     options.intra_op_num_threads = 1
     source = model if isinstance(model, str) else model.SerializeToString()
     session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
     names = {i.name for i in session.get_inputs()}
-    return session.run(None, {k: v for k, v in feeds.items() if k in names})
+    run_options = ort.RunOptions()
+    run_options.log_severity_level = 4
+    return session.run(None, {k: v for k, v in feeds.items() if k in names}, run_options)
 
 
 def _run_reference(model, feeds: dict) -> list[np.ndarray]:
