@@ -207,7 +207,12 @@ class Engine:
         types = self._types.get(index)
         if types is None:
             types = self._types[index] = dict(self.state.types_for(scope))
-        return step_types_allowed(node, a, b, types.get)
+
+        def get(name):  # values made during the conversion are typed later than the flat copy
+            found = types.get(name)
+            return found if found is not None else self.state.types_for(scope).get(name)
+
+        return step_types_allowed(node, a, b, get)
 
     def _named(self, sequence, node, original_name, original_out, removed=False):
         """The node that produces the original first output carries the original name; every
