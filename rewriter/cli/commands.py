@@ -10,6 +10,7 @@ import sys
 import time
 
 from rewriter.cli import summary
+from rewriter.errors import RewriterError
 from rewriter.cli.runner import (EXIT_ERROR, EXIT_OK, EXIT_PROBLEM, UsageError, VerificationFailed, one_line,
                                  save_output, warn)
 
@@ -32,8 +33,15 @@ def cmd_convert(args) -> int:
     before = summary.model_stats(model, summary.input_files(model, args.model))
     # with shape verification on, _verify_rewrite runs the strict inference on the result
     t0 = time.perf_counter()
-    result, report = convert_model(model, args.opset, base_dir=base_dir,
-                                           strict_check=args.no_verify)
+    try:
+        result, report = convert_model(model, args.opset, base_dir=base_dir,
+                                               strict_check=args.no_verify)
+    except RewriterError as e:  # with --allow-invalid-input: the input's problem, said as such
+        complaint = getattr(args, "input_complaint", None)
+        if complaint and complaint in str(e):
+            raise RewriterError(f"{args.model}: the input is not a valid ONNX model (onnx.checker: {complaint}); "
+                                "convert holds its result to the checker, so it cannot convert it") from None
+        raise
     t1 = time.perf_counter()
     verification = verify_rewrite(model, result, args)
     t2 = time.perf_counter()

@@ -385,3 +385,8 @@ def test_an_input_problem_is_reported_as_the_inputs_in_every_command(tmp_path, c
         assert "converted model" not in err
     rc, _, err = _run(["fold", src, "-o", out, "--allow-invalid-input"], capsys)
     assert rc == 0 and "warning: " in err and "--allow-invalid-input" in err
+    # convert holds every result to the checker: even allowed in, the input's problem is named as its own
+    rc, _, err = _run(["convert", src, "--opset", "14", "-o", str(tmp_path / "c.onnx"), "--allow-invalid-input"],
+                      capsys)
+    assert rc == 2 and "the input is not a valid ONNX model" in err.splitlines()[-1]
+    assert "converted model" not in err and not (tmp_path / "c.onnx").exists()
