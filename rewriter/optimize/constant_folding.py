@@ -343,7 +343,7 @@ def _overflows(op: str, node: ir.Node, inputs, result: np.ndarray) -> bool:
         elif op == "Pow":
             value = exact[0] ** exact[1]
         elif op == "Div":  # only INT_MIN / -1 leaves the range
-            value = np.where((exact[0] == info.min) & (exact[1] == -1), info.max + 1, 0)
+            return bool(info.min < 0 and np.any((inputs[0] == info.min) & (inputs[1] == -1)))
         elif op in ("Mod", "Range", "CastLike", "Cast"):
             if op in ("Cast", "CastLike"):
                 src = inputs[0]
