@@ -139,8 +139,9 @@ class Engine:
             for a, b in path:
                 self.taken[(op, a, b, "type-only")] += 1
             return [node]
-        if "onnx" in kinds and "own" not in kinds and top and "blocked" not in kinds:
-            return self._delegate(node, scope, opset, path, kinds, label)
+        if "onnx" in kinds and top and "blocked" not in kinds and all(
+                k != "own" or registry.KINDS.get((op, a, b)) == "type-only" for (a, b), k in zip(path, kinds)):
+            return self._delegate(node, scope, opset, path, kinds, label)  # own steps here change nothing
         original_name, original_out = node.name, (node.output[0] if node.output else None)
         before: list[onnx.NodeProto] = []
         after: list[onnx.NodeProto] = []
