@@ -337,7 +337,7 @@ def _structural_mutant(draw) -> tuple[bytes, str]:
             model.ir_version = draw(st.sampled_from([0, 1, 3, 999]))
         elif kind == "domain" and node is not None:
             node.domain = "com.unknown"
-        elif kind == "drop_outputs":
+        elif kind == "drop_outputs" and model.graph.output:
             del model.graph.output[draw(st.integers(0, len(model.graph.output) - 1)):]
         elif kind == "outer_undefined":
             branch = next(n for n in model.graph.node if n.op_type == "If").attribute[0].g
