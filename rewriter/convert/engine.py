@@ -139,9 +139,20 @@ class Engine:
             for a, b in path:
                 self.taken[(op, a, b, "type-only")] += 1
             return [node]
-        if "onnx" in kinds and top and "blocked" not in kinds and all(
-                k != "own" or registry.KINDS.get((op, a, b)) == "type-only" for (a, b), k in zip(path, kinds)):
-            return self._delegate(node, scope, opset, path, kinds, label)  # own steps here change nothing
+        if "onnx" in kinds and "blocked" not in kinds:
+            # onnx's converter takes the node through every step of its path, so it needs a
+            # correct adapter of its own for each (the own ones here may only be no-ops)
+            missing = next(((a, b) for (a, b), k in zip(path, kinds) if (op, a, b) not in steps.ONNX_CORRECT and
+                            not (k == "own" and registry.KINDS.get((op, a, b)) == "type-only")), None)
+            if missing is None and top:
+                return self._delegate(node, scope, opset, path, kinds, label)
+            step = next((a, b) for (a, b), k in zip(path, kinds) if k == "onnx")
+            why = (f"rewriter has no adapter for this step, and onnx's converter, which has one, lacks a "
+                   f"correct adapter for step {missing[0]} -> {missing[1]} on the node's way to the target"
+                   if missing else "rewriter has no adapter for this step, and onnx's converter cannot take "
+                   "nodes made by the conversion")
+            self._block(label, op, f"{step[0]} -> {step[1]}", why, _works(op, *step))
+            return [node]
         original_name, original_out = node.name, (node.output[0] if node.output else None)
         before: list[onnx.NodeProto] = []
         after: list[onnx.NodeProto] = []
