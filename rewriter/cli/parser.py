@@ -175,8 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output(p)
     _add_int_overflow(p)
     p.add_argument("--fold-limit", type=_bytes_arg, default=512 * 512 * 4, metavar="BYTES",
-                   help="skip a fold whose result would make the model grow by more than BYTES "
-                   "(default 1048576, onnxscript's 512x512 float32); skipped folds are reported")
+                   help="skip a fold that reads a tensor of more than BYTES, or writes one of more than "
+                   "BYTES that the inputs it frees do not offset (default 1048576: onnxscript's 512x512 "
+                   "float32); skipped folds are reported. ReduceProd folds whatever its size")
     p.add_argument("--strip-metadata", action="store_true",
                    help="drop every doc string and metadata entry (kept by default)")
     p.add_argument("--allow-removing-custom-ops", action="store_true",

@@ -17,9 +17,10 @@ evaluated so that folding never changes what the model computes:
   difference is that runtime's own rounding (a few ulps for transcendental ops).
 - Custom-domain nodes, non-deterministic ops, control flow other than a constant ``If`` and
   a value that is also a graph input (it can be overridden at run time) are never folded.
-- Size: a fold whose inputs or output exceed ``fold_limit`` bytes is skipped (reported),
-  unless the output is no bigger than the inputs it frees; tensors are read only
-  when a fold uses them.
+- Size: a fold that reads an input bigger than ``fold_limit`` bytes, or writes an output
+  bigger than ``fold_limit`` and bigger than the inputs it frees, is skipped and reported
+  (the model never grows by more than the limit per fold); a tensor is read only when a fold
+  uses it. ReduceProd is folded by rewriter's own fold beforehand, whatever its size.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from rewriter.optimize.cse import CommonSubexpressionEliminationPass
 from rewriter.optimize.fusions import FusionsPass
 from rewriter.optimize.metadata import DropToolMetadataPass, StripMetadataPass
 from rewriter.optimize.neutral_constants import RemoveNeutralArithmeticPass
+from rewriter.optimize.shape_arithmetic import FoldShapeArithmeticPass
 from rewriter.optimize.scopes import graphs_and_functions
 from rewriter.optimize.unused import RemoveUnusedPass
 
@@ -61,6 +62,7 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
     names = {n.name for n in original}
     fold = FoldConstantsPass(fold_limit=options.fold_limit, int_overflow=options.int_overflow)
     fusions = FusionsPass()
+    shapes = FoldShapeArithmeticPass()
     neutral = RemoveNeutralArithmeticPass()
     gemm = BatchedMatMulAddToGemmPass()
     cse = CommonSubexpressionEliminationPass()
@@ -68,7 +70,7 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
     skipped: dict = {}
     hidden = hide_overridable(model)  # no rule may read an overridable initializer as a constant
     try:
-        modified = _rounds(model, options, report, (fold, fusions, neutral, gemm, cse, unused), skipped)
+        modified = _rounds(model, options, report, (fold, shapes, fusions, neutral, gemm, cse, unused), skipped)
     finally:
         restore(hidden)
     finals: list = []
@@ -91,7 +93,7 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
 
 def _rounds(model, options, report, passes, skipped) -> bool:
     """Run ``passes`` in rounds until a round changes nothing (at most ``options.iterations``)."""
-    fold, fusions, neutral, gemm, cse, unused = passes
+    fold, shapes, fusions, neutral, gemm, cse, unused = passes
     modified = False
     for round_ in range(max(1, options.iterations)):
         changed = False
@@ -100,7 +102,9 @@ def _rounds(model, options, report, passes, skipped) -> bool:
             if p is fold:
                 report.folded.update(fold.stats.folded)
                 skipped.update(dict.fromkeys(fold.stats.skipped))
-        report.fused += fusions.applied + neutral.removed + gemm.rewritten
+            elif p is shapes and shapes.folded:
+                report.folded["shape arithmetic"] += shapes.folded
+        report.fused += fusions.applied + neutral.removed + gemm.rewritten + shapes.reshapes
         report.merged += cse.removed
         report.removed_nodes += unused.removed_nodes
         report.removed_initializers += unused.removed_initializers

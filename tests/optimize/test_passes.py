@@ -210,3 +210,38 @@ def test_absent_optional_inputs_are_kept_absent():
         }""")
     result, _ = optimize_and_compare(m)
     assert ops(result) == ["Clip", "Add"] and list(result.graph.node[0].input) == ["x", "", "hi"]
+
+
+# ---------------------------------------------------------------- shape arithmetic
+
+DYNAMIC_FLATTEN = """<ir_version: 8, opset_import: ["": 13]>
+    g (float[N,3,4] x) => (float[N,12] y) {
+      r = Relu(x)
+      s = Shape(r)
+      i0 = Constant<value=int64 {0}>()
+      b = Gather<axis=0>(s, i0)
+      ax = Constant<value=int64[1] {0}>()
+      bu = Unsqueeze(b, ax)
+      m1 = Constant<value=int64[1] {-1}>()
+      shape = Concat<axis=0>(bu, m1)
+      flat = Reshape(r, shape)
+      i1 = Constant<value=int64 {1}>()
+      c = Gather<axis=0>(s, i1)
+      cf = Cast<to=1>(c)
+      y = Div(flat, cf)
+    }"""
+
+
+def test_a_symbolic_batch_flatten_becomes_reshape_0_minus_1_and_static_dims_fold():
+    result, report = optimize_and_compare(parse(DYNAMIC_FLATTEN))
+    assert ops(result) == ["Relu", "Reshape", "Div"]
+    shape = {t.name: nh.to_array(t) for t in result.graph.initializer}[result.graph.node[1].input[1]]
+    np.testing.assert_array_equal(shape, [0, -1])
+    assert report.folded["shape arithmetic"] >= 1
+
+
+def test_reshape_keeps_a_computed_shape_whose_dim_comes_from_another_tensor():
+    text = DYNAMIC_FLATTEN.replace("g (float[N,3,4] x)", "g (float[N,3,4] x, float[M] z)").replace(
+        "s = Shape(r)", "s = Shape(r)\n      sz = Shape(z)").replace("b = Gather<axis=0>(s, i0)", "b = Gather<axis=0>(sz, i0)")
+    result, _ = optimize_and_compare(parse(text.replace("=> (float[N,12] y)", "=> (float[N,12] y)")))
+    assert "Concat" in ops(result)  # M is not known to equal N

@@ -1,0 +1,200 @@
+"""Shape arithmetic on partly symbolic shapes: what exporters compute from ``Shape(x)``.
+
+Legacy exports build shapes at run time: ``Shape -> Gather -> Unsqueeze -> Concat -> Reshape``,
+or ``Shape -> Gather -> Cast`` for a channel count. With a symbolic batch dim the folder
+cannot fold the whole chain, but each element is either a known int or "dim i of x". This
+pass follows such shape vectors (Shape, Gather on axis 0, Unsqueeze/Squeeze of axis 0,
+Concat on axis 0, Identity, Cast between int64/int32, integer constants) and:
+
+- replaces a value whose elements are all known with a constant (``Gather(Shape(x), 1)`` on
+  ``x: [N, 8, ...]`` is 8);
+- gives a Reshape a constant shape when every element is known or is the same dim of the
+  Reshape's own input at the same position (it becomes 0, "copy this dim"; not with
+  ``allowzero=1``), so ``Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1]))`` becomes
+  ``Reshape(x, [0, -1])``.
+
+Two dims are the same when they are the same dim of the same value, or the same named
+symbolic dim (ONNX: equal names are equal sizes). Values that are graph outputs are kept.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import onnx_ir as ir
+
+from rewriter.optimize.scopes import graphs_and_functions
+
+__all__ = ["FoldShapeArithmeticPass"]
+
+logger = logging.getLogger(__name__)
+
+_INTS = frozenset({ir.DataType.INT64, ir.DataType.INT32})
+_MAX = 64  # shape vectors are short
+
+
+def _dim_key(value: ir.Value, i: int):
+    dim = value.shape[i]
+    if isinstance(dim, int):
+        return dim
+    if isinstance(dim, ir.SymbolicDim) and dim.value:
+        return ("sym", dim.value)
+    return ("pos", id(value), i)
+
+
+def _ints(value: ir.Value | None):
+    if value is None or value.is_graph_input() or value.const_value is None:
+        return None
+    tensor = value.const_value
+    if tensor.dtype not in _INTS or tensor.size > _MAX or len(tensor.shape) > 1:
+        return None
+    array = tensor.numpy()
+    return [int(v) for v in array.reshape(-1)], array.ndim == 0
+
+
+def _attr_ints(node: ir.Node, name: str):
+    attr = node.attributes.get(name)
+    if attr is None or attr.is_ref():
+        return None
+    return list(attr.as_ints()) if attr.type == ir.AttributeType.INTS else [attr.as_int()]
+
+
+def _attr_int(node: ir.Node, name: str, default):
+    attr = node.attributes.get(name)
+    if attr is None:
+        return default
+    if attr.is_ref():
+        return None
+    return attr.as_int()
+
+
+class FoldShapeArithmeticPass(ir.passes.InPlacePass):
+    """Fold shape vectors built from partly symbolic shapes (see the module doc)."""
+
+    def __init__(self):
+        super().__init__()
+        self.folded = 0
+        self.reshapes = 0
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        self.folded = self.reshapes = 0
+        for graph in graphs_and_functions(model):
+            self._graph(graph)
+        modified = bool(self.folded or self.reshapes)
+        if modified:
+            logger.info("folded %d shape value(s), gave %d Reshape(s) a constant shape", self.folded, self.reshapes)
+        return ir.passes.PassResult(model, modified=modified)
+
+    # ------------------------------------------------------------ the walk
+    def _graph(self, graph) -> None:
+        self._vectors: dict = {}
+        outputs = frozenset(graph.outputs)
+        for node in list(graph):
+            if node.domain not in ("", "ai.onnx") or len(node.outputs) != 1:
+                continue
+            if node.op_type == "Reshape":
+                self._reshape(graph, node)
+                continue
+            found = self._evaluate(node)
+            if found is None:
+                continue
+            out = node.outputs[0]
+            self._vectors[out] = found
+            elements, scalar = found
+            if (node.op_type != "Constant" and out not in outputs and out.dtype in _INTS
+                    and all(isinstance(e, int) for e in elements)):
+                array = np.array(elements if not scalar else elements[0], dtype=out.dtype.numpy())
+                out.replace_all_uses_with(self._constant(graph, node, array, out.name))
+                self.folded += 1
+
+    def _vector(self, value: ir.Value | None):
+        if value is None:
+            return None
+        found = self._vectors.get(value)
+        return found if found is not None else _ints(value)
+
+    def _evaluate(self, node: ir.Node):
+        op, inputs = node.op_type, node.inputs
+        if op == "Shape":
+            x = inputs[0] if inputs else None
+            if x is None or x.shape is None:
+                return None
+            start, end = _attr_int(node, "start", 0), _attr_int(node, "end", None)
+            if start is None or (end is None and "end" in node.attributes):
+                return None
+            keys = [_dim_key(x, i) for i in range(len(x.shape))]
+            return keys[start:end], False
+        if op in ("Identity", "Cast"):
+            found = self._vector(inputs[0] if inputs else None)
+            if op == "Cast" and (found is None or ir.DataType(_attr_int(node, "to", 0) or 0) not in _INTS):
+                return None
+            if op == "Cast" and inputs[0].dtype not in _INTS:
+                return None
+            return found
+        if op == "Gather":
+            data, idx = self._vector(inputs[0]), _ints(inputs[1]) if len(inputs) > 1 else None
+            if data is None or idx is None or data[1] or _attr_int(node, "axis", 0) != 0:
+                return None
+            elements, n = data[0], len(data[0])
+            if not all(-n <= i < n for i in idx[0]):
+                return None
+            return [elements[i] for i in idx[0]], idx[1]
+        if op in ("Unsqueeze", "Squeeze"):
+            data = self._vector(inputs[0] if inputs else None)
+            axes = _ints(inputs[1])[0] if len(inputs) > 1 and _ints(inputs[1]) else _attr_ints(node, "axes")
+            if data is None:
+                return None
+            if op == "Unsqueeze" and data[1] and axes in ([0], [-1]):
+                return data[0], False
+            if op == "Squeeze" and not data[1] and len(data[0]) == 1 and axes in (None, [0], [-1]):
+                return data[0], True
+            return None
+        if op == "Concat":
+            if _attr_int(node, "axis", None) not in (0, -1):
+                return None
+            parts = [self._vector(v) for v in inputs]
+            if any(p is None or p[1] for p in parts):
+                return None
+            return [e for p in parts for e in p[0]], False
+        if op == "Constant":
+            return _ints(node.outputs[0])
+        return None
+
+    def _reshape(self, graph, node: ir.Node) -> None:
+        data = node.inputs[0] if node.inputs else None
+        shape = node.inputs[1] if len(node.inputs) > 1 else None
+        found = self._vector(shape)
+        if data is None or found is None or found[1] or _attr_int(node, "allowzero", 0) != 0:
+            return
+        elements = found[0]
+        if all(isinstance(e, int) for e in elements) or data.shape is None:
+            return  # already constant, or nothing to compare with
+        rank = len(data.shape)
+        new = []
+        for p, e in enumerate(elements):
+            if isinstance(e, int):
+                new.append(e)
+            elif p < rank and _dim_key(data, p) == e:
+                new.append(0)
+            else:
+                return
+        array = np.array(new, dtype=np.int64)
+        node.replace_input_with(1, self._constant(graph, node, array, f"{node.outputs[0].name}_shape"))
+        self.reshapes += 1
+
+    def _constant(self, graph, anchor: ir.Node, array: np.ndarray, hint: str) -> ir.Value:
+        tensor = ir.tensor(array)
+        if isinstance(graph, ir.Graph):
+            name, i = f"{hint}_folded", 0
+            while name in graph.initializers:
+                i += 1
+                name = f"{hint}_folded_{i}"
+            value = ir.Value(name=name, type=ir.TensorType(tensor.dtype), shape=tensor.shape, const_value=tensor)
+            graph.register_initializer(value)
+            return value
+        node = ir.node("Constant", [], attributes={"value": tensor})
+        graph.insert_before(anchor, node)
+        out = node.outputs[0]
+        out.const_value, out.dtype, out.shape = tensor, tensor.dtype, tensor.shape
+        return out
