@@ -36,7 +36,7 @@ def reference(m, feeds):
     return [np.asarray(o) for o in onnx.reference.ReferenceEvaluator(m).run(None, feeds)]
 
 
-def converts(m, target, feeds, expected=None, runner=run):
+def converts(m, target, feeds, expected=None, runner=run, rtol=None):
     """Convert ``m`` to ``target``; the result is valid, its node names unique, and it computes
     what ``m`` computes (or ``expected``). Returns (result, report)."""
     result, report = convert_model(m, target)
@@ -46,7 +46,11 @@ def converts(m, target, feeds, expected=None, runner=run):
     assert len(names) == len(set(names)), names
     if expected is None:
         expected = runner(m, feeds)
-    assert_same_outputs(expected, runner(result, feeds))
+    if rtol is None:
+        assert_same_outputs(expected, runner(result, feeds))
+    else:  # another kernel version of the runtime may sum in another order
+        for e, g in zip(expected, runner(result, feeds)):
+            np.testing.assert_allclose(g, e, rtol=rtol, atol=rtol * 1e-2)
     return result, report
 
 
@@ -89,8 +93,10 @@ def run_backend_case(case, targets=BACKEND_TARGETS):
                 np.testing.assert_array_equal(np.isnan(g), np.isnan(e), err_msg=f"{case.name} to {target}")
                 e, g = np.nan_to_num(e), np.nan_to_num(g)
             if e.dtype.kind in "fc":
-                tol = 1e-4 if e.dtype.itemsize >= 4 else 2e-3  # float16: the runtimes round differently
-                np.testing.assert_allclose(g.astype(e.dtype), e, rtol=tol, atol=tol / 10, equal_nan=True,
+                # the case's own tolerance, as onnx's backend runner uses it (float16: runtimes round differently)
+                rtol = max(getattr(case, "rtol", 1e-3), 1e-4 if e.dtype.itemsize >= 4 else 2e-3)
+                atol = max(getattr(case, "atol", 1e-7), 1e-5 if e.dtype.itemsize >= 4 else 2e-4)
+                np.testing.assert_allclose(g.astype(e.dtype), e, rtol=rtol, atol=atol, equal_nan=True,
                                            err_msg=f"{case.name} to {target}")
             else:
                 np.testing.assert_array_equal(g, e, err_msg=f"{case.name} to {target}")

@@ -1,0 +1,143 @@
+"""Pooling ops: the steps that added optional features.
+
+- AveragePool 7 (count_include_pad), 10 (ceil_mode), 19 (dilations);
+- MaxPool 8 (storage_order and the optional Indices output), 10 (ceil_mode, dilations);
+- LpPool 2 (p became an int, kernel_shape required), 18 (ceil_mode, dilations).
+
+Going up nothing changes (absent = the old behaviour). Going down a feature at its default is
+dropped; ceil_mode=1 is dropped when every spatial output size is the same with floor (static
+shape, explicit pads, (in + pads - effective kernel) divisible by the stride); dilations are
+dropped when all 1; an Indices output that is used blocks; anything else blocks naming the
+feature and the opset that has it. Types are checked against the older schema.
+"""
+
+from __future__ import annotations
+
+from rewriter.convert.adapters.feature_support import attr_value, check_types, drop_default, set_attr
+from rewriter.convert.attrs import get_attr, remove_attr
+from rewriter.convert.registry import register
+
+__all__: list[str] = []
+
+
+def _nothing(node, ctx) -> None:
+    """The newer version without the new attribute is the older one."""
+
+
+def _ones(value) -> bool:
+    return all(v == 1 for v in value)
+
+
+def _drop_ceil_mode(node, ctx, since: int) -> None:
+    if get_attr(node, "ceil_mode") is None:
+        return
+    ceil = attr_value(node, ctx, "ceil_mode", 0)
+    if ceil:
+        reason = _ceil_differs(node, ctx)
+        if reason:
+            ctx.block(f"ceil_mode=1 exists only from opset {since}, and {reason}")
+    remove_attr(node, "ceil_mode")
+    ctx.record(f"{node.op_type} ceil_mode dropped")
+
+
+def _ceil_differs(node, ctx) -> str | None:
+    """Why ceil_mode=1 could give other output sizes than floor (None when it cannot)."""
+    auto_pad = attr_value(node, ctx, "auto_pad", "NOTSET")
+    if auto_pad not in ("NOTSET", "VALID"):
+        return f"auto_pad={auto_pad}"
+    shape = ctx.shape(node.input[0])
+    kernel = attr_value(node, ctx, "kernel_shape")
+    if shape is None or kernel is None:
+        return "the input's shape is unknown"
+    spatial = shape[2:]
+    if len(spatial) != len(kernel) or None in spatial:
+        return f"the input's spatial dims {spatial} are not static"
+    n = len(kernel)
+    strides = attr_value(node, ctx, "strides", None) or [1] * n
+    dilations = attr_value(node, ctx, "dilations", None) or [1] * n
+    pads = ([0] * (2 * n) if auto_pad == "VALID" else None) or attr_value(node, ctx, "pads", None) or [0] * (2 * n)
+    for i in range(n):
+        span = spatial[i] + pads[i] + pads[i + n] - ((kernel[i] - 1) * dilations[i] + 1)
+        if span % strides[i]:
+            return f"with dim {spatial[i]} of spatial axis {i} it rounds the output size up"
+    return None
+
+
+def _drop_dilations(node, ctx, since: int) -> None:
+    drop_default(node, ctx, "dilations", _ones, since)
+
+
+# ---------------------------------------------------------------- AveragePool
+
+@register("AveragePool", 7, 1, kind="new feature")
+def average_pool_7_1(node, ctx) -> None:
+    check_types(node, ctx)
+    drop_default(node, ctx, "count_include_pad", 0, 7)
+
+
+@register("AveragePool", 10, 7, kind="new feature")
+def average_pool_10_7(node, ctx) -> None:
+    check_types(node, ctx)
+    _drop_ceil_mode(node, ctx, 10)
+
+
+@register("AveragePool", 19, 11, kind="new feature")
+def average_pool_19_11(node, ctx) -> None:
+    check_types(node, ctx)
+    _drop_dilations(node, ctx, 19)
+
+
+# ---------------------------------------------------------------- MaxPool
+
+@register("MaxPool", 8, 1, kind="new feature")
+def max_pool_8_1(node, ctx) -> None:
+    if len(node.output) > 1 and node.output[1]:
+        ctx.block(f"the Indices output '{node.output[1]}' exists only from opset 8")
+    del node.output[1:]
+    check_types(node, ctx)
+    # storage_order only says how Indices are computed: without Indices it means nothing
+    if get_attr(node, "storage_order") is not None:
+        attr_value(node, ctx, "storage_order")
+        remove_attr(node, "storage_order")
+        ctx.record("MaxPool storage_order dropped (no Indices output)")
+
+
+@register("MaxPool", 10, 8, kind="new feature")
+def max_pool_10_8(node, ctx) -> None:
+    check_types(node, ctx)
+    _drop_ceil_mode(node, ctx, 10)
+    _drop_dilations(node, ctx, 10)
+
+
+# ---------------------------------------------------------------- LpPool
+
+@register("LpPool", 1, 2, kind="meaning change")
+def lp_pool_1_2(node, ctx) -> None:
+    """p was a float (default 2.0), is an int from 2; kernel_shape became required."""
+    p = attr_value(node, ctx, "p", 2.0)
+    if float(p) != int(p):
+        ctx.block(f"p={p} is not an integer, and LpPool from opset 2 takes an integer p")
+    if get_attr(node, "kernel_shape") is None:
+        ctx.block("LpPool from opset 2 requires kernel_shape, which the node does not have")
+    if get_attr(node, "p") is not None:
+        set_attr(node, "p", int(p))
+        ctx.record("LpPool p float -> int")
+
+
+@register("LpPool", 2, 1, kind="meaning change")
+def lp_pool_2_1(node, ctx) -> None:
+    check_types(node, ctx)
+    if get_attr(node, "p") is not None:
+        set_attr(node, "p", float(attr_value(node, ctx, "p")))
+        ctx.record("LpPool p int -> float")
+
+
+@register("LpPool", 18, 11, kind="new feature")
+def lp_pool_18_11(node, ctx) -> None:
+    check_types(node, ctx)
+    _drop_ceil_mode(node, ctx, 18)
+    _drop_dilations(node, ctx, 18)
+
+
+register(("AveragePool", 1, 7), ("AveragePool", 7, 10), ("AveragePool", 11, 19), ("MaxPool", 1, 8),
+         ("MaxPool", 8, 10), ("LpPool", 11, 18), kind="new feature")(_nothing)
