@@ -79,9 +79,10 @@ def legacy_cnn() -> onnx.ModelProto:
                   [h.make_tensor_value_info("y", T.FLOAT, [2, 10])], inits)
 
 
-def attention() -> onnx.ModelProto:
+def attention(dynamic: bool = False) -> onnx.ModelProto:
     """One self-attention block as a legacy export writes it: LayerNorm decomposed, Q/K/V
-    MatMul+Add, head split through shape chains, scale from Sqrt(Constant), softmax."""
+    MatMul+Add, head split through shape chains, scale from Sqrt(Constant), softmax.
+    ``dynamic``: batch and sequence are symbolic (B, S), the output reshape computed too."""
     B, S, D, H = 2, 16, 32, 4
     nodes, inits = [], []
     # LayerNorm, decomposed
@@ -110,13 +111,34 @@ def attention() -> onnx.ModelProto:
               h.make_node("MatMul", ["q3", "k3"], ["qk"]), h.make_node("Div", ["qk", "scale"], ["qks"]),
               h.make_node("Softmax", ["qks"], ["att"], axis=-1), h.make_node("MatMul", ["att", "v3"], ["ctx"]),
               h.make_node("Transpose", ["ctx"], ["ctx_t"], perm=[0, 2, 1, 3]),
-              _const("out_shape", np.array([B, S, D], np.int64)),
-              h.make_node("Reshape", ["ctx_t", "out_shape"], ["ctx_r"])]
+              ]
+    if dynamic:
+        nodes += [_const("dD", np.array([D], np.int64)),
+                  h.make_node("Concat", ["q_bu", "q_su", "dD"], ["out_shape"], axis=0)]
+    else:
+        nodes += [_const("out_shape", np.array([B, S, D], np.int64))]
+    nodes += [h.make_node("Reshape", ["ctx_t", "out_shape"], ["ctx_r"])]
     inits += [_w("Wo", D, D), _w("Bo", D)]
     nodes += [h.make_node("MatMul", ["ctx_r", "Wo"], ["o0"]), h.make_node("Add", ["o0", "Bo"], ["o1"]),
               h.make_node("Add", ["o1", "x"], ["y"])]
-    return _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, [B, S, D])],
-                  [h.make_tensor_value_info("y", T.FLOAT, [B, S, D])], inits)
+    dims = ["B", "S", D] if dynamic else [B, S, D]
+    return _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, dims)],
+                  [h.make_tensor_value_info("y", T.FLOAT, dims)], inits)
+
+
+def dynamic_cnn() -> onnx.ModelProto:
+    """Legacy export with a symbolic batch: Conv/Relu, flatten through Shape/Gather/Unsqueeze/
+    Concat/Reshape, a channel count from Shape/Gather/Cast."""
+    nodes = [h.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), h.make_node("Relu", ["c"], ["r"]),
+             h.make_node("Shape", ["r"], ["s"]), _const("i0", np.array(0, np.int64)),
+             h.make_node("Gather", ["s", "i0"], ["b"], axis=0), _const("ax", np.array([0], np.int64)),
+             h.make_node("Unsqueeze", ["b", "ax"], ["bu"]), _const("minus1", np.array([-1], np.int64)),
+             h.make_node("Concat", ["bu", "minus1"], ["shape"], axis=0), h.make_node("Reshape", ["r", "shape"], ["flat"]),
+             h.make_node("Shape", ["r"], ["s2"]), _const("i1", np.array(1, np.int64)),
+             h.make_node("Gather", ["s2", "i1"], ["ch"], axis=0), h.make_node("Cast", ["ch"], ["chf"], to=T.FLOAT),
+             h.make_node("Div", ["flat", "chf"], ["y"])]
+    return _model(nodes, [h.make_tensor_value_info("x", T.FLOAT, ["N", 3, 8, 8])],
+                  [h.make_tensor_value_info("y", T.FLOAT, ["N", 512])], [_w("w", 8, 3, 3, 3)])
 
 
 def if_constant() -> onnx.ModelProto:
@@ -171,7 +193,8 @@ def with_function() -> onnx.ModelProto:
                   functions=[fn], extra_opsets=[h.make_opsetid("local", 1)])
 
 
-MODELS = {"legacy_cnn": legacy_cnn, "attention": attention, "if_constant": if_constant,
+MODELS = {"legacy_cnn": legacy_cnn, "dynamic_cnn": dynamic_cnn, "attention": attention,
+          "attention_dyn": lambda: attention(dynamic=True), "if_constant": if_constant,
           "dynamo_mlp": dynamo_mlp, "with_function": with_function}
 
 
