@@ -2,11 +2,13 @@
 
 onnxscript's no-op rules cover scalar constants; exporters also write whole neutral tensors
 (an untrained LayerNorm's ones and zeros, a ``1.0`` per channel). A node goes when its
-constant operand is all ones (Mul, Div) or all zeros (Add, Sub on the right) and the result
-has exactly the other operand's type and static shape, so broadcasting changed nothing.
+constant operand is all ones (Mul, Div) or all zeros (Add, Sub on the right), of the other
+operand's type, and broadcasting it cannot grow the other operand (each of its dims is 1 or
+equal to a static dim of the other operand at the same place from the right).
 Shapes come from the values (ONNX shape inference, or the optimize pipeline's folder, which
-infers node by node): a value of unknown shape is left alone. ``x + 0`` turns ``-0.0`` into ``+0.0``; the two compare equal. Constants that are graph
-inputs (overridable) and results that are graph outputs (their name is the interface) stay.
+infers node by node): an operand of unknown rank is left alone. ``x + 0`` turns ``-0.0`` into
+``+0.0``; the two compare equal. Constants that are graph inputs (overridable) and results
+that are graph outputs (their name is the interface) stay.
 """
 
 from __future__ import annotations
@@ -34,12 +36,13 @@ def _constant(value: ir.Value | None):
     return value.const_value.numpy()
 
 
-def _same_static(a: ir.Value, b: ir.Value) -> bool:
-    if a.dtype is None or a.dtype != b.dtype or a.shape is None or b.shape is None:
+def _keeps_shape(x: ir.Value, constant: np.ndarray, out: ir.Value) -> bool:
+    """Broadcasting ``constant`` against ``x`` leaves x's shape and type as they are."""
+    if x.dtype is None or (out.dtype is not None and x.dtype != out.dtype) or x.shape is None \
+            or constant.ndim > len(x.shape) or constant.dtype != x.dtype.numpy():
         return False
-    if not a.shape.is_static() or not b.shape.is_static():
-        return False
-    return tuple(a.shape.dims) == tuple(b.shape.dims)
+    dims = list(x.shape.dims)[len(x.shape) - constant.ndim:]
+    return all(c == 1 or (isinstance(d, int) and d == c) for c, d in zip(constant.shape, dims))
 
 
 class RemoveNeutralArithmeticPass(ir.passes.InPlacePass):
@@ -63,7 +66,7 @@ class RemoveNeutralArithmeticPass(ir.passes.InPlacePass):
                 for pos in positions:
                     array = _constant(node.inputs[pos])
                     other = node.inputs[1 - pos]
-                    if array is None or other is None or not _same_static(other, out):
+                    if array is None or other is None or not _keeps_shape(other, array, out):
                         continue
                     if array.dtype.kind not in "fiu" or not np.all(array == neutral):
                         continue
