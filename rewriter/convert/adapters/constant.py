@@ -65,3 +65,32 @@ def constant_11_9(node, ctx) -> None:
 @register("Constant", 11, 12, kind="new feature")
 def _constant_up(node, ctx) -> None:
     """Newer Constant versions accept every older form: nothing to do."""
+
+
+_CONSTANT_1_TYPES = {onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE}
+
+
+@register("Constant", 9, 1, kind="rewrite")
+def constant_9_1(node, ctx) -> None:
+    """Constant-1 holds only float16/float/double: in a graph, another type becomes an
+    initializer of the same name (exact; initializers take every type)."""
+    attr = next((a for a in node.attribute if a.name == "value"), None)
+    if attr is None or attr.ref_attr_name:
+        ctx.block("a Constant whose value comes from the calling node's attribute cannot be checked "
+                  "against Constant-1's types (float16, float, double)")
+    if attr.t.data_type in _CONSTANT_1_TYPES:
+        return
+    if ctx.scope.is_function:
+        ctx.block(f"Constant-1 holds only float16, float and double, and a function body cannot hold "
+                  f"an initializer for this {onnx.helper.tensor_dtype_to_string(attr.t.data_type)} value")
+    tensor = onnx.TensorProto()
+    tensor.CopyFrom(attr.t)
+    tensor.name = node.output[0]
+    ctx.scope.body.initializer.append(tensor)
+    ctx.remove()
+    ctx.record("Constant -> initializer (type not in Constant-1)")
+
+
+@register("Constant", 1, 9, kind="type-only")
+def constant_1_9(node, ctx) -> None:
+    """Constant-9 allows every type Constant-1 did."""
