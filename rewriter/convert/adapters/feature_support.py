@@ -10,6 +10,7 @@ import onnx
 
 from rewriter.convert.attrs import get_attr, remove_attr
 from rewriter.convert.type_only import step_types_allowed
+from rewriter.graph import traversal
 
 __all__ = ["attr_value", "drop_default", "check_types", "tensor_type", "set_attr", "no_ref"]
 
@@ -78,3 +79,14 @@ def record_type(ctx, name: str, elem_type: int | None, dims) -> None:
     t = tensor_type(elem_type, dims)
     if t is not None:
         ctx.set_type(name, t)
+
+
+def consumed(ctx, name: str) -> bool:
+    """Whether some node of the node's scope (or of its subgraphs) or the scope's outputs read ``name``."""
+    if not name:
+        return False
+    body = ctx.scope.body
+    outputs = [o if isinstance(o, str) else o.name for o in body.output]
+    if name in outputs:
+        return True
+    return any(name in n.input for n in traversal.all_nodes(body))
