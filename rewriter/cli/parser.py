@@ -222,7 +222,7 @@ def check_usage(args: argparse.Namespace, directory: bool) -> None:
     jobs = getattr(args, "jobs", None)
     if jobs is not None:
         if not directory:
-            raise UsageError(f"-j applies to a directory MODEL; {args.model} is a single file")
+            raise UsageError(f"-j applies to a directory MODEL; {args.model} is not a directory")
         if jobs < 1:
             raise UsageError(f"-j must be at least 1, got {jobs}")
     if hasattr(args, "jobs") and jobs is None:
