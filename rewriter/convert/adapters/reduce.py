@@ -1,7 +1,20 @@
-"""ReduceProd adapters: one small function per schema step and direction.
+"""The Reduce* family: one generic adapter per kind of schema step, both directions.
 
 ReduceProd 1 -> 11 allowed negative axes, 13 added bfloat16, 18 moved ``axes`` from an
-attribute to an optional input and added ``noop_with_empty_axes``.
+attribute to an optional input and added ``noop_with_empty_axes``. Every other Reduce op made
+the same move: ReduceSum at 13, ReduceMax, ReduceMin, ReduceMean, ReduceL1, ReduceL2,
+ReduceLogSum, ReduceLogSumExp and ReduceSumSquare at 18 (:data:`AXES_INPUT_SINCE`). The other
+steps of those ops only change types (the engine's type-only rule: int8/uint8 for
+ReduceMax/Min at 12, bfloat16 at 13, bool for ReduceMax/Min at 20, no integers for
+ReduceLogSum/LogSumExp at 28), and 1 <-> 11 (negative axes) is in ``negative_axes.py``.
+
+- up, the move: the axes attribute becomes a constant int64 input (a Constant in a function,
+  ``Constant<value_ints = @ref>`` for a function attribute reference); no attribute or an
+  empty one means no input (both mean "all dims"); noop_with_empty_axes is not added.
+- down, the move: a constant axes input becomes the attribute; empty or absent axes with
+  noop=1 make the node an Identity; empty axes with noop=0 reduce all; noop never survives;
+  a non-constant axes input blocks. Types the older version lacks (ReduceSum 13 -> 11:
+  bfloat16) block.
 """
 
 from __future__ import annotations
@@ -10,7 +23,9 @@ import numpy as np
 import onnx
 
 from rewriter.convert.attrs import get_attr, remove_attr, set_ints
-from rewriter.convert.registry import register
+from rewriter.convert.adapters.moves import value_of
+from rewriter.convert.registry import register, schema_versions
+from rewriter.convert.type_only import step_types_allowed
 from rewriter.errors import ConversionError
 
 
@@ -63,10 +78,20 @@ def reduce_prod_13_11(node, ctx) -> None:
         )
 
 
-# ---------------------------------------------------------------- ReduceProd 13 <-> 18
+# ---------------------------------------------------------------- the axes move (ReduceProd 13 <-> 18, ...)
 
-@register("ReduceProd", 13, 18)
-def reduce_prod_13_18(node, ctx) -> None:
+# op -> the schema version that made axes an input (and added noop_with_empty_axes)
+AXES_INPUT_SINCE = {"ReduceSum": 13, **dict.fromkeys([
+    "ReduceProd", "ReduceMax", "ReduceMin", "ReduceMean", "ReduceL1", "ReduceL2", "ReduceLogSum",
+    "ReduceLogSumExp", "ReduceSumSquare"], 18)}
+
+
+def _previous(op: str, version: int) -> int:
+    versions = schema_versions(op)
+    return versions[versions.index(version) - 1]
+
+
+def reduce_axes_up(node, ctx) -> None:
     """The axes attribute becomes a constant int64 input; no attribute means no input."""
     axes = get_attr(node, "axes")
     if axes is None:
@@ -89,17 +114,17 @@ def reduce_prod_13_18(node, ctx) -> None:
     ctx.record("axes attribute -> input")
 
 
-@register("ReduceProd", 18, 13)
-def reduce_prod_18_13(node, ctx) -> None:
+def reduce_axes_down(node, ctx) -> None:
     """A constant axes input becomes the attribute; noop_with_empty_axes is resolved."""
     noop = get_attr(node, "noop_with_empty_axes")
     if noop is not None and noop.ref_attr_name:
         raise ConversionError(
             f"{ctx.label}: noop_with_empty_axes comes from the calling node's attribute "
-            f"'{noop.ref_attr_name}', so it cannot be resolved for opsets below 18"
+            f"'{noop.ref_attr_name}', so it cannot be resolved for opsets below {ctx.step[0]}"
         )
     noop = bool(noop.i) if noop is not None else False
     remove_attr(node, "noop_with_empty_axes")
+    _check_data(node, ctx)
     axes_name = node.input[1] if len(node.input) > 1 else ""
     values: list[int] = []
     reference = ctx.constant_reference(axes_name) if axes_name else None
@@ -111,11 +136,11 @@ def reduce_prod_18_13(node, ctx) -> None:
         ctx.record("axes input -> attribute")
         return
     if axes_name:
-        value = ctx.constant(axes_name)
+        value = value_of(ctx, axes_name)
         if value is None:
             raise ConversionError(
                 f"{ctx.label}: axes input '{axes_name}' is not a constant, so it cannot become "
-                f"the axes attribute needed below opset 18"
+                f"the axes attribute needed below opset {ctx.step[0]}"
             )
         if value.dtype != np.int64 or value.ndim != 1:
             raise ConversionError(
@@ -134,3 +159,19 @@ def reduce_prod_18_13(node, ctx) -> None:
         ctx.record("axes input -> attribute")
     elif axes_name:
         ctx.record("empty axes -> reduce all")
+
+
+def _check_data(node, ctx) -> None:
+    """The data's type must be allowed at the destination (checked on the data input alone,
+    before the axes input goes)."""
+    probe = onnx.NodeProto()
+    probe.CopyFrom(node)
+    del probe.input[1:]
+    reason = step_types_allowed(probe, ctx.step[0], ctx.step[1], ctx.value_type)
+    if reason is not None:
+        ctx.block(reason)
+
+
+for _op, _since in AXES_INPUT_SINCE.items():
+    register(_op, _previous(_op, _since), _since, kind="attribute<->input")(reduce_axes_up)
+    register(_op, _since, _previous(_op, _since), kind="attribute<->input")(reduce_axes_down)

@@ -1,0 +1,89 @@
+"""Split across opsets 2, 13 and 18.
+
+- 1 <-> 2: Split-1 could take ``split`` as a second input; Split-2 only as an attribute (axis
+  default 0). Up: a constant split input becomes the attribute. Down: nothing but types
+  (Split-1 takes float types only).
+- 11 <-> 13: the ``split`` attribute became an optional int64 input (bfloat16 added). Up:
+  attribute -> constant input; down: constant input -> attribute, computed -> blocked.
+- 13 <-> 18: ``num_outputs`` added. Up: a Split without split input gets num_outputs = its
+  number of outputs (Split-18 needs one of the two; equal parts, as before). Down:
+  num_outputs goes; when the dim along the axis is static and not a multiple of it, the
+  sizes (equal parts, the last one smaller) become a constant split input; an unknown dim
+  blocks (Split-13 would refuse an uneven split that Split-18 accepts).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from rewriter.convert.adapters.feature_support import attr_value
+from rewriter.convert.adapters.moves import (attr_to_input, check_types, input_name, ints_input_to_attr,
+                                             set_input)
+from rewriter.convert.attrs import get_attr, remove_attr
+from rewriter.convert.registry import register
+
+__all__: list[str] = []
+
+
+@register("Split", 1, 2, kind="attribute<->input")
+def split_1_2(node, ctx) -> None:
+    if input_name(node, 1):
+        if get_attr(node, "split") is not None:
+            ctx.block("Split-1 with both a split input and a split attribute")
+        ints_input_to_attr(node, ctx, 1, "split", 2, allow_reference=False)
+    if get_attr(node, "axis") is None:
+        node.attribute.append(onnx.helper.make_attribute("axis", 0))
+
+
+@register("Split", 2, 1, kind="type-only")
+def split_2_1(node, ctx) -> None:
+    check_types(node, ctx)
+
+
+@register("Split", 11, 13, kind="attribute<->input")
+def split_11_13(node, ctx) -> None:
+    attr_to_input(node, ctx, "split", 1, hint="split_sizes")
+
+
+@register("Split", 13, 11, kind="attribute<->input")
+def split_13_11(node, ctx) -> None:
+    ints_input_to_attr(node, ctx, 1, "split", 13)
+    check_types(node, ctx)
+
+
+@register("Split", 13, 18, kind="new feature")
+def split_13_18(node, ctx) -> None:
+    if not input_name(node, 1):
+        node.attribute.append(onnx.helper.make_attribute("num_outputs", len(node.output)))
+        ctx.record("Split num_outputs written out")
+
+
+@register("Split", 18, 13, kind="new feature")
+def split_18_13(node, ctx) -> None:
+    n = attr_value(node, ctx, "num_outputs", None)
+    if n is None:
+        return
+    remove_attr(node, "num_outputs")
+    ctx.record("Split num_outputs dropped")
+    if input_name(node, 1):
+        return
+    if n != len(node.output):
+        ctx.block(f"num_outputs={n} but the node has {len(node.output)} outputs")
+    axis = attr_value(node, ctx, "axis", 0)
+    shape = ctx.shape(node.input[0])
+    dim = None
+    if shape is not None and -len(shape) <= axis < len(shape):
+        dim = shape[axis]
+    if dim is None:
+        ctx.block(f"num_outputs={n} with the size of axis {axis} of '{node.input[0]}' unknown: Split-18 "
+                  f"allows an uneven split (the last part smaller), Split-13 does not (num_outputs exists "
+                  f"from opset 18)")
+    if dim % n == 0:
+        return
+    chunk = -(-dim // n)
+    sizes = [chunk] * (n - 1) + [dim - chunk * (n - 1)]
+    if sizes[-1] < 0:
+        ctx.block(f"num_outputs={n} cannot split a dim of {dim}")
+    set_input(node, 1, ctx.add_constant("split_sizes", np.array(sizes, dtype=np.int64)))
+    ctx.record("Split num_outputs -> split sizes")
