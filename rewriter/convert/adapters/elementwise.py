@@ -1,0 +1,173 @@
+"""Binary elementwise ops across opset 7 (numpy broadcasting replaced ``broadcast``/``axis``),
+Add/Sub/Mul/Div across 6 (``consumed_inputs`` dropped, integer types added), Pow across 12
+(the exponent got its own type parameter).
+
+Before 7 the shapes had to be equal unless ``broadcast=1``; then only B broadcast, and B's shape
+had to be a contiguous run of A's shape starting at ``axis`` (default: aligned to the end), or B
+had one element. From 7 both inputs broadcast numpy-style (aligned to the end, dims of 1 stretch).
+
+- up to 7: broadcast=0 -> the shapes were equal: attributes dropped. broadcast=1 without axis or
+  with the axis that aligns B to the end -> numpy does the same: dropped. Another axis -> B gets
+  trailing dims of 1 (Unsqueeze; needs both ranks).
+- down from 7: equal shapes -> nothing; numpy broadcasting that the old rule can express
+  (B one element, or B's dims without its leading/trailing 1s a run of A's dims, A having the
+  output's shape) -> broadcast=1 (and axis; B reshaped to the run when it had extra 1s);
+  otherwise refused. Needs static shapes unless the shapes are known equal.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rewriter.convert.adapters.feature_support import attr_value, check_types, record_type, set_attr
+from rewriter.convert.attrs import get_attr, remove_attr
+from rewriter.convert.registry import register
+
+__all__ = ["dims", "old_broadcast", "OLD_BROADCAST_OPS"]
+
+OLD_BROADCAST_OPS = {"Add": 6, "Sub": 6, "Mul": 6, "Div": 6, "Pow": 1, "And": 1, "Or": 1, "Xor": 1,
+                     "Equal": 1, "Greater": 1, "Less": 1}
+
+
+def dims(ctx, name: str) -> list | None:
+    """The dims of ``name``: ints, dim_param strings, or None for unknown dims; None for unknown rank."""
+    t = ctx.value_type(name)
+    if t is None or not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
+        return None
+    out = []
+    for d in t.tensor_type.shape.dim:
+        out.append(d.dim_value if d.HasField("dim_value") else (d.dim_param or None))
+    return out
+
+
+def _same(a, b) -> bool:
+    return a is not None and b is not None and len(a) == len(b) and all(
+        x is not None and x == y for x, y in zip(a, b))
+
+
+def old_broadcast(a: list | None, b: list | None, out: list | None):
+    """How the pre-7 rule expresses numpy broadcasting of B onto A: None when the shapes are
+    equal, else (axis or None, B's new shape or None), or a str saying why it cannot."""
+    if _same(a, b):
+        return None
+    if a is None or b is None:
+        return "the inputs' shapes are unknown"
+    if out is not None and not _same(a, out):
+        if len(out) != len(a) or any(x != y for x, y in zip(a, out) if isinstance(x, int) and isinstance(y, int)):
+            return f"the first input {a} is itself broadcast (to {out})"
+    if any(not isinstance(d, int) for d in b):
+        return f"the second input's shape {b} is not static"
+    if len(b) > len(a):
+        return f"the second input {b} has a higher rank than the first {a}"
+    if int(np.prod(b)) == 1:
+        return (None, None)
+    # B aligned to the end of A; strip B's leading and trailing 1s to find the run
+    start = len(a) - len(b)
+    lo, hi = 0, len(b)
+    while lo < hi and b[lo] == 1:
+        lo += 1
+    while hi > lo and b[hi - 1] == 1:
+        hi -= 1
+    run = b[lo:hi]
+    if any(x != 1 and not isinstance(y, int) for x, y in zip(b, a[start:])):
+        return f"the first input's shape {a} is not static where the second input's {b} is not 1"
+    if any(x != 1 and x != y for x, y in zip(b, a[start:])):
+        return f"the shapes {a} and {b} do not broadcast"
+    if list(a[start + lo:start + hi]) != run:
+        return (f"the second input {b} stretches dims of 1 inside its run of dims, which broadcast=1 "
+                f"cannot express")
+    axis = start + lo
+    if hi == len(b):  # already aligned to the end
+        return (None if lo == 0 else axis, None if lo == 0 else run)
+    return (axis, run)
+
+
+def _down(node, ctx) -> None:
+    """From 7 to the version with broadcast/axis."""
+    a, b = node.input[0], node.input[1]
+    how = old_broadcast(dims(ctx, a), dims(ctx, b), dims(ctx, node.output[0]))
+    if isinstance(how, str):
+        ctx.block(f"numpy-style broadcasting exists only from opset 7, and {how}")
+    if how is not None:
+        axis, shape = how
+        if shape is not None:
+            value = ctx.constant(b)
+            if value is not None:
+                node.input[1] = ctx.add_constant(f"{b}_reshaped", np.asarray(value).reshape(shape))
+                ctx.maybe_unused(b)
+            elif ctx.step[1] >= 5:
+                shape_name = ctx.add_constant("broadcast_shape", np.array(shape, dtype=np.int64))
+                r = ctx.insert_before("Reshape", [b, shape_name])
+                record_type(ctx, r.output[0], ctx.elem_type(b), shape)
+                node.input[1] = r.output[0]
+            else:
+                r = ctx.insert_before("Reshape", [b], shape=list(shape))  # Reshape-1
+                record_type(ctx, r.output[0], ctx.elem_type(b), shape)
+                node.input[1] = r.output[0]
+        set_attr(node, "broadcast", 1)
+        if axis is not None:
+            set_attr(node, "axis", axis)
+        ctx.record(f"{node.op_type} numpy broadcasting -> broadcast=1")
+    check_types(node, ctx)
+
+
+def _up(node, ctx) -> None:
+    """From the version with broadcast/axis to 7."""
+    broadcast = attr_value(node, ctx, "broadcast", 0)
+    axis = attr_value(node, ctx, "axis", None)
+    remove_attr(node, "broadcast")
+    remove_attr(node, "axis")
+    remove_attr(node, "consumed_inputs")
+    if not broadcast or axis is None:
+        return
+    ra, rb = ctx.rank(node.input[0]), ctx.rank(node.input[1])
+    if ra is None or rb is None:
+        ctx.block(f"broadcast=1 with axis={axis} needs the ranks of both inputs to align the second "
+                  f"input for numpy broadcasting, and they are unknown")
+    if axis < 0:
+        axis += ra
+    trailing = ra - axis - rb
+    if trailing < 0:
+        ctx.block(f"axis={axis} does not fit a second input of rank {rb} into rank {ra}")
+    if trailing == 0:
+        return
+    b = node.input[1]
+    shape = list(dims(ctx, b) or [None] * rb) + [1] * trailing
+    # a node, not a new initializer: models this old may be IR 3, where initializers must be inputs
+    u = ctx.insert_before("Unsqueeze", [b], axes=list(range(rb, rb + trailing)))  # Unsqueeze-1
+    record_type(ctx, u.output[0], ctx.elem_type(b), shape)
+    node.input[1] = u.output[0]
+    ctx.record(f"{node.op_type} broadcast axis -> trailing dims of 1")
+
+
+def _consumed_inputs_up(node, ctx) -> None:
+    if get_attr(node, "consumed_inputs") is not None:
+        remove_attr(node, "consumed_inputs")
+        ctx.record(f"{node.op_type} consumed_inputs dropped")
+
+
+def _types_down(node, ctx) -> None:
+    check_types(node, ctx)
+
+
+for _op, _low in OLD_BROADCAST_OPS.items():
+    register(_op, _low, 7, kind="meaning change")(_up)
+    register(_op, 7, _low, kind="meaning change")(_down)
+for _op in ("Add", "Sub", "Mul", "Div"):
+    register(_op, 1, 6, kind="new feature")(_consumed_inputs_up)
+    register(_op, 6, 1, kind="type-only")(_types_down)
+
+
+@register("Pow", 7, 12, kind="type-only")
+def pow_7_12(node, ctx) -> None:
+    """12 gave the exponent its own type parameter: every Pow-7 node is a Pow-12 node."""
+
+
+@register("Pow", 12, 7, kind="type-only")
+def pow_12_7(node, ctx) -> None:
+    """Pow-7 takes base and exponent of one float type."""
+    ta, tb = ctx.elem_type(node.input[0]), ctx.elem_type(node.input[1])
+    if ta is None or tb is None or ta != tb:
+        ctx.block("below opset 12 the base and the exponent must have one type; here they are "
+                  f"{'unknown' if ta is None or tb is None else 'different'}")
+    check_types(node, ctx)

@@ -1,0 +1,121 @@
+"""Binary elementwise ops across opset 7 (legacy broadcast/axis <-> numpy broadcasting), Add/Sub/
+Mul/Div across 6, Pow across 12 (the exponent's own type)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rewriter.convert import convert_model
+from tests.convert.feature_util import (LATEST, TensorProto, assert_valid, cases, converts, helper, model, np,
+                                        reference, refused, run, run_backend_case)
+
+RNG = np.random.default_rng(0)
+_NP = {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.divide}
+
+
+def _legacy(op, a, b, node):
+    """What an op with broadcast/axis computes, by the pre-7 rule (B placed at axis)."""
+    attrs = {x.name: x.i for x in node.attribute}
+    if attrs.get("broadcast") and "axis" in attrs:
+        axis = attrs["axis"]
+        b = b.reshape(list(b.shape) + [1] * (a.ndim - axis - b.ndim))
+    return _NP[op](a, b)
+
+
+def _binary(op, opset, a_shape, b_shape, b_const=False, elem=TensorProto.FLOAT, **attrs):
+    b = RNG.uniform(1, 2, size=b_shape).astype(np.float32)
+    inits = [helper.make_tensor("b", elem, b_shape, b.flatten().tolist())] if b_const else []
+    inputs = [("a", elem, a_shape)] + ([] if b_const else [("b", elem, b_shape)])
+    node = helper.make_node(op, ["a", "b"], ["y"], name="op", **attrs)
+    return model([node], opset, inputs, [("y", elem, None)], initializers=inits,
+                 ir_version=4 if b_const and opset < 7 else None), b
+
+
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div"])
+@pytest.mark.parametrize("b_shape,axis", [([2, 3, 4], None), ([4], None), ([], None), ([3, 1], 1),
+                                          ([1, 3, 1], 1), ([1, 4], 2)])
+@pytest.mark.parametrize("b_const", [False, True])
+def test_numpy_broadcast_down_to_6_and_back(op, b_shape, axis, b_const):
+    m, b = _binary(op, 13, [2, 3, 4], b_shape, b_const)
+    a = RNG.uniform(1, 2, size=[2, 3, 4]).astype(np.float32)
+    feeds = {"a": a} if b_const else {"a": a, "b": b}
+    expected = run(m, feeds)
+    down, _ = convert_model(m, 6)
+    assert_valid(down)
+    node = next(n for n in down.graph.node if n.op_type == op)
+    attrs = {x.name: x.i for x in node.attribute}
+    assert attrs.get("axis") == axis and attrs.get("broadcast", 0) == (b_shape != [2, 3, 4])
+    # the old rule, applied by hand to what the converted node reads
+    vals = {**feeds, **{t.name: __import__("onnx").numpy_helper.to_array(t) for t in down.graph.initializer}}
+    b_read = vals.get(node.input[1])
+    if b_read is None:  # a Reshape feeds the node
+        b_read = b.reshape([d for d in b_shape if d != 1] or [1])
+    np.testing.assert_allclose(_legacy(op, a, b_read, node), expected[0], rtol=1e-6)
+    converts(down, 13, feeds, expected=expected)
+
+
+@pytest.mark.parametrize("a_shape,b_shape,why", [
+    ([1, 4], [3, 4], "is itself broadcast"), ([2, 3, 5, 4], [3, 1, 4], "stretches dims of 1"),
+    (["n", 4], [4, 4], "not static")])
+def test_what_the_old_rule_cannot_express_is_refused(a_shape, b_shape, why):
+    m, _ = _binary("Sub", 13, a_shape, b_shape)
+    refused(m, 6, "'op'", "7 -> 6", "numpy-style broadcasting exists only from opset 7", why)
+
+
+@pytest.mark.parametrize("op", ["Add", "Mul"])
+@pytest.mark.parametrize("b_const", [False, True])
+def test_legacy_axis_goes_up_as_trailing_ones(op, b_const):
+    m, b = _binary(op, 6, [2, 3, 4, 5], [3, 4], b_const, broadcast=1, axis=1)
+    a = RNG.uniform(1, 2, size=[2, 3, 4, 5]).astype(np.float32)
+    feeds = {"a": a} if b_const else {"a": a, "b": b}
+    expected = [_legacy(op, a, b, m.graph.node[0])]
+    for target in (7, 13, LATEST):
+        result, report = converts(m, target, feeds, expected=expected)
+        assert not report.version_converter_called
+
+
+def test_legacy_suffix_and_equal_shapes_go_up_unchanged():
+    m, b = _binary("Add", 1, [2, 3], [3], broadcast=1, consumed_inputs=[0, 0])
+    m.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3]))
+    a = RNG.uniform(size=[2, 3]).astype(np.float32)
+    result, _ = converts(m, 13, {"a": a, "b": b}, expected=[a + b])
+    assert not result.graph.node[0].attribute
+
+
+def test_int_add_is_refused_below_6():
+    m, _ = _binary("Add", 13, [2], [2], elem=TensorProto.INT32)
+    refused(m, 5, "'op'", "6 -> 1", "tensor(int32)")
+
+
+@pytest.mark.parametrize("op", ["And", "Or", "Xor", "Equal", "Greater", "Less"])
+def test_logical_and_comparison_ops_down_to_1(op):
+    elem = TensorProto.BOOL if op in ("And", "Or", "Xor") else (
+        TensorProto.INT32 if op == "Equal" else TensorProto.FLOAT)
+    dtype = __import__("onnx").helper.tensor_dtype_to_np_dtype(elem)
+    node = helper.make_node(op, ["a", "b"], ["y"], name="op")
+    m = model([node], 13, [("a", elem, [2, 3]), ("b", elem, [3])], [("y", TensorProto.BOOL, None)])
+    feeds = {"a": RNG.integers(0, 2, size=[2, 3]).astype(dtype), "b": RNG.integers(0, 2, size=[3]).astype(dtype)}
+    down, _ = convert_model(m, 1)
+    assert_valid(down)
+    assert {a.name: a.i for a in down.graph.node[0].attribute} == {"broadcast": 1}
+    np.testing.assert_array_equal(reference(down, feeds)[0], run(m, feeds)[0])
+    converts(down, 13, feeds, expected=run(m, feeds))
+
+
+def test_pow_exponent_type():
+    node = helper.make_node("Pow", ["a", "b"], ["y"], name="pow")
+    m = model([node], 15, [("a", TensorProto.FLOAT, [3]), ("b", TensorProto.INT64, [3])],
+              [("y", TensorProto.FLOAT, None)])
+    refused(m, 11, "'pow'", "12 -> 7", "one type")
+    m2 = model([node], 15, [("a", TensorProto.FLOAT, [3]), ("b", TensorProto.FLOAT, [3])],
+               [("y", TensorProto.FLOAT, None)])
+    feeds = {"a": np.array([1, 2, 3], np.float32), "b": np.array([2, 0.5, -1], np.float32)}
+    result, report = converts(m2, 7, feeds)
+    assert not report.version_converter_called
+    converts(result, LATEST, feeds, expected=run(m2, feeds))
+
+
+@pytest.mark.parametrize("case", cases("Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equal",
+                                       "Greater", "Less"), ids=lambda c: c.name)
+def test_backend_cases(case):
+    run_backend_case(case)
