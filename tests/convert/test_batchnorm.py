@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from rewriter.convert import convert_model
-from tests.convert.feature_util import (LATEST, assert_valid, TensorProto, cases, converts, helper, model, np, reference,
-                                        refused, run_backend_case)
+from tests.convert.feature_util import (LATEST, TensorProto, assert_valid, cases, converts, helper, model, np,
+                                        reference, refused, run_backend_case)
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=[2, 3, 4, 5]).astype(np.float32)

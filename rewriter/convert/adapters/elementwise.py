@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rewriter.convert.adapters.feature_support import attr_value, check_types, record_type, set_attr
+from rewriter.convert.adapters.feature_support import add_typed_constant, attr_value, check_types, record_type, set_attr
 from rewriter.convert.attrs import get_attr, remove_attr
 from rewriter.convert.registry import register
 
@@ -93,10 +93,10 @@ def _down(node, ctx) -> None:
         if shape is not None:
             value = ctx.constant(b)
             if value is not None:
-                node.input[1] = ctx.add_constant(f"{b}_reshaped", np.asarray(value).reshape(shape))
+                node.input[1] = add_typed_constant(ctx, f"{b}_reshaped", np.asarray(value).reshape(shape))
                 ctx.maybe_unused(b)
             elif ctx.step[1] >= 5:
-                shape_name = ctx.add_constant("broadcast_shape", np.array(shape, dtype=np.int64))
+                shape_name = add_typed_constant(ctx, "broadcast_shape", np.array(shape, dtype=np.int64))
                 r = ctx.insert_before("Reshape", [b, shape_name])
                 record_type(ctx, r.output[0], ctx.elem_type(b), shape)
                 node.input[1] = r.output[0]

@@ -90,3 +90,13 @@ def consumed(ctx, name: str) -> bool:
     if name in outputs:
         return True
     return any(name in n.input for n in traversal.all_nodes(body))
+
+
+def add_typed_constant(ctx, hint: str, value) -> str:
+    """ctx.add_constant, with the constant's type recorded for the steps that follow."""
+    import numpy as np
+
+    value = np.asarray(value)
+    name = ctx.add_constant(hint, value)
+    record_type(ctx, name, onnx.helper.np_dtype_to_tensor_dtype(value.dtype), list(value.shape))
+    return name

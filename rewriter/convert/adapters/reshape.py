@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rewriter.convert.adapters.feature_support import attr_value, check_types, no_ref
+from rewriter.convert.adapters.feature_support import add_typed_constant, attr_value, check_types, no_ref
 from rewriter.convert.attrs import get_attr, remove_attr, set_ints
 from rewriter.convert.registry import register
 
@@ -30,7 +30,7 @@ def reshape_1_5(node, ctx) -> None:
     values = list(attr.ints)
     remove_attr(node, "shape")
     remove_attr(node, "consumed_inputs")
-    name = ctx.add_constant("reshape_shape", np.array(values, dtype=np.int64))
+    name = add_typed_constant(ctx, "reshape_shape", np.array(values, dtype=np.int64))
     del node.input[1:]
     node.input.append(name)
     ctx.record("Reshape shape attribute -> input")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rewriter.convert.adapters.feature_support import attr_value, record_type
+from rewriter.convert.adapters.feature_support import add_typed_constant, attr_value, record_type
 from rewriter.convert.attrs import remove_attr
 from rewriter.convert.registry import register
 
@@ -41,8 +41,8 @@ def shape_15_13(node, ctx) -> None:
     original = node.output[0]
     full = ctx.redirect_output(0)
     record_type(ctx, full, 7, [rank])
-    starts = ctx.add_constant("shape_start", np.array([start], dtype=np.int64))
-    ends = ctx.add_constant("shape_end", np.array([_INT64_MAX if end is None else end], dtype=np.int64))
-    axes = ctx.add_constant("shape_axes", np.array([0], dtype=np.int64))
+    starts = add_typed_constant(ctx, "shape_start", np.array([start], dtype=np.int64))
+    ends = add_typed_constant(ctx, "shape_end", np.array([_INT64_MAX if end is None else end], dtype=np.int64))
+    axes = add_typed_constant(ctx, "shape_axes", np.array([0], dtype=np.int64))
     ctx.insert_after("Slice", [full, starts, ends, axes], [original])
     ctx.record("Shape start/end -> Shape + Slice")
