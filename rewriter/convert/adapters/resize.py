@@ -1,0 +1,197 @@
+"""Upsample (1, 7, 9; deprecated at 10) and Resize (10, 11, 13, 18, 19).
+
+Upsample
+- 1 <-> 7: ``height_scale``/``width_scale`` (4-D NCHW) became ``scales`` [1, 1, h, w]; mode
+  'bilinear' became 'linear'. Up rewrites them; down needs scales of 4 values with the first
+  two 1.
+- 7 <-> 9: ``scales`` moved to an input. Up: constant float input; down: a constant input
+  becomes the attribute, a computed one blocks.
+Resize
+- 10 <-> 11: Resize-11 added ``roi``, ``sizes`` and the coordinate/nearest/cubic attributes.
+  Resize-10 maps coordinates as 'asymmetric'; in 'nearest' mode runtimes agree with
+  nearest_mode 'floor' only when no axis is scaled down. Up: an empty roi goes in, the
+  attributes are written out ('asymmetric', 'floor'); nearest with a computed or downscaling
+  scales blocks. Down: only 'asymmetric' nearest (floor, upscaling constant scales) or linear,
+  without sizes, exclude_outside, cubic; roi, extrapolation_value and cubic_coeff_a (unused
+  then) go.
+- 11 <-> 13: roi and scales became optional, 'tf_half_pixel_for_nn' went, bfloat16 came.
+  Up: 'tf_half_pixel_for_nn' blocks. Down: an absent roi / scales becomes an empty constant.
+- 13 <-> 18: ``antialias``, ``axes``, ``keep_aspect_ratio_policy`` added. Up: nothing. Down:
+  antialias=0 and 'stretch' go, others block; axes listing every dim in order go, other axes
+  block.
+- 18 <-> 19: 'half_pixel_symmetric' added. Up: nothing; down: it blocks.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from rewriter.convert.adapters.feature_support import attr_value, drop_default, set_attr
+from rewriter.convert.adapters.moves import (check_types, constant_input, input_name, set_input, trim_inputs,
+                                             value_of)
+from rewriter.convert.attrs import get_attr, remove_attr
+from rewriter.convert.registry import register
+
+__all__: list[str] = []
+
+
+# ---------------------------------------------------------------- Upsample
+
+@register("Upsample", 1, 7, kind="attribute<->input")
+def upsample_1_7(node, ctx) -> None:
+    h, w = attr_value(node, ctx, "height_scale", None), attr_value(node, ctx, "width_scale", None)
+    if h is None or w is None:
+        ctx.block("Upsample-1 without its required height_scale/width_scale")
+    remove_attr(node, "height_scale")
+    remove_attr(node, "width_scale")
+    set_attr(node, "scales", [1.0, 1.0, float(h), float(w)])
+    if attr_value(node, ctx, "mode", "nearest") == "bilinear":
+        set_attr(node, "mode", "linear")
+    ctx.record("Upsample height/width_scale -> scales")
+
+
+@register("Upsample", 7, 1, kind="attribute<->input")
+def upsample_7_1(node, ctx) -> None:
+    scales = attr_value(node, ctx, "scales", None)
+    if scales is None or len(scales) != 4 or scales[0] != 1 or scales[1] != 1:
+        ctx.block(f"scales {scales}: Upsample-1 scales only the last two dims of a 4-D tensor")
+    remove_attr(node, "scales")
+    set_attr(node, "height_scale", float(scales[2]))
+    set_attr(node, "width_scale", float(scales[3]))
+    if attr_value(node, ctx, "mode", "nearest") == "linear":
+        set_attr(node, "mode", "bilinear")
+    check_types(node, ctx)
+    ctx.record("Upsample scales -> height/width_scale")
+
+
+@register("Upsample", 7, 9, kind="attribute<->input")
+def upsample_7_9(node, ctx) -> None:
+    scales = attr_value(node, ctx, "scales", None)
+    if scales is None:
+        ctx.block("Upsample-7 without its required scales attribute")
+    remove_attr(node, "scales")
+    set_input(node, 1, ctx.add_constant("upsample_scales", np.array(scales, dtype=np.float32)))
+    ctx.record("Upsample scales attribute -> input")
+
+
+@register("Upsample", 9, 7, kind="attribute<->input")
+def upsample_9_7(node, ctx) -> None:
+    if not input_name(node, 1):
+        ctx.block("Upsample without its scales input")
+    scales = constant_input(node, ctx, 1, "scales", 9)
+    ctx.maybe_unused(node.input[1])
+    trim_inputs(node, 1)
+    set_attr(node, "scales", [float(s) for s in scales.reshape(-1)])
+    ctx.record("Upsample scales input -> attribute")
+
+
+# ---------------------------------------------------------------- Resize 10 <-> 11
+
+def _scales_for_nearest(node, ctx, index: int) -> None:
+    """Nearest mode at 10: the constant scales must not scale any axis down."""
+    name = input_name(node, index)
+    scales = value_of(ctx, name) if name else None
+    if scales is None:
+        ctx.block(f"nearest mode with scales '{name}' not a constant: Resize-10's nearest rounding agrees "
+                  f"with Resize-11's only when no axis is scaled down")
+    if (np.asarray(scales) < 1).any():
+        ctx.block(f"nearest mode with scales {np.asarray(scales).tolist()} < 1: runtimes round Resize-10's "
+                  f"downscaling differently from every Resize-11 nearest_mode")
+
+
+@register("Resize", 10, 11, kind="attribute<->input")
+def resize_10_11(node, ctx) -> None:
+    mode = attr_value(node, ctx, "mode", "nearest")
+    if mode == "nearest":
+        _scales_for_nearest(node, ctx, 1)
+        set_attr(node, "nearest_mode", "floor")
+    set_attr(node, "coordinate_transformation_mode", "asymmetric")
+    scales = node.input[1]
+    node.input[1] = ctx.add_constant("resize_roi", np.array([], dtype=np.float32))
+    set_input(node, 2, scales)
+    ctx.record("Resize-10 -> Resize-11 (asymmetric)")
+
+
+@register("Resize", 11, 10, kind="attribute<->input")
+def resize_11_10(node, ctx) -> None:
+    mode = attr_value(node, ctx, "mode", "nearest")
+    ctm = attr_value(node, ctx, "coordinate_transformation_mode", "half_pixel")
+    if mode not in ("nearest", "linear"):
+        ctx.block(f"mode '{mode}' exists only from opset 11")
+    if ctm != "asymmetric":
+        ctx.block(f"coordinate_transformation_mode '{ctm}': Resize-10 maps coordinates as 'asymmetric' "
+                  f"(the attribute exists from opset 11)")
+    if attr_value(node, ctx, "exclude_outside", 0):
+        ctx.block("exclude_outside=1 exists only from opset 11")
+    if input_name(node, 3):
+        ctx.block(f"sizes input '{node.input[3]}' exists only from opset 11")
+    if mode == "nearest":
+        nearest = attr_value(node, ctx, "nearest_mode", "round_prefer_floor")
+        if nearest != "floor":
+            ctx.block(f"nearest_mode '{nearest}': Resize-10 rounds down (the attribute exists from opset 11)")
+        _scales_for_nearest(node, ctx, 2)
+    for attr in ("coordinate_transformation_mode", "nearest_mode", "exclude_outside", "cubic_coeff_a",
+                 "extrapolation_value"):
+        remove_attr(node, attr)
+    roi = input_name(node, 1)
+    if roi:
+        ctx.maybe_unused(roi)
+    scales = input_name(node, 2)
+    del node.input[1:]
+    node.input.append(scales)
+    check_types(node, ctx)
+    ctx.record("Resize-11 -> Resize-10")
+
+
+# ---------------------------------------------------------------- Resize 11 <-> 13
+
+@register("Resize", 11, 13, kind="meaning change")
+def resize_11_13(node, ctx) -> None:
+    ctm = attr_value(node, ctx, "coordinate_transformation_mode", "half_pixel")
+    if ctm == "tf_half_pixel_for_nn":
+        ctx.block("coordinate_transformation_mode 'tf_half_pixel_for_nn' does not exist from opset 13 on")
+
+
+@register("Resize", 13, 11, kind="attribute<->input")
+def resize_13_11(node, ctx) -> None:
+    if not input_name(node, 1):
+        set_input(node, 1, ctx.add_constant("resize_roi", np.array([], dtype=np.float32)))
+    if not input_name(node, 2):
+        set_input(node, 2, ctx.add_constant("resize_scales", np.array([], dtype=np.float32)))
+    check_types(node, ctx)
+
+
+# ---------------------------------------------------------------- Resize 13 <-> 18 <-> 19
+
+@register("Resize", 13, 18, kind="new feature")
+def resize_13_18(node, ctx) -> None:
+    """Resize-18 without the new attributes is Resize-13."""
+
+
+@register("Resize", 18, 13, kind="new feature")
+def resize_18_13(node, ctx) -> None:
+    drop_default(node, ctx, "antialias", 0, 18)
+    drop_default(node, ctx, "keep_aspect_ratio_policy", "stretch", 18)
+    axes = get_attr(node, "axes")
+    if axes is None:
+        return
+    values = attr_value(node, ctx, "axes")
+    rank = ctx.rank(node.input[0])
+    if rank is None or sorted(a % rank for a in values) != list(range(rank)) \
+            or [a % rank for a in values] != list(range(rank)):
+        ctx.block(f"axes {values} (a subset or another order of the dims) exist only from opset 18")
+    remove_attr(node, "axes")
+    ctx.record("Resize axes listing every dim dropped")
+
+
+@register("Resize", 18, 19, kind="meaning change")
+def resize_18_19(node, ctx) -> None:
+    """Resize-19 only added 'half_pixel_symmetric'."""
+
+
+@register("Resize", 19, 18, kind="meaning change")
+def resize_19_18(node, ctx) -> None:
+    ctm = attr_value(node, ctx, "coordinate_transformation_mode", "half_pixel")
+    if ctm == "half_pixel_symmetric":
+        ctx.block("coordinate_transformation_mode 'half_pixel_symmetric' exists only from opset 19")
