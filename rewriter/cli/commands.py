@@ -10,9 +10,9 @@ import sys
 import time
 
 from rewriter.cli import summary
-from rewriter.errors import RewriterError
 from rewriter.cli.runner import (EXIT_ERROR, EXIT_OK, EXIT_PROBLEM, UsageError, VerificationFailed, one_line,
                                  save_output, warn)
+from rewriter.errors import RewriterError
 
 __all__ = ["cmd_convert", "cmd_fold", "cmd_optimize", "cmd_check", "verify_rewrite"]
 
