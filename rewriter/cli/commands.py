@@ -237,7 +237,8 @@ def verify_rewrite(original, rewritten, args) -> dict:
         from rewriter.verify.shapes import verify_shapes
 
         after = verify_shapes(rewritten)
-        known = {p.key() for p in verify_shapes(original)} if after else set()
+        before = verify_shapes(original) if after else []
+        known = {p.key() for p in before}
         inherited = [p for p in after if p.key() in known]
         for p in inherited:
             warn(args, f"shape problem already in the input: {one_line(str(p))}")
@@ -247,7 +248,11 @@ def verify_rewrite(original, rewritten, args) -> dict:
         if new:
             shown = "; ".join(one_line(str(p)) for p in new[:3])
             more = f" (and {len(new) - 3} more)" if len(new) > 3 else ""
-            raise VerificationFailed(f"the rewrite introduced {len(new)} shape problem(s): {shown}{more}")
+            hint = ""
+            if before and all(p.kind == "inference-error" for p in new):  # maybe the input's problem, moved
+                hint = (f" (the input has shape problems too, which may have taken this form: "
+                        f"{one_line(str(before[0]))})")
+            raise VerificationFailed(f"the rewrite introduced {len(new)} shape problem(s): {shown}{more}{hint}")
         # verify_shapes ran ONNX's strict inference: the final gate's full check need not repeat it
         args.result_strict_ok = not any(getattr(p, "kind", "") == "inference-error" for p in after)
     if getattr(args, "verify", False):

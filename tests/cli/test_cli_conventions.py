@@ -390,3 +390,23 @@ def test_an_input_problem_is_reported_as_the_inputs_in_every_command(tmp_path, c
                       capsys)
     assert rc == 2 and "the input is not a valid ONNX model" in err.splitlines()[-1]
     assert "converted model" not in err and not (tmp_path / "c.onnx").exists()
+
+
+def test_a_declared_shape_the_input_gets_wrong_is_named_when_folding_moves_it(tmp_path, capsys):
+    """The input declares output 'cp' as [2] but ReduceProd gives [3]: folding turns the node
+    into an initializer and ONNX's inference then fails elsewhere. Nothing is written (the result
+    fails strict inference), and the message points at the input's own problem."""
+    c = numpy_helper.from_array(np.arange(1, 7, dtype=np.float32).reshape(2, 3), "c")
+    graph = helper.make_graph([helper.make_node("ReduceProd", ["c"], ["cp"], name="rp", axes=[0], keepdims=0),
+                               helper.make_node("Identity", ["x"], ["y"], name="id")], "g",
+                              [helper.make_tensor_value_info("x", F, [2])],
+                              [helper.make_tensor_value_info("y", F, [2]), helper.make_tensor_value_info("cp", F, [2])],
+                              [c])
+    src = str(tmp_path / "m.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), src)
+    with pytest.raises(Exception):  # the oracle: ONNX's strict inference refuses the input itself
+        onnx.shape_inference.infer_shapes(onnx.load(src), strict_mode=True)
+    rc, _, err = _run(["fold", src, "-o", str(tmp_path / "o.onnx")], capsys)
+    assert rc == 1 and not (tmp_path / "o.onnx").exists()
+    line = [ln for ln in err.splitlines() if ln.startswith("error:")][0]
+    assert "the input has shape problems too" in line and "node 'rp' (ReduceProd)" in line
