@@ -116,6 +116,9 @@ class NodeContext:
         pending = self._state.pending.get(name)
         if pending is not None:
             return constant_node_value(pending, self._state.read_tensor) if pending.op_type == "Constant" else None
+        added = self._state.added_values.get(name)
+        if added is not None:
+            return added
         return constant_value(name, self.scope, self._state.read_tensor)
 
     def rank(self, name: str) -> int | None:
@@ -137,6 +140,7 @@ class NodeContext:
         if key in self._state.constants:
             return self._state.constants[key]
         name = self._state.constants[key] = self._state.fresh_name(hint)
+        self._state.added_values[name] = value
         tensor = numpy_helper.from_array(value, name)
         if self.scope.is_function:
             fn = self.scope.body

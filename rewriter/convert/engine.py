@@ -127,6 +127,13 @@ class Engine:
             return [node]
         if registry.schema_version_at(op, self.target) is None:
             return self._expand(node, scope, opset, src, label)
+        fix = registry.normalizer(op)
+        if fix is not None:
+            try:
+                fix(node, NodeContext(self.state, node, scope, (src, src)))
+            except ConversionError as e:
+                self._block(label, op, "-", _reason(str(e), label), "no opset")
+                return [node]
         path, kinds = self._path(op, opset)
         if kinds and kinds[-1] == "type-only" and all(k == "type-only" for k in kinds):  # the common case
             for a, b in path:
@@ -279,9 +286,21 @@ class Engine:
         except ConversionError as e:
             self._block(label, op, "expand", str(e), f"targets >= {first}")
             return [node]
-        nodes, types = _inline(fn, node, self.state, scope)
+        try:
+            nodes, types = _inline(fn, node, self.state, scope, schema)
+        except ConversionError as e:
+            self._block(label, op, "expand", str(e), f"targets >= {first}")
+            return [node]
         for n in nodes:
             self.state.pending.update((o, n) for o in n.output if o)
+        stale = sorted({f"{m.op_type}-{registry.schema_version_at(m.op_type, version)}"
+                        for n in nodes for g in traversal.subgraphs(n) for m in traversal.all_nodes(g)
+                        if m.domain in DEFAULT_DOMAINS and registry.schema_version_at(m.op_type, version)
+                        != registry.schema_version_at(m.op_type, self.target)})
+        if stale:
+            self._block(label, op, "expand", f"{op}'s function body holds subgraphs whose nodes would need "
+                        f"converting too ({', '.join(stale)}), which rewriter does not do", f"targets >= {first}")
+            return [node]
         self.state.add_types(scope, types)
         self.report.expanded[op] += 1
         self.report.steps[(op, "expanded")] += 1
@@ -337,11 +356,10 @@ def _function_body(schema, node: onnx.NodeProto, version: int, types) -> onnx.Fu
     return body
 
 
-def _inline(fn: onnx.FunctionProto, node: onnx.NodeProto, state: ConversionState, scope
+def _inline(fn: onnx.FunctionProto, node: onnx.NodeProto, state: ConversionState, scope, schema
             ) -> tuple[list[onnx.NodeProto], dict[str, onnx.TypeProto]]:
     """The body's nodes with the call's inputs, outputs and attributes bound and fresh names
     for everything else; and the types of the new values (from shape inference of the body)."""
-    schema = onnx.defs.get_schema(node.op_type, node_version(node, scope), "")
     given = {a.name: a for a in node.attribute}
     names: dict[str, str] = {}
     for formal, actual in zip(fn.input, node.input):
@@ -355,10 +373,12 @@ def _inline(fn: onnx.FunctionProto, node: onnx.NodeProto, state: ConversionState
     hint = node.name or node.op_type
     nodes = []
     for inner in fn.node:
-        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in inner.attribute):
-            raise ConversionError(f"{node.op_type}'s function body holds subgraphs")  # not in any schema today
         new = onnx.NodeProto()
         new.CopyFrom(inner)
+        for a in new.attribute:  # subgraphs: their own values get fresh names, outer ones follow
+            for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else
+                      list(a.graphs) if a.type == onnx.AttributeProto.GRAPHS else []):
+                _rename_graph(g, dict(names), state, hint)
         for out_i, out in enumerate(new.output):
             if out and out not in names:
                 names[out] = state.fresh_name(f"{hint}_{out}")
@@ -390,8 +410,29 @@ def _inline(fn: onnx.FunctionProto, node: onnx.NodeProto, state: ConversionState
     return nodes, _body_types(nodes, node, state, scope, fn)
 
 
-def node_version(node: onnx.NodeProto, scope) -> int:
-    return registry.schema_version_at(node.op_type, scope.opset)
+def _rename_graph(graph: onnx.GraphProto, names: dict[str, str], state: ConversionState, hint: str) -> None:
+    """Rename a subgraph of an inlined function body: its inputs and node outputs get fresh
+    names; references to the body's values follow ``names``."""
+    for vi in graph.input:
+        names[vi.name] = vi.name = state.fresh_name(f"{hint}_{vi.name}")
+    for t in graph.initializer:
+        names[t.name] = t.name = state.fresh_name(f"{hint}_{t.name}")
+    for n in graph.node:
+        for i, name in enumerate(n.input):
+            if name in names:
+                n.input[i] = names[name]
+        for a in n.attribute:
+            for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else
+                      list(a.graphs) if a.type == onnx.AttributeProto.GRAPHS else []):
+                _rename_graph(g, dict(names), state, hint)
+        for i, name in enumerate(n.output):
+            if name:
+                names[name] = n.output[i] = state.fresh_name(f"{hint}_{name}")
+        n.name = state.fresh_node_name(f"{hint}_{n.op_type}")
+    for vi in graph.output:
+        vi.name = names.get(vi.name, vi.name)
+    for vi in graph.value_info:
+        vi.name = names.get(vi.name, vi.name)
 
 
 def _body_types(nodes, node, state: ConversionState, scope, fn) -> dict[str, onnx.TypeProto]:

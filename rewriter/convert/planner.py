@@ -163,6 +163,10 @@ def convert_model(
                *(o for o in result.opset_import if o.domain not in DEFAULT_DOMAINS)]
     result.ir_version = max(result.ir_version,
                             onnx.helper.find_min_ir_version_for(imports, ignore_unknown=True))
+    if result.ir_version < 4 and any(  # initializers that are not graph inputs (added constants) need IR 4
+            t.name not in {i.name for i in s.body.input} for s in traversal.iter_scopes(result)
+            if not s.is_function for t in s.body.initializer):
+        result.ir_version = 4
     if engine.delegated:
         report.version_converter_called = True
         _delegate(result, engine.delegated, target_opset)

@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import onnx
 
-__all__ = ["ADAPTERS", "KINDS", "Adapter", "register", "lookup", "schema_versions", "schema_version_at",
+__all__ = ["ADAPTERS", "KINDS", "NORMALIZERS", "Adapter", "register", "register_normalizer", "normalizer", "lookup", "schema_versions", "schema_version_at",
            "steps_between", "all_ops", "has_adapters"]
 
 Adapter = Callable[[onnx.NodeProto, "object"], None]
@@ -44,6 +44,27 @@ def register(*key, kind: str = "rewrite"):
         return fn
 
     return decorate
+
+
+NORMALIZERS: dict[str, Adapter] = {}
+
+
+def register_normalizer(op_type: str):
+    """Register ``fn(node, ctx)`` to run on every node of ``op_type`` a conversion meets, before
+    its steps and also when it takes none (e.g. to write down a default that the op's function
+    body needs); ``ctx.step`` is ``(v, v)`` with ``v`` the node's schema version."""
+
+    def decorate(fn: Adapter) -> Adapter:
+        NORMALIZERS[op_type] = fn
+        return fn
+
+    return decorate
+
+
+def normalizer(op_type: str) -> Adapter | None:
+    if not _LOADED:
+        _load_adapters()
+    return NORMALIZERS.get(op_type)
 
 
 def lookup(op_type: str, a: int, b: int) -> Adapter | None:

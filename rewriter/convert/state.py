@@ -34,6 +34,7 @@ class ConversionState:
         self._node_names: set[str] | None = None
         # nodes made by the conversion and not yet in their body, by the values they produce
         self.pending: dict[str, onnx.NodeProto] = {}
+        self.added_values: dict[str, object] = {}  # constants added by adapters, by name
         self.scopes = list(traversal.iter_scopes(model))  # walked once: the walk costs on big graphs
         self._index = {id(s): i for i, s in enumerate(self.scopes)}
         # for each scope, the index of the function body it lies in (None in the graphs)

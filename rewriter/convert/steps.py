@@ -45,8 +45,9 @@ MEANING_CHANGED: dict[tuple[str, int, int], str] = {
 # invalid model: "compatible" adapters going down across a step that added a feature
 # (AveragePool dilations, Dropout/BatchNormalization training inputs, ...) or grew an enum (Pad
 # 19 wrap, Resize 19 half_pixel_symmetric), Softmax/LogSoftmax
-# 13->12 (keeps a non-last axis), Hardmax across 13, the Reduce* 18->17 axes adapter (leaves
-# noop_with_empty_axes behind). Used only for steps without an own adapter.
+# 13->12 (keeps a non-last axis), Hardmax across 13, the Reduce* 18->17 and ReduceSum 13->12 axes
+# adapters (leave noop_with_empty_axes behind), Scan 8->9 (drops the batch axis into an invalid
+# model). Used only for steps without an own adapter.
 _ONNX_STEPS: dict[str, list[tuple[int, int]]] = {
     "Abs": [(1, 6), (6, 1), (6, 13)],
     "Acos": [(7, 22), (22, 7)],
@@ -160,14 +161,14 @@ _ONNX_STEPS: dict[str, list[tuple[int, int]]] = {
     "ReduceMean": [(1, 11), (11, 1), (11, 13), (13, 18)],
     "ReduceMin": [(1, 11), (11, 1), (11, 12), (12, 11), (12, 13), (13, 18), (18, 20), (20, 18)],
     "ReduceProd": [(1, 11), (11, 1), (11, 13), (13, 18)],
-    "ReduceSum": [(1, 11), (11, 1), (11, 13), (13, 11)],
+    "ReduceSum": [(1, 11), (11, 1), (11, 13)],
     "ReduceSumSquare": [(1, 11), (11, 1), (11, 13), (13, 18)],
     "Relu": [(1, 6), (6, 13), (13, 14)],
     "Reshape": [(1, 5), (5, 1), (5, 13), (13, 14), (14, 19), (19, 14), (19, 21), (21, 19), (21, 23), (23, 21), (23, 24), (24, 23), (24, 25), (25, 24)],
     "Resize": [(10, 11), (11, 13), (13, 18), (18, 13), (18, 19)],
     "RoiAlign": [(10, 16), (16, 22), (22, 16)],
     "Round": [(11, 22), (22, 11)],
-    "Scan": [(8, 9), (9, 8), (9, 11), (11, 16), (16, 11), (16, 19), (19, 16), (19, 21), (21, 19), (21, 23), (23, 21), (23, 24), (24, 23), (24, 25), (25, 24)],
+    "Scan": [(9, 8), (9, 11), (11, 16), (16, 11), (16, 19), (19, 16), (19, 21), (21, 19), (21, 23), (23, 21), (23, 24), (24, 23), (24, 25), (25, 24)],
     "Scatter": [(9, 11)],
     "ScatterElements": [(11, 13), (13, 16), (16, 13), (16, 18), (18, 16)],
     "ScatterND": [(11, 13), (13, 16), (16, 13), (16, 18), (18, 16)],
@@ -206,7 +207,10 @@ ONNX_CORRECT: set[tuple[str, int, int]] = {(op, a, b) for op, steps in _ONNX_STE
 _ONNX_MEANING_OK = {(op, 8, 6) for op in ("Max", "Min", "Sum", "Mean")}
 
 # Steps no conversion can take, with the reason; keyed (op, from, to).
-IMPOSSIBLE: dict[tuple[str, int, int], str] = {}
+IMPOSSIBLE: dict[tuple[str, int, int], str] = {
+    ("Scan", 8, 9): "Scan-9 has no batch axis: Scan-8's batch dimension would have to become a loop "
+                    "around the scan, which rewriter does not do",
+}
 
 
 def step_kind(op: str, a: int, b: int) -> str:
@@ -214,7 +218,8 @@ def step_kind(op: str, a: int, b: int) -> str:
     if registry.lookup(op, a, b) is not None:
         return "own"
     lo, hi = sorted((a, b))
-    if (op, lo, hi) not in MEANING_CHANGED and same_signature(op, a, b):
+    # a meaning change only matters going down: an older node cannot use what the newer schema added
+    if ((op, lo, hi) not in MEANING_CHANGED or b > a) and same_signature(op, a, b):
         return "type-only"
     if (op, a, b) in ONNX_CORRECT and ((op, lo, hi) not in MEANING_CHANGED or (op, a, b) in _ONNX_MEANING_OK):
         return "onnx"

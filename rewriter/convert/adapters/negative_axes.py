@@ -55,11 +55,10 @@ def _normalize(node, ctx) -> None:
     if rank is None:
         ctx.block(f"negative {name} {values if name == 'axes' else values[0]} cannot be converted below "
                   f"opset 11 because the rank of '{node.input[0]}' is unknown")
-    if node.op_type == "Flatten":
-        rank += 1  # Flatten's axis may equal the rank
+    top = rank + 1 if node.op_type == "Flatten" else rank  # Flatten's axis may equal the rank
     normalized = []
     for v in values:
-        if not -rank <= v < rank:
+        if not -rank <= v < top:
             ctx.block(f"{name} {v} is out of range for rank {rank}")
         normalized.append(v + rank if v < 0 else v)
     if name == "axes":
@@ -96,8 +95,8 @@ def slice_11_10(node, ctx) -> None:
     if ((axes < -rank) | (axes >= rank)).any():
         ctx.block(f"axes {axes.tolist()} are out of range for rank {rank}")
     fixed = np.where(axes < 0, axes + rank, axes).astype(axes.dtype)
-    node.input[3] = ctx.add_constant("slice_axes", fixed)
     ctx.maybe_unused(node.input[3])
+    node.input[3] = ctx.add_constant("slice_axes", fixed)
     ctx.record("negative axes normalized")
 
 
