@@ -57,7 +57,7 @@ def load_input(path: str, args=None):
         warn(args, f"{path}: the input is not a valid ONNX model (onnx.checker: {complaint}); "
                    "processing it because of --allow-invalid-input")
         args.input_invalid = True
-        args.input_complaint = complaint.rstrip(".")
+        args.input_complaint = complaint.split(" in a node:")[0].split("==>")[0].strip().rstrip(".")
     return model
 
 
