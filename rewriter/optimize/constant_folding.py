@@ -70,7 +70,12 @@ class FoldStats:
     """What the folder did in one run: nodes folded per op type, nodes skipped and why."""
 
     folded: Counter = dataclasses.field(default_factory=Counter)
-    skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (node label, reason)
+    by_node: dict = dataclasses.field(default_factory=dict)  # node -> (node label, reason)
+
+    @property
+    def skipped(self) -> list[tuple[str, str]]:
+        """(node label, reason) per node left unfolded."""
+        return list(self.by_node.values())
 
     @property
     def skipped_for_size(self) -> list[tuple[str, str]]:
@@ -144,7 +149,7 @@ class FoldConstantsPass(_oscf.FoldConstantsPass):
 
     # ------------------------------------------------------------ policy
     def _skip(self, node: ir.Node, reason: str) -> bool:
-        self.stats.skipped.append((_label(node), reason))
+        self.stats.by_node.setdefault(node, (_label(node), reason))  # held: keys stay unique
         logger.info("not folding %s: %s", _label(node), reason)
         return False
 

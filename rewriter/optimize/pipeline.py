@@ -87,7 +87,7 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
     for node in _all_nodes(model):
         if node.name and (id(node) in unnamed or id(node) not in known and node.name not in names):
             node.name = ""
-    report.skipped = list(skipped)
+    report.skipped = list(skipped.values())
     return modified
 
 
@@ -101,7 +101,8 @@ def _rounds(model, options, report, passes, skipped) -> bool:
             changed |= p(model).modified
             if p is fold:
                 report.folded.update(fold.stats.folded)
-                skipped.update(dict.fromkeys(fold.stats.skipped))
+                for key, item in fold.stats.by_node.items():  # a node keeps the label it had first
+                    skipped.setdefault(key, item)
             elif p is shapes and shapes.folded:
                 report.folded["shape arithmetic"] += shapes.folded
         report.fused += fusions.applied + neutral.removed + gemm.rewritten + shapes.reshapes
