@@ -116,6 +116,19 @@ def test_pow_exponent_type():
 
 
 @pytest.mark.parametrize("case", cases("Add", "Sub", "Mul", "Div", "Pow", "And", "Or", "Xor", "Equal",
-                                       "Greater", "Less"), ids=lambda c: c.name)
+                                       "Greater", "Less", "Mod"), ids=lambda c: c.name)
 def test_backend_cases(case):
     run_backend_case(case)
+
+
+@pytest.mark.parametrize("elem,fmod,ok", [(TensorProto.INT32, 0, True), (TensorProto.FLOAT, 1, True),
+                                          (TensorProto.FLOAT, 0, False), (TensorProto.INT64, 1, False)])
+def test_mod_fmod_by_type_below_28(elem, fmod, ok):
+    node = helper.make_node("Mod", ["a", "b"], ["y"], name="mod", fmod=fmod)
+    m = model([node], LATEST, [("a", elem, [4]), ("b", elem, [4])], [("y", elem, [4])])
+    dtype = helper.tensor_dtype_to_np_dtype(elem)
+    feeds = {"a": np.array([5, -5, 7, -7], dtype), "b": np.array([3, 3, -2, -2], dtype)}
+    if ok:
+        converts(m, 13, feeds, runner=reference)
+    else:
+        refused(m, 13, "'mod'", "28 -> 13", f"fmod={fmod}", "opset 28")

@@ -18,6 +18,7 @@ had one element. From 7 both inputs broadcast numpy-style (aligned to the end, d
 from __future__ import annotations
 
 import numpy as np
+import onnx
 
 from rewriter.convert.adapters.feature_support import add_typed_constant, attr_value, check_types, record_type, set_attr
 from rewriter.convert.attrs import get_attr, remove_attr
@@ -170,4 +171,22 @@ def pow_12_7(node, ctx) -> None:
     if ta is None or tb is None or ta != tb:
         ctx.block("below opset 12 the base and the exponent must have one type; here they are "
                   f"{'unknown' if ta is None or tb is None else 'different'}")
+    check_types(node, ctx)
+
+
+@register("Mod", 13, 28, kind="meaning change")
+def mod_13_28(node, ctx) -> None:
+    """28 allowed fmod=0 on floats and fmod=1 on integers: every Mod-13 node means the same."""
+
+
+@register("Mod", 28, 13, kind="meaning change")
+def mod_28_13(node, ctx) -> None:
+    """Below 28, fmod=0 takes integers only and fmod=1 floats only."""
+    fmod = attr_value(node, ctx, "fmod", 0)
+    elem = ctx.elem_type(node.input[0])
+    if elem is None:
+        ctx.block("the input type is unknown, and below opset 28 it decides which fmod is allowed")
+    floating = onnx.helper.tensor_dtype_to_np_dtype(elem).kind == "f" or elem == onnx.TensorProto.BFLOAT16
+    if floating != bool(fmod):
+        ctx.block(f"fmod={fmod} on {'floating-point' if floating else 'integer'} inputs exists only from opset 28")
     check_types(node, ctx)
