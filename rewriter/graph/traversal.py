@@ -106,6 +106,12 @@ def _default_ops_with(kinds: frozenset) -> frozenset:
                      if s.domain in ("", "ai.onnx") and any(a.type in kinds for a in s.attributes.values()))
 
 
+def ops_with(kinds: frozenset) -> frozenset:
+    """The default-domain ops whose schemas declare an attribute of one of ``kinds``: for loops
+    that test many nodes (``node.domain not in ("", "ai.onnx") or node.op_type in ops_with(k)``)."""
+    return _default_ops_with(kinds)
+
+
 def may_hold(node: onnx.NodeProto, kinds: frozenset) -> bool:
     """Whether ``node`` can have an attribute of one of ``kinds`` (GRAPH_KINDS, TENSOR_KINDS):
     any custom-domain node can; a default-domain one only if a schema of its op declares one.
@@ -133,8 +139,10 @@ def all_nodes(graph_like) -> Iterator[onnx.NodeProto]:
 
 
 def _subgraph_scopes(graph_like, scope: Scope) -> Iterator[Scope]:
+    holders = _default_ops_with(GRAPH_KINDS)
     for node in graph_like.node:
-        if not may_hold(node, GRAPH_KINDS):
+        domain = node.domain
+        if (domain == "" or domain == "ai.onnx") and node.op_type not in holders:
             continue
         for attr in node.attribute:
             graphs = []

@@ -44,8 +44,10 @@ _HOLDERS = traversal.GRAPH_KINDS | traversal.TENSOR_KINDS
 
 
 def _node_tensors(nodes, loadable: bool):
+    holders = traversal.ops_with(_HOLDERS)
     for node in nodes:
-        if not traversal.may_hold(node, _HOLDERS):
+        domain = node.domain
+        if (domain == "" or domain == "ai.onnx") and node.op_type not in holders:
             continue
         for attr in node.attribute:
             if attr.type in _PLAIN:  # the common case, decided by one field read
