@@ -6,7 +6,7 @@ import pytest
 
 from rewriter.convert import convert_model
 from tests.convert.feature_util import (LATEST, TensorProto, assert_valid, cases, converts, helper, model, np,
-                                        refused, run_backend_case)
+                                        reference, refused, run_backend_case)
 
 RNG = np.random.default_rng(0)
 GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
@@ -34,8 +34,29 @@ def test_layout_0_round_trips(op, source, target):
 
 
 @pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])
-def test_layout_1_is_refused(op):
-    refused(_rnn(op, 14, layout=1), 13, "'rnn'", "14 -> 7", "layout=1", "opset 14")
+@pytest.mark.parametrize("outputs", [("y", "y_h"), ("", "y_h"), ("y",), ("y", "y_h", "y_c")])
+@pytest.mark.parametrize("initial", [False, True])
+def test_layout_1_becomes_transposes(op, outputs, initial):
+    if len(outputs) == 3 and op != "LSTM":
+        return
+    g, h = GATES[op], 4
+    inputs = ["x", "w", "r"] + (["", "", "h0"] + (["c0"] if op == "LSTM" else []) if initial else [])
+    inits = [helper.make_tensor("w", TensorProto.FLOAT, [2, g * h, 3], RNG.normal(size=2 * g * h * 3).tolist()),
+             helper.make_tensor("r", TensorProto.FLOAT, [2, g * h, h], RNG.normal(size=2 * g * h * h).tolist())]
+    node = helper.make_node(op, inputs, list(outputs), name="rnn", hidden_size=h, layout=1,
+                            direction="bidirectional")
+    graph_inputs = [("x", TensorProto.FLOAT, [2, 5, 3])]
+    feeds = {"x": RNG.normal(size=[2, 5, 3]).astype(np.float32)}
+    if initial:
+        for n in ["h0"] + (["c0"] if op == "LSTM" else []):
+            graph_inputs.append((n, TensorProto.FLOAT, [2, 2, h]))
+            feeds[n] = RNG.normal(size=[2, 2, h]).astype(np.float32)
+    m = model([node], 14, graph_inputs, [(o, TensorProto.FLOAT, None) for o in outputs if o], initializers=inits)
+    # ONNX Runtime refuses layout=1: the reference computes the original
+    result, report = converts(m, 13, feeds, expected=reference(m, feeds), rtol=1e-5)
+    assert report.changes[f"{op} layout=1 -> Transposes around layout 0"] == 1
+    if outputs[0]:
+        assert next(n for n in result.graph.node if outputs[0] in n.output).name == "rnn"
 
 
 @pytest.mark.parametrize("op", ["RNN", "GRU", "LSTM"])

@@ -6,12 +6,15 @@
 - GRU 1 <-> 3: 3 added ``linear_before_reset`` (default 0), made Y_h optional and fixed the
   default direction's spelling. Down: linear_before_reset=1 is refused, an absent Y_h gets a
   fresh name (required at 1), an absent direction is written "forward".
-- 7 <-> 14: 14 added ``layout`` (default 0: sequence first). Down: layout=0 dropped, 1 refused.
+- 7 <-> 14: 14 added ``layout`` (default 0: sequence first). Down: layout=0 dropped; layout=1
+  (batch first) is rewritten exactly with Transposes: X and initial_h/initial_c [batch, seq|dirs,
+  ...] -> [seq|dirs, batch, ...] before, Y [seq, dirs, batch, hidden] -> [batch, seq, dirs, hidden]
+  and Y_h/Y_c [dirs, batch, hidden] -> [batch, dirs, hidden] after.
 """
 
 from __future__ import annotations
 
-from rewriter.convert.adapters.feature_support import attr_value, check_types, drop_default, set_attr
+from rewriter.convert.adapters.feature_support import attr_value, check_types, drop_default, record_type, set_attr
 from rewriter.convert.attrs import get_attr, remove_attr
 from rewriter.convert.registry import register
 
@@ -37,7 +40,24 @@ def _output_sequence_down(node, ctx) -> None:
 
 def _layout_down(node, ctx) -> None:
     check_types(node, ctx)
-    drop_default(node, ctx, "layout", 0, 14, " (batch-first inputs and outputs)")
+    layout = attr_value(node, ctx, "layout", 0)
+    remove_attr(node, "layout")
+    if not layout:
+        return
+    # inputs: X (0), initial_h (5), initial_c (6, LSTM): swap the first two dims
+    for i in (0, 5, 6):
+        if i < len(node.input) and node.input[i] and not (i == 6 and node.op_type != "LSTM"):
+            t = ctx.insert_before("Transpose", [node.input[i]], perm=[1, 0, 2])
+            shape = ctx.shape(node.input[i])
+            record_type(ctx, t.output[0], ctx.elem_type(node.input[i]),
+                        None if shape is None else [shape[1], shape[0], shape[2]])
+            node.input[i] = t.output[0]
+    for i, perm in ((0, [2, 0, 1, 3]), (1, [1, 0, 2]), (2, [1, 0, 2])):
+        if i < len(node.output) and node.output[i]:
+            original = node.output[i]
+            inner = ctx.redirect_output(i)
+            ctx.insert_after("Transpose", [inner], [original], perm=perm)
+    ctx.record(f"{node.op_type} layout=1 -> Transposes around layout 0")
 
 
 for _op in ("RNN", "GRU", "LSTM"):
