@@ -31,3 +31,8 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(
             f"coverage: {len(coverage.PENDING_BLOCKED)} blocked steps pending an adapter"
             + (f", {len(stale)} now covered (remove from PENDING_BLOCKED): {stale[:10]}" if stale else ""))
+    ops = sys.modules.get("tests.convert.test_backend_ops")
+    trips = getattr(ops, "ROUND_TRIP", None)
+    if trips:
+        terminalreporter.write_line(f"backend round trips via opset 13: {trips['down to 13']} went down, "
+                                    f"{trips['back up']} came back up and reproduced the case")
