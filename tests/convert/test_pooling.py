@@ -83,3 +83,14 @@ def test_lppool_p_is_an_int_from_2():
 @pytest.mark.parametrize("case", cases("AveragePool", "MaxPool", "LpPool"), ids=lambda c: c.name)
 def test_backend_cases(case):
     run_backend_case(case)
+
+
+@pytest.mark.parametrize("op,step", [("AveragePool", "22 -> 19"), ("MaxPool", "22 -> 12"), ("LpPool", "22 -> 18")])
+def test_ceil_window_starting_in_padding_is_refused_below_22(op, step):
+    """From 22 a ceil_mode window that would start in the end padding is dropped; before 22 the
+    output size counts it (onnx's inference of the older schema says so)."""
+    node = helper.make_node(op, ["x"], ["y"], name="pool", kernel_shape=[1, 1], strides=[2, 2], ceil_mode=1)
+    m = model([node], 22, [("x", TensorProto.FLOAT, [1, 1, 2, 2])], [("y", TensorProto.FLOAT, [1, 1, 1, 1])])
+    refused(m, 21, "'pool'", step, "starts in the padding")
+    ok = _pool(op, 22, ceil_mode=1, strides=[2, 2])  # 6x7 input, 3x3 kernel: no window in padding
+    converts(ok, 21, {"x": X}, rtol=1e-5)

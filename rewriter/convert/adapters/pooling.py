@@ -139,5 +139,37 @@ def lp_pool_18_11(node, ctx) -> None:
     _drop_dilations(node, ctx, 18)
 
 
+def _window_in_padding(node, ctx) -> str | None:
+    """With ceil_mode=1, from opset 22 a last window that would start in the end padding is
+    dropped; the older schemas count it (onnx's shape inference differs; ONNX Runtime drops it in
+    every version). Why the sizes differ for this node, when they visibly do."""
+    if not attr_value(node, ctx, "ceil_mode", 0) or attr_value(node, ctx, "auto_pad", "NOTSET") != "NOTSET":
+        return None
+    shape = ctx.shape(node.input[0])
+    kernel = attr_value(node, ctx, "kernel_shape")
+    if shape is None or kernel is None or len(shape) - 2 != len(kernel) or None in shape[2:]:
+        return None
+    n = len(kernel)
+    strides = attr_value(node, ctx, "strides", None) or [1] * n
+    dilations = attr_value(node, ctx, "dilations", None) or [1] * n
+    pads = attr_value(node, ctx, "pads", None) or [0] * (2 * n)
+    for i in range(n):
+        span = shape[2 + i] + pads[i] + pads[i + n] - ((kernel[i] - 1) * dilations[i] + 1)
+        out = -(-span // strides[i]) + 1
+        if (out - 1) * strides[i] >= shape[2 + i] + pads[i]:
+            return (f"with ceil_mode=1 the last window along spatial axis {i} starts in the padding: "
+                    f"from opset 22 it is dropped, before 22 the output size counts it")
+    return None
+
+
+def _before_22(node, ctx) -> None:
+    check_types(node, ctx)
+    reason = _window_in_padding(node, ctx)
+    if reason:
+        ctx.block(reason)
+
+
+register(("AveragePool", 22, 19), ("MaxPool", 22, 12), ("LpPool", 22, 18), kind="meaning change")(_before_22)
+register(("AveragePool", 19, 22), ("MaxPool", 12, 22), ("LpPool", 18, 22), kind="type-only")(_nothing)
 register(("AveragePool", 1, 7), ("AveragePool", 7, 10), ("AveragePool", 11, 19), ("MaxPool", 1, 8),
          ("MaxPool", 8, 10), ("LpPool", 11, 18), kind="new feature")(_nothing)
