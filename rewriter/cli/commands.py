@@ -179,9 +179,10 @@ def _strict_inference_gate(model, result, args) -> None:
 
 
 def _optimize_details(report) -> list[str]:
-    rp = report.reduce_prod
-    lines = [f"folded {len(rp.folded)} ReduceProd node(s) with the exact kernel, skipped {len(rp.skipped)}"]
-    lines += rp.summary_lines()
+    rp, lines = report.reduce_prod, []
+    if rp is not None:  # the model has ReduceProd nodes
+        lines.append(f"folded {len(rp.folded)} ReduceProd node(s) with the exact kernel, skipped {len(rp.skipped)}")
+        lines += rp.summary_lines()
     if report.folded:
         lines.append("folded constant node(s): " + ", ".join(f"{op} x{n}" for op, n in sorted(report.folded.items())))
     if report.fused:

@@ -41,7 +41,21 @@ def count_ops(model: onnx.ModelProto) -> Counter:
 
 
 def initializer_count(model: onnx.ModelProto) -> int:
-    return sum(len(s.body.initializer) for s in traversal.iter_scopes(model) if not s.is_function)
+    """Initializers of the main graph and of every subgraph (in functions too)."""
+    def graphs(body):
+        for node in body.node:
+            for attr in node.attribute:
+                if attr.HasField("g"):
+                    yield attr.g
+                    yield from graphs(attr.g)
+                for g in attr.graphs:
+                    yield g
+                    yield from graphs(g)
+
+    found = [model.graph, *graphs(model.graph)]
+    for fn in model.functions:
+        found.extend(graphs(fn))
+    return sum(len(g.initializer) for g in found)
 
 
 def optimize_proto(model: onnx.ModelProto, options: OptimizeOptions | None = None, *,
@@ -50,14 +64,17 @@ def optimize_proto(model: onnx.ModelProto, options: OptimizeOptions | None = Non
 
     ``base_dir``: where external data lives when the model was not loaded by rewriter.io.
     """
-    from rewriter import fold
     from rewriter.optimize import bridge
     from rewriter.optimize.pipeline import run_pipeline
 
     options = options or OptimizeOptions()
     report = OptimizeReport(ops_before=count_ops(model), initializers_before=initializer_count(model))
     t0 = time.perf_counter()
-    folded, report.reduce_prod = fold.fold_model(model, int_overflow=options.int_overflow, base_dir=base_dir)
+    folded = model
+    if report.ops_before.get("ReduceProd"):  # rewriter's exact fold (and its imports) only when needed
+        from rewriter import fold
+
+        folded, report.reduce_prod = fold.fold_model(model, int_overflow=options.int_overflow, base_dir=base_dir)
     t1 = time.perf_counter()
     ir_model, carry = bridge.to_ir(folded, base_dir)
     t2 = time.perf_counter()

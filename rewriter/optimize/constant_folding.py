@@ -34,8 +34,6 @@ import onnx
 import onnx_ir as ir
 from onnxscript.optimizer import _constant_folding as _oscf
 
-from rewriter import kernels
-
 __all__ = ["FoldConstantsPass", "FoldStats", "DEFAULT_FOLD_LIMIT", "hide_overridable", "restore"]
 
 logger = logging.getLogger(__name__)
@@ -219,6 +217,8 @@ class FoldConstantsPass(_oscf.FoldConstantsPass):
         return self._opset_imports.get(node.domain, self._opset_imports.get("", 1))
 
     def _reduce_prod(self, node: ir.Node, inputs):
+        from rewriter import kernels
+
         data = inputs[0]
         if data.dtype not in kernels.SUPPORTED_DTYPES:
             raise _NotFolded(f"ReduceProd of {data.dtype} is not supported by the exact kernel")

@@ -27,7 +27,7 @@ class OptimizeReport:
     ops_after: Counter = dataclasses.field(default_factory=Counter)
     initializers_before: int = 0
     initializers_after: int = 0
-    reduce_prod: object = None  # the rewriter.fold.FoldReport of step 1
+    reduce_prod: object = None  # the rewriter.fold.FoldReport of step 1 (None: no ReduceProd in the model)
     folded: Counter = dataclasses.field(default_factory=Counter)  # op type -> nodes folded in step 2
     skipped: list = dataclasses.field(default_factory=list)  # (node label, reason)
     fused: int = 0
