@@ -121,7 +121,7 @@ def ints_input_to_attr(node, ctx, index: int, attr: str, below: int, allow_refer
                   f"{list(value.shape)}")
     values = [int(v) for v in value.reshape(-1)]
     remove_attr(node, attr)
-    node.attribute.append(onnx.helper.make_attribute(attr, values))
+    node.attribute.append(onnx.helper.make_attribute(attr, values, attr_type=onnx.AttributeProto.INTS))
     trim_inputs(node, index)
     ctx.maybe_unused(name)
     ctx.record(f"{node.op_type} {attr} input -> attribute")

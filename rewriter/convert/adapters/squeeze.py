@@ -2,8 +2,9 @@
 (optional for Squeeze, required for Unsqueeze) and added bfloat16.
 
 - up 11 -> 13: the axes attribute becomes a constant int64 input (a Constant in a function,
-  ``Constant<value_ints = @ref>`` for a function attribute reference). Squeeze without axes or
-  with empty axes (both squeeze every 1-dim) gets no input.
+  ``Constant<value_ints = @ref>`` for a function attribute reference). Squeeze without axes
+  gets no input; an empty axes attribute blocks (ONNX shape inference squeezes nothing,
+  runtimes every 1-dim).
 - down 13 -> 11: a constant axes input becomes the attribute; a computed one blocks. An empty
   axes input of Squeeze blocks (runtimes disagree whether it squeezes nothing or every 1-dim).
   bfloat16 data blocks.
@@ -15,6 +16,7 @@ not here.
 from __future__ import annotations
 
 from rewriter.convert.adapters.moves import attr_to_input, check_types, input_name, ints_input_to_attr
+from rewriter.convert.attrs import get_attr
 from rewriter.convert.registry import register
 
 __all__: list[str] = []
@@ -24,8 +26,13 @@ __all__: list[str] = []
 def squeeze_11_13(node, ctx) -> None:
     if node.op_type == "Unsqueeze" and not any(a.name == "axes" for a in node.attribute):
         ctx.block("Unsqueeze-11 without its required axes attribute")
-    attr_to_input(node, ctx, "axes", 1, hint=f"{node.op_type.lower()}_axes",
-                  skip_empty=node.op_type == "Squeeze")
+    axes = get_attr(node, "axes")
+    if axes is not None and not axes.ref_attr_name and not axes.ints:
+        if node.op_type == "Squeeze":
+            ctx.block("an empty axes attribute: runtimes disagree whether Squeeze-11 then squeezes nothing "
+                      "(ONNX shape inference) or every 1-dim (ONNX Runtime, onnx.reference)")
+        ctx.block("an empty axes attribute, which Unsqueeze does not allow")
+    attr_to_input(node, ctx, "axes", 1, hint=f"{node.op_type.lower()}_axes")
 
 
 @register(("Squeeze", 13, 11), ("Unsqueeze", 13, 11), kind="attribute<->input")
