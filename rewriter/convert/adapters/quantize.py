@@ -1,0 +1,127 @@
+"""QuantizeLinear / DequantizeLinear across 13, 19, 21 and 23 (the later steps only add types).
+
+- 13 added ``axis`` (per-axis scales). Down: a scalar scale (per-tensor) -> axis dropped;
+  a 1-D scale is refused.
+- 19 added float8 (and QuantizeLinear ``saturate``, which only affects float8 outputs), float16/
+  bfloat16 scales; the scale got x's type (QuantizeLinear) or its own (DequantizeLinear output).
+  Down: types checked (float8 refused), saturate dropped.
+- 21 added ``block_size`` (blocked quantization) and QuantizeLinear ``output_dtype``, 4/16-bit
+  types. Down: block_size=0 dropped, else refused; output_dtype that the zero point already
+  says (or uint8 without one) dropped; another output_dtype without a zero point becomes a zero
+  zero-point of that type (the same numbers); types checked.
+- 23 gave QuantizeLinear's scale its own type and ``precision``, DequantizeLinear ``output_dtype``.
+  Down: QuantizeLinear's scale must have x's type and precision be 0 or that type;
+  DequantizeLinear's output_dtype must be 0 or the scale's type.
+Going up nothing changes (absent = the old behaviour).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from rewriter.convert.adapters.feature_support import (add_typed_constant, attr_value, check_types, drop_default,
+                                                       no_ref)
+from rewriter.convert.attrs import get_attr, remove_attr
+from rewriter.convert.registry import register
+
+__all__: list[str] = []
+
+_OPS = ("QuantizeLinear", "DequantizeLinear")
+
+
+def _nothing(node, ctx) -> None:
+    """The newer version without the new attributes is the older one."""
+
+
+def _type_name(elem) -> str:
+    return onnx.helper.tensor_dtype_to_string(elem).split(".")[-1].lower() if elem else "unknown"
+
+
+@register(("QuantizeLinear", 13, 10), ("DequantizeLinear", 13, 10), kind="new feature")
+def per_tensor_only(node, ctx) -> None:
+    check_types(node, ctx)
+    if get_attr(node, "axis") is None and ctx.rank(node.input[1]) == 0:
+        return
+    rank = ctx.rank(node.input[1])
+    if rank != 0:
+        ctx.block(f"scale '{node.input[1]}' is {'of unknown rank' if rank is None else f'{rank}-D'}: "
+                  f"per-axis quantization exists only from opset 13")
+    no_ref(node, ctx, "axis")
+    remove_attr(node, "axis")
+    ctx.record(f"{node.op_type} axis dropped (per-tensor scale)")
+
+
+@register(("QuantizeLinear", 19, 13), ("DequantizeLinear", 19, 13), kind="new feature")
+def before_float8(node, ctx) -> None:
+    check_types(node, ctx)
+    if get_attr(node, "saturate") is not None:  # only affects float8 outputs, refused above
+        attr_value(node, ctx, "saturate")
+        remove_attr(node, "saturate")
+        ctx.record("QuantizeLinear saturate dropped")
+
+
+@register(("QuantizeLinear", 21, 19), ("DequantizeLinear", 21, 19), kind="new feature")
+def before_blocks(node, ctx) -> None:
+    drop_default(node, ctx, "block_size", 0, 21, " (blocked quantization)")
+    if node.op_type == "QuantizeLinear" and get_attr(node, "output_dtype") is not None:
+        wanted = attr_value(node, ctx, "output_dtype", 0)
+        remove_attr(node, "output_dtype")
+        zero_point = node.input[2] if len(node.input) > 2 else ""
+        if wanted and zero_point:
+            if ctx.elem_type(zero_point) != wanted:
+                ctx.block(f"output_dtype={_type_name(wanted)} with a zero point of type "
+                          f"{_type_name(ctx.elem_type(zero_point))}")
+        elif wanted and wanted != onnx.TensorProto.UINT8:
+            shape = ctx.shape(node.input[1])
+            if shape is None or None in shape:
+                ctx.block(f"output_dtype={_type_name(wanted)} without a zero point needs a zero zero-point "
+                          f"shaped like the scale, whose shape is unknown")
+            dtype = onnx.helper.tensor_dtype_to_np_dtype(wanted)
+            del node.input[2:]
+            while len(node.input) < 2:
+                node.input.append("")
+            node.input.append(add_typed_constant(ctx, f"{node.name or 'q'}_zero_point", np.zeros(shape, dtype)))
+            ctx.record("QuantizeLinear output_dtype -> zero zero-point")
+    check_types(node, ctx)
+
+
+@register("QuantizeLinear", 23, 21, kind="new feature")
+def quantize_23_21(node, ctx) -> None:
+    x, scale = ctx.elem_type(node.input[0]), ctx.elem_type(node.input[1])
+    if x is None or x != scale:
+        ctx.block(f"below opset 23 the scale must have x's type; x is {_type_name(x)}, the scale "
+                  f"{_type_name(scale)}")
+    precision = attr_value(node, ctx, "precision", 0)
+    if precision and precision != x:
+        ctx.block(f"precision={_type_name(precision)} differs from the scale's type (precision exists "
+                  f"only from opset 23)")
+    remove_attr(node, "precision")
+    check_types(node, ctx)
+
+
+@register("DequantizeLinear", 23, 21, kind="new feature")
+def dequantize_23_21(node, ctx) -> None:
+    wanted = attr_value(node, ctx, "output_dtype", 0)
+    scale = ctx.elem_type(node.input[1])
+    if wanted and wanted != scale:
+        ctx.block(f"output_dtype={_type_name(wanted)} differs from the scale's type {_type_name(scale)} "
+                  f"(output_dtype exists only from opset 23)")
+    remove_attr(node, "output_dtype")
+    check_types(node, ctx)
+
+
+@register("QuantizeLinear", 13, 19, kind="new feature")
+def quantize_13_19(node, ctx) -> None:
+    """From 19 the scale has x's type: a float scale with int32 x does not fit."""
+    x, scale = ctx.elem_type(node.input[0]), ctx.elem_type(node.input[1])
+    if x is not None and scale is not None and x != scale:
+        ctx.block(f"from opset 19 the scale must have x's type; x is {_type_name(x)}, the scale "
+                  f"{_type_name(scale)}")
+
+
+for _op in _OPS:
+    register(_op, 10, 13, kind="new feature")(_nothing)
+    register(_op, 19, 21, kind="new feature")(_nothing)
+    register(_op, 21, 23, kind="new feature")(_nothing)
+register("DequantizeLinear", 13, 19, kind="new feature")(_nothing)
