@@ -13,7 +13,7 @@ import rewriter
 from rewriter.io import load_model, save_model
 from rewriter.optimize import OptimizeOptions, count_ops, optimize_proto
 from tests.optimize.common import optimize_and_compare, parse
-from tests.optimize.test_passes import _cnn_bn, _projections
+from tests.optimize.test_passes import DYNAMIC_FLATTEN, _cnn_bn, _projections
 
 F = onnx.TensorProto.FLOAT
 
@@ -62,9 +62,9 @@ def if_constant():
 
 
 MODELS = {"legacy_flatten": legacy_flatten, "cnn_bn": _cnn_bn, "attention": attention_block,
-          "if_constant": if_constant}
+          "if_constant": if_constant, "dynamic_flatten": lambda: parse(DYNAMIC_FLATTEN)}
 EXPECTED_AFTER = {"legacy_flatten": ["Relu", "Reshape", "Gemm"], "cnn_bn": ["Conv", "Relu"],
-                  "if_constant": ["Mul"]}
+                  "if_constant": ["Mul"], "dynamic_flatten": ["Relu", "Reshape", "Div"]}
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -156,3 +156,16 @@ def test_public_api_accepts_proto_ir_and_path(tmp_path):
     assert len(model.graph.node) == 10  # the argument is not changed
     manager = ir.passes.PassManager([rewriter.OptimizePass()])
     assert len(list(manager(ir.serde.deserialize_model(model)).model.graph)) == 3
+
+
+def test_a_folded_graph_output_keeps_its_name():
+    m = parse("""<ir_version: 8, opset_import: ["": 13]>
+        g (float[2] x) => (float[2] y, float[2] z, float[2] w) <float[2] k = {1, 2}> {
+          y = Neg(k)
+          z = Identity(x)
+          w = Add(x, y)
+        }""")
+    result, _ = optimize_and_compare(m)
+    assert [o.name for o in result.graph.output] == ["y", "z", "w"]
+    assert {t.name for t in result.graph.initializer} == {"y"}
+    assert [n.op_type for n in result.graph.node] == ["Identity", "Add"]  # an input is no output
