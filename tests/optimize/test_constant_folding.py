@@ -183,3 +183,20 @@ def test_reduce_prod_uses_the_exact_kernel():
     result, _ = run_pass(m, FoldConstantsPass())
     assert ops(result) == ["Add"]
     assert result.graph.node(0).inputs[1].const_value.numpy() == 1.0  # no overflow on the way
+
+
+def test_a_loop_body_folds_what_it_reads_from_outside_and_keeps_its_carried_values():
+    m = parse("""<ir_version: 8, opset_import: ["": 13]>
+        g (float[2] x) => (float[2] y) <int64 n = {3}, float[2] k = {1, 2}> {
+          t = Constant<value=bool {1}>()
+          y = Loop(n, t, x) <body = b (int64 i, bool c, float[2] acc) => (bool c2, float[2] acc2) {
+            c2 = Identity(c)
+            kk = Neg(k)
+            two = Constant<value=float {2}>()
+            s = Mul(kk, two)
+            acc2 = Add(acc, s)
+          }>
+        }""")
+    optimized, report = optimize_and_compare(m)
+    body = [n.op_type for n in optimized.graph.node[-1].attribute[0].g.node]
+    assert body == ["Identity", "Add"] and report.folded["Neg"] == 1
