@@ -56,11 +56,16 @@ def dropout_7_6(node, ctx) -> None:
     ctx.record("Dropout is_test=1 written out")
 
 
+# masks this conversion redirected to a Cast inserted after the node (read by a node the
+# engine has not put in the body yet, so is_used cannot see the reader); names are fresh
+_CAST_MASKS: set[str] = set()
+
+
 def _drop_unused_mask(node, ctx) -> bool:
     """Drop an unused mask output; whether a used one remains."""
     if len(node.output) < 2 or not node.output[1]:
         return False
-    if is_used(ctx, node.output[1]):
+    if node.output[1] in _CAST_MASKS or is_used(ctx, node.output[1]):
         return True
     del node.output[1:]
     ctx.record("Dropout unused mask dropped")
@@ -78,6 +83,7 @@ def _mask_cast(node, ctx, to_bool: bool) -> None:
     shape = ctx.shape(node.input[0])
     original = node.output[1]
     fresh = ctx.redirect_output(1)
+    _CAST_MASKS.add(fresh)
     record_type(ctx, fresh, elem if to_bool else onnx.TensorProto.BOOL, shape)
     ctx.insert_after("Cast", [fresh], [original], to=onnx.TensorProto.BOOL if to_bool else elem)
     ctx.record("Dropout mask cast")
