@@ -59,12 +59,14 @@ class Engine:
         self.state, self.target = state, target
         self.report = state.report
         self.blockers: list[Blocker] = []
-        self.delegated: set[tuple[int, tuple[str, ...]]] = set()  # (id(body), outputs) of nodes for onnx
+        self.delegated: set[tuple[str, ...]] = set()  # outputs of the nodes for onnx (value names are unique)
         self._expanding = 0
         self._expansions: list[str] = []  # labels of the nodes being expanded
         self._current: tuple | None = None
         self.taken: collections.Counter = collections.Counter()  # (op, a, b, kind) -> nodes
         self._paths: dict = {}
+        self._kept: collections.Counter = collections.Counter()  # (op, opset) -> nodes kept type-only
+        self._typed: dict = {}
         self._untyped: dict = {}
         self._types: dict = {}  # scope index -> flat name -> TypeProto
 
@@ -73,11 +75,19 @@ class Engine:
     def run(self) -> None:
         for scope in list(self.state.scopes):
             self._convert_body(scope)
+        for (op, opset), n in self._kept.items():
+            path, _ = self._path(op, opset)
+            self.report.steps[(op, "type-only")] += n * len(path)
+            self.report.type_only[op] += n
+            for a, b in path:
+                self.taken[(op, a, b, "type-only")] += n
         for (op, a, b, kind), n in sorted(self.taken.items()):
             logger.info("%s %d -> %d: %s, %d node(s)", op, a, b, kind, n)
 
-    def _convert_body(self, scope: traversal.Scope) -> None:
-        self.state.pending.clear()
+    def _convert_body(self, scope: traversal.Scope, clear: bool = True) -> None:
+        if clear:
+            self.state.pending.clear()
+        current = self._current
         body = scope.body
         opset = scope.opset
         if opset is None:
@@ -89,9 +99,12 @@ class Engine:
                 i += 1
                 continue
             size = len(body.node)
-            self._current = (id(body), tuple(node.output))
+            self._current = tuple(node.output)
             sequence = self.convert(node, scope, opset, top=True)
             j = i + (len(body.node) - size)  # Constant nodes added at the top of a function body
+            if len(sequence) == 1 and sequence[0] is node:  # the common case: changed in place or kept
+                i = j + 1
+                continue
             kept = next((k for k, n in enumerate(sequence) if n is node), None)
             if kept is None:
                 del body.node[j]
@@ -108,6 +121,7 @@ class Engine:
                 i = j + 1 + len(sequence) - kept - 1
             if len(sequence) != 1 or kept is None:
                 scope.invalidate()
+        self._current = current
 
     # ------------------------------------------------------------ one node
 
@@ -115,7 +129,7 @@ class Engine:
                 ) -> list[onnx.NodeProto]:
         """The nodes that replace ``node`` (valid at ``opset``) at the target, in order."""
         op = node.op_type
-        label = traversal.node_label(node, scope)
+        label = _Label(node, scope)
         versions = registry.schema_versions(op)
         if not versions:
             self._block(label, op, "-", f"{op} is not an operator of the default ONNX domain", "no opset")
@@ -132,7 +146,7 @@ class Engine:
             try:
                 fix(node, NodeContext(self.state, node, scope, (src, src)))
             except ConversionError as e:
-                self._block(label, op, "-", _reason(str(e), label), "no opset")
+                self._block(label, op, "-", _reason(str(e), str(label)), "no opset")
                 return [node]
         path, kinds = self._path(op, opset)
         if kinds and kinds[-1] == "type-only" and all(k == "type-only" for k in kinds):  # the common case
@@ -141,10 +155,7 @@ class Engine:
                 if reason is not None:
                     self._block(label, op, f"{a} -> {b}", reason, _works(op, a, b))
                     return [node]
-            self.report.steps[(op, "type-only")] += len(path)
-            self.report.type_only[op] += 1
-            for a, b in path:
-                self.taken[(op, a, b, "type-only")] += 1
+            self._kept[(op, opset)] += 1  # counted into the report at the end of run()
             return [node]
         if "onnx" in kinds and "blocked" not in kinds:
             # onnx's converter takes the node through every step of its path, so it needs a
@@ -169,11 +180,12 @@ class Engine:
                 try:
                     registry.lookup(op, a, b)(node, ctx)
                 except ConversionError as e:
-                    self._block(label, op, f"{a} -> {b}", _reason(str(e), label), _works(op, a, b))
+                    self._block(label, op, f"{a} -> {b}", _reason(str(e), str(label)), _works(op, a, b))
                     return [node]
                 self.report.steps[(op, registry.KINDS.get((op, a, b), "rewrite"))] += 1
                 self.taken[(op, a, b, registry.KINDS.get((op, a, b), "rewrite"))] += 1
-                logger.debug("%s: %s %d -> %d (%s)", label, op, a, b, registry.KINDS.get((op, a, b), "rewrite"))
+                if logger.isEnabledFor(logging.DEBUG):
+                    logger.debug("%s: %s %d -> %d (%s)", label, op, a, b, registry.KINDS.get((op, a, b), "rewrite"))
                 for n in [*ctx.before, *ctx.after]:
                     self.state.pending.update((o, n) for o in n.output if o)
                 new_before = [m for n in ctx.before for m in self.convert(n, scope, b)]
@@ -231,7 +243,11 @@ class Engine:
             found = types.get(name)
             return found if found is not None else self.state.types_for(scope).get(name)
 
-        return step_types_allowed(node, a, b, get)
+        seen = tuple(_type_key(get(n)) if n else None for n in (*node.input, "|", *node.output))
+        memo = (node.op_type, a, b, seen)
+        if memo not in self._typed:
+            self._typed[memo] = step_types_allowed(node, a, b, get)
+        return self._typed[memo]
 
     def _named(self, sequence, node, original_name, original_out, removed=False):
         """The node that produces the original first output carries the original name; every
@@ -255,7 +271,7 @@ class Engine:
             self._block(label, node.op_type, "-", "needs onnx's converter inside an expanded function body",
                         "no opset")
             return [node]
-        self.delegated.add((id(scope.body), tuple(node.output)))
+        self.delegated.add(tuple(node.output))
         self.report.delegated[node.op_type] += 1
         for a, b in path:
             self.taken[(node.op_type, a, b, "onnx.version_converter")] += 1
@@ -264,6 +280,7 @@ class Engine:
         return [node]
 
     def _block(self, label, op, step, reason, works) -> None:
+        label = str(label)
         if self._expansions:
             label = f"{label} (from the function body of {self._expansions[-1]})"
         self.blockers.append(Blocker(label, op, step, reason, works, key=self._current))
@@ -293,14 +310,6 @@ class Engine:
             return [node]
         for n in nodes:
             self.state.pending.update((o, n) for o in n.output if o)
-        stale = sorted({f"{m.op_type}-{registry.schema_version_at(m.op_type, version)}"
-                        for n in nodes for g in traversal.subgraphs(n) for m in traversal.all_nodes(g)
-                        if m.domain in DEFAULT_DOMAINS and registry.schema_version_at(m.op_type, version)
-                        != registry.schema_version_at(m.op_type, self.target)})
-        if stale:
-            self._block(label, op, "expand", f"{op}'s function body holds subgraphs whose nodes would need "
-                        f"converting too ({', '.join(stale)}), which rewriter does not do", f"targets >= {first}")
-            return [node]
         self.state.add_types(scope, types)
         self.report.expanded[op] += 1
         self.report.steps[(op, "expanded")] += 1
@@ -308,8 +317,17 @@ class Engine:
         logger.debug("%s: %s expanded into its function body (%d nodes, opset %d)", label, op, len(nodes), version)
         original_name, original_out = node.name, node.output[0] if node.output else None
         self._expanding += 1
-        self._expansions.append(label)
+        self._expansions.append(str(label))
         try:
+            for n in nodes:  # subgraphs of the body (If/Loop/Scan), converted from the body's opset
+                for attr in n.attribute:
+                    for g in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else
+                              list(attr.graphs) if attr.type == onnx.AttributeProto.GRAPHS else []):
+                        child = traversal.Scope(g, f"{attr.name} of {n.op_type} in the function body of {label}",
+                                                scope, version)
+                        for sub in [child, *traversal.subgraph_scopes(g, child)]:
+                            self.state.register_scope(sub)
+                            self._convert_body(sub, clear=False)
             result = [m for n in nodes for m in self.convert(n, scope, version)]
         finally:
             self._expanding -= 1
@@ -319,6 +337,26 @@ class Engine:
 
 def _unknown(_name):
     return None
+
+
+def _type_key(t):
+    return None if t is None else t.SerializeToString()
+
+
+class _Label:
+    """A node's label for messages, computed only when a message needs it."""
+
+    __slots__ = ("_node", "_scope", "_text")
+
+    def __init__(self, node, scope):
+        self._node, self._scope, self._text = node, scope, None
+
+    def __str__(self) -> str:
+        if self._text is None:
+            self._text = traversal.node_label(self._node, self._scope)
+        return self._text
+
+    __format__ = lambda self, spec: format(str(self), spec)  # noqa: E731
 
 
 def _reason(message: str, label: str) -> str:
@@ -455,10 +493,18 @@ def _body_types(nodes, node, state: ConversionState, scope, fn) -> dict[str, onn
         logger.info("shape inference of %s's function body failed: %s", node.op_type, e)
         return {}
     found = {}
-    for vi in [*inferred.graph.value_info, *inferred.graph.output]:
-        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
-            found[vi.name] = vi.type
+    for g in [inferred.graph, *(g for n in inferred.graph.node for g in _all_subgraphs(n))]:
+        for vi in [*g.value_info, *g.output, *(g.input if g is not inferred.graph else [])]:
+            if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+                found.setdefault(vi.name, vi.type)
     return found
+
+
+def _all_subgraphs(node):
+    for g in traversal.subgraphs(node):
+        yield g
+        for n in g.node:
+            yield from _all_subgraphs(n)
 
 
 def count_blockers(blockers: list[Blocker]) -> collections.Counter:

@@ -149,7 +149,8 @@ def convert_model(
     engine.run()
     if state.maybe_unused:  # constants that no node reads any more (a blocked one goes too)
         unused.remove_unused(result, only={name for name, _ in state.maybe_unused})
-        alive = {(id(s.body), tuple(n.output)) for s in traversal.iter_scopes(result) for n in s.body.node}
+        alive = {tuple(n.output) for s in traversal.iter_scopes(result) for n in s.body.node} \
+            if engine.blockers else set()
         engine.blockers = [b for b in engine.blockers if b.key is None or b.key in alive]
     report.blockers = engine.blockers
     if plan_only:
@@ -183,18 +184,18 @@ def _delegate(result: onnx.ModelProto, delegated: set, target: int) -> None:
     default-domain node held out of its reach in a private domain."""
     scopes = list(traversal.iter_scopes(result))
     marked = {id(s.body): s for s in scopes}
-    wanted = {(body_id, outs) for body_id, outs in delegated}
+    wanted = set(delegated)  # the outputs of each delegated node (value names are unique)
     holding = set()  # bodies whose nodes (or whose subgraphs' nodes) the converter must see
     for scope in scopes:
         for node in scope.body.node:
-            if (id(scope.body), tuple(node.output)) in wanted:
+            if tuple(node.output) in wanted:
                 s = scope
                 while s is not None:
                     holding.add(id(s.body))
                     s = s.parent
     for scope in scopes:
         for node in scope.body.node:
-            if node.domain not in DEFAULT_DOMAINS or (id(scope.body), tuple(node.output)) in wanted:
+            if node.domain not in DEFAULT_DOMAINS or tuple(node.output) in wanted:
                 continue
             if any(id(g) in holding for g in traversal.subgraphs(node)):
                 continue  # a control-flow node whose body needs the converter goes with it

@@ -87,14 +87,15 @@ def all_ops() -> list[str]:
     return sorted(_all_versions())
 
 
-def schema_versions(op_type: str, domain: str = "") -> list[int]:
+def schema_versions(op_type: str, domain: str = "") -> tuple[int, ...]:
     """The since_versions of every schema of ``op_type``, ascending, from onnx.defs."""
     if domain == "":
-        return list(_all_versions().get(op_type, ()))
-    return sorted(s.since_version for s in onnx.defs.get_all_schemas_with_history()
-                  if s.name == op_type and s.domain == domain)
+        return _all_versions().get(op_type, ())
+    return tuple(sorted(s.since_version for s in onnx.defs.get_all_schemas_with_history()
+                        if s.name == op_type and s.domain == domain))
 
 
+@functools.lru_cache(maxsize=None)
 def schema_version_at(op_type: str, opset: int) -> int | None:
     """The schema version of ``op_type`` in force at ``opset`` (newest since_version <= opset),
     None when the op does not exist at that opset."""

@@ -32,10 +32,12 @@ class ConversionState:
         self.report = report
         self._names: set[str] | None = None
         self._node_names: set[str] | None = None
+        self._chains: dict[int, collections.ChainMap] = {}
         # nodes made by the conversion and not yet in their body, by the values they produce
         self.pending: dict[str, onnx.NodeProto] = {}
         self.added_values: dict[str, object] = {}  # constants added by adapters, by name
         self.scopes = list(traversal.iter_scopes(model))  # walked once: the walk costs on big graphs
+        self._original_scopes = len(self.scopes)
         self._index = {id(s): i for i, s in enumerate(self.scopes)}
         # for each scope, the index of the function body it lies in (None in the graphs)
         self._roots: list[int | None] = []
@@ -54,19 +56,24 @@ class ConversionState:
         """Value types as seen from ``scope`` (its own, then its enclosing scopes'), from
         (lenient) shape inference of the original model; a function body is inferred at
         its call sites, keeping what every call agrees on."""
-        chain = []
-        s: traversal.Scope | None = scope
-        while s is not None:
-            chain.append(self._scope_types(self._index[id(s)]))
-            s = s.parent
-        return collections.ChainMap(*chain)
+        index = self._index[id(scope)]
+        found = self._chains.get(index)
+        if found is None:  # a ChainMap is a live view: types added later show through
+            chain = []
+            s: traversal.Scope | None = scope
+            while s is not None:
+                chain.append(self._scope_types(self._index[id(s)]))
+                s = s.parent
+            found = self._chains[index] = collections.ChainMap(*chain)
+        return found
 
     def _scope_types(self, index: int) -> dict[str, onnx.TypeProto]:
         if self._types is None:
             self._inferred = _infer(self.original)
             inferred = list(traversal.iter_scopes(self._inferred))
-            if len(inferred) != len(self.scopes):  # inference changed the structure: know nothing
+            if len(inferred) != self._original_scopes:  # inference changed the structure: know nothing
                 inferred = [None] * len(self.scopes)
+            inferred += [None] * (len(self.scopes) - len(inferred))  # scopes registered since
             self._types = [None] * len(self.scopes)
             for i, s in enumerate(inferred):
                 if s is not None and self._roots[i] is None:  # graphs; function bodies on demand
@@ -127,6 +134,14 @@ class ConversionState:
         own = self._scope_types(self._index[id(scope)])
         for name, t in types.items():
             own.setdefault(name, t)
+
+    def register_scope(self, scope: traversal.Scope) -> None:
+        """A scope the conversion made (a subgraph of an inlined function body)."""
+        self._index[id(scope)] = len(self.scopes)
+        self.scopes.append(scope)
+        self._roots.append(self._index[id(scope.root)] if scope.root.is_function else None)
+        if self._types is not None:
+            self._types.append({})
 
     def scope_index(self, scope: traversal.Scope) -> int:
         return self._index[id(scope)]

@@ -25,6 +25,7 @@ __all__ = [
     "definition",
     "subgraphs",
     "all_nodes",
+    "subgraph_scopes",
 ]
 
 
@@ -156,6 +157,11 @@ def _subgraph_scopes(graph_like, scope: Scope) -> Iterator[Scope]:
                 child = Scope(g, f"{which} of {label}", scope, scope.opset)
                 yield child
                 yield from _subgraph_scopes(g, child)
+
+
+def subgraph_scopes(graph_like, scope: Scope) -> Iterator[Scope]:
+    """The scopes of every subgraph below ``graph_like`` (whose scope is ``scope``), depth first."""
+    return _subgraph_scopes(graph_like, scope)
 
 
 def iter_scopes(model: onnx.ModelProto) -> Iterator[Scope]:
