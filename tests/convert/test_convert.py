@@ -403,7 +403,7 @@ def test_onnx_ir_model_in_and_out():
 def test_every_schema_boundary_has_an_adapter_both_ways():
     versions = [s.since_version for s in onnx.defs.get_all_schemas_with_history() if s.name == "ReduceProd"]
     versions = sorted(versions)
-    assert versions == adapters.schema_versions("ReduceProd")
+    assert tuple(versions) == adapters.schema_versions("ReduceProd")
     for low, high in zip(versions, versions[1:]):
         assert ("ReduceProd", low, high) in adapters.ADAPTERS
         assert ("ReduceProd", high, low) in adapters.ADAPTERS
@@ -519,9 +519,9 @@ def test_converter_path_keeps_sparse_initializers_and_metadata(reduce_mean_to_on
     assert_same_outputs(run(model, feeds), run(result, feeds))
 
 
-def test_ir3_model_to_18_with_the_converter():
+def test_ir3_model_to_18():
     """IR 3 requires initializers to be graph inputs; the 13->18 adapter adds one, so the IR
-    version must be raised before the version converter sees the model."""
+    version must be raised with the opset."""
     graph = helper.make_graph(
         [helper.make_node("ReduceProd", ["data"], ["p"], name="prod", axes=[1], keepdims=1),
          helper.make_node("Relu", ["p"], ["out"], name="relu")], "g",
@@ -531,7 +531,7 @@ def test_ir3_model_to_18_with_the_converter():
     model.ir_version = 3
     onnx.checker.check_model(model, full_check=True)
     result, report = convert_model(model, 18)
-    assert report.version_converter_called and result.ir_version >= 8
+    assert result.ir_version >= 8
     assert_valid(result)
     feeds = {"data": np.array([[1, -2, 3], [4, 5, -6]], dtype=np.float32)}
     assert_same_outputs([np.maximum(np.prod(feeds["data"], axis=1, keepdims=True), 0)], run(result, feeds))
