@@ -21,10 +21,11 @@ node is truly not expressible at the target. It is written independently of
    became an attribute), or when it is a constant equal to the documented default of that
    input (``INPUT_DEFAULTS``). Otherwise not expressible.
 4. **Enum values** that a later schema added (``NEW_VALUES``, read from the operator docs:
-   ``onnx.defs`` has no enum lists) are not expressible below the version that added them.
+   ``onnx.defs`` has no enum lists) are not expressible below the version that added them;
+   likewise input ranks a later schema allowed (``RANK_LIMITS``: GridSample 5-D from 20).
 5. **Features expressible with static information** (``STATIC_FEATURES``): a few features
    that rule 3 would call inexpressible have an exact rewrite in older ops when shapes or
-   values are known (Constant's ``value_*``/``sparse_value`` as a ``value`` tensor, Split's ``num_outputs`` with a static split dimension, Shape's
+   values are known (``EXACT_REWRITES``; Constant's ``value_*``/``sparse_value`` as a ``value`` tensor, Split's ``num_outputs`` with a static split dimension, Shape's
    ``start``/``end`` via Slice, Reduce*'s ``noop_with_empty_axes``, Pad's ``axes`` with a
    known rank and constant axes, Resize's ``axes`` likewise). These are counted expressible,
    so a converter that refuses them is reported (strict side).
@@ -56,6 +57,15 @@ NEW_VALUES: dict[tuple[str, str, str], int] = {
     ("Resize", "coordinate_transformation_mode", "half_pixel_symmetric"): 19,
     ("Resize", "mode", "cubic"): 11,
     ("Upsample", "mode", "linear"): 7,
+    ("ScatterElements", "reduction", "max"): 18, ("ScatterElements", "reduction", "min"): 18,
+    ("ScatterND", "reduction", "max"): 18, ("ScatterND", "reduction", "min"): 18,
+}
+
+# (op, input formal) -> (the ranks older schemas accept, the version that widened it), from the
+# operator docs (onnx.defs has no rank constraints): GridSample takes 5-D (volumetric) input only
+# from 20.
+RANK_LIMITS: dict[tuple[str, str], tuple[tuple[int, ...], int]] = {
+    ("GridSample", "X"): ((4,), 20),
 }
 
 # (op, input formal) -> the value that means "as if absent" (documented in the operator docs).
@@ -63,6 +73,18 @@ INPUT_DEFAULTS: dict[tuple[str, str], object] = {
     ("Slice", "steps"): "ones",
     ("Dropout", "training_mode"): False,
     ("Dropout", "ratio"): 0.5,
+}
+
+
+# (op, attribute) newer than the target with an exact rewrite in older ops, whatever its value
+# (the converter does these; listed so that a refusal of them counts against it):
+EXACT_REWRITES: set[tuple[str, str]] = {
+    ("BatchNormalization", "training_mode"),  # batch statistics with ReduceMean/Sub/Mul/...
+    ("DepthToSpace", "mode"),  # CRD as Reshape/Transpose/Reshape
+    ("Dropout", "seed"),  # no effect in inference
+    ("GRU", "layout"), ("LSTM", "layout"), ("RNN", "layout"),  # batch-first: Transposes around
+    ("TopK", "largest"),  # largest=0: TopK of the negated input (or of the reversed order)
+    ("ArgMax", "select_last_index"), ("ArgMin", "select_last_index"),  # on the reversed axis
 }
 
 
@@ -179,6 +201,14 @@ def why_inexpressible(node: onnx.NodeProto, source: int, target: int, types, con
             actual = type_string(types(name))
             if actual is not None and actual not in _allowed(dst, target_formal):
                 return f"{which} '{formal.name}' is {actual}, which {op}-{dst.since_version} does not allow"
+    for (limited_op, formal_name), (ranks, since) in RANK_LIMITS.items():
+        if op == limited_op and dst.since_version < since:
+            for i, p in enumerate(src.inputs):
+                if p.name == formal_name and i < len(node.input):
+                    t = types(node.input[i])
+                    if t is not None and t.HasField("tensor_type") and t.tensor_type.HasField("shape") \
+                            and len(t.tensor_type.shape.dim) not in ranks:
+                        return f"{op} input '{formal_name}' of rank {len(t.tensor_type.shape.dim)} exists only from {op}-{since}"
     # 3./4. attributes
     dst_inputs_lower = {p.name.lower() for p in dst.inputs}
     for attr in node.attribute:
@@ -254,6 +284,8 @@ def _static_feature(node, op, feature, types, constants) -> str | None:
     attrs = {a.name: _attr_value(a) for a in node.attribute}
     if op == "Constant" and (feature.startswith("value_") or feature == "sparse_value"):
         return None  # the same value as a 'value' tensor (a dense one for sparse_value)
+    if (op, feature) in EXACT_REWRITES:
+        return None
     if op == "Split" and feature == "num_outputs":
         shape = _static_shape(types, node.input[0])
         return None if shape is not None else "unknown input shape"

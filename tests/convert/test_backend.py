@@ -50,78 +50,46 @@ TARGETS = (7, 11, 13, 17, 18, LATEST)
 # (op, step) -> why the converter refuses an expressible case today. step as in the blocker
 # ("18 -> 17", "expand", ...). Every entry is a gap an adapter should close.
 KNOWN_GAPS: dict[tuple[str, str], str] = {  # generated from a run, then reviewed
-    ('Add', '14 -> 13'): "the type of input X is unknown and schema version 13 allows fewer types than version 14",  # 2 case-target(s), to [11, 13]
-    ('AffineGrid', 'error'): "AffineGrid's function body holds subgraphs",  # 8 case-target(s), to [17, 18]
-    ('ArgMax', '12 -> 11'): "rewriter has no adapter for this step, and onnx's converter, which has one, lacks a correct adapter for step 13 -> 12 on the node's way to the target",  # 16 case-target(s), to [7, 11]
-    ('ArgMin', '12 -> 11'): "rewriter has no adapter for this step, and onnx's converter, which has one, lacks a correct adapter for step 13 -> 12 on the node's way to the target",  # 16 case-target(s), to [7, 11]
-    ('Cast', '25 -> 24'): "the type of input X is unknown and schema version 24 allows fewer types than version 25",  # 4 case-target(s), to [11, 13, 17, 18]
-    ('Clip', '11 -> 6'): "schema changed between 6 and 11 (no adapter yet)",  # 9 case-target(s), to [7]
-    ('DepthToSpace', '11 -> 1'): "schema changed between 1 and 11 (no adapter yet)",  # 1 case-target(s), to [7]
-    ('DequantizeLinear', '23 -> 21'): "this step needs onnx's converter, which cannot take a node rewriter already changed",  # 8 case-target(s), to [11, 13, 17, 18]
+    ('Add', '14 -> 13'): "the type of input X is unknown and schema version 13 allows fewer types than version 14",  # 3 case-target(s), to [7, 11, 13]
+    ('AveragePool', '22 -> 19'): "with ceil_mode=1 the last window along spatial axis 0 starts in the padding: from opset 22 it is dropped, before 22 the output size counts it",  # 4 case-target(s), to [11, 13, 17, 18]
+    ('Cast', '25 -> 24'): "the type of input X is unknown and schema version 24 allows fewer types than version 25",  # 5 case-target(s), to [7, 11, 13, 17, 18]
+    ('Cast', '9 -> 6'): "the type of input X is unknown and schema version 6 allows fewer types than version 9",  # 16 case-target(s), to [7]
+    ('DequantizeLinear', '13 -> 10'): "scale 'x_scale' is 1-D: per-axis quantization exists only from opset 13",  # 1 case-target(s), to [11]
     ('Div', '14 -> 13'): "the type of output X is unknown and schema version 13 allows fewer types than version 14",  # 3 case-target(s), to [7, 11, 13]
-    ('Dropout', '10 -> 7'): "schema changed between 7 and 10 (no adapter yet)",  # 2 case-target(s), to [7]
-    ('Equal', '13 -> 11'): "the type of input X is unknown and schema version 11 allows fewer types than version 13",  # 1 case-target(s), to [11]
-    ('FlexAttention', 'error'): "Range's function body holds subgraphs",  # 2 case-target(s), to [7]
-    ('Gather', '13 -> 11'): "the type of input X is unknown and schema version 11 allows fewer types than version 13",  # 4 case-target(s), to [11]
-    ('GatherND', '12 -> 11'): "schema changed between 11 and 12 (no adapter yet)",  # 2 case-target(s), to [11]
-    ('Gemm', '11 -> 9'): "schema changed between 9 and 11 (no adapter yet)",  # 11 case-target(s), to [7]
-    ('Greater', '13 -> 9'): "the type of input X is unknown and schema version 9 allows fewer types than version 13",  # 1 case-target(s), to [11]
+    ('Equal', '13 -> 11'): "the type of input X is unknown and schema version 11 allows fewer types than version 13",  # 2 case-target(s), to [7, 11]
+    ('Gather', '13 -> 11'): "the type of input X is unknown and schema version 11 allows fewer types than version 13",  # 8 case-target(s), to [7, 11]
+    ('Greater', '13 -> 9'): "the type of input X is unknown and schema version 9 allows fewer types than version 13",  # 2 case-target(s), to [7, 11]
     ('GreaterOrEqual', '16 -> 12'): "the type of input X is unknown and schema version 12 allows fewer types than version 16",  # 1 case-target(s), to [13]
-    ('GridSample', '20 -> 16'): "schema changed between 16 and 20 (no adapter yet)",  # 36 case-target(s), to [17, 18]
     ('GroupNormalization', '21 -> 18'): "schema changed between 18 and 21 (no adapter yet)",  # 2 case-target(s), to [18]
     ('Identity', '25 -> 24'): "the type of input X is unknown and schema version 24 allows fewer types than version 25",  # 2 case-target(s), to [17, 18]
-    ('LinearAttention', 'error'): "LinearAttention's function body holds subgraphs",  # 56 case-target(s), to [11, 13, 17, 18]
-    ('Loop', '11 -> 1'): "Loop-1 restricts what loop-carried values may do in ways the model's body cannot be checked against; no conversion below opset 11",  # 1 case-target(s), to [7]
+    ('Loop', '11 -> 1'): "Loop-1 restricts what loop-carried values may do in ways the model's body cannot be checked against; no conversion below opset 11",  # 8 case-target(s), to [7]
+    ('MaxPool', '22 -> 12'): "with ceil_mode=1 the last window along spatial axis 0 starts in the padding: from opset 22 it is dropped, before 22 the output size counts it",  # 4 case-target(s), to [11, 13, 17, 18]
     ('Mul', '14 -> 13'): "the type of input X is unknown and schema version 13 allows fewer types than version 14",  # 3 case-target(s), to [7, 11, 13]
     ('OptionalGetElement', '28 -> 18'): "the type of input X is unknown and schema version 18 allows fewer types than version 28",  # 5 case-target(s), to [17, 18]
     ('OptionalHasElement', '15 -> 18'): "rewriter has no adapter for this step, and onnx's converter, which has one, lacks a correct adapter for step 18 -> 28 on the node's way to the target",  # 1 case-target(s), to [28]
     ('OptionalHasElement', '18 -> 15'): "schema changed between 15 and 18 (no adapter yet)",  # 4 case-target(s), to [17]
     ('OptionalHasElement', '28 -> 18'): "the type of input X is unknown and schema version 18 allows fewer types than version 28",  # 6 case-target(s), to [17, 18]
-    ('Pad', '18 -> 13'): "schema changed between 13 and 18 (no adapter yet)",  # 12 case-target(s), to [13, 17]
-    ('Pad', '19 -> 18'): "Pad-19 added mode 'wrap' (no adapter yet)",  # 53 case-target(s), to [11, 13, 17, 18]
-    ('Pow', '12 -> 7'): "schema changed between 7 and 12 (no adapter yet)",  # 14 case-target(s), to [7, 11]
-    ('QuantizeLinear', '23 -> 21'): "this step needs onnx's converter, which cannot take a node rewriter already changed",  # 8 case-target(s), to [11, 13, 17, 18]
-    ('Range', 'error'): "Range's function body holds subgraphs",  # 3 case-target(s), to [7]
+    ('Pad', '18 -> 13'): "axes input 'Attention_NegOne1D' with pads input 'Attention_Pads' not a constant: they cannot fold into full pads (axes exists from opset 18)",  # 32 case-target(s), to [11, 13, 17]
+    ('QuantizeLinear', '13 -> 10'): "scale 'y_scale' is 1-D: per-axis quantization exists only from opset 13",  # 1 case-target(s), to [11]
     ('ReduceMean', '18 -> 13'): "axes input 'RMSNormalization_ReduceAxes' is not a constant, so it cannot become the axes attribute needed below opset 18",  # 57 case-target(s), to [11, 13, 17]
-    ('Reshape', '25 -> 24'): "the type of input X is unknown and schema version 24 allows fewer types than version 25",  # 16 case-target(s), to [11, 13, 17, 18]
-    ('Resize', '19 -> 18'): "Resize-19 added coordinate_transformation_mode 'half_pixel_symmetric' (no adapter yet)",  # 124 case-target(s), to [11, 13, 17, 18]
-    ('RoiAlign', '16 -> 10'): "schema changed between 10 and 16 (no adapter yet)",  # 2 case-target(s), to [11, 13]
-    ('ScatterElements', '16 -> 13'): "rewriter has no adapter for this step, and onnx's converter, which has one, lacks a correct adapter for step 13 -> 11 on the node's way to the target",  # 3 case-target(s), to [11]
-    ('ScatterND', '16 -> 13'): "rewriter has no adapter for this step, and onnx's converter, which has one, lacks a correct adapter for step 13 -> 11 on the node's way to the target",  # 1 case-target(s), to [11]
+    ('Reshape', '25 -> 24'): "the type of input X is unknown and schema version 24 allows fewer types than version 25",  # 20 case-target(s), to [7, 11, 13, 17, 18]
+    ('Resize', '18 -> 13'): "axes [2, 3] (a subset or another order of the dims) exist only from opset 18",  # 18 case-target(s), to [11, 13, 17]
+    ('RoiAlign', '16 -> 10'): "coordinate_transformation_mode='half_pixel' (the default from opset 16) shifts the coordinates by -0.5 pixel, which RoiAlign below 16 does not",  # 2 case-target(s), to [11, 13]
+    ('Scan', '8 -> 9'): "Scan-9 has no batch axis: Scan-8's batch dimension would have to become a loop around the scan, which rewriter does not do",  # 5 case-target(s), to [11, 13, 17, 18, 28]
     ('SequenceMap', 'expand'): "the type of input X is unknown, and SequenceMap's function body depends on it",  # 6 case-target(s), to [13]
-    ('Slice', '10 -> 1'): "schema changed between 1 and 10 (no adapter yet)",  # 11 case-target(s), to [7]
-    ('SpaceToDepth', '28 -> 13'): "schema changed between 13 and 28 (no adapter yet)",  # 15 case-target(s), to [7, 11, 13, 17, 18]
-    ('Split', '13 -> 11'): "rewriter has no adapter for this step, and onnx's converter, which has one, lacks a correct adapter for step 11 -> 2 on the node's way to the target",  # 7 case-target(s), to [7]
-    ('Split', '18 -> 13'): "schema changed between 13 and 18 (no adapter yet)",  # 45 case-target(s), to [7, 11, 13, 17]
+    ('Slice', '10 -> 1'): "steps [-1] (steps exist from opset 10)",  # 17 case-target(s), to [7]
+    ('Split', '13 -> 11'): "split input 'RotaryEmbedding_RotateSplitLengths' is not a constant, so it cannot become the split attribute needed below opset 13",  # 3 case-target(s), to [11]
+    ('Split', '18 -> 13'): "num_outputs=3 with the size of axis 1 of X unknown: Split-18 allows an uneven split (the last part smaller), Split-13 does not (num_outputs exists ...",  # 12 case-target(s), to [17]
     ('SplitToSequence', '24 -> 11'): "the type of output X is unknown and schema version 11 allows fewer types than version 24",  # 12 case-target(s), to [11, 13, 17, 18]
-    ('Sub', '14 -> 13'): "the type of input X is unknown and schema version 13 allows fewer types than version 14",  # 2 case-target(s), to [11, 13]
+    ('Sub', '14 -> 13'): "the type of input X is unknown and schema version 13 allows fewer types than version 14",  # 3 case-target(s), to [7, 11, 13]
     ('Sum', '8 -> 6'): "Sum broadcasts only from opset 8; its inputs' shapes are [], [3], not one static shape",  # 2 case-target(s), to [7]
     ('Tanh', '13 -> 6'): "the type of input X is unknown and schema version 6 allows fewer types than version 13",  # 2 case-target(s), to [7, 11]
-    ('TopK', '11 -> 10'): "schema changed between 10 and 11 (no adapter yet)",  # 2 case-target(s), to [7]
+    ('Where', 'expand'): "Where exists only from opset 9 and ONNX defines no function body for it",  # 1 case-target(s), to [7]
 }
 
 # (case name, target) -> a defect listed in /work/notes/converter-defects.md (wrong result,
 # invalid output, crash). The test fails on any defect not listed here.
 KNOWN_DEFECTS: dict[tuple[str, int], str] = {
-    ('test_flatten_negative_axis1', 7): "see converter-defects.md D2: Flatten negative axis normalized with rank+1 below 11",
-    ('test_flatten_negative_axis2', 7): "see converter-defects.md D2: Flatten negative axis normalized with rank+1 below 11",
-    ('test_flatten_negative_axis3', 7): "see converter-defects.md D2: Flatten negative axis normalized with rank+1 below 11",
-    ('test_flatten_negative_axis4', 7): "see converter-defects.md D2: Flatten negative axis normalized with rank+1 below 11",
-    ('test_shrink_hard', 7): "see converter-defects.md D1: nested function expansion crashes (engine._inline uses the scope's opset)",
-    ('test_shrink_soft', 7): "see converter-defects.md D1: nested function expansion crashes (engine._inline uses the scope's opset)",
-    ('test_maxpool_2d_ceil_output_size_reduce_by_one', 11): "see converter-defects.md D5: MaxPool 22->12 taken as type-only, the ceil_mode output size changed",
-    ('test_maxpool_2d_ceil_output_size_reduce_by_one', 13): "see converter-defects.md D5: MaxPool 22->12 taken as type-only, the ceil_mode output size changed",
-    ('test_maxpool_2d_ceil_output_size_reduce_by_one', 17): "see converter-defects.md D5: MaxPool 22->12 taken as type-only, the ceil_mode output size changed",
-    ('test_maxpool_2d_ceil_output_size_reduce_by_one', 18): "see converter-defects.md D5: MaxPool 22->12 taken as type-only, the ceil_mode output size changed",
-    ('test_reduce_sum_empty_axes_input_noop_example', 11): "see converter-defects.md D3: onnx's ReduceSum 13->11 adapter leaves noop_with_empty_axes",
-    ('test_reduce_sum_empty_axes_input_noop', 11): "see converter-defects.md D3: onnx's ReduceSum 13->11 adapter leaves noop_with_empty_axes",
-    ('test_reduce_sum_empty_axes_input_noop_example', 7): "see converter-defects.md D3: onnx's ReduceSum 13->11 adapter leaves noop_with_empty_axes",
-    ('test_reduce_sum_empty_axes_input_noop', 7): "see converter-defects.md D3: onnx's ReduceSum 13->11 adapter leaves noop_with_empty_axes",
-    ('test_unsqueeze_negative_axes', 7): "see converter-defects.md D6: Unsqueeze negative axes not normalized below 11",
-    ('test_averagepool_2d_ceil_last_window_starts_on_pad', 11): "see converter-defects.md D5: AveragePool 22->19/11 ceil_mode output size changed",
-    ('test_averagepool_2d_ceil_last_window_starts_on_pad', 13): "see converter-defects.md D5: AveragePool 22->19/11 ceil_mode output size changed",
-    ('test_averagepool_2d_ceil_last_window_starts_on_pad', 17): "see converter-defects.md D5: AveragePool 22->19/11 ceil_mode output size changed",
-    ('test_averagepool_2d_ceil_last_window_starts_on_pad', 18): "see converter-defects.md D5: AveragePool 22->19/11 ceil_mode output size changed",
     ('test_attention_24_fullymasked_qk_matmul_output_mode3_zero', 11): "see converter-defects.md D9: Pad 18->13 keeps the axes input",
     ('test_attention_24_fullymasked_qk_matmul_output_mode3_zero', 13): "see converter-defects.md D9: Pad 18->13 keeps the axes input",
     ('test_attention_24_fullymasked_qk_matmul_output_mode3_zero', 17): "see converter-defects.md D9: Pad 18->13 keeps the axes input",
@@ -131,11 +99,6 @@ KNOWN_DEFECTS: dict[tuple[str, int], str] = {
     ('test_attention_local_window_gqa_rank4_mask', 11): "see converter-defects.md D9: Pad 18->13 keeps the axes input",
     ('test_attention_local_window_gqa_rank4_mask', 13): "see converter-defects.md D9: Pad 18->13 keeps the axes input",
     ('test_attention_local_window_gqa_rank4_mask', 17): "see converter-defects.md D9: Pad 18->13 keeps the axes input",
-    ('test_scan_sum', 11): "see converter-defects.md D4: onnx's Scan 8->9 adapter emits an invalid model",
-    ('test_scan_sum', 13): "see converter-defects.md D4: onnx's Scan 8->9 adapter emits an invalid model",
-    ('test_scan_sum', 17): "see converter-defects.md D4: onnx's Scan 8->9 adapter emits an invalid model",
-    ('test_scan_sum', 18): "see converter-defects.md D4: onnx's Scan 8->9 adapter emits an invalid model",
-    ('test_scan_sum', LATEST): "see converter-defects.md D4: onnx's Scan 8->9 adapter emits an invalid model",
 }
 
 # Filled by the tests, printed by tests/convert/conftest.py.
