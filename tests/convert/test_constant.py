@@ -65,3 +65,31 @@ def test_int64_constant_in_a_function_cannot_go_below_9():
     result, _ = convert_model(model, 9)  # Constant-9 holds int64
     assert_valid(result)
     assert_same_outputs(run(model, FEEDS), run(result, FEEDS))
+
+
+def test_loop_is_refused_below_11_and_kept_from_11():
+    """Loop-11 changed what loop-carried values may do without changing its signature: the step
+    is not type-only, so a Loop never goes below 11 as if nothing changed."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Add", ["v_in", "one"], ["v_out"])], "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_in", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [2])])
+    graph = helper.make_graph(
+        [helper.make_node("Constant", [], ["one"], value=numpy_helper.from_array(np.ones(2, np.float32))),
+         helper.make_node("Loop", ["n", "c", "v"], ["out"], name="loop", body=body)], "g",
+        [helper.make_tensor_value_info("n", TensorProto.INT64, []),
+         helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("v", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 7
+    feeds = {"n": np.array(3, np.int64), "c": np.array(True), "v": np.zeros(2, np.float32)}
+    result, _ = convert_model(model, 11)
+    assert_valid(result)
+    assert_same_outputs(run(model, feeds), run(result, feeds))
+    with pytest.raises(rewriter.RewriterError, match=r"'loop' \(Loop\).*Loop 11 -> 1"):
+        convert_model(model, 10)
