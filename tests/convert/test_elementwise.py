@@ -121,14 +121,30 @@ def test_backend_cases(case):
     run_backend_case(case)
 
 
-@pytest.mark.parametrize("elem,fmod,ok", [(TensorProto.INT32, 0, True), (TensorProto.FLOAT, 1, True),
-                                          (TensorProto.FLOAT, 0, False), (TensorProto.INT64, 1, False)])
-def test_mod_fmod_by_type_below_28(elem, fmod, ok):
+@pytest.mark.parametrize("elem,fmod", [(TensorProto.INT32, 0), (TensorProto.FLOAT, 1), (TensorProto.FLOAT, 0),
+                                       (TensorProto.DOUBLE, 0), (TensorProto.INT64, 1), (TensorProto.UINT32, 1)])
+def test_mod_below_28_exact_for_every_fmod_and_type(elem, fmod):
+    """Below 28 fmod=0 takes integers and fmod=1 floats; the other pairings are rewritten: the
+    result must be numpy's floor mod (fmod=0) or C's fmod (fmod=1), signed zeros, inf and NaN too."""
     node = helper.make_node("Mod", ["a", "b"], ["y"], name="mod", fmod=fmod)
-    m = model([node], LATEST, [("a", elem, [4]), ("b", elem, [4])], [("y", elem, [4])])
+    m = model([node], LATEST, [("a", elem, [12]), ("b", elem, [12])], [("y", elem, [12])])
     dtype = helper.tensor_dtype_to_np_dtype(elem)
-    feeds = {"a": np.array([5, -5, 7, -7], dtype), "b": np.array([3, 3, -2, -2], dtype)}
-    if ok:
-        converts(m, 13, feeds, runner=reference)
+    if dtype.kind == "f":
+        a = np.array([5, -5, 7, -7, 0.0, -0.0, 0.0, 3, -3, np.inf, 2.5, np.nan], dtype)
+        b = np.array([3, 3, -2, -2, 3, 3, -3, np.inf, np.inf, 2, -1e-30, 1], dtype)
     else:
-        refused(m, 13, "'mod'", "28 -> 13", f"fmod={fmod}", "opset 28")
+        a = np.array([5, -5, 7, -7, 0, 0, 6, -6, 1, -1, 100, -100]).astype(dtype)
+        b = np.array([3, 3, -2, -2, 3, -3, 3, 3, -7, 7, 9, -9]).astype(dtype)
+    with np.errstate(all="ignore"):
+        want = np.mod(a, b) if fmod == 0 else np.fmod(a, b)
+    result, report = converts(m, 13, {"a": a, "b": b}, expected=[want])
+    got = run(result, {"a": a, "b": b})[0]
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    assert (len(result.graph.node) == 1) == ((dtype.kind == "f") == bool(fmod))
+
+
+def test_mod_int8_truncating_is_refused_below_28():
+    node = helper.make_node("Mod", ["a", "b"], ["y"], name="mod", fmod=1)
+    m = model([node], LATEST, [("a", TensorProto.INT8, [2]), ("b", TensorProto.INT8, [2])],
+              [("y", TensorProto.INT8, [2])])
+    refused(m, 13, "'mod'", "28 -> 13", "fmod=1 on int8")

@@ -174,6 +174,13 @@ def pow_12_7(node, ctx) -> None:
     check_types(node, ctx)
 
 
+_SUB_13 = frozenset(onnx.defs.get_schema("Sub", 13).type_constraints[0].allowed_type_strs)
+
+
+def _type_name(elem) -> str:
+    return onnx.helper.tensor_dtype_to_string(elem).split(".")[-1].lower()
+
+
 @register("Mod", 13, 28, kind="meaning change")
 def mod_13_28(node, ctx) -> None:
     """28 allowed fmod=0 on floats and fmod=1 on integers: every Mod-13 node means the same."""
@@ -181,12 +188,50 @@ def mod_13_28(node, ctx) -> None:
 
 @register("Mod", 28, 13, kind="meaning change")
 def mod_28_13(node, ctx) -> None:
-    """Below 28, fmod=0 takes integers only and fmod=1 floats only."""
+    """Below 28, fmod=0 takes integers only and fmod=1 floats only. The other pairings are
+    rewritten exactly from the allowed one, as numpy does (npy_divmod):
+
+    - floats, fmod=0 (floor): r = fmod(a, b); r + b where r != 0 and sign(r) != sign(b);
+      a zero r takes b's sign (0 * Sign(b)).
+    - integers, fmod=1 (truncate): r = a % b (floor); r - b where r != 0 and sign(r) != sign(a).
+    """
     fmod = attr_value(node, ctx, "fmod", 0)
     elem = ctx.elem_type(node.input[0])
     if elem is None:
         ctx.block("the input type is unknown, and below opset 28 it decides which fmod is allowed")
     floating = onnx.helper.tensor_dtype_to_np_dtype(elem).kind == "f" or elem == onnx.TensorProto.BFLOAT16
-    if floating != bool(fmod):
-        ctx.block(f"fmod={fmod} on {'floating-point' if floating else 'integer'} inputs exists only from opset 28")
     check_types(node, ctx)
+    if floating == bool(fmod):
+        return
+    a, b = node.input[0], node.input[1]
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(elem) if elem != onnx.TensorProto.BFLOAT16 else None
+    if dtype is None or not floating and "tensor(" + dtype.name + ")" not in _SUB_13:
+        ctx.block(f"fmod={fmod} on {_type_name(elem)} inputs exists only from opset 28")
+    set_attr(node, "fmod", 0 if fmod else 1)
+    original = node.output[0]
+    r = ctx.redirect_output(0)
+    out_shape = dims(ctx, original)
+    record_type(ctx, r, elem, out_shape)
+    zero = add_typed_constant(ctx, "mod_zero", np.zeros([], dtype))
+
+    def op(kind, inputs, elem_out=onnx.TensorProto.BOOL, outputs=1, **attrs):
+        n = ctx.insert_after(kind, inputs, outputs, **attrs)
+        if outputs == 1:
+            record_type(ctx, n.output[0], elem_out, out_shape)
+        return n.output[0]
+
+    sign_ref = b if floating else a
+    differ = op("Xor", [op("Less", [r, zero]), op("Less", [sign_ref, zero])])
+    nonzero = op("Not", [op("Equal", [r, zero])])
+    fix = op("And", [differ, nonzero])
+    if floating:
+        shifted = op("Add", [r, b], elem)
+        fixed = op("Where", [fix, shifted, r], elem)
+        signed_zero = op("Mul", [op("Sign", [b], elem), zero], elem)
+        # the signed zero in Where's else branch: ONNX Runtime's Where drops the sign of a -0.0
+        # taken from the then branch
+        ctx.insert_after("Where", [nonzero, fixed, signed_zero], [original])
+    else:
+        shifted = op("Sub", [r, b], elem)
+        ctx.insert_after("Where", [fix, shifted, r], [original])
+    ctx.record(f"Mod fmod={fmod} on {'floats' if floating else 'integers'} -> fmod={1 - bool(fmod)} + correction")
