@@ -35,7 +35,10 @@ Conservative choices (documented, deliberate): meaning changes with an identical
 expressible: an exact rewrite exists (Transpose/Flatten/Reshape, rank normalization,
 Expand/Add chains). Values whose constness or type is unknown are treated as non-constant /
 unknown (a type check is skipped for an unknown type). A non-default-domain node is always
-expressible (the converter leaves it alone).
+expressible (the converter leaves it alone). The nodes inside a node's subgraphs (If/Loop/Scan
+bodies, also inside function bodies) are not examined: such a node counts as expressible when
+the node itself is, so a refusal caused by a subgraph node lands in the known-gap table with
+the converter's reason (the strict side), never silently excused.
 """
 
 from __future__ import annotations
