@@ -160,6 +160,8 @@ class FoldConstantsPass(_oscf.FoldConstantsPass):
             return False
         if node.op_type in ("Constant", "If", "Loop", "Scan", "SequenceMap"):
             return False
+        if any(attr.is_ref() for attr in node.attributes.values()):
+            return False  # an attribute of the calling node, inside a function: known per call only
         if len(node.outputs) != 1:
             return False
         for value in node.inputs:
@@ -179,7 +181,7 @@ class FoldConstantsPass(_oscf.FoldConstantsPass):
         if node.op_type == "ReduceProd" or node.op_type in _INT_ARITH and not types & _FLOATS:
             self._ours = node
             return False
-        if node.op_type == "Cast" and types <= _FLOATS:
+        if node.op_type == "Cast" and _cast_target(node) in _FLOATS and types - {out.dtype} <= _FLOATS:
             return True  # float -> float: rounded to nearest even by NumPy and the runtimes
         if types & _FLOATS and node.op_type not in _EXACT_OPS and node.op_type not in _CORRECTLY_ROUNDED:
             self._ours = node
@@ -293,6 +295,14 @@ class FoldConstantsPass(_oscf.FoldConstantsPass):
             raise _NotFolded(f"ONNX Runtime cannot evaluate it alone: {' '.join(str(e).split())[:200]}") \
                 from None
         return result
+
+
+def _cast_target(node: ir.Node):
+    attr = node.attributes.get("to")
+    try:
+        return ir.DataType(attr.as_int()) if attr is not None else None
+    except ValueError:
+        return None
 
 
 class _NotFolded(Exception):

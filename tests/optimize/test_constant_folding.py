@@ -200,3 +200,24 @@ def test_a_loop_body_folds_what_it_reads_from_outside_and_keeps_its_carried_valu
     optimized, report = optimize_and_compare(m)
     body = [n.op_type for n in optimized.graph.node[-1].attribute[0].g.node]
     assert body == ["Identity", "Add"] and report.folded["Neg"] == 1
+
+
+def test_a_node_whose_attribute_comes_from_the_function_call_is_not_folded():
+    m = parse("""<ir_version: 8, opset_import: ["": 13, "local": 1]>
+        g (float[3,2] x) => (float[3,2] y) { y = local.F<p = [1, 0]>(x) }
+        <domain: "local", opset_import: ["": 13]>
+        F <p> (a) => (b) { k = Constant<value=float[2,3] {1, 2, 3, 4, 5, 6}>()  t = Transpose<perm: ints = @p>(k)
+                           b = Add(a, t) }""")
+    optimized, _ = optimize_and_compare(m)
+    assert "Transpose" in [n.op_type for n in optimized.functions[0].node]
+
+
+def test_float_to_integer_cast_is_folded_by_the_runtime_not_numpy():
+    values = np.array([2.5, -2.5, 1e10, np.nan], np.float32)
+    m = onnx.helper.make_model(onnx.helper.make_graph(
+        [onnx.helper.make_node("Cast", ["k"], ["c"], to=onnx.TensorProto.INT32),
+         onnx.helper.make_node("Add", ["x", "c"], ["y"])], "g",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.INT32, [4])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.INT32, [4])],
+        [onnx.numpy_helper.from_array(values, "k")]), opset_imports=[onnx.helper.make_opsetid("", 13)])
+    optimize_and_compare(m)  # the folded values are ORT's own (its saturating/NaN rules), compared on ORT
