@@ -118,10 +118,20 @@ def test_split_num_outputs_down(dim, n):
         assert not any(a.name == "num_outputs" for a in result.graph.node[0].attribute)
 
 
-def test_split_num_outputs_with_unknown_dim_is_refused_and_up_writes_it():
-    m = model([helper.make_node("Split", ["x"], ["a", "b"], name="n", axis=1, num_outputs=2)], 18,
-              [("x", F, [2, "d"])], [("a", F, None), ("b", F, None)])
-    refused(m, 17, "'n'", "Split 18 -> 13", "num_outputs=2", "unknown")
+@pytest.mark.parametrize("dim", [6, 7, 8])
+def test_split_num_outputs_with_a_dynamic_dim_computes_the_sizes(dim):
+    outs = [("a", F, [2, "p"]), ("b", F, [2, "q"]), ("c", F, [2, "r"])]
+    m = model([helper.make_node("Split", ["x"], ["a", "b", "c"], name="n", axis=-1, num_outputs=3)], 18,
+              [("x", F, [2, "d"])], outs)
+    x = np.arange(2 * dim, dtype=np.float32).reshape(2, dim)
+    chunk = -(-dim // 3)
+    expected = [x[:, :chunk], x[:, chunk:2 * chunk], x[:, 2 * chunk:]]
+    result, _ = converts(m, 13, {"x": x}, expected=expected)
+    assert next(n for n in result.graph.node if n.op_type == "Split").name == "n"
+    refused(m, 11, "'n'", "Split 13 -> 11", "not a constant")  # the computed sizes stop there
+
+
+def test_split_up_writes_num_outputs():
     m11 = model([helper.make_node("Split", ["x"], ["a", "b"], name="n", axis=-1)], 11,
                 [("x", F, [2, 6])], [("a", F, None), ("b", F, None)])
     result, _ = converts(m11, LATEST, {"x": np.ones([2, 6], np.float32)})
@@ -209,9 +219,24 @@ def test_pad_refusals():
                 [("y", TensorProto.DOUBLE, None)],
                 initializers=[_ints("p", [0, 1, 0, 1]), helper.make_tensor("v", TensorProto.DOUBLE, [], [0.1])])
     refused(dbl, 10, "'n'", "0.1", "float32")
-    computed = model([helper.make_node("Pad", ["x", "p", "", "ax"], ["y"], name="n")], 18,
-                     [("x", F, x_shape), ("p", I64, [2])], [("y", F, None)], initializers=[_ints("ax", [1])])
-    refused(computed, 13, "'n'", "Pad 18 -> 13", "pads input 'p' not a constant")
+    unknown_rank = model([helper.make_node("Pad", ["x", "p", "", "ax"], ["y"], name="n")], 18,
+                         [("x", F, None), ("p", I64, [2])], [("y", F, None)], initializers=[_ints("ax", [1])],
+                         infer=False)
+    refused(unknown_rank, 13, "'n'", "Pad 18 -> 13", "rank of 'x' unknown")
+    computed_axes = model([helper.make_node("Pad", ["x", "p", "", "ax"], ["y"], name="n")], 18,
+                          [("x", F, x_shape), ("ax", I64, [1])], [("y", F, ["a", "b"])],
+                          initializers=[_ints("p", [1, 1])])
+    refused(computed_axes, 13, "'n'", "axes input 'ax' is not a constant")
+
+
+def test_pad_computed_pads_with_constant_axes_are_gathered_into_place():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    m = model([helper.make_node("Pad", ["x", "p", "", "ax"], ["y"], name="n")], 18,
+              [("x", F, [3, 4]), ("p", I64, [4])], [("y", F, ["a", "b"])], initializers=[_ints("ax", [-1, 0])])
+    p = np.array([1, 2, 0, 3], dtype=np.int64)  # axis 1: 1 before, 0 after; axis 0: 2 before, 3 after
+    result, _ = converts(m, 13, {"x": x, "p": p}, expected=[np.pad(x, [(2, 3), (1, 0)])])
+    assert [n.op_type for n in result.graph.node] == ["Concat", "Gather", "Pad"]
+    refused(m, 10, "'n'", "Pad 11 -> 2", "not a constant")
 
 
 # ---------------------------------------------------------------- Clip

@@ -204,5 +204,5 @@ def test_backend_cases_with_constant_inputs(case):
     source = next(o.version for o in case.model.opset_import if o.domain == "")
     targets = [t for t in (7, 11, 13, 17, 18) if t != source]
     done = run_backend_case(k, targets)
-    if case.op_type if hasattr(case, "op_type") else case.model.graph.node[0].op_type == "Dropout":
+    if case.model.graph.node[0].op_type == "Dropout":
         assert done == len(targets), case.name

@@ -5,8 +5,9 @@
   data's type); integer types added. Up: the attributes become constant inputs (no value
   attribute, or 0, no input). Down: constant inputs become the attributes; a computed one
   blocks, as does a constant value a float32 attribute cannot hold exactly, or integer data.
-- 13 <-> 18: the optional ``axes`` input. Up: nothing. Down: constant axes and pads with the
-  data's rank known fold into full pads (0 for the other axes); otherwise blocked.
+- 13 <-> 18: the optional ``axes`` input. Up: nothing. Down: constant axes with the data's rank
+  known fold into full pads (0 for the other axes): a constant when the pads are, else a
+  Gather of the pads with a 0 appended (Concat); otherwise blocked.
 - 18 <-> 19: mode 'wrap' added. Up: nothing. Down: 'wrap' blocks.
 (11 <-> 13, 19 <-> 21+: types.)
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from rewriter.convert.adapters.feature_support import attr_value
+from rewriter.convert.adapters.feature_support import attr_value, record_type
 from rewriter.convert.adapters.moves import (value_of, attr_to_input, check_types, constant_input, float_exact, input_name,
                                              ints_input_to_attr, set_input, trim_inputs)
 from rewriter.convert.attrs import get_attr, remove_attr
@@ -91,27 +92,39 @@ def pad_18_13(node, ctx) -> None:
         return
     axes = constant_input(node, ctx, 3, "axes", 18)
     pads_name = node.input[1]
-    pads = value_of(ctx, pads_name)
-    if pads is None:
-        ctx.block(f"axes input '{axes_name}' with pads input '{pads_name}' not a constant: they cannot fold "
-                  f"into full pads (axes exists from opset 18)")
     rank = ctx.rank(node.input[0])
     if rank is None:
         ctx.block(f"axes input '{axes_name}' with the rank of '{node.input[0]}' unknown: it cannot fold into "
                   f"full pads (axes exists from opset 18)")
     axes = [int(a) for a in np.asarray(axes).reshape(-1)]
-    pads = [int(p) for p in np.asarray(pads).reshape(-1)]
-    if len(pads) != 2 * len(axes):
-        ctx.block(f"pads has {len(pads)} values for {len(axes)} axes")
-    full = [0] * (2 * rank)
-    for i, a in enumerate(axes):
+    for a in axes:
         if not -rank <= a < rank:
             ctx.block(f"axis {a} is out of range for rank {rank}")
-        a %= rank
-        full[a], full[rank + a] = pads[i], pads[len(axes) + i]
+    axes = [a % rank for a in axes]
+    if len(set(axes)) != len(axes):
+        ctx.block(f"axes {axes} repeat an axis")
     ctx.maybe_unused(axes_name)
-    ctx.maybe_unused(pads_name)
-    node.input[1] = ctx.add_constant("pad_pads", np.array(full, dtype=np.int64))
+    pads = value_of(ctx, pads_name)
+    if pads is not None:
+        pads = [int(p) for p in np.asarray(pads).reshape(-1)]
+        if len(pads) != 2 * len(axes):
+            ctx.block(f"pads has {len(pads)} values for {len(axes)} axes")
+        full = [0] * (2 * rank)
+        for i, a in enumerate(axes):
+            full[a], full[rank + a] = pads[i], pads[len(axes) + i]
+        ctx.maybe_unused(pads_name)
+        node.input[1] = ctx.add_constant("pad_pads", np.array(full, dtype=np.int64))
+    else:  # computed pads: gathered into place, 0 (appended) for the other axes
+        index = [2 * len(axes)] * (2 * rank)
+        for i, a in enumerate(axes):
+            index[a], index[rank + a] = i, len(axes) + i
+        zero = ctx.add_constant("pad_zero", np.zeros([1], dtype=np.int64))
+        extended = ctx.insert_before("Concat", [pads_name, zero], axis=0).output[0]
+        record_type(ctx, extended, onnx.TensorProto.INT64, [2 * len(axes) + 1])
+        where = ctx.add_constant("pad_index", np.array(index, dtype=np.int64))
+        full = ctx.insert_before("Gather", [extended, where], axis=0).output[0]
+        record_type(ctx, full, onnx.TensorProto.INT64, [2 * rank])
+        node.input[1] = full
     trim_inputs(node, 3)
     ctx.record("Pad axes folded into pads")
 

@@ -8,8 +8,9 @@
 - 13 <-> 18: ``num_outputs`` added. Up: a Split without split input gets num_outputs = its
   number of outputs (Split-18 needs one of the two; equal parts, as before). Down:
   num_outputs goes; when the dim along the axis is static and not a multiple of it, the
-  sizes (equal parts, the last one smaller) become a constant split input; an unknown dim
-  blocks (Split-13 would refuse an uneven split that Split-18 accepts).
+  sizes (equal parts, the last one smaller) become a constant split input; for a dim unknown
+  until run time they are computed (Shape, Gather, ceil(d / n) with Add/Div, the rest with
+  Mul/Sub, Concat), so going below 13 such a node then stops at the split input.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from rewriter.convert.adapters.feature_support import attr_value
+from rewriter.convert.adapters.feature_support import attr_value, record_type
 from rewriter.convert.adapters.moves import (attr_to_input, check_types, input_name, ints_input_to_attr,
                                              set_input)
 from rewriter.convert.attrs import get_attr, remove_attr
@@ -75,10 +76,9 @@ def split_18_13(node, ctx) -> None:
     dim = None
     if shape is not None and -len(shape) <= axis < len(shape):
         dim = shape[axis]
-    if dim is None:
-        ctx.block(f"num_outputs={n} with the size of axis {axis} of '{node.input[0]}' unknown: Split-18 "
-                  f"allows an uneven split (the last part smaller), Split-13 does not (num_outputs exists "
-                  f"from opset 18)")
+    if dim is None:  # sizes computed at run time: ceil(d / n) each, the rest last
+        _dynamic_sizes(node, ctx, n, axis)
+        return
     if dim % n == 0:
         return
     chunk = -(-dim // n)
@@ -87,3 +87,25 @@ def split_18_13(node, ctx) -> None:
         ctx.block(f"num_outputs={n} cannot split a dim of {dim}")
     set_input(node, 1, ctx.add_constant("split_sizes", np.array(sizes, dtype=np.int64)))
     ctx.record("Split num_outputs -> split sizes")
+
+
+def _dynamic_sizes(node, ctx, n: int, axis: int) -> None:
+    i64 = onnx.TensorProto.INT64
+    shape = ctx.insert_before("Shape", [node.input[0]]).output[0]
+    record_type(ctx, shape, i64, [ctx.rank(node.input[0])] if ctx.rank(node.input[0]) is not None else None)
+    d = ctx.insert_before("Gather", [shape, ctx.add_constant("split_axis", np.array([axis], dtype=np.int64))],
+                          axis=0).output[0]
+    record_type(ctx, d, i64, [1])
+    n_minus_1 = ctx.add_constant("split_n_minus_1", np.array([n - 1], dtype=np.int64))
+    padded = ctx.insert_before("Add", [d, n_minus_1]).output[0]
+    record_type(ctx, padded, i64, [1])
+    chunk = ctx.insert_before("Div", [padded, ctx.add_constant("split_n", np.array([n], dtype=np.int64))]).output[0]
+    record_type(ctx, chunk, i64, [1])
+    used = ctx.insert_before("Mul", [chunk, n_minus_1]).output[0]
+    record_type(ctx, used, i64, [1])
+    last = ctx.insert_before("Sub", [d, used]).output[0]
+    record_type(ctx, last, i64, [1])
+    sizes = ctx.insert_before("Concat", [chunk] * (n - 1) + [last], axis=0).output[0]
+    record_type(ctx, sizes, i64, [n])
+    set_input(node, 1, sizes)
+    ctx.record("Split num_outputs -> sizes computed from the shape")
