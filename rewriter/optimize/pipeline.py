@@ -15,6 +15,7 @@ from rewriter.optimize.cse import CommonSubexpressionEliminationPass
 from rewriter.optimize.fusions import FusionsPass
 from rewriter.optimize.metadata import DropToolMetadataPass, StripMetadataPass
 from rewriter.optimize.neutral_constants import RemoveNeutralArithmeticPass
+from rewriter.optimize.old_ir import InitializersToConstantsPass
 from rewriter.optimize.shape_arithmetic import FoldShapeArithmeticPass
 from rewriter.optimize.scopes import graphs_and_functions
 from rewriter.optimize.unused import RemoveUnusedPass
@@ -75,8 +76,11 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
         restore(hidden)
     finals: list = []
     if model.ir_version >= 4:  # initializers that are not inputs need IR 4
-        finals.append(LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0))
-    finals += [DeduplicateInitializersPass(), unused, DropToolMetadataPass()]
+        finals += [LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0),
+                   DeduplicateInitializersPass()]
+    else:  # what folds and fusions made initializers become Constant nodes
+        finals.append(InitializersToConstantsPass())
+    finals += [unused, DropToolMetadataPass()]
     if options.strip_metadata:
         finals.append(StripMetadataPass())
     for p in finals:

@@ -169,3 +169,16 @@ def test_a_folded_graph_output_keeps_its_name():
     assert [o.name for o in result.graph.output] == ["y", "z", "w"]
     assert {t.name for t in result.graph.initializer} == {"y"}
     assert [n.op_type for n in result.graph.node] == ["Identity", "Add"]  # an input is no output
+
+
+def test_ir_version_3_folds_into_constant_nodes():
+    """Before IR 4 an initializer must be a graph input: folded values become Constant nodes."""
+    model = h.make_model(h.make_graph(
+        [_const("k", np.array([1.0, 2.0], np.float32)), h.make_node("Neg", ["k"], ["n"]),
+         h.make_node("Add", ["x", "n"], ["y"])], "g",
+        [h.make_tensor_value_info("x", F, [2])], [h.make_tensor_value_info("y", F, [2])]),
+        opset_imports=[h.make_opsetid("", 8)])
+    model.ir_version = 3
+    result, _ = optimize_and_compare(model)
+    assert [n.op_type for n in result.graph.node] == ["Constant", "Add"] and not result.graph.initializer
+    assert result.ir_version == 3
