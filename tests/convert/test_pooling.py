@@ -85,12 +85,25 @@ def test_backend_cases(case):
     run_backend_case(case)
 
 
-@pytest.mark.parametrize("op,step", [("AveragePool", "22 -> 19"), ("MaxPool", "22 -> 12"), ("LpPool", "22 -> 18")])
-def test_ceil_window_starting_in_padding_is_refused_below_22(op, step):
+@pytest.mark.parametrize("op", ["AveragePool", "MaxPool", "LpPool"])
+@pytest.mark.parametrize("pads", [[0, 0, 0, 0], [1, 1, 1, 1]])
+def test_ceil_window_starting_in_padding_becomes_floor_below_22(op, pads):
     """From 22 a ceil_mode window that would start in the end padding is dropped; before 22 the
-    output size counts it (onnx's inference of the older schema says so)."""
-    node = helper.make_node(op, ["x"], ["y"], name="pool", kernel_shape=[1, 1], strides=[2, 2], ceil_mode=1)
+    output size counts it: the floor sizes are the 22 sizes, so ceil_mode=0 below 22."""
+    attrs = {"count_include_pad": 1} if op == "AveragePool" else {}
+    kernel = [1, 1] if pads == [0, 0, 0, 0] else [3, 3]
+    node = helper.make_node(op, ["x"], ["y"], name="pool", kernel_shape=kernel, strides=[2, 2] if
+                            kernel == [1, 1] else [3, 3], ceil_mode=1, pads=pads, **attrs)
+    x = np.random.default_rng(1).normal(size=[1, 1, 2, 2]).astype(np.float32)
     m = model([node], 22, [("x", TensorProto.FLOAT, [1, 1, 2, 2])], [("y", TensorProto.FLOAT, [1, 1, 1, 1])])
-    refused(m, 21, "'pool'", step, "starts in the padding")
-    ok = _pool(op, 22, ceil_mode=1, strides=[2, 2])  # 6x7 input, 3x3 kernel: no window in padding
-    converts(ok, 21, {"x": X}, rtol=1e-5)
+    result, report = converts(m, 21, {"x": x}, rtol=1e-5)
+    assert {a.name: a.i for a in result.graph.node[0].attribute}["ceil_mode"] == 0
+    ok = _pool(op, 22, ceil_mode=1, strides=[2, 2])  # 6x7 input, 3x3 kernel: a real extra window
+    result, _ = converts(ok, 21, {"x": X}, rtol=1e-5)
+    assert {a.name: a.i for a in result.graph.node[0].attribute}["ceil_mode"] == 1
+
+
+def test_ceil_windows_of_both_kinds_are_refused_below_22():
+    node = helper.make_node("MaxPool", ["x"], ["y"], name="pool", kernel_shape=[1, 3], strides=[2, 2], ceil_mode=1)
+    m = model([node], 22, [("x", TensorProto.FLOAT, [1, 1, 2, 6])], [("y", TensorProto.FLOAT, None)])
+    refused(m, 21, "'pool'", "22 -> 12", "starts in the end padding")

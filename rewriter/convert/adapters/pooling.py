@@ -139,12 +139,11 @@ def lp_pool_18_11(node, ctx) -> None:
     _drop_dilations(node, ctx, 18)
 
 
-def _window_in_padding(node, ctx) -> str | None:
-    """With ceil_mode=1, from opset 22 a last window that would start in the end padding is
-    dropped; the older schemas count it (onnx's shape inference differs; ONNX Runtime drops it in
-    every version). Why the sizes differ for this node, when they visibly do."""
-    if not attr_value(node, ctx, "ceil_mode", 0) or attr_value(node, ctx, "auto_pad", "NOTSET") != "NOTSET":
-        return None
+def _ceil_windows(node, ctx) -> list[str] | None:
+    """With ceil_mode=1 and explicit pads: per spatial axis "same" (ceil and floor agree), "extra"
+    (ceil adds a last window that starts inside the input or the begin padding: every version
+    counts it) or "dropped" (that last window would start in the end padding: from opset 22 it is
+    dropped, before 22 the output size counts it). None when the shape is not static."""
     shape = ctx.shape(node.input[0])
     kernel = attr_value(node, ctx, "kernel_shape")
     if shape is None or kernel is None or len(shape) - 2 != len(kernel) or None in shape[2:]:
@@ -153,20 +152,34 @@ def _window_in_padding(node, ctx) -> str | None:
     strides = attr_value(node, ctx, "strides", None) or [1] * n
     dilations = attr_value(node, ctx, "dilations", None) or [1] * n
     pads = attr_value(node, ctx, "pads", None) or [0] * (2 * n)
+    kinds = []
     for i in range(n):
         span = shape[2 + i] + pads[i] + pads[i + n] - ((kernel[i] - 1) * dilations[i] + 1)
-        out = -(-span // strides[i]) + 1
-        if (out - 1) * strides[i] >= shape[2 + i] + pads[i]:
-            return (f"with ceil_mode=1 the last window along spatial axis {i} starts in the padding: "
-                    f"from opset 22 it is dropped, before 22 the output size counts it")
-    return None
+        if span % strides[i] == 0:
+            kinds.append("same")
+        else:
+            out = -(-span // strides[i]) + 1
+            kinds.append("dropped" if (out - 1) * strides[i] >= shape[2 + i] + pads[i] else "extra")
+    return kinds
 
 
 def _before_22(node, ctx) -> None:
+    """ceil_mode=1 going below 22: when along some axis the last ceil window starts in the end
+    padding (dropped from 22, counted before) and no axis has a real extra ceil window, the floor
+    sizes are exactly the 22 sizes: ceil_mode=0. Both kinds at once are refused; unknown shapes
+    keep the node (ONNX Runtime drops such windows in every version)."""
     check_types(node, ctx)
-    reason = _window_in_padding(node, ctx)
-    if reason:
-        ctx.block(reason)
+    if not attr_value(node, ctx, "ceil_mode", 0) or attr_value(node, ctx, "auto_pad", "NOTSET") != "NOTSET":
+        return
+    kinds = _ceil_windows(node, ctx)
+    if kinds is None or "dropped" not in kinds:
+        return
+    if "extra" in kinds:
+        ctx.block(f"with ceil_mode=1 the last window starts in the end padding along some spatial axes "
+                  f"({kinds}): from opset 22 it is dropped, before 22 counted, and the other axes need "
+                  f"ceil_mode=1")
+    set_attr(node, "ceil_mode", 0)
+    ctx.record(f"{node.op_type} ceil_mode=1 -> 0 (last window in the padding, dropped from 22)")
 
 
 register(("AveragePool", 22, 19), ("MaxPool", 22, 12), ("LpPool", 22, 18), kind="meaning change")(_before_22)
