@@ -9,6 +9,9 @@ dropped; ceil_mode=1 is dropped when every spatial output size is the same with 
 shape, explicit pads, (in + pads - effective kernel) divisible by the stride); dilations are
 dropped when all 1; an Indices output that is used blocks; anything else blocks naming the
 feature and the opset that has it. Types are checked against the older schema.
+
+Going below 22 (all three ops): a ceil_mode window that would start in the end padding is dropped
+from 22 but counted before; when that is the only way ceil differs from floor, ceil_mode becomes 0.
 """
 
 from __future__ import annotations
