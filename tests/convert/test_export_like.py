@@ -151,7 +151,7 @@ def detection_head() -> tuple[onnx.ModelProto, dict]:
 
 
 MODELS = {"cnn": cnn_block, "transformer": transformer_block, "detection": detection_head}
-TARGETS = (11, 13, LATEST)
+TARGETS = (10, 11, 13, 15, LATEST)
 
 # (model, target) -> defect listed in /work/notes/converter-defects.md (strict xfail: it must fail).
 KNOWN: dict[tuple[str, int], str] = {}
@@ -296,3 +296,75 @@ def test_mean_variance_normalization_13_up_passes_full_check(target):
     assert_valid(converted)
     feeds = {"x": RNG.standard_normal([2, 3, 4, 5]).astype(np.float32)}
     np.testing.assert_allclose(_ort(converted, feeds)[0], _ort(model, feeds)[0], rtol=1e-5, atol=1e-5)
+
+
+# ---------------------------------------------------------------- scopes and shared constants
+
+def _vi(name, shape, elem=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def _scoped_models():
+    h = helper
+    then = h.make_graph([h.make_node("ReduceMean", ["x"], ["t"], axes=[1], keepdims=1, name="in_then")], "then", [],
+                        [_vi("t", [2, 1, 4])])
+    other = h.make_graph([h.make_node("ReduceMax", ["x"], ["e"], axes=[1], keepdims=1, name="in_else")], "else", [],
+                         [_vi("e", [2, 1, 4])])
+    g = h.make_graph([h.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other, name="if")], "g",
+                     [_vi("x", [2, 3, 4]), _vi("c", [], TensorProto.BOOL)], [_vi("y", [2, 1, 4])])
+    yield "if_branches", 13, g, [], {"c": np.array(True)}
+
+    fn = h.make_function("local", "F", ["a"], ["b"], [h.make_node("ReduceMean", ["a"], ["b"], axes=[-1], keepdims=0)],
+                         [h.make_opsetid("", 13)])
+    g = h.make_graph([h.make_node("F", ["x"], ["y"], domain="local", name="call")], "g", [_vi("x", [2, 3, 4])],
+                     [_vi("y", [2, 3])])
+    yield "local_function", 13, g, [fn], {}
+
+    g = h.make_graph([h.make_node("ReduceSum", ["x", "ax"], ["y"], keepdims=1, name="sum"),
+                      h.make_node("Cast", ["ax"], ["z"], to=TensorProto.FLOAT, name="cast")], "g",
+                     [_vi("x", [2, 3, 4])], [_vi("y", [2, 1, 4]), _vi("z", [1])],
+                     [numpy_helper.from_array(np.array([1], np.int64), "ax")])
+    yield "shared_axes", 18, g, [], {}
+
+    body = h.make_graph([h.make_node("Identity", ["cond_in"], ["cond_out"], name="cond"),
+                         h.make_node("Unsqueeze", ["v_in", "ax0"], ["u"], name="unsq"),
+                         h.make_node("Squeeze", ["u", "ax0"], ["v_out"], name="sq")], "body",
+                        [_vi("i", [], TensorProto.INT64), _vi("cond_in", [], TensorProto.BOOL), _vi("v_in", [2, 3, 4])],
+                        [_vi("cond_out", [], TensorProto.BOOL), _vi("v_out", [2, 3, 4])])
+    g = h.make_graph([h.make_node("Loop", ["n", "", "x"], ["y"], body=body, name="loop")], "g", [_vi("x", [2, 3, 4])],
+                     [_vi("y", [2, 3, 4])], [numpy_helper.from_array(np.array(3, np.int64), "n"),
+                                             numpy_helper.from_array(np.array([0], np.int64), "ax0")])
+    yield "loop_body_outer_axes", 13, g, [], {}
+
+
+SCOPED = {name: (opset, g, fns, extra) for name, opset, g, fns, extra in _scoped_models()}
+
+
+@pytest.mark.parametrize("target", [9, 11, 13, 18, LATEST])
+@pytest.mark.parametrize("name", list(SCOPED))
+def test_constants_in_subgraphs_functions_and_shared(name, target):
+    """Axes moved between attribute and input inside If branches, a model-local function (a
+    Constant node there), a Loop body reading an outer initializer, an initializer also read by
+    another node (it must stay): valid and the same outputs, down and back up."""
+    opset, graph, functions, extra = SCOPED[name]
+    imports = [helper.make_opsetid("", opset)] + ([helper.make_opsetid("local", 1)] if functions else [])
+    model = helper.make_model(graph, opset_imports=imports, functions=functions)
+    model.ir_version = 8
+    feeds = {"x": RNG.standard_normal([2, 3, 4]).astype(np.float32), **extra}
+    if target == opset:
+        pytest.skip("same opset")
+    try:
+        converted, _ = convert_model(model, target)
+    except ConversionBlocked as e:
+        assert target < 11 and name in ("if_branches", "loop_body_outer_axes"), str(e)  # If/Loop below 11
+        return
+    assert_valid(converted)
+    expected = _ort(model, feeds)
+    for e, g in zip(expected, _ort(converted, feeds)):
+        np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-7)
+    back, _ = convert_model(converted, opset)
+    assert_valid(back)
+    for e, g in zip(expected, _ort(back, feeds)):
+        np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-7)
+    if name == "shared_axes":
+        assert any(t.name == "ax" for t in converted.graph.initializer)
