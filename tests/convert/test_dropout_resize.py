@@ -206,3 +206,18 @@ def test_backend_cases_with_constant_inputs(case):
     done = run_backend_case(k, targets)
     if case.model.graph.node[0].op_type == "Dropout":
         assert done == len(targets), case.name
+
+
+def test_upsample_up_from_9_becomes_resize():
+    x = np.arange(8, dtype=np.float32).reshape(1, 2, 2, 2)
+    for mode in ("nearest", "linear"):
+        m = model([helper.make_node("Upsample", ["x", "s"], ["y"], name="u", mode=mode)], 9,
+                  [("x", F, [1, 2, 2, 2])], [("y", F, None)],
+                  initializers=[helper.make_tensor("s", F, [4], [1, 1, 2, 3])])
+        for target in (10, 13, LATEST):
+            result, _ = converts(m, target, {"x": x})
+            assert [(n.op_type, n.name) for n in result.graph.node] == [("Resize", "u")]
+    computed = model([helper.make_node("Upsample", ["x", "s"], ["y"], name="u")], 9,
+                     [("x", F, [1, 2, 2, 2]), ("s", F, [4])], [("y", F, None)])
+    converts(computed, 10, {"x": x, "s": np.array([1, 1, 2, 2], np.float32)})
+    refused(computed, 11, "'u'", "Resize 10 -> 11", "not a constant")

@@ -6,6 +6,8 @@ Upsample
   two 1.
 - 7 <-> 9: ``scales`` moved to an input. Up: constant float input; down: a constant input
   becomes the attribute, a computed one blocks.
+- 9 -> 10: Upsample is deprecated (invalid) from 10: it becomes Resize-10, the same operation.
+  (Resize-10 going below 10 is the engine's "op newer than the target" case: engine-requests.md.)
 Resize
 - 10 <-> 11: Resize-11 added ``roi``, ``sizes`` and the coordinate/nearest/cubic attributes.
   Resize-10 maps coordinates as 'asymmetric'; in 'nearest' mode runtimes agree with
@@ -84,6 +86,19 @@ def upsample_9_7(node, ctx) -> None:
     trim_inputs(node, 1)
     set_attr(node, "scales", [float(s) for s in scales.reshape(-1)])
     ctx.record("Upsample scales input -> attribute")
+
+
+@register("Upsample", 9, 10, kind="rewrite")
+def upsample_9_10(node, ctx) -> None:
+    """Upsample is deprecated from opset 10 (a model using it there is invalid): it becomes
+    Resize-10, the same operation under its new name (same inputs, modes and output size)."""
+    node.op_type = "Resize"
+    ctx.record("Upsample -> Resize")
+
+
+@register("Upsample", 10, 9, kind="type-only")
+def upsample_10_9(node, ctx) -> None:
+    """Upsample-10 (deprecated) is Upsample-9."""
 
 
 # ---------------------------------------------------------------- Resize 10 <-> 11
