@@ -139,6 +139,7 @@ def test_the_converter_loops_over_the_registry(monkeypatch):
     from rewriter.convert.planner import convert_model
 
     calls = []
+    registry.lookup("Elu", 6, 1)  # the adapter families are loaded before the registry is patched
 
     def elu_6_1(node, ctx):
         calls.append((node.op_type, ctx.label))
@@ -156,6 +157,6 @@ def test_the_converter_loops_over_the_registry(monkeypatch):
         result, report = convert_model(model, 1)
     finally:
         registry.has_adapters.cache_clear()
-    assert calls == [("Elu", "node 'elu' (Elu) in the main graph")] or (calls and calls[0][0] == "Elu")
+    assert calls == [("Elu", "node 'elu' (Elu) in main graph")]
     assert report.own["Elu"] == 1
     assert get_attr(result.graph.node[0], "alpha").f == 0.5
