@@ -36,3 +36,10 @@ def pytest_terminal_summary(terminalreporter):
     if trips:
         terminalreporter.write_line(f"backend round trips via opset 13: {trips['down to 13']} went down, "
                                     f"{trips['back up']} came back up and reproduced the case")
+    expanded = getattr(ops, "EXPANDED", None)
+    if expanded:
+        for target, c in sorted(expanded.items()):
+            terminalreporter.write_line(
+                f"expanded backend cases to opset {target}: tried {c['tried']}, succeeded {c['succeeded']}, "
+                f"refused-inexpressible {c['refused-inexpressible']}, "
+                f"refused-expressible (known gaps) {c['refused-expressible (known gap)']}")

@@ -511,3 +511,25 @@ def _constant_value(node: onnx.NodeProto) -> np.ndarray | None:
         if a.name == "value_float":
             return np.array(a.f, dtype=np.float32)
     return None
+
+
+def why_model_inexpressible(model: onnx.ModelProto, target: int) -> str | None:
+    """None when every node of ``model``'s main graph is expressible at ``target`` (node types
+    from ONNX shape inference, constants: initializers that are not graph inputs, Constant
+    nodes and what folds from them), else the first node's reason."""
+    source = default_opset(model)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001  (types stay those declared)
+        inferred = model
+    graph = inferred.graph
+    types = {vi.name: vi.type for vi in [*graph.input, *graph.output, *graph.value_info]}
+    inputs = {i.name for i in graph.input}
+    consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer if t.name not in inputs}
+    folded = _fold(list(graph.node), source, types.get, consts.get)
+    consts.update(folded)
+    for node in graph.node:
+        why = why_inexpressible(node, source, target, types.get, consts.get)
+        if why is not None:
+            return f"{node.op_type}: {why}"
+    return None

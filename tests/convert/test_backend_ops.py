@@ -5,6 +5,10 @@
 - Every case that converts down to opset 13 (see test_backend.py) converts back up to its own
   opset, and the round-tripped model still reproduces the case's expected outputs: the
   upward adapters undo what the downward ones did.
+- The ``*_expanded`` backend cases (the op replaced by its function body: real multi-node
+  graphs, with If/Loop/sequences) converted to 11, 13, 18 and the latest: valid, the case's
+  outputs, or a refusal that the per-node oracle (expressible.why_model_inexpressible) allows
+  or that test_backend.KNOWN_GAPS / EXPANDED_GAPS lists.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from onnx import numpy_helper
 from rewriter.convert import convert_model
 from rewriter.errors import RewriterError
 from tests.convert import test_backend as backend
-from tests.oracle import assert_valid, backend_cases, run
+from rewriter.convert.planner import ConversionBlocked
+from tests.convert.expressible import why_model_inexpressible
+from tests.oracle import _backend_cases, assert_valid, backend_cases, run
 
 CASES = backend_cases("ReduceProd")
 ROUND_TRIP: collections.Counter = collections.Counter()
@@ -87,3 +93,61 @@ def test_every_case_that_goes_down_to_13_comes_back_up():
             problems.append(f"{case.name}: 13 -> {source}: {why}")
     assert ROUND_TRIP["down to 13"] > 300
     assert not problems, f"{len(problems)} round trip(s) failed:\n" + "\n".join(problems[:40])
+
+
+# (op, step) -> why, for refusals seen only in the expanded cases (types unknown inside subgraphs).
+EXPANDED_GAPS: dict[tuple[str, str], str] = {
+    ("Add", "13 -> 7"): "type of a value inside an If branch unknown to the converter (AffineGrid expanded)",
+    ("Div", "13 -> 7"): "type of a value inside an If branch unknown to the converter (AffineGrid expanded)",
+    ("Mul", "13 -> 7"): "type of a value inside an If branch unknown to the converter (AffineGrid expanded)",
+    ("Loop", "16 -> 13"): "type of a sequence the Loop carries unknown to the converter (SequenceMap expanded)",
+}
+EXPANDED: dict[int, collections.Counter] = {}
+
+
+def _expanded_cases():
+    return [c for c in _backend_cases() if c.kind == "node" and c.data_sets and c.name.endswith("_expanded")
+            and backend.default_opset(c.model) is not None]
+
+
+@pytest.mark.parametrize("target", [11, 13, 18, backend.LATEST])
+def test_expanded_backend_cases(target):
+    counts = EXPANDED[target] = collections.Counter()
+    problems = []
+    for case in _expanded_cases():
+        model = case.model
+        if backend.default_opset(model) == target:
+            continue
+        counts["tried"] += 1
+        inputs, expected = case.data_sets[0]
+        feeds = {vi.name: backend._value(v) for vi, v in zip(model.graph.input, inputs)}
+        expected = [backend._value(v) for v in expected]
+        try:
+            converted, _ = convert_model(model, target)
+        except ConversionBlocked as e:
+            if why_model_inexpressible(model, target) is not None:
+                counts["refused-inexpressible"] += 1
+                continue
+            keys = {(b.op, b.step) for b in e.blockers}
+            if all(k in backend.KNOWN_GAPS or k in EXPANDED_GAPS for k in keys):
+                counts["refused-expressible (known gap)"] += 1
+                continue
+            problems.append(f"{case.name} -> {target}: refused though expressible: {str(e)[:300]} {sorted(keys)}")
+            continue
+        except RewriterError as e:
+            if why_model_inexpressible(model, target) is not None and "not valid" not in str(e):
+                counts["refused-inexpressible"] += 1
+                continue
+            problems.append(f"{case.name} -> {target}: {str(e)[:300]}")
+            continue
+        try:
+            onnx.checker.check_model(converted, full_check=True)
+        except Exception as e:  # noqa: BLE001
+            problems.append(f"{case.name} -> {target}: invalid result: {str(e)[:300]}")
+            continue
+        why = backend._check_numerics(case, model, converted, feeds, expected)
+        if why is not None:
+            problems.append(f"{case.name} -> {target}: {why}")
+            continue
+        counts["succeeded"] += 1
+    assert not problems, f"{len(problems)} problem(s):\n" + "\n".join(problems[:40])
