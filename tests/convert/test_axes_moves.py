@@ -161,11 +161,28 @@ def test_slice_inputs_down_to_attributes_and_up():
     assert len(up.graph.node[0].input) == 4
 
 
+@pytest.mark.parametrize("starts,ends,axes,steps", [
+    ([0], [100], [2], [2]), ([-1], [-100], [1], [-1]), ([1, 4, 0], [3, -10, 100], [0, 2, 1], [1, -2, 3]),
+    ([5, 0], [-7, 1], [2, 0], [-2, 1]), ([2], [2], [1], [-1])])
+def test_slice_steps_become_gathers_on_static_dims(starts, ends, axes, steps):
+    x = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    init = [_ints("st", starts), _ints("en", ends), _ints("ax", axes), _ints("sp", steps)]
+    m = model([helper.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["y"], name="n")], 13,
+              [("x", F, [3, 4, 5])], [("y", F, None)], initializers=init)
+    for target in (9, 7):
+        result, _ = converts(m, target, {"x": x})
+        assert next(n for n in result.graph.node if "y" in n.output).name == "n"
+        assert {n.op_type for n in result.graph.node} <= {"Slice", "Gather"} and not any(
+            len(n.input) > 1 for n in result.graph.node if n.op_type == "Slice")
+    one, _ = convert_model(m, 1)
+    converts(one, 13, {"x": x}, expected=run(m, {"x": x}))
+
+
 def test_slice_refusals():
     init = [_ints("st", [0]), _ints("en", [2]), _ints("sp", [2])]
     m = model([helper.make_node("Slice", ["x", "st", "en", "", "sp"], ["y"], name="n")], 13,
-              [("x", F, [3, 4])], [("y", F, None)], initializers=init)
-    refused(m, 9, "'n'", "Slice 10 -> 1", "steps [2]")
+              [("x", F, ["a", 4])], [("y", F, None)], initializers=init)
+    refused(m, 9, "'n'", "Slice 10 -> 1", "steps [2]", "size of axis 0")
     converts(m, 10, {"x": np.ones([3, 4], np.float32)})
     m = model([helper.make_node("Slice", ["x", "st", "e"], ["y"], name="n")], 13,
               [("x", F, [3, 4]), ("e", I64, [1])], [("y", F, None)], initializers=init[:1])
@@ -308,7 +325,7 @@ def test_backend_cases(case):
     run_backend_case(case, (7, 11, 13, 17, 18))
 
 
-_BLOCKED = {"test_slice_neg_steps": 10, "test_wrap_pad": 19}  # case -> lowest target it converts to
+_BLOCKED = {"test_wrap_pad": 19}  # case -> lowest target it converts to
 
 
 @pytest.mark.parametrize("case", [c for c in cases(*OPS) if len(c.model.graph.input) > 1], ids=lambda c: c.name)
