@@ -42,3 +42,30 @@ def test_bfloat16_is_refused_below_13():
 @pytest.mark.parametrize("case", cases("MeanVarianceNormalization"), ids=lambda c: c.name)
 def test_backend_cases(case):
     run_backend_case(case)
+
+
+def _gn(opset, scale, bias, const=True, x_shape=(2, 4, 3)):
+    groups = 2
+    inits = ([helper.make_tensor("s", TensorProto.FLOAT, [len(scale)], scale),
+              helper.make_tensor("b", TensorProto.FLOAT, [len(bias)], bias)] if const else [])
+    inputs = [("x", TensorProto.FLOAT, list(x_shape))] + ([] if const else [("s", TensorProto.FLOAT, [len(scale)]),
+                                                                           ("b", TensorProto.FLOAT, [len(bias)])])
+    node = helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], name="gn", num_groups=groups)
+    return model([node], opset, inputs, [("y", TensorProto.FLOAT, list(x_shape))], initializers=inits)
+
+
+GX = np.random.default_rng(0).normal(size=[2, 4, 3]).astype(np.float32)
+
+
+@pytest.mark.parametrize("const,x_shape", [(True, (2, 4, 3)), (False, (2, 4, 3)), (False, (2, "c", 3))])
+def test_group_norm_per_group_goes_up(const, x_shape):
+    m = _gn(18, [1.5, -2.0], [0.5, 0.25], const, x_shape)
+    feeds = {"x": GX} if const else {"x": GX, "s": np.array([1.5, -2.0], np.float32),
+                                     "b": np.array([0.5, 0.25], np.float32)}
+    from tests.convert.feature_util import reference
+    result, _ = converts(m, 21, feeds, expected=reference(m, feeds), rtol=1e-5)
+    assert [n.op_type for n in result.graph.node][-1] == "GroupNormalization"
+
+
+def test_group_norm_18_is_deprecated():
+    refused(_gn(21, [1.0] * 4, [0.0] * 4), 18, "'gn'", "21 -> 18", "deprecated")
