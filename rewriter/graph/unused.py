@@ -36,11 +36,17 @@ def _node_reads(node: onnx.NodeProto) -> Iterable[str]:
 
 def _use_counts(scope: traversal.Scope) -> Counter:
     body = scope.body
-    counts: Counter = Counter()
-    for node in body.node:
-        counts.update(_node_reads(node))
-    outputs = body.output if scope.is_function else (v.name for v in body.output)
-    counts.update(outputs)
+    holders = traversal.ops_with(traversal.GRAPH_KINDS)
+    names: list[str] = []
+    for node in body.node:  # one flat list, counted once: big graphs have many nodes
+        names.extend(node.input)
+        domain = node.domain
+        if (domain != "" and domain != "ai.onnx") or node.op_type in holders:
+            for g in traversal.subgraphs(node):
+                names.extend(_graph_reads(g))
+    names.extend(body.output if scope.is_function else (v.name for v in body.output))
+    counts = Counter(names)
+    counts.pop("", None)
     return counts
 
 
@@ -69,9 +75,9 @@ def _sweep_scope(scope: traversal.Scope, only: set[str] | None, extra: Counter |
     for index in range(len(body.node) - 1, -1, -1):
         node = body.node[index]
         outputs = [o for o in node.output if o]
-        if not outputs or any(counts[o] for o in outputs):
+        if not outputs or (only is not None and not all(o in only for o in outputs)):
             continue
-        if only is not None and not all(o in only for o in outputs):
+        if any(counts[o] for o in outputs):
             continue
         doomed.append(index)
         removed.append(traversal.node_label(node, scope))
