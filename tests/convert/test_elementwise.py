@@ -148,3 +148,16 @@ def test_mod_int8_truncating_is_refused_below_28():
     m = model([node], LATEST, [("a", TensorProto.INT8, [2]), ("b", TensorProto.INT8, [2])],
               [("y", TensorProto.INT8, [2])])
     refused(m, 13, "'mod'", "28 -> 13", "fmod=1 on int8")
+
+
+def test_pow_type_parameters_per_step():
+    """12 split T/T1 (own adapter); 13 and 15 only add bfloat16 to T and T1 (type-only, per input)."""
+    node = helper.make_node("Pow", ["a", "b"], ["y"], name="pow")
+    m = model([node], 15, [("a", TensorProto.FLOAT, [3]), ("b", TensorProto.INT64, [3])],
+              [("y", TensorProto.FLOAT, None)])
+    feeds = {"a": np.array([1, 2, 3], np.float32), "b": np.array([2, 0, 3], np.int64)}
+    result, report = converts(m, 12, feeds)
+    assert report.type_only["Pow"] == 1 and not report.version_converter_called
+    mb = model([node], 15, [("a", TensorProto.FLOAT, [3]), ("b", TensorProto.BFLOAT16, [3])],
+               [("y", TensorProto.FLOAT, None)])
+    refused(mb, 14, "'pow'", "15 -> 13", "tensor(bfloat16)", "Pow-13")
