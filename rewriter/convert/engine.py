@@ -340,7 +340,11 @@ def _unknown(_name):
 
 
 def _type_key(t):
-    return None if t is None else t.SerializeToString()
+    if t is None:
+        return None
+    if t.WhichOneof("value") == "tensor_type":  # the common case: the element type decides
+        return t.tensor_type.elem_type
+    return t.SerializeToString()
 
 
 class _Label:
