@@ -54,6 +54,20 @@ def test_numpy_broadcast_down_to_6_and_back(op, b_shape, axis, b_const):
     converts(down, 13, feeds, expected=expected)
 
 
+@pytest.mark.parametrize("op,swapped", [("Add", "Add"), ("Mul", "Mul"), ("Greater", "Less"), ("Less", "Greater")])
+def test_first_input_broadcast_is_swapped_when_the_op_allows(op, swapped):
+    node = helper.make_node(op, ["a", "b"], ["y"], name="op")
+    out = TensorProto.BOOL if op in ("Greater", "Less") else TensorProto.FLOAT
+    m = model([node], 13, [("a", TensorProto.FLOAT, [4]), ("b", TensorProto.FLOAT, [3, 4])], [("y", out, [3, 4])])
+    feeds = {"a": RNG.normal(size=[4]).astype(np.float32), "b": RNG.normal(size=[3, 4]).astype(np.float32)}
+    down, _ = convert_model(m, 6)
+    assert_valid(down)
+    node = down.graph.node[0]
+    assert node.op_type == swapped and list(node.input) == ["b", "a"]
+    assert {x.name: x.i for x in node.attribute} == {"broadcast": 1}
+    converts(down, 13, feeds, expected=run(m, feeds))
+
+
 @pytest.mark.parametrize("a_shape,b_shape,why", [
     ([1, 4], [3, 4], "is itself broadcast"), ([2, 3, 5, 4], [3, 1, 4], "stretches dims of 1"),
     (["n", 4], [4, 4], "not static")])

@@ -83,10 +83,24 @@ def old_broadcast(a: list | None, b: list | None, out: list | None):
     return (axis, run)
 
 
+_SWAPPED = {"Add": "Add", "Mul": "Mul", "And": "And", "Or": "Or", "Xor": "Xor", "Equal": "Equal",
+            "Greater": "Less", "Less": "Greater"}
+
+
 def _down(node, ctx) -> None:
     """From 7 to the version with broadcast/axis."""
     a, b = node.input[0], node.input[1]
-    how = old_broadcast(dims(ctx, a), dims(ctx, b), dims(ctx, node.output[0]))
+    out = dims(ctx, node.output[0])
+    how = old_broadcast(dims(ctx, a), dims(ctx, b), out)
+    if isinstance(how, str) and node.op_type in _SWAPPED:
+        # only B broadcast before 7: the commutative ops (and Greater <-> Less) swap their inputs
+        swapped = old_broadcast(dims(ctx, b), dims(ctx, a), out)
+        if not isinstance(swapped, str):
+            node.input[0], node.input[1] = b, a
+            a, b, how = b, a, swapped
+            if node.op_type != _SWAPPED[node.op_type]:
+                node.op_type = _SWAPPED[node.op_type]
+            ctx.record("inputs swapped for broadcast=1")
     if isinstance(how, str):
         ctx.block(f"numpy-style broadcasting exists only from opset 7, and {how}")
     if how is not None:
