@@ -33,6 +33,16 @@ def test_every_axis_converts_exactly(op, source, target, axis):
 
 
 @pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("source,target", [(11, 13), (13, 11)])
+def test_only_ones_after_the_axis_keeps_the_node(op, source, target):
+    """[N, C, 1, 1] with axis=1 (a classification head): both meanings select the same C elements."""
+    m = _single(op, source, shape=(2, 5, 1, 1), axis=1)
+    x = np.random.default_rng(2).normal(size=[2, 5, 1, 1]).astype(np.float32)
+    result, _ = converts(m, target, {"x": x})
+    assert [n.op_type for n in result.graph.node] == [op]
+
+
+@pytest.mark.parametrize("op", OPS)
 def test_the_node_producing_y_keeps_the_name(op):
     result, _ = converts(_single(op, 11, axis=1), 13, {"x": X})
     producer = next(n for n in result.graph.node if "y" in n.output)

@@ -4,10 +4,12 @@ Before 13 the input is coerced to 2-D ``[prod(d[:axis]), prod(d[axis:])]`` and t
 along the second dim (default axis 1); from 13 it works along the one dim ``axis`` (default
 -1). The two agree when the axis is the last dim.
 
-- up 11 -> 13: last axis (``-1`` whatever the rank, or ``rank-1``) -> the same node with the
-  axis written out; otherwise Flatten(axis) -> op(axis=1) -> Reshape(to Shape(input)): exact.
-- down 13 -> 11: last axis -> axis=-1 (normalized by the 11 -> 1 step when going further);
-  otherwise, rank known: Transpose the axis to the end, op(axis=-1), Transpose back: exact.
+- up 11 -> 13: last axis (``-1`` whatever the rank, or ``rank-1``, or only dims of 1 after it,
+  as in [N, C, 1, 1] heads) -> the same node with the axis written out; otherwise
+  Flatten(axis) -> op(axis=1) -> Reshape(to Shape(input)): exact.
+- down 13 -> 11: last axis (or only dims of 1 after it) -> kept (a negative one normalized by the
+  11 -> 1 step when going further); otherwise, rank known: Transpose the axis to the end,
+  op(axis=-1), Transpose back: exact.
   Unknown rank with another axis, or bfloat16, blocks.
 """
 
@@ -21,12 +23,20 @@ __all__: list[str] = []
 _OPS = ("Softmax", "LogSoftmax", "Hardmax")
 
 
+def _only_ones_after(shape, axis: int) -> bool:
+    """Whether every dim after ``axis`` is statically 1: then 'flatten at axis' and 'this axis'
+    select the same elements."""
+    if shape is None or not -len(shape) <= axis < len(shape):
+        return False
+    return all(d == 1 for d in shape[axis % len(shape) + 1:])
+
+
 def _up(node, ctx) -> None:
     axis = attr_value(node, ctx, "axis", 1)
     data = node.input[0]
     rank = ctx.rank(data)
-    if axis == -1 or (rank is not None and axis in (rank - 1, -1)):
-        set_attr(node, "axis", -1 if axis < 0 else axis)
+    if axis == -1 or (rank is not None and axis in (rank - 1, -1)) or _only_ones_after(ctx.shape(data), axis):
+        set_attr(node, "axis", axis)
         return
     if rank is not None and not -rank <= axis < rank:
         ctx.block(f"axis {axis} is out of range for rank {rank}")
@@ -49,7 +59,7 @@ def _down(node, ctx) -> None:
     data = node.input[0]
     rank = ctx.rank(data)
     check_types(node, ctx)
-    if axis == -1 or (rank is not None and axis == rank - 1):
+    if axis == -1 or (rank is not None and axis == rank - 1) or _only_ones_after(ctx.shape(data), axis):
         set_attr(node, "axis", axis)
         return
     if rank is None:
