@@ -48,6 +48,34 @@ def test_per_axis_goes_down_to_13_not_10():
     refused(m, 10, "'quant'", "13 -> 10", "per-axis quantization exists only from opset 13")
 
 
+@pytest.mark.parametrize("zero_point", [TensorProto.UINT8, TensorProto.INT8, None])
+@pytest.mark.parametrize("axis", [1, -1, 0])
+@pytest.mark.parametrize("const", [True, False])
+def test_per_axis_dequantize_below_13_is_cast_sub_mul(zero_point, axis, const):
+    rng = np.random.default_rng(3)
+    dims = [2, 3, 4]
+    c = dims[axis]
+    dtype = helper.tensor_dtype_to_np_dtype(zero_point or TensorProto.UINT8)
+    x = rng.integers(0, 100, size=dims).astype(dtype)
+    scale = rng.uniform(0.01, 0.1, size=[c]).astype(np.float32)
+    zp = rng.integers(0, 20, size=[c]).astype(dtype)
+    names = ["x", "s"] + (["z"] if zero_point else [])
+    values = {"s": scale, "z": zp}
+    graph_inputs = [("x", zero_point or TensorProto.UINT8, dims)]
+    inits = []
+    for n in names[1:]:
+        t = TensorProto.FLOAT if n == "s" else zero_point
+        if const:
+            inits.append(helper.make_tensor(n, t, [c], values[n].tolist()))
+        else:
+            graph_inputs.append((n, t, [c]))
+    node = helper.make_node("DequantizeLinear", names, ["y"], name="dq", axis=axis)
+    m = model([node], 13, graph_inputs, [("y", TensorProto.FLOAT, dims)], initializers=inits)
+    feeds = {"x": x} if const else {"x": x, **{n: values[n] for n in names[1:]}}
+    result, _ = converts(m, 10, feeds)
+    assert result.graph.node[-1].op_type == "Mul" and result.graph.node[-1].name == "dq"
+
+
 def test_refusals():
     refused(_q(SRC, block_size=2, scale_shape=(2, 3, 2), axis=2), 19, "'quant'", "21 -> 19", "block_size=2")
     refused(_q(SRC, zero_point=TensorProto.FLOAT8E4M3FN, saturate=0), 18, "'quant'", "tensor(float8e4m3fn)")

@@ -1,7 +1,8 @@
 """QuantizeLinear / DequantizeLinear across 13, 19, 21 and 23 (the later steps only add types).
 
-- 13 added ``axis`` (per-axis scales). Down: a scalar scale (per-tensor) -> axis dropped;
-  a 1-D scale is refused.
+- 13 added ``axis`` (per-axis scales). Down: a scalar scale (per-tensor) -> axis dropped; a 1-D
+  scale: DequantizeLinear of 8-bit x -> (Cast(x) - zero point) * scale along the axis (exact),
+  QuantizeLinear refused (rounding needs Round, from 11, and the step lands on 10).
 - 19 added float8 (and QuantizeLinear ``saturate``, which only affects float8 outputs), float16/
   bfloat16 scales; the scale got x's type (QuantizeLinear) or its own (DequantizeLinear output).
   Down: types checked (float8 refused), saturate dropped.
@@ -41,15 +42,57 @@ def _type_name(elem) -> str:
 @register(("QuantizeLinear", 13, 10), ("DequantizeLinear", 13, 10), kind="new feature")
 def per_tensor_only(node, ctx) -> None:
     check_types(node, ctx)
-    if get_attr(node, "axis") is None and ctx.rank(node.input[1]) == 0:
-        return
     rank = ctx.rank(node.input[1])
-    if rank != 0:
-        ctx.block(f"scale '{node.input[1]}' is {'of unknown rank' if rank is None else f'{rank}-D'}: "
-                  f"per-axis quantization exists only from opset 13")
-    no_ref(node, ctx, "axis")
-    remove_attr(node, "axis")
-    ctx.record(f"{node.op_type} axis dropped (per-tensor scale)")
+    if rank == 0:
+        if get_attr(node, "axis") is not None:
+            no_ref(node, ctx, "axis")
+            remove_attr(node, "axis")
+            ctx.record(f"{node.op_type} axis dropped (per-tensor scale)")
+        return
+    if node.op_type == "DequantizeLinear" and rank == 1:
+        _per_axis_dequantize(node, ctx)
+        return
+    ctx.block(f"scale '{node.input[1]}' is {'of unknown rank' if rank is None else f'{rank}-D'}: "
+              f"per-axis quantization exists only from opset 13")
+
+
+def _per_axis_dequantize(node, ctx) -> None:
+    """Per-axis DequantizeLinear of 8-bit integers as (float(x) - float(zero_point)) * scale, the
+    scale and zero point reshaped to broadcast along the axis: float(x) - float(zp) is exact for
+    8-bit values, and the product rounds once, as DequantizeLinear does."""
+    x = node.input[0]
+    elem, rank = ctx.elem_type(x), ctx.rank(x)
+    if elem not in (onnx.TensorProto.INT8, onnx.TensorProto.UINT8) or rank is None:
+        ctx.block(f"scale '{node.input[1]}' is 1-D: per-axis quantization exists only from opset 13 (rewritten "
+                  f"with Cast/Sub/Mul only for 8-bit x of known rank)")
+    axis = attr_value(node, ctx, "axis", 1)
+    if not -rank <= axis < rank:
+        ctx.block(f"axis {axis} is out of range for rank {rank}")
+    axis %= rank
+    trailing = [1] * (rank - 1 - axis)
+
+    def column(name: str, hint: str) -> str:
+        value = ctx.constant(name)
+        if value is not None:
+            ctx.maybe_unused(name)
+            return add_typed_constant(ctx, hint, np.asarray(value).astype(np.float32).reshape([-1] + trailing))
+        shape = add_typed_constant(ctx, "dq_axis_shape", np.array([-1] + trailing, dtype=np.int64))
+        if ctx.elem_type(name) != onnx.TensorProto.FLOAT:
+            name = ctx.insert_before("Cast", [name], to=onnx.TensorProto.FLOAT).output[0]
+        return ctx.insert_before("Reshape", [name, shape]).output[0]
+
+    scale = column(node.input[1], f"{node.input[1]}_column")
+    zero_point = node.input[2] if len(node.input) > 2 and node.input[2] else ""
+    values = ctx.insert_before("Cast", [x], to=onnx.TensorProto.FLOAT).output[0]
+    if zero_point:
+        values = ctx.insert_before("Sub", [values, column(zero_point, f"{zero_point}_column")]).output[0]
+    original = node.output[0]
+    del node.input[:]
+    del node.attribute[:]
+    node.op_type = "Mul"
+    node.input.extend([values, scale])
+    node.output[0] = original
+    ctx.record("per-axis DequantizeLinear -> Cast/Sub/Mul")
 
 
 @register(("QuantizeLinear", 19, 13), ("DequantizeLinear", 19, 13), kind="new feature")
