@@ -124,7 +124,21 @@ def test_upsample_computed_scales_refused():
 
 def _resize(opset, inputs, init, x_shape=(1, 1, 4, 4), **attrs):
     return model([helper.make_node("Resize", ["x", *inputs], ["y"], name="r", **attrs)], opset,
-                 [("x", F, list(x_shape))], [("y", F, None)], initializers=list(init))
+                 [("x", F, None if x_shape is None else list(x_shape))], [("y", F, None)], initializers=list(init),
+                 infer=x_shape is not None)
+
+
+@pytest.mark.parametrize("axes,inputs", [([2, 3], ["", "s"]), ([3, 2], ["", "s"]), ([-1], ["", "", "z"]),
+                                         ([3, 2], ["roi", "", "z"])])
+def test_resize_axes_written_out_for_every_dim(axes, inputs):
+    init = {"s": helper.make_tensor("s", F, [len(axes)], [2.0, 1.5][:len(axes)]),
+            "z": helper.make_tensor("z", I64, [len(axes)], [8, 6][:len(axes)]),
+            "roi": helper.make_tensor("roi", F, [2 * len(axes)], [0.1, 0.2, 0.8, 0.9][:2 * len(axes)])}
+    attrs = {"coordinate_transformation_mode": "tf_crop_and_resize"} if "roi" in inputs else {}
+    m = _resize(19, inputs, [init[i] for i in inputs if i], axes=axes, mode="linear", **attrs)
+    for target in (13, 11):
+        result, _ = converts(m, target, {"x": XR})
+        assert not any(a.name == "axes" for a in result.graph.node[0].attribute)
 
 
 XR = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
@@ -154,7 +168,10 @@ def test_resize_refusals():
             "'r'", "Resize 19 -> 18", "half_pixel_symmetric")
     refused(_resize(19, ["", "s"], s, antialias=1, mode="linear"), 17, "antialias=1")
     two = [helper.make_tensor("s", F, [2], [2, 2])]
-    refused(_resize(19, ["", "s"], two, axes=[2, 3]), 17, "'r'", "axes [2, 3]")
+    refused(_resize(19, ["", "s"], two, axes=[2, 3], x_shape=None), 17, "'r'", "axes [2, 3]", "rank")
+    sizes = model([helper.make_node("Resize", ["x", "", "", "z"], ["y"], name="r", axes=[-1])], 19,
+                  [("x", F, [1, "c", 4, 4])], [("y", F, None)], initializers=[helper.make_tensor("z", I64, [1], [8])])
+    refused(sizes, 17, "'r'", "sizes for axes [3]", "not static")
     tf = _resize(11, ["roi", "s"], [helper.make_tensor("roi", F, [0], [])] + s,
                  coordinate_transformation_mode="tf_half_pixel_for_nn")
     refused(tf, 13, "'r'", "Resize 11 -> 13", "tf_half_pixel_for_nn")

@@ -19,8 +19,9 @@ Resize
 - 11 <-> 13: roi and scales became optional, 'tf_half_pixel_for_nn' went, bfloat16 came.
   Up: 'tf_half_pixel_for_nn' blocks. Down: an absent roi / scales becomes an empty constant.
 - 13 <-> 18: ``antialias``, ``axes``, ``keep_aspect_ratio_policy`` added. Up: nothing. Down:
-  antialias=0 and 'stretch' go, others block; axes listing every dim in order go, other axes
-  block.
+  antialias=0 and 'stretch' go, others block; axes go: roi/scales/sizes given for a subset
+  (or another order) of the dims are written out for every dim (constant inputs; static dims
+  for sizes), the other dims kept as they are (scale 1, roi 0..1).
 - 18 <-> 19: 'half_pixel_symmetric' added. Up: nothing; down: it blocks.
 """
 
@@ -193,11 +194,46 @@ def resize_18_13(node, ctx) -> None:
         return
     values = attr_value(node, ctx, "axes")
     rank = ctx.rank(node.input[0])
-    if rank is None or sorted(a % rank for a in values) != list(range(rank)) \
-            or [a % rank for a in values] != list(range(rank)):
-        ctx.block(f"axes {values} (a subset or another order of the dims) exist only from opset 18")
+    if rank is None or any(not -rank <= a < rank for a in values):
+        ctx.block(f"axes {values} with the rank of '{node.input[0]}' unknown (axes exist from opset 18)")
+    values = [a % rank for a in values]
     remove_attr(node, "axes")
-    ctx.record("Resize axes listing every dim dropped")
+    if values != list(range(rank)):
+        _full_axes(node, ctx, values, rank)
+    ctx.record("Resize axes written out for every dim")
+
+
+def _full_axes(node, ctx, axes: list[int], rank: int) -> None:
+    """roi/scales/sizes given for ``axes`` only become the same for every dim (the others are
+    not resized: scale 1, their own size, roi 0..1): constants needed, and static dims for sizes."""
+    if len(set(axes)) != len(axes):
+        ctx.block(f"axes {axes} repeat a dim")
+    n = len(axes)
+    for index, what in ((1, "roi"), (2, "scales"), (3, "sizes")):
+        name = input_name(node, index)
+        if not name:
+            continue
+        value = constant_input(node, ctx, index, what, 18)
+        if value.size == 0:
+            continue
+        value = value.reshape(-1)
+        if what == "roi":
+            full = np.array([0] * rank + [1] * rank, dtype=value.dtype)
+            for i, a in enumerate(axes):
+                full[a], full[rank + a] = value[i], value[n + i]
+        elif what == "scales":
+            full = np.ones(rank, dtype=value.dtype)
+            full[axes] = value
+        else:
+            shape = ctx.shape(node.input[0])
+            others = [d for d in range(rank) if d not in axes]
+            if shape is None or any(shape[d] is None for d in others):
+                ctx.block(f"sizes for axes {axes} with dims {others} of '{node.input[0]}' not static "
+                          f"(axes exist from opset 18)")
+            full = np.array([shape[d] if shape[d] is not None else 0 for d in range(rank)], dtype=value.dtype)
+            full[axes] = value
+        ctx.maybe_unused(name)
+        node.input[index] = ctx.add_constant(f"resize_{what}", full)
 
 
 @register("Resize", 18, 19, kind="meaning change")
