@@ -14,7 +14,7 @@ def _shape(opset, shape=(2, 3, 4, 5), **attrs):
                  [("x", TensorProto.FLOAT, list(shape))], [("y", TensorProto.INT64, None)])
 
 
-@pytest.mark.parametrize("target", [13, 11])
+@pytest.mark.parametrize("target", [13, 11, 7])
 @pytest.mark.parametrize("attrs", [{}, {"start": 0}, {"start": 1}, {"end": -1}, {"start": -3, "end": 3},
                                    {"start": -10, "end": 10}, {"start": 2, "end": 1}, {"end": 4}])
 def test_start_end_down(target, attrs):
