@@ -6,7 +6,6 @@ Each handler takes the parsed arguments (with the input model already loaded by
 
 from __future__ import annotations
 
-import sys
 import time
 
 from rewriter.cli import summary
@@ -21,7 +20,6 @@ def cmd_convert(args) -> int:
     import os
 
     from rewriter.convert import convert_model
-    from rewriter.io import save_model
 
     start = getattr(args, "started", None) or time.perf_counter()  # _run sets it before loading
     model = args.input_model
@@ -34,8 +32,8 @@ def cmd_convert(args) -> int:
     # with shape verification on, _verify_rewrite runs the strict inference on the result
     t0 = time.perf_counter()
     try:
-        result, report = convert_model(model, args.opset, base_dir=base_dir,
-                                               strict_check=args.no_verify)
+        result, report = convert_model(model, args.opset, base_dir=base_dir, strict_check=args.no_verify,
+                                       inferred=getattr(args, "input_inferred", None))
     except RewriterError as e:  # with --allow-invalid-input: the input's problem, said as such
         complaint = getattr(args, "input_complaint", None)
         if complaint and complaint in str(e):
@@ -61,7 +59,8 @@ def _plan(args, model, base_dir) -> int:
 
     from rewriter.convert import convert_model
 
-    _, report = convert_model(model, args.opset, base_dir=base_dir, plan_only=True)
+    _, report = convert_model(model, args.opset, base_dir=base_dir, plan_only=True,
+                              inferred=getattr(args, "input_inferred", None))
     if getattr(args, "json", False):
         print(json.dumps({"command": "convert --plan", "model": args.model, **report.to_dict()}, indent=2))
     else:
@@ -79,7 +78,6 @@ def cmd_fold(args) -> int:
     import os
 
     from rewriter.fold import fold_model
-    from rewriter.io import save_model
 
     optimize = args.command == "optimize"
     start = getattr(args, "started", None) or time.perf_counter()  # _run sets it before loading

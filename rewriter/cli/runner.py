@@ -49,7 +49,17 @@ def load_input(path: str, args=None):
     from rewriter.verify.validate import validate_model
 
     model = load_model(path)
-    complaint = validate_model(model, path)  # what onnx.checker refuses, if anything
+    inferred = None
+    if getattr(args, "command", None) == "convert":  # one shape inference for validation and conversion
+        import onnx
+
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model)
+        except Exception:  # inference trouble is reported by the checks that need it, not here
+            inferred = None
+        if args is not None:
+            args.input_inferred = inferred
+    complaint = validate_model(model, path, inferred=inferred)  # what onnx.checker refuses, if anything
     if complaint:
         if not getattr(args, "allow_invalid_input", False):
             raise RewriterError(f"{path}: the input is not a valid ONNX model (onnx.checker: {complaint}); "

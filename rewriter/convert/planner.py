@@ -117,7 +117,7 @@ def _set_opset(opset_import, version: int) -> None:
 
 def convert_model(
     model: onnx.ModelProto, target_opset: int, *, base_dir: str | None = None,
-    strict_check: bool = True, plan_only: bool = False,
+    strict_check: bool = True, plan_only: bool = False, inferred: onnx.ModelProto | None = None,
 ) -> tuple[onnx.ModelProto, ConvertReport]:
     """Convert ``model`` to ``target_opset``; returns the new model and a report.
 
@@ -128,7 +128,8 @@ def convert_model(
     Every node is planned before anything is written: when some cannot be converted, a
     :class:`ConversionBlocked` (a ConversionError) lists every blocking node. With
     ``plan_only`` nothing raises for blockers: the report says what would happen (and the
-    returned model is a partly converted scratch copy, not to be used).
+    returned model is a partly converted scratch copy, not to be used). ``inferred``: ``model``
+    after ONNX shape inference (``onnx.shape_inference.infer_shapes``), when the caller has it.
     """
     latest = onnx.defs.onnx_opset_version()
     if not 1 <= target_opset <= latest:
@@ -139,7 +140,7 @@ def convert_model(
     result = onnx.ModelProto()
     result.CopyFrom(model)
     report = ConvertReport(source, target_opset)
-    state = ConversionState(result, model, base_dir, report)
+    state = ConversionState(result, model, base_dir, report, inferred)
 
     for scope in state.scopes:
         for node in scope.body.node:

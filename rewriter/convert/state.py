@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 class ConversionState:
     """What the adapters of one conversion share: the model copy, shape info, new names."""
 
-    def __init__(self, model: onnx.ModelProto, original: onnx.ModelProto, base_dir, report):
+    def __init__(self, model: onnx.ModelProto, original: onnx.ModelProto, base_dir, report, inferred=None):
         self.model = model
         self.original = original
         self.base_dir = base_dir
@@ -44,7 +44,7 @@ class ConversionState:
         for s in self.scopes:
             self._roots.append(self._index[id(s.root)] if s.root.is_function else None)
         self._types: list[dict[str, onnx.TypeProto] | None] | None = None  # per scope, lazily
-        self._inferred: onnx.ModelProto | None = None
+        self._inferred: onnx.ModelProto | None = inferred  # the original after shape inference
         self._inferring: set[int] = set()
         self.function_constants: dict[int, int] = collections.defaultdict(int)  # inserted so far
         self.constants: dict[tuple, str] = {}
@@ -69,7 +69,8 @@ class ConversionState:
 
     def _scope_types(self, index: int) -> dict[str, onnx.TypeProto]:
         if self._types is None:
-            self._inferred = _infer(self.original)
+            if self._inferred is None:
+                self._inferred = _infer(self.original)
             inferred = list(traversal.iter_scopes(self._inferred))
             if len(inferred) != self._original_scopes:  # inference changed the structure: know nothing
                 inferred = [None] * len(self.scopes)

@@ -222,14 +222,16 @@ def _rank(name: str, scope: Scope, inferred: dict[str, int], cache: dict) -> int
     return inferred.get(name)
 
 
-def _inferred_ranks(model: onnx.ModelProto, wanted: set[str]) -> list[dict[str, int]]:
-    """Ranks of the ``wanted`` values from ONNX shape inference, one dict per scope in
-    iter_scopes order."""
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model)
-    except Exception as e:  # inference trouble is for `check` to report, not a load error
-        logger.debug("shape inference failed during validation: %s", e)
-        return []
+def _inferred_ranks(model: onnx.ModelProto, wanted: set[str], inferred: onnx.ModelProto | None = None
+                    ) -> list[dict[str, int]]:
+    """Ranks of the ``wanted`` values from ONNX shape inference (``inferred``, when the caller
+    has it already), one dict per scope in iter_scopes order."""
+    if inferred is None:
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model)
+        except Exception as e:  # inference trouble is for `check` to report, not a load error
+            logger.debug("shape inference failed during validation: %s", e)
+            return []
     ranks = []
     for scope in traversal.iter_scopes(inferred):
         found = {}
@@ -374,11 +376,13 @@ def _check_versions(model: onnx.ModelProto, path: str) -> None:
                                     f"outside 1..{latest}")
 
 
-def validate_model(model: onnx.ModelProto, path: str | os.PathLike = "<model>") -> str | None:
+def validate_model(model: onnx.ModelProto, path: str | os.PathLike = "<model>", *,
+                   inferred: onnx.ModelProto | None = None) -> str | None:
     """Raise RewriterError naming ``path`` and the node when ``model`` is malformed.
 
     Returns what ``onnx.checker`` refuses in the model (as :func:`checker_complaint`), or None:
-    the checker runs once here, for this walk and for the caller's policy.
+    the checker runs once here, for this walk and for the caller's policy. ``inferred``: the
+    model after (lenient) ONNX shape inference, when the caller has it already.
     """
     path = os.fspath(path)
     base_dir = os.path.dirname(os.path.abspath(path))
@@ -413,7 +417,7 @@ def validate_model(model: onnx.ModelProto, path: str | os.PathLike = "<model>") 
                 continue
             if ranks is None and node.input and _rank(node.input[0], scope, {}, declared) is None:
                 ranks = _inferred_ranks(model, {n.input[0] for s in scopes for n in s.body.node
-                                                if n.op_type == "ReduceProd" and n.input})
+                                                if n.op_type == "ReduceProd" and n.input}, inferred)
             scope_ranks = ranks[i] if ranks and i < len(ranks) else {}
             _check_reduce_prod(node, scope, scope_ranks, path, base_dir, declared)
     return complaint
