@@ -175,3 +175,24 @@ def test_pow_type_parameters_per_step():
     mb = model([node], 15, [("a", TensorProto.FLOAT, [3]), ("b", TensorProto.BFLOAT16, [3])],
                [("y", TensorProto.FLOAT, None)])
     refused(mb, 14, "'pow'", "15 -> 13", "tensor(bfloat16)", "Pow-13")
+
+
+@pytest.mark.parametrize("elem", [TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.INT8,
+                                  TensorProto.UINT16, TensorProto.UINT32, TensorProto.INT64])
+@pytest.mark.parametrize("target", [7, 9])
+def test_equal_below_11_for_every_type(elem, target):
+    """Equal-7 compares bool/int32/int64: other integers go through int64, floats through
+    Less/Greater with NaN excluded: NaN, infinities, -0.0 == 0.0, broadcasting."""
+    dtype = helper.tensor_dtype_to_np_dtype(elem)
+    node = helper.make_node("Equal", ["a", "b"], ["y"], name="eq")
+    m = model([node], 13, [("a", elem, [2, 6]), ("b", elem, [6])], [("y", TensorProto.BOOL, [2, 6])])
+    if dtype.kind == "f":
+        a = np.array([[1, np.nan, np.inf, -np.inf, 0.0, 2], [-0.0, 3, np.inf, np.nan, 5, -np.inf]], dtype)
+        b = np.array([1, np.nan, np.inf, np.inf, -0.0, 3], dtype)
+    else:
+        a = np.array([[1, 2, 3, 4, 5, 6], [6, 5, 4, 3, 2, 1]]).astype(dtype)
+        b = np.array([1, 5, 3, 3, 5, 0]).astype(dtype)
+    feeds = {"a": a, "b": b}
+    expected = [np.equal(a, b)]
+    result, report = converts(m, target, feeds, expected=expected)
+    assert not report.version_converter_called

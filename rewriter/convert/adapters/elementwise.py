@@ -249,3 +249,58 @@ def mod_28_13(node, ctx) -> None:
         shifted = op("Sub", [r, b], elem)
         ctx.insert_after("Where", [fix, shifted, r], [original])
     ctx.record(f"Mod fmod={fmod} on {'floats' if floating else 'integers'} -> fmod={1 - bool(fmod)} + correction")
+
+
+@register("Equal", 7, 11, kind="type-only")
+def equal_7_11(node, ctx) -> None:
+    """11 only added types."""
+
+
+_EQUAL_7 = frozenset(onnx.defs.get_schema("Equal", 7).type_constraints[0].allowed_type_strs)
+_WIDEN_TO_INT64 = {onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
+                   onnx.TensorProto.UINT32}
+
+
+@register("Equal", 11, 7, kind="type-only")
+def equal_11_7(node, ctx) -> None:
+    """Equal-7 compares bool/int32/int64 only. Smaller integers are compared as int64 (Cast is
+    exact and injective); floats as ``not (a < b or a > b)`` and neither is NaN, where ``x`` is not
+    NaN when ``x < inf or x > max_finite`` (exact, also for infinities and signed zeros)."""
+    elem = ctx.elem_type(node.input[0])
+    if elem is None:
+        ctx.block(f"the type of input '{node.input[0]}' is unknown, and Equal-7 takes bool/int32/int64 only")
+    if "tensor(" + _type_name(elem) + ")" in _EQUAL_7:
+        return
+    out_dims = dims(ctx, node.output[0])
+    a, b = node.input[0], node.input[1]
+    if elem in _WIDEN_TO_INT64:
+        for i in (0, 1):
+            c = ctx.insert_before("Cast", [node.input[i]], to=onnx.TensorProto.INT64)
+            record_type(ctx, c.output[0], onnx.TensorProto.INT64, dims(ctx, node.input[i]))
+            node.input[i] = c.output[0]
+        ctx.record("Equal on small integers -> Cast to int64")
+        return
+    if elem not in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE):
+        ctx.block(f"Equal on {_type_name(elem)} exists only from opset 11")
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(elem)
+    inf = add_typed_constant(ctx, f"equal_inf_{dtype.name}", np.array(np.inf, dtype))
+    big = add_typed_constant(ctx, f"equal_max_{dtype.name}", np.array(np.finfo(dtype).max, dtype))
+
+    def op(kind, inputs, shape=out_dims, where=ctx.insert_before, outputs=1):
+        n = where(kind, inputs, outputs)
+        if outputs == 1:
+            record_type(ctx, n.output[0], onnx.TensorProto.BOOL, shape)
+        return n.output[0]
+
+    def not_nan(x):
+        shape = dims(ctx, x)
+        return op("Or", [op("Less", [x, inf], shape), op("Greater", [x, big], shape)], shape)
+
+    differ = op("Or", [op("Less", [a, b]), op("Greater", [a, b])])
+    same = op("Not", [differ])
+    numbers = op("And", [not_nan(a), not_nan(b)])
+    node.op_type = "And"
+    del node.input[:]
+    del node.attribute[:]
+    node.input.extend([same, numbers])
+    ctx.record("Equal on floats -> Less/Greater/Not/And/Or")
