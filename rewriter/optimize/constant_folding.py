@@ -156,6 +156,8 @@ class FoldConstantsPass(_oscf.FoldConstantsPass):
         reference evaluation fold it; nodes we evaluate ourselves are marked and get False."""
         if node.domain not in _DEFAULT:
             return False
+        if node.op_type == "ConstantOfShape":
+            return _small_fill(node)
         if node.op_type in _NON_DETERMINISTIC or node.op_type in _oscf.DEFAULT_CONSTANT_FOLD_BLACKLIST:
             return False
         if node.op_type in ("Constant", "If", "Loop", "Scan", "SequenceMap"):
@@ -295,6 +297,23 @@ class FoldConstantsPass(_oscf.FoldConstantsPass):
             raise _NotFolded(f"ONNX Runtime cannot evaluate it alone: {' '.join(str(e).split())[:200]}") \
                 from None
         return result
+
+
+# A ConstantOfShape is folded only when its result is this small (a shape-sized vector, as
+# exporters build for Expand/Reshape): a big fill is smaller as the node than as a tensor.
+_FILL_LIMIT = 1024
+
+
+def _small_fill(node: ir.Node) -> bool:
+    shape = node.inputs[0] if node.inputs else None
+    if shape is None or shape.is_graph_input() or shape.const_value is None or shape.const_value.size > 8:
+        return False
+    value = node.attributes.get("value")
+    if value is not None and value.is_ref():
+        return False
+    itemsize = value.as_tensor().dtype.itemsize if value is not None else 4
+    dims = shape.const_value.numpy().reshape(-1)
+    return bool(np.all(dims >= 0)) and int(np.prod(dims, dtype=np.int64)) * itemsize <= _FILL_LIMIT
 
 
 def _cast_target(node: ir.Node):

@@ -1,0 +1,114 @@
+"""Merge two Slices on different axes into one: ``Slice(Slice(x, ..., axes=[2]), ..., axes=[3])``.
+
+Exporters slice one axis per node (torch legacy export of ``x[:, :, ::2, ::2]``). A Slice on
+axis a reads and changes only dim a, so two Slices on disjoint axes are one Slice with both
+lists of starts/ends/axes/steps, exactly. Applies from opset 10 (starts/ends/axes/steps as
+inputs) when every list is a constant int64/int32 vector, the axes of both are known (absent
+axes mean 0..n-1; negative axes need the input's rank) and disjoint, and the first Slice's
+result is read by the second one only and is not a graph output. The merged lists are int64.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import onnx_ir as ir
+
+from rewriter.optimize.scopes import graphs_and_functions
+
+__all__ = ["MergeSlicesPass"]
+
+logger = logging.getLogger(__name__)
+
+
+def _ints(value: ir.Value | None):
+    if value is None or value.is_graph_input() or value.const_value is None:
+        return None
+    tensor = value.const_value
+    if tensor.dtype not in (ir.DataType.INT64, ir.DataType.INT32) or len(tensor.shape) != 1:
+        return None
+    return [int(v) for v in tensor.numpy()]
+
+
+def _params(node: ir.Node, rank: int | None):
+    """(starts, ends, axes, steps) with non-negative axes, or None."""
+    inputs = list(node.inputs) + [None] * (5 - len(node.inputs))
+    starts, ends = _ints(inputs[1]), _ints(inputs[2])
+    if starts is None or ends is None or len(starts) != len(ends):
+        return None
+    axes = list(range(len(starts))) if inputs[3] is None else _ints(inputs[3])
+    steps = [1] * len(starts) if inputs[4] is None else _ints(inputs[4])
+    if axes is None or steps is None or len(axes) != len(starts) or len(steps) != len(starts):
+        return None
+    if any(a < 0 for a in axes):
+        if rank is None:
+            return None
+        axes = [a + rank if a < 0 else a for a in axes]
+    if len(set(axes)) != len(axes):
+        return None
+    return starts, ends, axes, steps
+
+
+class MergeSlicesPass(ir.passes.InPlacePass):
+    """Merge chains of Slices on disjoint axes (see the module doc); ``self.merged`` counts them."""
+
+    def __init__(self):
+        super().__init__()
+        self.merged = 0
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        self.merged = 0
+        for graph in graphs_and_functions(model):
+            imports = graph.opset_imports if isinstance(graph, ir.Function) else model.opset_imports
+            if imports.get("", imports.get("ai.onnx", 1)) < 10:
+                continue
+            outputs = frozenset(graph.outputs)
+            for node in list(graph):
+                if node.graph is None:  # merged away earlier in this walk
+                    continue
+                self._merge(graph, node, outputs)
+        if self.merged:
+            logger.info("merged %d Slice pair(s)", self.merged)
+        return ir.passes.PassResult(model, modified=bool(self.merged))
+
+    def _merge(self, graph, second: ir.Node, outputs) -> None:
+        if second.op_type != "Slice" or second.domain not in ("", "ai.onnx") or not second.inputs:
+            return
+        mid = second.inputs[0]
+        first = mid.producer() if mid is not None else None
+        if first is None or first.op_type != "Slice" or first.domain not in ("", "ai.onnx") or first.graph is not graph:
+            return
+        if mid in outputs or len(mid.uses()) != 1 or first.inputs[0] is None:
+            return
+        x = first.inputs[0]
+        rank = len(x.shape) if x.shape is not None else None
+        a, b = _params(first, rank), _params(second, rank)
+        if a is None or b is None or set(a[2]) & set(b[2]):
+            return
+        lists = [np.array(p + q, dtype=np.int64) for p, q in zip(a, b)]
+        names = ("starts", "ends", "axes", "steps")
+        values = [self._constant(graph, first, arr, f"{second.outputs[0].name}_{n}") for arr, n in zip(lists, names)]
+        if len(second.inputs) < 5:
+            second.resize_inputs(5)
+        for i, v in enumerate(values, start=1):
+            second.replace_input_with(i, v)
+        second.replace_input_with(0, x)
+        graph.remove(first, safe=True)
+        self.merged += 1
+
+    def _constant(self, graph, anchor: ir.Node, array: np.ndarray, hint: str) -> ir.Value:
+        tensor = ir.tensor(array)
+        if isinstance(graph, ir.Graph):
+            name, i = hint, 0
+            while name in graph.initializers:
+                i += 1
+                name = f"{hint}_{i}"
+            value = ir.Value(name=name, type=ir.TensorType(tensor.dtype), shape=tensor.shape, const_value=tensor)
+            graph.register_initializer(value)
+            return value
+        node = ir.node("Constant", [], attributes={"value": tensor})
+        graph.insert_before(anchor, node)
+        out = node.outputs[0]
+        out.const_value, out.dtype, out.shape = tensor, tensor.dtype, tensor.shape
+        return out

@@ -1,0 +1,120 @@
+"""Remove nodes that provably change nothing: a Reshape to the shape its input already has,
+and an inference-mode Dropout.
+
+- Reshape with a constant shape: the result's dims are worked out from the shape vector the
+  ONNX way (0 copies the input dim unless ``allowzero=1``, -1 takes what is left) against the
+  input's known rank and dims; when every result dim is the input dim at the same place, the
+  Reshape is the identity (``Reshape(x: [1, 8], [1, 8])``, ``Reshape(x: [N, 8], [0, 8])``,
+  ``Reshape(x: [N, 8], [0, -1])``). A -1 next to dims that all match takes the one dim left.
+- Dropout whose mask output nobody reads: from opset 7 to 11 Dropout has no training mode (a
+  runtime runs it as the identity); from 12 it is the identity when ``training_mode`` is absent
+  or a constant false (``ratio`` does not matter then). Before 7, only with ``is_test=1``.
+
+The removed node's result is read from its input instead. A result that is a graph output
+stays (its name is the interface), and so does anything outside the default domain.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import onnx_ir as ir
+
+from rewriter.optimize.scopes import graphs_and_functions
+
+__all__ = ["RemoveStaticNoOpsPass"]
+
+logger = logging.getLogger(__name__)
+
+
+def _const_ints(value: ir.Value | None):
+    if value is None or value.is_graph_input() or value.const_value is None:
+        return None
+    tensor = value.const_value
+    if tensor.dtype not in (ir.DataType.INT64, ir.DataType.INT32) or len(tensor.shape) != 1 or tensor.size > 64:
+        return None
+    return [int(v) for v in tensor.numpy().reshape(-1)]
+
+
+def _attr_int(node: ir.Node, name: str, default: int) -> int | None:
+    attr = node.attributes.get(name)
+    if attr is None:
+        return default
+    return None if attr.is_ref() else attr.as_int()
+
+
+def _reshape_is_identity(node: ir.Node) -> bool:
+    if len(node.inputs) != 2 or node.inputs[0] is None:
+        return False
+    data, target = node.inputs[0], _const_ints(node.inputs[1])
+    allowzero = _attr_int(node, "allowzero", 0)
+    if target is None or allowzero is None or data.shape is None or len(target) != len(data.shape):
+        return False
+    dims = list(data.shape.dims)
+    free = None
+    for i, (t, d) in enumerate(zip(target, dims)):
+        if t == 0 and not allowzero:
+            continue  # copies input dim i
+        if t == -1 and free is None:
+            free = i
+            continue
+        if not (isinstance(d, int) and t == d):
+            return False
+    # with every other dim equal to the input's, -1 is the one dim left, the input's own
+    return True
+
+
+def _bool_false(value: ir.Value | None) -> bool:
+    if value is None:
+        return True
+    if value.is_graph_input() or value.const_value is None:
+        return False
+    array = value.const_value.numpy()
+    return array.size == 1 and not bool(array.reshape(-1)[0])
+
+
+def _dropout_is_identity(node: ir.Node, opset: int) -> bool:
+    if not node.inputs or node.inputs[0] is None:
+        return False
+    if len(node.outputs) > 1 and node.outputs[1].uses():
+        return False
+    if opset >= 12:
+        return _bool_false(node.inputs[2] if len(node.inputs) > 2 else None)
+    if opset >= 7:
+        return True
+    return _attr_int(node, "is_test", 0) == 1
+
+
+class RemoveStaticNoOpsPass(ir.passes.InPlacePass):
+    """Drop identity Reshapes and inference Dropouts (see the module doc); ``self.removed`` counts them."""
+
+    def __init__(self):
+        super().__init__()
+        self.removed = 0
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        self.removed = 0
+        for graph in graphs_and_functions(model):
+            imports = graph.opset_imports if isinstance(graph, ir.Function) else model.opset_imports
+            opset = imports.get("", imports.get("ai.onnx", 1))
+            outputs = frozenset(graph.outputs)
+            for node in list(graph):
+                if node.domain not in ("", "ai.onnx") or node.outputs[0] in outputs:
+                    continue
+                if node.op_type == "Reshape":
+                    same = _reshape_is_identity(node)
+                elif node.op_type == "Dropout":
+                    same = _dropout_is_identity(node, opset)
+                else:
+                    continue
+                if not same or any(o in outputs for o in node.outputs):
+                    continue
+                out, data = node.outputs[0], node.inputs[0]
+                if out.dtype is not None and data.dtype is not None and out.dtype != data.dtype:
+                    continue
+                out.replace_all_uses_with(data)
+                graph.remove(node, safe=True)
+                self.removed += 1
+        if self.removed:
+            logger.info("removed %d identity Reshape/Dropout node(s)", self.removed)
+        return ir.passes.PassResult(model, modified=bool(self.removed))
