@@ -196,3 +196,19 @@ def test_equal_below_11_for_every_type(elem, target):
     expected = [np.equal(a, b)]
     result, report = converts(m, target, feeds, expected=expected)
     assert not report.version_converter_called
+
+
+@pytest.mark.parametrize("op", ["Greater", "Less"])
+@pytest.mark.parametrize("elem,ok", [(TensorProto.INT32, True), (TensorProto.UINT8, True), (TensorProto.INT64, False),
+                                     (TensorProto.FLOAT, True)])
+def test_integer_comparisons_below_9(op, elem, ok):
+    dtype = helper.tensor_dtype_to_np_dtype(elem)
+    node = helper.make_node(op, ["a", "b"], ["y"], name="cmp")
+    m = model([node], 13, [("a", elem, [2, 3]), ("b", elem, [3])], [("y", TensorProto.BOOL, [2, 3])])
+    info = np.iinfo(dtype) if dtype.kind in "iu" else np.finfo(dtype)
+    a = np.array([[info.max, info.min, 0], [1, info.max - 1, 2]], dtype)
+    b = np.array([info.max - 1, info.min, 1], dtype)
+    if ok:
+        converts(m, 7, {"a": a, "b": b}, expected=[np.greater(a, b) if op == "Greater" else np.less(a, b)])
+    else:
+        refused(m, 7, "'cmp'", "9 -> 7", "int64")

@@ -252,8 +252,10 @@ def mod_28_13(node, ctx) -> None:
 
 
 @register("Equal", 7, 11, kind="type-only")
-def equal_7_11(node, ctx) -> None:
-    """11 only added types."""
+@register("Greater", 7, 9, kind="type-only")
+@register("Less", 7, 9, kind="type-only")
+def _types_added(node, ctx) -> None:
+    """The newer version only added types."""
 
 
 _EQUAL_7 = frozenset(onnx.defs.get_schema("Equal", 7).type_constraints[0].allowed_type_strs)
@@ -304,3 +306,30 @@ def equal_11_7(node, ctx) -> None:
     del node.attribute[:]
     node.input.extend([same, numbers])
     ctx.record("Equal on floats -> Less/Greater/Not/And/Or")
+
+
+_GREATER_7 = frozenset(onnx.defs.get_schema("Greater", 7).type_constraints[0].allowed_type_strs)
+_EXACT_IN_DOUBLE = {onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32, onnx.TensorProto.UINT8,
+                    onnx.TensorProto.UINT16, onnx.TensorProto.UINT32}
+
+
+def _compare_9_7(node, ctx) -> None:
+    """Greater/Less-7 compare floats only (integers from 9): integers of up to 32 bits are compared
+    as doubles, which hold them exactly."""
+    elem = ctx.elem_type(node.input[0])
+    if elem is None:
+        ctx.block(f"the type of input '{node.input[0]}' is unknown, and {node.op_type}-7 takes floats only")
+    if "tensor(" + _type_name(elem) + ")" in _GREATER_7:
+        return
+    if elem not in _EXACT_IN_DOUBLE:
+        ctx.block(f"{node.op_type} on {_type_name(elem)} exists only from opset 9 (a double does not hold "
+                  f"every {_type_name(elem)} exactly)")
+    for i in (0, 1):
+        c = ctx.insert_before("Cast", [node.input[i]], to=onnx.TensorProto.DOUBLE)
+        record_type(ctx, c.output[0], onnx.TensorProto.DOUBLE, dims(ctx, node.input[i]))
+        node.input[i] = c.output[0]
+    ctx.record(f"{node.op_type} on integers -> Cast to double")
+
+
+for _op in ("Greater", "Less"):
+    register(_op, 9, 7, kind="type-only")(_compare_9_7)
