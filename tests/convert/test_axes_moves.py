@@ -342,3 +342,26 @@ def test_backend_cases_with_constant_inputs(case):
         assert done == len([t for t in targets if t >= _BLOCKED[case.name]])
     elif floats:
         assert done == len(targets), case.name
+
+
+def _ref_function_model(opset):
+    """Function U(a) with attribute 'ax': Unsqueeze's axes come from the caller."""
+    if opset >= 13:
+        const = helper.make_node("Constant", [], ["k"], name="c")
+        const.attribute.append(onnx.AttributeProto(name="value_ints", ref_attr_name="ax", type=onnx.AttributeProto.INTS))
+        body = [const, helper.make_node("Unsqueeze", ["a", "k"], ["b"], name="fn_unsq")]
+    else:
+        unsq = helper.make_node("Unsqueeze", ["a"], ["b"], name="fn_unsq")
+        unsq.attribute.append(onnx.AttributeProto(name="axes", ref_attr_name="ax", type=onnx.AttributeProto.INTS))
+        body = [unsq]
+    fn = helper.make_function("local", "U", ["a"], ["b"], body, [helper.make_opsetid("", opset)], attributes=["ax"])
+    call = helper.make_node("U", ["x"], ["y"], domain="local", name="call", ax=[0])
+    return model([call], opset, [("x", F, [2, 3])], [("y", F, [1, 2, 3])], functions=[fn])
+
+
+@pytest.mark.parametrize("source,target", [(11, 13), (11, LATEST), (13, 11), (LATEST, 11)])
+def test_function_attribute_references_move_both_ways(source, target):
+    x = np.ones([2, 3], np.float32)
+    result, _ = converts(_ref_function_model(source), target, {"x": x}, expected=[x[None]])
+    refs = [(n.op_type, a.name) for n in result.functions[0].node for a in n.attribute if a.ref_attr_name == "ax"]
+    assert refs == ([("Constant", "value_ints")] if target >= 13 else [("Unsqueeze", "axes")])
