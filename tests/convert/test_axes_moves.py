@@ -22,7 +22,8 @@ def _ints(name, values):
 
 
 def _one(op, opset, inputs, init=(), outputs=("y",), x_shape=(2, 1, 6, 1), elem=F, out_shapes=None, **attrs):
-    outs = [(o, elem if o != "i" else I64, None if out_shapes is None else out_shapes[k]) for k, o in enumerate(outputs)]
+    outs = [(o, elem if o != "i" else I64, None if out_shapes is None else out_shapes[k])
+            for k, o in enumerate(outputs)]
     return model([helper.make_node(op, ["x", *inputs], list(outputs), name="n", **attrs)], opset,
                  [("x", elem, list(x_shape))], outs, initializers=list(init))
 
@@ -348,7 +349,8 @@ def _ref_function_model(opset):
     """Function U(a) with attribute 'ax': Unsqueeze's axes come from the caller."""
     if opset >= 13:
         const = helper.make_node("Constant", [], ["k"], name="c")
-        const.attribute.append(onnx.AttributeProto(name="value_ints", ref_attr_name="ax", type=onnx.AttributeProto.INTS))
+        const.attribute.append(onnx.AttributeProto(name="value_ints", ref_attr_name="ax",
+                                                   type=onnx.AttributeProto.INTS))
         body = [const, helper.make_node("Unsqueeze", ["a", "k"], ["b"], name="fn_unsq")]
     else:
         unsq = helper.make_node("Unsqueeze", ["a"], ["b"], name="fn_unsq")

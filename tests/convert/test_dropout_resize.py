@@ -200,7 +200,8 @@ def test_resize_10_up():
 # ---------------------------------------------------------------- the official backend cases
 
 # ONNX Runtime itself disagrees with these cases' expected outputs (at their own opset too)
-_ORT_DIFFERS = {"test_resize_downsample_scales_linear_align_corners", "test_resize_downsample_scales_cubic_align_corners"}
+_ORT_DIFFERS = {"test_resize_downsample_scales_linear_align_corners",
+                "test_resize_downsample_scales_cubic_align_corners"}
 _RANDOM = {"test_training_dropout", "test_training_dropout_mask", "test_training_dropout_default",
            "test_training_dropout_default_mask"}  # training mode with a ratio: random outputs
 

@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 
 from rewriter.convert.adapters.feature_support import attr_value
-from rewriter.convert.adapters.moves import check_types, constant_input, float_exact, input_name, set_input, trim_inputs
+from rewriter.convert.adapters.moves import check_types, constant_input, float_exact, set_input, trim_inputs
 from rewriter.convert.attrs import remove_attr
 from rewriter.convert.registry import register
 

@@ -14,8 +14,8 @@ from rewriter.convert.type_only import step_types_allowed
 from rewriter.graph import traversal
 from rewriter.graph.constants import constant_node_value
 
-__all__ = ["value_of", "input_name", "set_input", "trim_inputs", "attr_to_input", "constant_input", "ints_input_to_attr",
-           "check_types", "is_used", "first_opset_with", "float_exact"]
+__all__ = ["value_of", "input_name", "set_input", "trim_inputs", "attr_to_input", "constant_input",
+           "ints_input_to_attr", "check_types", "is_used", "float_exact"]
 
 
 def input_name(node: onnx.NodeProto, index: int) -> str:
@@ -146,11 +146,6 @@ def check_types(node, ctx, a: int | None = None, b: int | None = None) -> None:
     reason = step_types_allowed(node, a, b, ctx.value_type)
     if reason is not None:
         ctx.block(reason)
-
-
-def first_opset_with(ctx) -> int:
-    """The first opset of the feature a downward step removes (the step's source version)."""
-    return max(ctx.step)
 
 
 def float_exact(value, elem_type: int | None) -> bool:

@@ -18,8 +18,8 @@ import numpy as np
 import onnx
 
 from rewriter.convert.adapters.feature_support import attr_value, record_type
-from rewriter.convert.adapters.moves import (value_of, attr_to_input, check_types, constant_input, float_exact, input_name,
-                                             ints_input_to_attr, set_input, trim_inputs)
+from rewriter.convert.adapters.moves import (attr_to_input, check_types, constant_input, float_exact, input_name,
+                                             ints_input_to_attr, set_input, trim_inputs, value_of)
 from rewriter.convert.attrs import get_attr, remove_attr
 from rewriter.convert.registry import register
 
@@ -73,7 +73,7 @@ def pad_11_2(node, ctx) -> None:
                       f"attribute is")
         ctx.maybe_unused(node.input[2])
     trim_inputs(node, 2)
-    ints_input_to_attr(node, ctx, 1, "pads", 11, allow_reference=False)
+    ints_input_to_attr(node, ctx, 1, "pads", 11)
     if value is not None and float(value.reshape(-1)[0]) != 0.0:
         node.attribute.append(onnx.helper.make_attribute("value", float(value.reshape(-1)[0])))
     check_types(node, ctx)

@@ -28,7 +28,6 @@ Resize
 from __future__ import annotations
 
 import numpy as np
-import onnx
 
 from rewriter.convert.adapters.feature_support import attr_value, drop_default, set_attr
 from rewriter.convert.adapters.moves import (check_types, constant_input, input_name, set_input, trim_inputs,
