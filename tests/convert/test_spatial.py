@@ -42,7 +42,13 @@ def test_space_to_depth_mode():
     assert not result.graph.node[0].attribute[1:]
     node2 = helper.make_node("SpaceToDepth", ["x"], ["y"], name="s2d", blocksize=2, mode="CRD")
     m2 = model([node2], LATEST, [("x", TensorProto.FLOAT, [2, 2, 4, 6])], [("y", TensorProto.FLOAT, [2, 8, 2, 3])])
-    refused(m2, 13, "'s2d'", "28 -> 13", "mode='CRD'")
+    for target in (13, 7):
+        result2, _ = converts(m2, target, {"x": x}, expected=reference(m2, {"x": x}))
+        assert [n.op_type for n in result2.graph.node] == ["Reshape", "Transpose", "Reshape"]
+        assert result2.graph.node[-1].name == "s2d"
+    node3 = helper.make_node("SpaceToDepth", ["x"], ["y"], name="s2d", blocksize=2, mode="CRD")
+    m3 = model([node3], LATEST, [("x", TensorProto.FLOAT, [2, 2, "h", 6])], [("y", TensorProto.FLOAT, None)])
+    refused(m3, 13, "'s2d'", "28 -> 13", "mode='CRD'", "static")
 
 
 @pytest.mark.parametrize("mode16,mode20", [("bilinear", "linear"), ("bicubic", "cubic"), ("nearest", "nearest"),

@@ -4,13 +4,17 @@ across 20 (modes renamed: bilinear -> linear, bicubic -> cubic; N-D inputs).
 - DepthToSpace 11 -> 1: DCR (the old behaviour) dropped; CRD rewritten exactly as
   Reshape [b, c/bs^2, bs, bs, h, w] -> Transpose [0, 1, 4, 2, 5, 3] -> Reshape [b, c/bs^2, h*bs, w*bs]
   (static c, h, w; the batch dim is copied with 0).
-- SpaceToDepth 28 -> 13: DCR dropped; another mode refused.
+- SpaceToDepth 28 -> 13: DCR dropped; CRD rewritten exactly as Reshape [b, c, h/bs, bs, w/bs, bs]
+  -> Transpose [0, 1, 3, 5, 2, 4] -> Reshape [b, c*bs*bs, h/bs, w/bs] (static C, H, W).
 - GridSample 16 <-> 20: the mode names are mapped; below 20 the input must be 4-D.
 """
 
 from __future__ import annotations
 
-from rewriter.convert.adapters.feature_support import attr_value, check_types, drop_default, record_type, set_attr
+import numpy as np
+
+from rewriter.convert.adapters.feature_support import (add_typed_constant, attr_value, check_types, record_type,
+                                                       set_attr)
 from rewriter.convert.attrs import remove_attr
 from rewriter.convert.registry import register
 
@@ -50,8 +54,33 @@ def depth_to_space_11_1(node, ctx) -> None:
 
 @register("SpaceToDepth", 28, 13, kind="new feature")
 def space_to_depth_28_13(node, ctx) -> None:
+    """DCR dropped; CRD rewritten exactly: Reshape [b, c, h/bs, bs, w/bs, bs] -> Transpose
+    [0, 1, 3, 5, 2, 4] -> Reshape [b, c*bs*bs, h/bs, w/bs] (static C, H, W)."""
     check_types(node, ctx)
-    drop_default(node, ctx, "mode", "DCR", 28)
+    mode = attr_value(node, ctx, "mode", "DCR")
+    remove_attr(node, "mode")
+    if mode == "DCR":
+        return
+    bs = attr_value(node, ctx, "blocksize")
+    shape = ctx.shape(node.input[0])
+    if shape is None or len(shape) != 4 or None in shape[1:]:
+        ctx.block(f"mode={mode!r} exists only from opset 28; it can be rewritten with Reshape/Transpose only "
+                  f"for a 4-D input of static channels, height and width, and the input's shape is {shape}")
+    b, c, h, w = shape
+    elem = ctx.elem_type(node.input[0])
+    first_shape = add_typed_constant(ctx, "s2d_split", np.array([0, c, h // bs, bs, w // bs, bs], dtype=np.int64))
+    first = ctx.insert_before("Reshape", [node.input[0], first_shape])
+    record_type(ctx, first.output[0], elem, [b, c, h // bs, bs, w // bs, bs])
+    node.op_type = "Transpose"
+    del node.attribute[:]
+    node.input[0] = first.output[0]
+    set_attr(node, "perm", [0, 1, 3, 5, 2, 4])
+    original = node.output[0]
+    moved = ctx.redirect_output(0)
+    record_type(ctx, moved, elem, [b, c, bs, bs, h // bs, w // bs])
+    last_shape = add_typed_constant(ctx, "s2d_merge", np.array([0, c * bs * bs, h // bs, w // bs], dtype=np.int64))
+    ctx.insert_after("Reshape", [moved, last_shape], [original])
+    ctx.record("SpaceToDepth CRD -> Reshape/Transpose/Reshape")
 
 
 register(("DepthToSpace", 1, 11), ("SpaceToDepth", 13, 28), kind="new feature")(_nothing)
