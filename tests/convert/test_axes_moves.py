@@ -367,3 +367,14 @@ def test_function_attribute_references_move_both_ways(source, target):
     result, _ = converts(_ref_function_model(source), target, {"x": x}, expected=[x[None]])
     refs = [(n.op_type, a.name) for n in result.functions[0].node for a in n.attribute if a.ref_attr_name == "ax"]
     assert refs == ([("Constant", "value_ints")] if target >= 13 else [("Unsqueeze", "axes")])
+
+
+def test_split_below_2_writes_the_axis_and_checks_types():
+    m = model([helper.make_node("Split", ["x"], ["a", "b"], name="n")], 11, [("x", F, [2, 3])],
+              [("a", F, None), ("b", F, None)])
+    one, _ = convert_model(m, 1)
+    assert [(a.name, a.i) for a in one.graph.node[0].attribute] == [("axis", 0)]
+    converts(one, 11, {"x": np.ones([2, 3], np.float32)}, expected=[np.ones([1, 3], np.float32)] * 2)
+    ints = model([helper.make_node("Split", ["x"], ["a", "b"], name="n")], 11, [("x", TensorProto.INT32, [2, 3])],
+                 [("a", TensorProto.INT32, None), ("b", TensorProto.INT32, None)])
+    refused(ints, 1, "'n'", "Split 2 -> 1", "int32")

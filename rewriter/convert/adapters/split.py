@@ -1,8 +1,8 @@
 """Split across opsets 2, 13 and 18.
 
 - 1 <-> 2: Split-1 could take ``split`` as a second input; Split-2 only as an attribute (axis
-  default 0). Up: a constant split input becomes the attribute. Down: nothing but types
-  (Split-1 takes float types only).
+  default 0; Split-1's axis has no default, so it is written out both ways). Up: a constant
+  split input becomes the attribute. Down: types (Split-1 takes float types only).
 - 11 <-> 13: the ``split`` attribute became an optional int64 input (bfloat16 added). Up:
   attribute -> constant input; down: constant input -> attribute, computed -> blocked.
 - 13 <-> 18: ``num_outputs`` added. Up: a Split without split input gets num_outputs = its
@@ -39,7 +39,10 @@ def split_1_2(node, ctx) -> None:
 
 @register("Split", 2, 1, kind="type-only")
 def split_2_1(node, ctx) -> None:
+    """Split-1's axis has no default: Split-2's (0) is written out."""
     check_types(node, ctx)
+    if get_attr(node, "axis") is None:
+        node.attribute.append(onnx.helper.make_attribute("axis", 0))
 
 
 @register("Split", 11, 13, kind="attribute<->input")
