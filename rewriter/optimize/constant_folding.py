@@ -180,7 +180,7 @@ class FoldConstantsPass(_oscf.FoldConstantsPass):
         types = {v.const_value.dtype for v in node.inputs if v is not None and v.const_value is not None}
         if out.dtype is not None:
             types.add(out.dtype)
-        if node.op_type == "ReduceProd" or node.op_type in _INT_ARITH and not types & _FLOATS:
+        if node.op_type in ("ReduceProd", "GatherElements") or node.op_type in _INT_ARITH and not types & _FLOATS:
             self._ours = node
             return False
         if node.op_type == "Cast" and _cast_target(node) in _FLOATS and types - {out.dtype} <= _FLOATS:
@@ -198,6 +198,8 @@ class FoldConstantsPass(_oscf.FoldConstantsPass):
         try:
             if node.op_type == "ReduceProd":
                 array = self._reduce_prod(node, inputs)
+            elif node.op_type == "GatherElements":
+                array = _gather_elements(node, inputs)
             elif node.op_type in _INT_ARITH and not any(a is not None and a.dtype.kind == "f" for a in inputs):
                 array = self._integer(node, inputs)
             else:
@@ -314,6 +316,24 @@ def _small_fill(node: ir.Node) -> bool:
     itemsize = value.as_tensor().dtype.itemsize if value is not None else 4
     dims = shape.const_value.numpy().reshape(-1)
     return bool(np.all(dims >= 0)) and int(np.prod(dims, dtype=np.int64)) * itemsize <= _FILL_LIMIT
+
+
+def _gather_elements(node: ir.Node, inputs):
+    """GatherElements by NumPy's take_along_axis (onnx.reference's fails on some broadcastable
+    shapes); out-of-range indices are left to the runtime."""
+    data, indices = inputs
+    axis = _int_attr(node, "axis", 0)
+    if data.ndim != indices.ndim or not -data.ndim <= axis < data.ndim:
+        raise _NotFolded("GatherElements: ranks differ or axis out of range")
+    axis %= data.ndim
+    n = data.shape[axis]
+    if indices.size and (indices.min() < -n or indices.max() >= n):
+        raise _NotFolded("GatherElements: an index is out of range")
+    if any(i > d for k, (i, d) in enumerate(zip(indices.shape, data.shape)) if k != axis):
+        raise _NotFolded("GatherElements: indices bigger than the data off the axis")
+    index = np.where(indices < 0, indices + n, indices).astype(np.int64)
+    ranges = tuple(slice(0, d) if k != axis else slice(None) for k, d in enumerate(indices.shape))
+    return np.take_along_axis(data[ranges], index, axis=axis)
 
 
 def _cast_target(node: ir.Node):

@@ -13,6 +13,7 @@ from rewriter.optimize.batched_gemm import BatchedMatMulAddToGemmPass
 from rewriter.optimize.constant_folding import FoldConstantsPass, hide_overridable, restore
 from rewriter.optimize.cse import CommonSubexpressionEliminationPass
 from rewriter.optimize.fusions import FusionsPass
+from rewriter.optimize.elementwise_reshapes import RemoveElementwiseReshapesPass
 from rewriter.optimize.merge_slices import MergeSlicesPass
 from rewriter.optimize.metadata import DropToolMetadataPass, StripMetadataPass
 from rewriter.optimize.neutral_constants import RemoveNeutralArithmeticPass
@@ -70,12 +71,14 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
     gemm = BatchedMatMulAddToGemmPass()
     noops = RemoveStaticNoOpsPass()
     slices = MergeSlicesPass()
+    sandwiches = RemoveElementwiseReshapesPass()
     cse = CommonSubexpressionEliminationPass()
     unused = RemoveUnusedPass(allow_removing_custom_ops=options.allow_removing_custom_ops, keep=keep)
     skipped: dict = {}
     hidden = hide_overridable(model)  # no rule may read an overridable initializer as a constant
     try:
-        modified = _rounds(model, options, report, (fold, shapes, fusions, neutral, noops, slices, gemm, cse, unused), skipped)
+        passes = (fold, shapes, fusions, neutral, noops, slices, sandwiches, gemm, cse, unused)
+        modified = _rounds(model, options, report, passes, skipped)
     finally:
         restore(hidden)
     finals: list = []
@@ -101,7 +104,7 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
 
 def _rounds(model, options, report, passes, skipped) -> bool:
     """Run ``passes`` in rounds until a round changes nothing (at most ``options.iterations``)."""
-    fold, shapes, fusions, neutral, noops, slices, gemm, cse, unused = passes
+    fold, shapes, fusions, neutral, noops, slices, sandwiches, gemm, cse, unused = passes
     modified = False
     for round_ in range(max(1, options.iterations)):
         changed = False
@@ -113,8 +116,8 @@ def _rounds(model, options, report, passes, skipped) -> bool:
                     skipped.setdefault(key, item)
             elif p is shapes and shapes.folded:
                 report.folded["shape arithmetic"] += shapes.folded
-        report.fused += (fusions.applied + neutral.removed + noops.removed + slices.merged + gemm.rewritten
-                         + shapes.reshapes)
+        report.fused += (fusions.applied + neutral.removed + noops.removed + slices.merged + sandwiches.removed
+                         + gemm.rewritten + shapes.reshapes)
         report.merged += cse.removed
         report.removed_nodes += unused.removed_nodes
         report.removed_initializers += unused.removed_initializers
