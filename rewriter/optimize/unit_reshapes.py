@@ -1,0 +1,124 @@
+"""Turn ``Reshape -> Transpose -> Reshape`` that only add or drop dims of size 1 into one Transpose.
+
+(Reshape here is any of Reshape, Squeeze, Unsqueeze, Flatten: ops that keep the elements in
+row-major order and only change the shape.)
+
+Dynamo exports of ``k.transpose(-2, -1)`` in attention flatten the batch and heads first:
+``Reshape([1, 2, 8, 16] -> [2, 8, 16])``, ``Transpose(perm=[0, 2, 1])``,
+``Reshape(-> [1, 2, 16, 8])``; torch's ``unflatten``/``select`` of packed projections give
+``Unsqueeze -> Transpose -> Squeeze``. Adding or dropping a dim of size 1 leaves every element where
+it is in row-major order, so when both Reshapes only do that (the dims other than 1 are the
+same, in the same order, before and after each of them) the three nodes are one Transpose of
+the original input: the dims other than 1 move as the Transpose moves them, and the input's
+size-1 dims fill the places of the result's size-1 dims. All shapes must be static, the
+first two results read only by the next node and none of the three a graph output; the last
+Reshape's result name and readers are kept.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import onnx_ir as ir
+
+from rewriter.optimize.scopes import graphs_and_functions
+
+__all__ = ["FoldUnitReshapesIntoTransposePass"]
+
+logger = logging.getLogger(__name__)
+
+
+def _static(value: ir.Value | None):
+    if value is None or value.shape is None or not value.shape.is_static():
+        return None
+    return [int(d) for d in value.shape.dims]
+
+
+def _big(dims: list[int]) -> list[int]:
+    return [i for i, d in enumerate(dims) if d != 1]
+
+
+def _only_unit_dims_change(before: list[int], after: list[int]) -> bool:
+    return [before[i] for i in _big(before)] == [after[i] for i in _big(after)]
+
+
+_RESHAPES = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten"})
+
+
+def _single_reader(value: ir.Value, ops: frozenset, outputs) -> ir.Node | None:
+    uses = value.uses()
+    if value in outputs or len(uses) != 1:
+        return None
+    node = uses[0].node
+    if node.op_type not in ops or node.domain not in ("", "ai.onnx") or uses[0].idx != 0:
+        return None
+    return node
+
+
+def _perm(node: ir.Node, rank: int):
+    attr = node.attributes.get("perm")
+    if attr is None:
+        return list(reversed(range(rank)))
+    if attr.is_ref():
+        return None
+    return list(attr.as_ints())
+
+
+class FoldUnitReshapesIntoTransposePass(ir.passes.InPlacePass):
+    """Replace unit-dim Reshape -> Transpose -> Reshape by one Transpose (see the module doc)."""
+
+    def __init__(self):
+        super().__init__()
+        self.rewritten = 0
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        self.rewritten = 0
+        for graph in graphs_and_functions(model):
+            outputs = frozenset(graph.outputs)
+            for node in list(graph):
+                if node.graph is graph and node.op_type in _RESHAPES and node.domain in ("", "ai.onnx"):
+                    self._try(graph, node, outputs)
+        if self.rewritten:
+            logger.info("folded %d Reshape/Transpose/Reshape chain(s) into a Transpose", self.rewritten)
+        return ir.passes.PassResult(model, modified=bool(self.rewritten))
+
+    def _try(self, graph, first: ir.Node, outputs) -> None:
+        if not first.inputs or first.inputs[0] is None:
+            return
+        x = first.inputs[0]
+        transpose = _single_reader(first.outputs[0], frozenset({"Transpose"}), outputs)
+        if transpose is None:
+            return
+        last = _single_reader(transpose.outputs[0], _RESHAPES, outputs)
+        if last is None:
+            return
+        if last.outputs[0] in outputs:
+            return
+        a, b, t, c = (_static(v) for v in (x, first.outputs[0], transpose.outputs[0], last.outputs[0]))
+        if a is None or b is None or t is None or c is None or len(a) != len(c):
+            return
+        perm = _perm(transpose, len(b))
+        if perm is None or sorted(perm) != list(range(len(b))):
+            return
+        if not (_only_unit_dims_change(a, b) and _only_unit_dims_change(t, c)):
+            return
+        # A's dims other than 1, in B's order; the Transpose reorders B; place into C
+        a_big, b_big = _big(a), _big(b)
+        b_to_a = dict(zip(b_big, a_big))
+        moved = [b_to_a[p] for p in perm if p in b_to_a]
+        units = [i for i, d in enumerate(a) if d == 1]
+        new_perm, it_big, it_unit = [], iter(moved), iter(units)
+        for d in c:
+            new_perm.append(next(it_unit) if d == 1 else next(it_big))
+        if [a[p] for p in new_perm] != c:
+            return
+        out = last.outputs[0]
+        node = ir.node("Transpose", [x], attributes={"perm": new_perm}, name=last.name)
+        node.metadata_props.update(last.metadata_props)
+        graph.insert_before(last, node)
+        new = node.outputs[0]
+        new.dtype, new.shape = out.dtype, out.shape
+        out.replace_all_uses_with(new)
+        graph.remove([last, transpose, first], safe=True)
+        new.name = out.name
+        self.rewritten += 1
