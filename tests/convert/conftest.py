@@ -45,3 +45,12 @@ def pytest_terminal_summary(terminalreporter):
                 f"expanded backend cases to opset {target}: tried {c['tried']}, succeeded {c['succeeded']}, "
                 f"refused-inexpressible {c['refused-inexpressible']}, "
                 f"refused-expressible (known gaps) {c['refused-expressible (known gap)']}")
+    intermediate = getattr(ops, "INTERMEDIATE", None)
+    if intermediate:
+        for target, c in sorted(intermediate.items()):
+            refused_expr = sum(v for k, v in c.items() if k.startswith("refused-expressible"))
+            terminalreporter.write_line(
+                f"backend node tests to opset {target}: tried {c['tried']}, succeeded "
+                f"{sum(v for k, v in c.items() if k.startswith('succeeded'))}, refused-inexpressible "
+                f"{c['refused-inexpressible']}, refused-expressible {refused_expr} "
+                f"[known gaps {c['refused-expressible (known gap)']}], known defects {c['known defect']}")

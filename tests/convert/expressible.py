@@ -22,7 +22,9 @@ node is truly not expressible at the target. It is written independently of
    input (``INPUT_DEFAULTS``). Otherwise not expressible.
 4. **Enum values** that a later schema added (``NEW_VALUES``, read from the operator docs:
    ``onnx.defs`` has no enum lists) are not expressible below the version that added them;
-   likewise input ranks a later schema allowed (``RANK_LIMITS``: GridSample 5-D from 20).
+   likewise input ranks a later schema allowed (``RANK_LIMITS``: GridSample 5-D from 20), and
+   attributes whose new default is not what older schemas did (``IMPLICIT_BEFORE``: Resize-10
+   is 'asymmetric', RoiAlign-10 'output_half_pixel', ...): the effective value must match.
 5. **Features expressible with static information** (``STATIC_FEATURES``): a few features
    that rule 3 would call inexpressible have an exact rewrite in older ops when shapes or
    values are known (``EXACT_REWRITES``; Constant's ``value_*``/``sparse_value`` as a ``value`` tensor, Split's ``num_outputs`` with a static split dimension, Shape's
@@ -64,6 +66,13 @@ NEW_VALUES: dict[tuple[str, str, str], int] = {
     ("ScatterND", "reduction", "max"): 18, ("ScatterND", "reduction", "min"): 18,
 }
 
+# (op, attribute) -> the behaviour schemas without the attribute had, when it is not the new
+# attribute's default (operator docs): the node's effective value (set or default) must equal it.
+IMPLICIT_BEFORE: dict[tuple[str, str], object] = {
+    ("Resize", "coordinate_transformation_mode"): "asymmetric",  # Resize-10
+    ("RoiAlign", "coordinate_transformation_mode"): "output_half_pixel",  # RoiAlign-10
+}
+
 # (op, input formal) -> (the ranks older schemas accept, the version that widened it), from the
 # operator docs (onnx.defs has no rank constraints): GridSample takes 5-D (volumetric) input only
 # from 20.
@@ -83,7 +92,7 @@ INPUT_DEFAULTS: dict[tuple[str, str], object] = {
 # (the converter does these; listed so that a refusal of them counts against it):
 EXACT_REWRITES: set[tuple[str, str]] = {
     ("BatchNormalization", "training_mode"),  # batch statistics with ReduceMean/Sub/Mul/...
-    ("DepthToSpace", "mode"),  # CRD as Reshape/Transpose/Reshape
+    ("DepthToSpace", "mode"), ("SpaceToDepth", "mode"),  # CRD as Reshape/Transpose/Reshape
     ("Dropout", "seed"),  # no effect in inference
     ("GRU", "layout"), ("LSTM", "layout"), ("RNN", "layout"),  # batch-first: Transposes around
     ("TopK", "largest"),  # largest=0: TopK of the negated input (or of the reversed order)
@@ -214,7 +223,17 @@ def why_inexpressible(node: onnx.NodeProto, source: int, target: int, types, con
                         return f"{op} input '{formal_name}' of rank {len(t.tensor_type.shape.dim)} exists only from {op}-{since}"
     # 3./4. attributes
     dst_inputs_lower = {p.name.lower() for p in dst.inputs}
+    set_attrs = {a.name: a for a in node.attribute}
+    for (implicit_op, name), before in IMPLICIT_BEFORE.items():
+        if op == implicit_op and name in src.attributes and name not in dst.attributes:
+            given = set_attrs.get(name)
+            value = _attr_value(given if given is not None else src.attributes[name].default_value)
+            value = value.decode() if isinstance(value, bytes) else value
+            if value != before:
+                return f"{name}={value!r}: {op}-{dst.since_version} behaves as {before!r}"
     for attr in node.attribute:
+        if (op, attr.name) in IMPLICIT_BEFORE and attr.name not in dst.attributes:
+            continue  # decided above
         if attr.name not in dst.attributes:
             if attr.name.lower() in dst_inputs_lower:
                 continue  # became an input: a constant expresses it
