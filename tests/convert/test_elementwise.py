@@ -212,3 +212,21 @@ def test_integer_comparisons_below_9(op, elem, ok):
         converts(m, 7, {"a": a, "b": b}, expected=[np.greater(a, b) if op == "Greater" else np.less(a, b)])
     else:
         refused(m, 7, "'cmp'", "9 -> 7", "int64")
+
+
+@pytest.mark.parametrize("op", ["Max", "Min"])
+@pytest.mark.parametrize("elem,ok", [(TensorProto.INT32, True), (TensorProto.UINT8, True), (TensorProto.INT64, False),
+                                     (TensorProto.FLOAT, True)])
+def test_integer_max_min_below_12(op, elem, ok):
+    dtype = helper.tensor_dtype_to_np_dtype(elem)
+    node = helper.make_node(op, ["a", "b", "c"], ["y"], name="ext")
+    m = model([node], 13, [("a", elem, [2, 3]), ("b", elem, [3]), ("c", elem, [1])], [("y", elem, [2, 3])])
+    info = np.iinfo(dtype) if dtype.kind in "iu" else np.finfo(dtype)
+    feeds = {"a": np.array([[info.max, info.min, 0], [1, info.max - 1, 2]], dtype),
+             "b": np.array([info.max - 1, info.min, 1], dtype), "c": np.array([3], dtype)}
+    if ok:
+        fn = np.maximum if op == "Max" else np.minimum
+        result, _ = converts(m, 8, feeds, expected=[fn(fn(feeds["a"], feeds["b"]), feeds["c"])])
+        assert next(n for n in result.graph.node if "y" in n.output).name == "ext"
+    else:
+        refused(m, 8, "'ext'", "12 -> 8", "int64")
