@@ -150,9 +150,10 @@ def convert_model(
     engine.run()
     if state.maybe_unused:  # constants that no node reads any more (a blocked one goes too)
         unused.remove_unused(result, only={name for name, _ in state.maybe_unused})
-        alive = {tuple(n.output) for s in traversal.iter_scopes(result) for n in s.body.node} \
+        alive = {o for s in traversal.iter_scopes(result) for n in s.body.node for o in n.output} \
             if engine.blockers else set()
-        engine.blockers = [b for b in engine.blockers if b.key is None or b.key in alive]
+        # a blocker stays unless the node it came from was removed (its outputs nobody makes)
+        engine.blockers = [b for b in engine.blockers if b.key is None or any(o in alive for o in b.key if o)]
     report.blockers = engine.blockers
     if plan_only:
         return result, report
