@@ -400,3 +400,57 @@ def test_constants_in_subgraphs_functions_and_shared(name, target):
         np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-7)
     if name == "shared_axes":
         assert any(t.name == "ax" for t in converted.graph.initializer)
+
+
+# ---------------------------------------------------------------- what a rewritten node keeps
+
+def _one_node(node, opset, inputs, outputs, inits=()):
+    node.name = "the_node"
+    node.doc_string = "doc of the node"
+    prop = node.metadata_props.add()
+    prop.key, prop.value = "pkg.torch.onnx.stack_trace", "model.py:12"
+    graph = helper.make_graph([node], "g", inputs, outputs, list(inits))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10
+    return model
+
+
+def _rewrites():
+    h, f, i64 = helper, TensorProto.FLOAT, TensorProto.INT64
+    yield "softmax_axis1_13_to_11", _one_node(h.make_node("Softmax", ["x"], ["y"], axis=1), 13,
+                                              [_vi("x", [2, 3, 4])], [_vi("y", [2, 3, 4])]), 11, [2, 3, 4]
+    yield "depthtospace_crd_13_to_7", _one_node(h.make_node("DepthToSpace", ["x"], ["y"], blocksize=2, mode="CRD"), 13,
+                                                [_vi("x", [1, 8, 2, 2])], [_vi("y", [1, 2, 4, 4])]), 7, [1, 8, 2, 2]
+    yield "topk_smallest_13_to_9", _one_node(
+        h.make_node("TopK", ["x", "k"], ["v", "i"], axis=-1, largest=0), 13, [_vi("x", [2, 3, 4])],
+        [_vi("v", [2, 3, 2]), _vi("i", [2, 3, 2], i64)], [numpy_helper.from_array(np.array([2], np.int64), "k")]), 9, [2, 3, 4]
+    yield "layernorm_17_to_13", _one_node(
+        h.make_node("LayerNormalization", ["x", "s", "b"], ["y"], axis=-1), 17, [_vi("x", [2, 3, 4])], [_vi("y", [2, 3, 4])],
+        [numpy_helper.from_array(np.ones(4, np.float32), "s"), numpy_helper.from_array(np.zeros(4, np.float32), "b")]), 13, [2, 3, 4]
+    yield "gelu_tanh_20_to_13", _one_node(h.make_node("Gelu", ["x"], ["y"], approximate="tanh"), 20,
+                                          [_vi("x", [2, 3, 4])], [_vi("y", [2, 3, 4])]), 13, [2, 3, 4]
+    yield "reducemean_18_to_13", _one_node(
+        h.make_node("ReduceMean", ["x", "a"], ["y"], keepdims=0), 18, [_vi("x", [2, 3, 4])], [_vi("y", [2, 4], f)],
+        [numpy_helper.from_array(np.array([1], np.int64), "a")]), 13, [2, 3, 4]
+
+
+REWRITES = {name: rest for name, *rest in _rewrites()}
+
+
+@pytest.mark.parametrize("name", list(REWRITES))
+def test_a_rewritten_node_keeps_name_doc_and_metadata(name):
+    """The node producing the original output carries the original name, doc_string and
+    metadata_props when the node is rewritten into several (or expanded into its body); every
+    name stays unique; same outputs."""
+    model, target, shape = REWRITES[name]
+    converted, _ = convert_model(model, target)
+    assert_valid(converted)
+    feeds = {"x": RNG.random(shape).astype(np.float32)}
+    for e, g in zip(_ort(model, feeds), _ort(converted, feeds)):
+        np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-6)
+    names = [n.name for n in converted.graph.node]
+    assert all(names) and len(set(names)) == len(names), names
+    (carrier,) = [n for n in converted.graph.node if n.name == "the_node"]
+    assert converted.graph.output[0].name in carrier.output
+    assert carrier.doc_string == "doc of the node"
+    assert [(p.key, p.value) for p in carrier.metadata_props] == [("pkg.torch.onnx.stack_trace", "model.py:12")]
