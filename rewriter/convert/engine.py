@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 import logging
 
 import onnx
@@ -139,7 +140,9 @@ class Engine:
             self._block(label, op, "-", f"{op} does not exist at the model's opset {opset} (its first "
                         f"version is {versions[0]}): the model's opset_import is wrong", "no opset")
             return [node]
-        if registry.schema_version_at(op, self.target) is None:
+        dst = registry.schema_version_at(op, self.target)
+        if dst is None or (dst < src and _deprecated(op, dst) and _has_body(op, src)):
+            # missing at the target, or there only as a deprecated schema the checker refuses
             return self._expand(node, scope, opset, src, label)
         fix = registry.normalizer(op)
         if fix is not None:
@@ -337,6 +340,17 @@ class Engine:
 
 def _unknown(_name):
     return None
+
+
+@functools.lru_cache(maxsize=None)
+def _deprecated(op: str, version: int) -> bool:
+    return bool(onnx.defs.get_schema(op, version, "").deprecated)
+
+
+@functools.lru_cache(maxsize=None)
+def _has_body(op: str, version: int) -> bool:
+    schema = onnx.defs.get_schema(op, version, "")
+    return bool(schema.function_opset_versions or schema.context_dependent_function_opset_versions)
 
 
 def _type_key(t):
