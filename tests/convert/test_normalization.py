@@ -67,5 +67,12 @@ def test_group_norm_per_group_goes_up(const, x_shape):
     assert [n.op_type for n in result.graph.node][-1] == "GroupNormalization"
 
 
-def test_group_norm_18_is_deprecated():
-    refused(_gn(21, [1.0] * 4, [0.0] * 4), 18, "'gn'", "21 -> 18", "deprecated")
+@pytest.mark.parametrize("target", [18, 20])
+def test_group_norm_21_to_a_deprecated_18_is_expanded(target):
+    """GroupNormalization-18 is deprecated (the checker refuses it): going there, the node is
+    expanded into GroupNormalization-21's function body instead."""
+    m = _gn(21, [1.0, 2.0, 0.5, 1.5], [0.0, 0.1, -0.2, 0.3])
+    feeds = {"x": np.random.default_rng(0).standard_normal((2, 4, 3)).astype(np.float32)}
+    result, report = converts(m, target, feeds, rtol=1e-5)
+    assert report.expanded["GroupNormalization"] == 1
+    assert "GroupNormalization" not in {n.op_type for n in result.graph.node}
