@@ -10,7 +10,8 @@ MVN-13's ONNX function body reads ``@axes``; onnx does not bind the schema defau
 
 GroupNormalization 18 <-> 21: 21 takes scale/bias per channel instead of per group. Up: each
 group's value repeated C/G times. Down: GroupNormalization-18 is deprecated (the checker refuses
-it), so the step is refused.
+it): the engine expands the node into GroupNormalization-21's function body instead (831f667);
+the 21 -> 18 adapter refuses, should the step ever be taken.
 """
 
 from __future__ import annotations
