@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 import onnx_ir as ir
 
 from rewriter.optimize.scopes import graphs_and_functions
+from rewriter.optimize.values import constant_array
 
 __all__ = ["RemoveElementwiseReshapesPass"]
 
@@ -31,7 +33,6 @@ _UNARY = frozenset("""Relu Tanh Sigmoid Erf Exp Log Neg Abs Sqrt Reciprocal Floo
 Softplus Softsign Elu Selu LeakyRelu HardSigmoid HardSwish Gelu Mish Identity Not IsNaN Sin Cos
 Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh ThresholdedRelu Celu""".split())
 _BINARY = frozenset("Add Sub Mul Div Pow Max Min".split())
-_INTS = (ir.DataType.INT64, ir.DataType.INT32)
 
 
 def _static(value: ir.Value | None):
@@ -44,14 +45,14 @@ def _reshape_target(node: ir.Node, data_shape: tuple[int, ...]):
     """The static shape ``node`` (a Reshape with a constant shape) gives ``data_shape``, or None."""
     if len(node.inputs) != 2 or node.inputs[1] is None:
         return None
-    shape = node.inputs[1]
-    if shape.is_graph_input() or shape.const_value is None or shape.const_value.dtype not in _INTS:
+    shape = constant_array(node.inputs[1], max_size=64)
+    if shape is None or shape.dtype not in (np.int64, np.int32):
         return None
     attr = node.attributes.get("allowzero")
     if attr is not None and attr.is_ref():
         return None
     allowzero = attr is not None and attr.as_int() == 1
-    target = [int(v) for v in shape.const_value.numpy().reshape(-1)]
+    target = [int(v) for v in shape.reshape(-1)]
     dims = []
     for i, t in enumerate(target):
         if t == 0 and not allowzero:
@@ -76,8 +77,8 @@ def _reshape_target(node: ir.Node, data_shape: tuple[int, ...]):
 
 
 def _scalar_constant(value: ir.Value | None, rank: int) -> bool:
-    return (value is not None and not value.is_graph_input() and value.const_value is not None
-            and value.const_value.size == 1 and len(value.const_value.shape) <= rank)
+    array = constant_array(value, max_size=1)
+    return array is not None and array.size == 1 and array.ndim <= rank
 
 
 class RemoveElementwiseReshapesPass(ir.passes.InPlacePass):
@@ -92,7 +93,7 @@ class RemoveElementwiseReshapesPass(ir.passes.InPlacePass):
         for graph in graphs_and_functions(model):
             outputs = frozenset(graph.outputs)
             for node in list(graph):
-                if node.graph is graph and node.op_type == "Reshape" and node.domain in ("", "ai.onnx"):
+                if node.graph is not None and node.op_type == "Reshape" and node.domain in ("", "ai.onnx"):
                     self._try(graph, node, outputs)
         if self.removed:
             logger.info("removed %d Reshape(s) around element-wise ops", self.removed)
@@ -115,7 +116,7 @@ class RemoveElementwiseReshapesPass(ir.passes.InPlacePass):
                 node = use.node
                 if node in region or node in ends:
                     continue
-                if node.graph is not graph or node.domain not in ("", "ai.onnx"):
+                if node.graph is not first.graph or node.domain not in ("", "ai.onnx"):
                     return
                 if node.op_type == "Reshape" and use.idx == 0:
                     if _reshape_target(node, b) != a or node.outputs[0] in outputs:

@@ -16,6 +16,7 @@ import numpy as np
 import onnx_ir as ir
 
 from rewriter.optimize.scopes import graphs_and_functions
+from rewriter.optimize.values import constant_array
 
 __all__ = ["MergeSlicesPass"]
 
@@ -23,12 +24,10 @@ logger = logging.getLogger(__name__)
 
 
 def _ints(value: ir.Value | None):
-    if value is None or value.is_graph_input() or value.const_value is None:
+    array = constant_array(value, max_size=64)
+    if array is None or array.dtype not in (np.int64, np.int32) or array.ndim != 1:
         return None
-    tensor = value.const_value
-    if tensor.dtype not in (ir.DataType.INT64, ir.DataType.INT32) or len(tensor.shape) != 1:
-        return None
-    return [int(v) for v in tensor.numpy()]
+    return [int(v) for v in array]
 
 
 def _params(node: ir.Node, rank: int | None):
@@ -77,7 +76,9 @@ class MergeSlicesPass(ir.passes.InPlacePass):
             return
         mid = second.inputs[0]
         first = mid.producer() if mid is not None else None
-        if first is None or first.op_type != "Slice" or first.domain not in ("", "ai.onnx") or first.graph is not graph:
+        if first is None or first.op_type != "Slice" or first.domain not in ("", "ai.onnx"):
+            return
+        if first.graph is not second.graph:
             return
         if mid in outputs or len(mid.uses()) != 1 or first.inputs[0] is None:
             return

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 import onnx_ir as ir
 
 from rewriter.optimize.scopes import graphs_and_functions
+from rewriter.optimize.values import constant_array
 
 __all__ = ["RemoveStaticNoOpsPass"]
 
@@ -28,12 +30,10 @@ logger = logging.getLogger(__name__)
 
 
 def _const_ints(value: ir.Value | None):
-    if value is None or value.is_graph_input() or value.const_value is None:
+    array = constant_array(value, max_size=64)
+    if array is None or array.dtype not in (np.int64, np.int32) or array.ndim != 1:
         return None
-    tensor = value.const_value
-    if tensor.dtype not in (ir.DataType.INT64, ir.DataType.INT32) or len(tensor.shape) != 1 or tensor.size > 64:
-        return None
-    return [int(v) for v in tensor.numpy().reshape(-1)]
+    return [int(v) for v in array]
 
 
 def _attr_int(node: ir.Node, name: str, default: int) -> int | None:
@@ -67,10 +67,8 @@ def _reshape_is_identity(node: ir.Node) -> bool:
 def _bool_false(value: ir.Value | None) -> bool:
     if value is None:
         return True
-    if value.is_graph_input() or value.const_value is None:
-        return False
-    array = value.const_value.numpy()
-    return array.size == 1 and not bool(array.reshape(-1)[0])
+    array = constant_array(value, max_size=1)
+    return array is not None and array.size == 1 and not bool(array.reshape(-1)[0])
 
 
 def _dropout_is_identity(node: ir.Node, opset: int) -> bool:

@@ -76,7 +76,7 @@ class FoldUnitReshapesIntoTransposePass(ir.passes.InPlacePass):
         for graph in graphs_and_functions(model):
             outputs = frozenset(graph.outputs)
             for node in list(graph):
-                if node.graph is graph and node.op_type in _RESHAPES and node.domain in ("", "ai.onnx"):
+                if node.graph is not None and node.op_type in _RESHAPES and node.domain in ("", "ai.onnx"):
                     self._try(graph, node, outputs)
         if self.rewritten:
             logger.info("folded %d Reshape/Transpose/Reshape chain(s) into a Transpose", self.rewritten)

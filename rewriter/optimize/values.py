@@ -1,0 +1,40 @@
+"""Reading a value as a constant: an initializer (not a graph input), or a Constant node's value.
+
+Inside functions there are no initializers and onnx_ir leaves a Constant node's output
+without ``const_value``: the rewrites read the node's attribute instead.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx_ir as ir
+
+__all__ = ["constant_array"]
+
+_LIST_ATTRS = {"value_ints": np.int64, "value_floats": np.float32}
+_SCALAR_ATTRS = {"value_int": np.int64, "value_float": np.float32}
+
+
+def constant_array(value: ir.Value | None, max_size: int = 1 << 16) -> np.ndarray | None:
+    """The value of ``value`` when it is a known constant of at most ``max_size`` elements."""
+    if value is None or value.is_graph_input():
+        return None
+    tensor = value.const_value
+    if tensor is None:
+        node = value.producer()
+        if node is None or node.op_type != "Constant" or node.domain not in ("", "ai.onnx") or len(node.attributes) != 1:
+            return None
+        (name, attr), = node.attributes.items()
+        if attr.is_ref():
+            return None
+        if name == "value" and attr.type == ir.AttributeType.TENSOR:
+            tensor = attr.value
+        elif name in _LIST_ATTRS:
+            return np.asarray(list(attr.value), dtype=_LIST_ATTRS[name])
+        elif name in _SCALAR_ATTRS:
+            return np.asarray(attr.value, dtype=_SCALAR_ATTRS[name])
+        else:
+            return None
+    if tensor.size > max_size:
+        return None
+    return tensor.numpy()
