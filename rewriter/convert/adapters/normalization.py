@@ -5,7 +5,9 @@ MVN-13's ONNX function body reads ``@axes``; onnx does not bind the schema defau
 ``check_model(full_check=True)`` fail ("One and only one of the attributes 'value', 'value_*'
 ... Constant"). Writing the default out is the same node and a valid one: both steps do it.
 
-- up 9 -> 13: nothing changes but the default axes written out.
+- every MVN node a conversion meets (registry normalizer, also when it takes no step, e.g. 13 -> 15):
+  the default axes written out.
+- up 9 -> 13: nothing else changes.
 - down 13 -> 9: bfloat16 is refused (types checked); the axes stay explicit (harmless at 9).
 
 GroupNormalization 18 <-> 21: 21 takes scale/bias per channel instead of per group. Up: each
@@ -19,9 +21,9 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from rewriter.convert.adapters.feature_support import add_typed_constant, attr_value, check_types, no_ref, record_type
+from rewriter.convert.adapters.feature_support import add_typed_constant, attr_value, check_types, record_type
 from rewriter.convert.attrs import get_attr, set_ints
-from rewriter.convert.registry import register
+from rewriter.convert.registry import register, register_normalizer
 
 __all__ = ["materialize_default_axes"]
 
@@ -29,11 +31,15 @@ _DEFAULT_AXES = [0, 2, 3]
 
 
 def materialize_default_axes(node, ctx) -> None:
-    """Write MVN's default axes on a node without them (see the module doc)."""
-    no_ref(node, ctx, "axes")
+    """Write MVN's default axes on a node without them (see the module doc). Also the
+    normalizer of every MVN node a conversion meets, so 13 -> 15+ (no schema step) is fixed too;
+    an axes attribute that references the calling function's attribute is left as it is."""
     if get_attr(node, "axes") is None:
         set_ints(node, "axes", list(_DEFAULT_AXES))
         ctx.record("MeanVarianceNormalization default axes written out")
+
+
+register_normalizer("MeanVarianceNormalization")(materialize_default_axes)
 
 
 @register("MeanVarianceNormalization", 9, 13, kind="type-only")
