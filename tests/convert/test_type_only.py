@@ -65,6 +65,8 @@ def test_softmax_family_across_13(op, source, target, axis):
     """axis changed meaning at 13 (flatten to 2-D at axis before, one axis from 13): rewriter's
     own adapters convert every axis of a known-rank input exactly, both ways, without onnx's
     converter (Flatten/op/Reshape going up, Transpose/op/Transpose going down)."""
+    if source < 11 and axis < 0:
+        return  # negative axes exist from opset 11
     model = _node_model(op, source, axis=axis)
     feeds = {"x": np.random.default_rng(1).normal(size=[2, 3]).astype(np.float32)}
     result, report = convert_model(model, target)
