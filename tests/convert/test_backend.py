@@ -236,6 +236,8 @@ def _mismatch(got, want, rtol, atol, exact_values=True) -> str | None:
     got = np.asarray(got)
     if got.shape != want.shape:
         return f"shape {got.shape} != expected {want.shape}"
+    if got.dtype != want.dtype and not (got.dtype.kind in "OUS" and want.dtype.kind in "OUS"):
+        return f"dtype {got.dtype} != expected {want.dtype}"
     if not exact_values:
         return None
     if want.dtype == object or got.dtype == object:
