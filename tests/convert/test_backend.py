@@ -304,6 +304,9 @@ def _classify(case, target) -> tuple[str, str, object]:
     try:
         converted, _ = convert_model(model, target)
     except ConversionBlocked as e:
+        unexplained = [b for b in e.blockers if not (b.node and b.op and b.step and b.reason.strip() and b.works)]
+        if not e.blockers or unexplained:
+            return "defect: a refusal that names no node or reason", str(e)[:300], None
         if why_not is not None:
             return "refused-inexpressible", why_not, None
         keys = sorted({(b.op, b.step) for b in e.blockers})
