@@ -19,6 +19,7 @@ import dataclasses
 import functools
 import logging
 
+import numpy as np
 import onnx
 
 from rewriter.convert import registry, steps
@@ -311,9 +312,10 @@ class Engine:
         except ConversionError as e:
             self._block(label, op, "expand", str(e), f"targets >= {first}")
             return [node]
+        self.state.add_types(scope, types)
+        nodes = _fold_shape_arithmetic(nodes, scope, self.state, version)
         for n in nodes:
             self.state.pending.update((o, n) for o in n.output if o)
-        self.state.add_types(scope, types)
         self.report.expanded[op] += 1
         self.report.steps[(op, "expanded")] += 1
         self.taken[(op, src, version, "expanded into its function body")] += 1
@@ -464,6 +466,104 @@ def _inline(fn: onnx.FunctionProto, node: onnx.NodeProto, state: ConversionState
             new.domain = ""
         nodes.append(new)
     return nodes, _body_types(nodes, node, state, scope, fn)
+
+
+# Integer ops an inlined body may compute from shapes and constants alone (e.g. the axes of
+# RMSNormalization's ReduceMean from Range(axis, Size(Shape(X)))): folded when inlining, exactly,
+# by onnx.reference, so that steps needing a constant (axes input -> attribute) can take them.
+_SHAPE_OPS = frozenset({"Shape", "Size", "Range", "Gather", "Unsqueeze", "Squeeze", "Concat", "Slice", "Add",
+                        "Sub", "Mul", "Div", "Neg", "Abs", "Equal", "Less", "Greater", "Where", "Cast",
+                        "Reshape", "ConstantOfShape", "Identity", "Max", "Min", "Expand", "Constant"})
+_INTEGER_OUT = (np.int64, np.int32, np.bool_)
+
+
+def _fold_shape_arithmetic(nodes: list[onnx.NodeProto], scope, state: ConversionState, opset: int
+                           ) -> list[onnx.NodeProto]:
+    """``nodes`` with each integer shape computation whose inputs are known replaced by a
+    Constant of its value (same output name and node name)."""
+    from onnx import numpy_helper
+    import onnx.reference
+
+    types = state.types_for(scope)
+    known: dict[str, np.ndarray] = {}
+    # An If condition stays computed: a constant one lets ONNX Runtime inline the branch, and
+    # ONNX's own function bodies (AffineGrid) are not typed strictly enough for that.
+    producer = {o: n for n in nodes for o in n.output}
+    keep, todo = set(), [n.input[0] for n in nodes if n.op_type == "If" and n.input]
+    while todo:
+        name = todo.pop()
+        if name in producer and name not in keep:
+            keep.add(name)
+            todo.extend(producer[name].input)
+    result = []
+    for n in nodes:
+        folded = None
+        if n.op_type in _SHAPE_OPS and len(n.output) == 1 and n.domain in DEFAULT_DOMAINS and \
+                n.output[0] not in keep and not any(a.ref_attr_name for a in n.attribute):
+            try:
+                folded = _fold_one(n, known, types, scope, state, opset, onnx.reference)
+            except Exception:  # noqa: BLE001 - a node the reference cannot evaluate stays as it is
+                folded = None
+        if folded is not None and folded.dtype.type in _INTEGER_OUT:
+            known[n.output[0]] = folded
+            const = onnx.helper.make_node("Constant", [], [n.output[0]], name=n.name,
+                                          value=numpy_helper.from_array(folded))
+            result.append(const)
+            state.maybe_unused.append((n.output[0], scope))
+        else:
+            result.append(n)
+    return result
+
+
+def _fold_one(n, known, types, scope, state, opset, reference):
+    if n.op_type == "Constant":
+        from rewriter.graph.constants import constant_node_value
+
+        return constant_node_value(n, state.read_tensor)
+    if n.op_type in ("Shape", "Size"):
+        t = types.get(n.input[0])
+        if t is None or not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
+            return None
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in t.tensor_type.shape.dim]
+        if None in dims:
+            return None
+        if n.op_type == "Size":
+            return np.array(int(np.prod(dims, dtype=np.int64)), dtype=np.int64)
+        attrs = {a.name: a.i for a in n.attribute}
+        rank = len(dims)
+        start, end = attrs.get("start", 0), attrs.get("end", rank)
+        start = min(max(start + rank if start < 0 else start, 0), rank)
+        end = min(max(end + rank if end < 0 else end, 0), rank)
+        return np.array(dims[start:end], dtype=np.int64)
+    inputs = []
+    for name in n.input:
+        if not name:
+            inputs.append(None)
+            continue
+        value = known.get(name)
+        if value is None:
+            from rewriter.graph.constants import constant_value
+
+            value = constant_value(name, scope, state.read_tensor)
+        if value is None:
+            return None
+        inputs.append(np.asarray(value))
+    names = [f"i{k}" for k in range(len(n.input))]
+    node = onnx.NodeProto()
+    node.CopyFrom(n)
+    node.ClearField("name")
+    for k, name in enumerate(n.input):
+        node.input[k] = names[k] if name else ""
+    node.output[0] = "out"
+    graph = onnx.helper.make_graph(
+        [node], "fold",
+        [onnx.helper.make_tensor_value_info(names[k], onnx.helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+         for k, v in enumerate(inputs) if v is not None],
+        [onnx.helper.make_empty_tensor_value_info("out")])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
+    feeds = {names[k]: v for k, v in enumerate(inputs) if v is not None}
+    (out,) = reference.ReferenceEvaluator(model).run(None, feeds)
+    return np.asarray(out)
 
 
 def _rename_graph(graph: onnx.GraphProto, names: dict[str, str], state: ConversionState, hint: str) -> None:

@@ -148,8 +148,8 @@ def convert_model(
                 report.nodes[node.op_type] += 1
     engine = Engine(state, target_opset)
     engine.run()
-    if state.maybe_unused:  # constants that no node reads any more (a blocked one goes too)
-        unused.remove_unused(result, only={name for name, _ in state.maybe_unused})
+    if state.maybe_unused or state.added_values:  # constants no node reads any more (a blocked one goes too)
+        unused.remove_unused(result, only={name for name, _ in state.maybe_unused} | set(state.added_values))
         alive = {o for s in traversal.iter_scopes(result) for n in s.body.node for o in n.output} \
             if engine.blockers else set()
         # a blocker stays unless the node it came from was removed (its outputs nobody makes)
