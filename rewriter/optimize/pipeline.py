@@ -19,6 +19,7 @@ from rewriter.optimize.metadata import DropToolMetadataPass, StripMetadataPass
 from rewriter.optimize.neutral_constants import RemoveNeutralArithmeticPass
 from rewriter.optimize.old_ir import InitializersToConstantsPass
 from rewriter.optimize.static_noops import RemoveStaticNoOpsPass
+from rewriter.optimize.resize_slice import RemoveUpsampleSubsamplePass
 from rewriter.optimize.shape_arithmetic import FoldShapeArithmeticPass
 from rewriter.optimize.scopes import graphs_and_functions
 from rewriter.optimize.unit_reshapes import FoldUnitReshapesIntoTransposePass
@@ -74,12 +75,13 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
     slices = MergeSlicesPass()
     sandwiches = RemoveElementwiseReshapesPass()
     units = FoldUnitReshapesIntoTransposePass()
+    upsample = RemoveUpsampleSubsamplePass()
     cse = CommonSubexpressionEliminationPass()
     unused = RemoveUnusedPass(allow_removing_custom_ops=options.allow_removing_custom_ops, keep=keep)
     skipped: dict = {}
     hidden = hide_overridable(model)  # no rule may read an overridable initializer as a constant
     try:
-        passes = (fold, shapes, fusions, neutral, noops, slices, sandwiches, units, gemm, cse, unused)
+        passes = (fold, shapes, fusions, neutral, noops, slices, upsample, sandwiches, units, gemm, cse, unused)
         modified = _rounds(model, options, report, passes, skipped)
     finally:
         restore(hidden)
@@ -106,7 +108,7 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
 
 def _rounds(model, options, report, passes, skipped) -> bool:
     """Run ``passes`` in rounds until a round changes nothing (at most ``options.iterations``)."""
-    fold, shapes, fusions, neutral, noops, slices, sandwiches, units, gemm, cse, unused = passes
+    fold, shapes, fusions, neutral, noops, slices, upsample, sandwiches, units, gemm, cse, unused = passes
     modified = False
     for round_ in range(max(1, options.iterations)):
         changed = False
@@ -118,8 +120,8 @@ def _rounds(model, options, report, passes, skipped) -> bool:
                     skipped.setdefault(key, item)
             elif p is shapes and shapes.folded:
                 report.folded["shape arithmetic"] += shapes.folded
-        report.fused += (fusions.applied + neutral.removed + noops.removed + slices.merged + sandwiches.removed
-                         + units.rewritten + gemm.rewritten + shapes.reshapes)
+        report.fused += (fusions.applied + neutral.removed + noops.removed + slices.merged + upsample.removed
+                         + sandwiches.removed + units.rewritten + gemm.rewritten + shapes.reshapes)
         report.merged += cse.removed
         report.removed_nodes += unused.removed_nodes
         report.removed_initializers += unused.removed_initializers

@@ -247,3 +247,31 @@ def test_a_reshape_that_merges_dims_is_not_a_unit_reshape():
     m = onnx.shape_inference.infer_shapes(m)
     assert not run_pass(m, FoldUnitReshapesIntoTransposePass())[1]
     optimize_and_compare(m)
+
+
+# ---------------------------------------------------------------- nearest upsample undone by a strided Slice
+
+def _upsample_subsample(mode="nearest", coord="asymmetric", nearest="floor", start=0, step=2, scale=2.0):
+    """F.interpolate(x, scale_factor=2, mode="nearest")[:, :, ::2, ::2], as torch exports it."""
+    resize = h.make_node("Resize", ["x", "", "scales"], ["u"], mode=mode, coordinate_transformation_mode=coord,
+                         nearest_mode=nearest)
+    nodes = [resize, h.make_node("Slice", ["u", "st", "en", "ax", "sp"], ["s"]), h.make_node("Relu", ["s"], ["y"])]
+    n = int(4 * scale)
+    kept = len(range(n)[start::step])
+    return _model(nodes, [_vi("x", [1, 2, 4, 4])], [_vi("y", [1, 2, kept, kept])],
+                  [_f("scales", [1, 1, scale, scale]), _i("st", [start, start]), _i("en", [2 ** 63 - 1] * 2),
+                   _i("ax", [2, 3]), _i("sp", [step, step])], opset=13)
+
+
+def test_a_strided_slice_that_undoes_a_nearest_upsample_goes_with_it():
+    for coord, nearest, start in (("asymmetric", "floor", 0), ("asymmetric", "floor", 1),
+                                  ("half_pixel", "round_prefer_floor", 0), ("pytorch_half_pixel", "round_prefer_ceil", 1)):
+        result, _ = optimize_and_compare(_upsample_subsample(coord=coord, nearest=nearest, start=start))
+        assert ops(result) == ["Relu"], (coord, nearest, start)
+
+
+def test_upsample_stays_when_the_slice_picks_other_elements_or_the_mode_interpolates():
+    for model in (_upsample_subsample(step=1), _upsample_subsample(mode="linear"),
+                  _upsample_subsample(nearest="ceil", start=1), _upsample_subsample(scale=3.0, step=3)):
+        result, _ = optimize_and_compare(model)
+        assert "Resize" in ops(result)
