@@ -10,8 +10,9 @@ node is truly not expressible at the target. It is written independently of
    ``function_opset_versions``): the body is built for the node (its attributes, its input
    types), typed by shape inference, and every body node must itself be expressible from the
    body's opset to the target (recursively). No body: not expressible (a hand-written
-   rewrite with other ops, such as Upsample -> Resize or Scatter -> ScatterElements, is not
-   counted: ONNX does not define one).
+   rewrite with other ops, such as Upsample -> Resize, is not counted: ONNX does not define
+   one), except a deprecated op whose docs name its identical successor (``REPLACED_BY``:
+   Scatter -> ScatterElements-11).
 2. **Types**: every type the node uses (inputs and outputs whose type is known) must be
    allowed by the target schema's constraint for that formal parameter (matched by name).
 3. **Features**: an attribute the node sets that the target schema lacks is fine when its
@@ -78,6 +79,11 @@ IMPLICIT_BEFORE: dict[tuple[str, str], object] = {
 # from 20.
 RANK_LIMITS: dict[tuple[str, str], tuple[tuple[int, ...], int]] = {
     ("GridSample", "X"): ((4,), 20),
+}
+
+# A deprecated op -> (the op its docs name as the same computation, the version it exists from).
+REPLACED_BY: dict[str, tuple[str, int]] = {
+    "Scatter": ("ScatterElements", 11),  # Scatter-9/11 docs: deprecated, identical to ScatterElements
 }
 
 # (op, input formal) -> the value that means "as if absent" (documented in the operator docs).
@@ -190,6 +196,12 @@ def why_inexpressible(node: onnx.NodeProto, source: int, target: int, types, con
         return f"{op} does not exist at the source opset {source}"
     dst = schema_at(op, target)
     if dst is None:
+        replacement = REPLACED_BY.get(op)
+        if replacement is not None and target >= replacement[1]:
+            renamed = onnx.NodeProto()
+            renamed.CopyFrom(node)
+            renamed.op_type = replacement[0]
+            return why_inexpressible(renamed, replacement[1], target, types, constants, _depth=_depth + 1)
         return _through_function(node, src, source, target, types, constants, _depth)
     # 2. types, matched by formal name
     dst_in = {p.name: p for p in dst.inputs}
