@@ -92,8 +92,8 @@ class FoldUnitReshapesIntoTransposePass(ir.passes.InPlacePass):
         last = _single_reader(transpose.outputs[0], _RESHAPES, outputs)
         if last is None:
             return
-        if last.outputs[0] in outputs:
-            return
+        if last.outputs[0] in outputs or transpose.graph is not first.graph or last.graph is not first.graph:
+            return  # a reader inside a subgraph stays where it is
         a, b, t, c = (_static(v) for v in (x, first.outputs[0], transpose.outputs[0], last.outputs[0]))
         if a is None or b is None or t is None or c is None or len(a) != len(c):
             return

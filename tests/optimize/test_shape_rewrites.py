@@ -247,6 +247,7 @@ def test_a_reshape_that_merges_dims_is_not_a_unit_reshape():
     m = onnx.shape_inference.infer_shapes(m)
     assert not run_pass(m, FoldUnitReshapesIntoTransposePass())[1]
     optimize_and_compare(m)
+    optimize_and_compare(m)
 
 
 # ---------------------------------------------------------------- nearest upsample undone by a strided Slice
@@ -275,3 +276,16 @@ def test_upsample_stays_when_the_slice_picks_other_elements_or_the_mode_interpol
                   _upsample_subsample(nearest="ceil", start=1), _upsample_subsample(scale=3.0, step=3)):
         result, _ = optimize_and_compare(model)
         assert "Resize" in ops(result)
+
+
+def test_a_transpose_inside_a_subgraph_is_not_pulled_out():
+    then = h.make_graph([h.make_node("Transpose", ["a"], ["b"], perm=[0, 2, 1]), h.make_node("Reshape", ["b", "s2"], ["t"])],
+                        "then", [], [_vi("t", [1, 2, 16, 8])], [_i("s2", [1, 2, 16, 8])])
+    other = h.make_graph([h.make_node("Transpose", ["x"], ["e"], perm=[0, 1, 3, 2])], "else", [], [_vi("e", [1, 2, 16, 8])])
+    m = _model([h.make_node("Reshape", ["x", "s1"], ["a"]),
+                h.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
+               [_vi("x", [1, 2, 8, 16]), _vi("c", [], onnx.TensorProto.BOOL)], [_vi("y", [1, 2, 16, 8])],
+               [_i("s1", [-1, 8, 16])])
+    m = onnx.shape_inference.infer_shapes(m)
+    assert not run_pass(m, FoldUnitReshapesIntoTransposePass())[1]
+    optimize_and_compare(m)
