@@ -51,35 +51,25 @@ TARGETS = (7, 11, 13, 17, 18, LATEST)
 # ("18 -> 17", "expand", ...). Every entry is a gap an adapter should close.
 KNOWN_GAPS: dict[tuple[str, str], str] = {  # generated from a run, then reviewed
     ('Add', '14 -> 13'): "the type of input X is unknown and schema version 13 allows fewer types than version 14",  # 3 case-target(s), to [7, 11, 13]
-    ('AveragePool', '22 -> 19'): "with ceil_mode=1 the last window along spatial axis 0 starts in the padding: from opset 22 it is dropped, before 22 the output size counts it",  # 4 case-target(s), to [11, 13, 17, 18]
     ('Cast', '25 -> 24'): "the type of input X is unknown and schema version 24 allows fewer types than version 25",  # 5 case-target(s), to [7, 11, 13, 17, 18]
     ('Cast', '9 -> 6'): "the type of input X is unknown and schema version 6 allows fewer types than version 9",  # 16 case-target(s), to [7]
-    ('DequantizeLinear', '13 -> 10'): "scale 'x_scale' is 1-D: per-axis quantization exists only from opset 13",  # 1 case-target(s), to [11]
     ('Div', '14 -> 13'): "the type of output X is unknown and schema version 13 allows fewer types than version 14",  # 3 case-target(s), to [7, 11, 13]
     ('Equal', '13 -> 11'): "the type of input X is unknown and schema version 11 allows fewer types than version 13",  # 2 case-target(s), to [7, 11]
     ('Gather', '13 -> 11'): "the type of input X is unknown and schema version 11 allows fewer types than version 13",  # 8 case-target(s), to [7, 11]
     ('Greater', '13 -> 9'): "the type of input X is unknown and schema version 9 allows fewer types than version 13",  # 2 case-target(s), to [7, 11]
     ('GreaterOrEqual', '16 -> 12'): "the type of input X is unknown and schema version 12 allows fewer types than version 16",  # 1 case-target(s), to [13]
-    ('GroupNormalization', '21 -> 18'): "schema changed between 18 and 21 (no adapter yet)",  # 2 case-target(s), to [18]
     ('Identity', '25 -> 24'): "the type of input X is unknown and schema version 24 allows fewer types than version 25",  # 2 case-target(s), to [17, 18]
     ('Loop', '11 -> 1'): "Loop-1 restricts what loop-carried values may do in ways the model's body cannot be checked against; no conversion below opset 11",  # 8 case-target(s), to [7]
-    ('MaxPool', '22 -> 12'): "with ceil_mode=1 the last window along spatial axis 0 starts in the padding: from opset 22 it is dropped, before 22 the output size counts it",  # 4 case-target(s), to [11, 13, 17, 18]
     ('Mul', '14 -> 13'): "the type of input X is unknown and schema version 13 allows fewer types than version 14",  # 3 case-target(s), to [7, 11, 13]
     ('OptionalGetElement', '28 -> 18'): "the type of input X is unknown and schema version 18 allows fewer types than version 28",  # 5 case-target(s), to [17, 18]
-    ('OptionalHasElement', '15 -> 18'): "rewriter has no adapter for this step, and onnx's converter, which has one, lacks a correct adapter for step 18 -> 28 on the node's way to the target",  # 1 case-target(s), to [28]
-    ('OptionalHasElement', '18 -> 15'): "schema changed between 15 and 18 (no adapter yet)",  # 4 case-target(s), to [17]
     ('OptionalHasElement', '28 -> 18'): "the type of input X is unknown and schema version 18 allows fewer types than version 28",  # 6 case-target(s), to [17, 18]
-    ('Pad', '18 -> 13'): "axes input 'Attention_NegOne1D' with pads input 'Attention_Pads' not a constant: they cannot fold into full pads (axes exists from opset 18)",  # 32 case-target(s), to [11, 13, 17]
     ('QuantizeLinear', '13 -> 10'): "scale 'y_scale' is 1-D: per-axis quantization exists only from opset 13",  # 1 case-target(s), to [11]
-    ('ReduceMean', '18 -> 13'): "axes input 'RMSNormalization_ReduceAxes' is not a constant, so it cannot become the axes attribute needed below opset 18",  # 57 case-target(s), to [11, 13, 17]
     ('Reshape', '25 -> 24'): "the type of input X is unknown and schema version 24 allows fewer types than version 25",  # 20 case-target(s), to [7, 11, 13, 17, 18]
-    ('Resize', '18 -> 13'): "axes [2, 3] (a subset or another order of the dims) exist only from opset 18",  # 18 case-target(s), to [11, 13, 17]
-    ('RoiAlign', '16 -> 10'): "coordinate_transformation_mode='half_pixel' (the default from opset 16) shifts the coordinates by -0.5 pixel, which RoiAlign below 16 does not",  # 2 case-target(s), to [11, 13]
+    ('Resize', '18 -> 13'): "scales input 'scales' is not a constant, so it cannot become the scales attribute needed below opset 18",  # 18 case-target(s), to [11, 13, 17]
     ('Scan', '8 -> 9'): "Scan-9 has no batch axis: Scan-8's batch dimension would have to become a loop around the scan, which rewriter does not do",  # 5 case-target(s), to [11, 13, 17, 18, 28]
     ('SequenceMap', 'expand'): "the type of input X is unknown, and SequenceMap's function body depends on it",  # 6 case-target(s), to [13]
-    ('Slice', '10 -> 1'): "steps [-1] (steps exist from opset 10)",  # 17 case-target(s), to [7]
-    ('Split', '13 -> 11'): "split input 'RotaryEmbedding_RotateSplitLengths' is not a constant, so it cannot become the split attribute needed below opset 13",  # 3 case-target(s), to [11]
-    ('Split', '18 -> 13'): "num_outputs=3 with the size of axis 1 of X unknown: Split-18 allows an uneven split (the last part smaller), Split-13 does not (num_outputs exists ...",  # 12 case-target(s), to [17]
+    ('Slice', '10 -> 1'): "starts input 'slice_start' is not a constant, so it cannot become the starts attribute needed below opset 10",  # 1 case-target(s), to [7]
+    ('Split', '18 -> 13'): "num_outputs=4 cannot split a dim of 5",  # 2 case-target(s), to [17]
     ('SplitToSequence', '24 -> 11'): "the type of output X is unknown and schema version 11 allows fewer types than version 24",  # 12 case-target(s), to [11, 13, 17, 18]
     ('Sub', '14 -> 13'): "the type of input X is unknown and schema version 13 allows fewer types than version 14",  # 3 case-target(s), to [7, 11, 13]
     ('Sum', '8 -> 6'): "Sum broadcasts only from opset 8; its inputs' shapes are [], [3], not one static shape",  # 2 case-target(s), to [7]
@@ -103,10 +93,6 @@ KNOWN_DEFECTS: dict[tuple[str, int], str] = {
     ('test_scan9_sum', 8): "see converter-defects.md D10: onnx's Scan 9->8 adapter emits an invalid model",
     ('test_scan9_multi_state', 8): "see converter-defects.md D10: onnx's Scan 9->8 adapter emits an invalid model",
     ('test_scan9_scalar', 8): "see converter-defects.md D10: onnx's Scan 9->8 adapter emits an invalid model",
-    ('test_causal_conv_with_state_with_past_state', 9): "see converter-defects.md D11: computed Slice starts/ends left in Slice-10 form at 9",
-    ('test_causal_conv_with_state_decode_step', 9): "see converter-defects.md D11: computed Slice starts/ends left in Slice-10 form at 9",
-    ('test_causal_conv_with_state_with_bias_and_past_state', 9): "see converter-defects.md D11: computed Slice starts/ends left in Slice-10 form at 9",
-    ('test_causal_conv_with_state_silu_with_past_state', 9): "see converter-defects.md D11: computed Slice starts/ends left in Slice-10 form at 9",
 }
 
 # Filled by the tests, printed by tests/convert/conftest.py.

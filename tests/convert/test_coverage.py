@@ -96,10 +96,6 @@ SCHEMA_VERSIONS: dict[str, tuple[int, ...]] = {
 # The reason says what the higher version changed relative to the lower one (generated with
 # schema_diff below, then reviewed); "same signature" ones changed meaning only.
 PENDING_BLOCKED: dict[tuple[str, int, int], str] = {
-    ("GroupNormalization", 21, 18): "GroupNormalization-21 vs 18: attributes added: stash_type",
-    ("OptionalHasElement", 18, 15): "OptionalHasElement-18 vs 15: input input arity/optionality changed",
-    ("Tile", 1, 6): "Tile-6 vs 1: inputs added: repeats; inputs removed: tiles, axis",
-    ("Tile", 6, 1): "Tile-6 vs 1: inputs added: repeats; inputs removed: tiles, axis",
 }
 
 
