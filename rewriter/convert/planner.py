@@ -64,21 +64,20 @@ class ConvertReport:
         return not self.blockers
 
     def summary_lines(self) -> list[str]:
-        lines = [f"{op} nodes: {n}" for op, n in sorted(self.own.items()) if op == "ReduceProd"]
-        lines += [f"  {kind}: {n}" for kind, n in sorted(self.changes.items())]
-        others = {op: n for op, n in self.own.items() if op != "ReduceProd"}
-        if others:
-            ops = ", ".join(f"{op} x{n}" for op, n in sorted(others.items()))
-            lines.append(f"other ops converted by rewriter's adapters: {ops}")
+        lines = []
+        if self.own:
+            ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.own.items()))
+            lines.append(f"converted by rewriter's adapters: {ops}")
+            lines += [f"  {kind}: {n}" for kind, n in sorted(self.changes.items())]
         if self.expanded:
             ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.expanded.items()))
-            lines.append(f"ops newer than the target, expanded into their ONNX function bodies: {ops}")
+            lines.append(f"newer than the target, expanded into their ONNX function bodies: {ops}")
         if self.type_only:
             ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.type_only.items()))
-            lines.append(f"other ops with type-only schema changes (kept as they are): {ops}")
+            lines.append(f"type-only schema changes (kept as they are): {ops}")
         if self.delegated:
             ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.delegated.items()))
-            lines.append(f"other ops converted by onnx.version_converter: {ops}")
+            lines.append(f"converted by onnx.version_converter (its adapter known correct): {ops}")
         return lines or ["nothing to change"]
 
     def plan_rows(self) -> list[dict]:
