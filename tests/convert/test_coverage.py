@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import onnx
 import onnx.defs
 import pytest
@@ -253,3 +254,52 @@ def test_the_classification_tables_name_real_steps():
 def test_the_snapshot_is_what_the_engine_walks():
     for op in ("Add", "ReduceProd", "Softmax", "Resize", "SpaceToDepth"):
         assert tuple(registry.schema_versions(op)) == SCHEMA_VERSIONS[op]
+
+
+# ---------------------------------------------------------------- the expressibility oracle itself
+
+def _oracle_case(op, opset, target, attrs=None, inputs=("x",), outputs=("y",), elem=onnx.TensorProto.FLOAT,
+                 shape=(2, 3, 4), consts=None):
+    from tests.convert.expressible import why_inexpressible
+
+    node = onnx.helper.make_node(op, list(inputs), list(outputs), **(attrs or {}))
+    types = {n: onnx.helper.make_tensor_type_proto(elem, list(shape)) for n in [*inputs, *outputs] if n}
+    values = consts or {}
+    for name, value in values.items():
+        types[name] = onnx.helper.make_tensor_type_proto(onnx.TensorProto.INT64, list(value.shape))
+    return why_inexpressible(node, opset, target, types.get, values.get)
+
+
+@pytest.mark.parametrize("label, args, expressible", [
+    ("reduce axes constant 18->13", ("ReduceMean", 18, 13, None, ("x", "a")), True),
+    ("reduce axes computed 18->13", ("ReduceMean", 18, 13, None, ("x", "a"), ("y",), 1, (2, 3, 4), {}), False),
+    ("bfloat16 Add 14->11", ("Add", 14, 11, None, ("x", "z"), ("y",), onnx.TensorProto.BFLOAT16), False),
+    ("int8 Add 14->13", ("Add", 14, 13, None, ("x", "z"), ("y",), onnx.TensorProto.INT8), False),
+    ("LayerNormalization 17->13 through its body", ("LayerNormalization", 17, 13, {"axis": -1}, ("x", "s")), True),
+    ("Gelu 20->13 through its body", ("Gelu", 20, 13, None), True),
+    ("Pad wrap 19->18", ("Pad", 19, 18, {"mode": "wrap"}, ("x", "p")), False),
+    ("Pad reflect 19->18", ("Pad", 19, 18, {"mode": "reflect"}, ("x", "p")), True),
+    ("Resize half_pixel 11->10", ("Resize", 11, 10, {"coordinate_transformation_mode": "half_pixel"},
+                                  ("x", "", "sc")), False),
+    ("Resize asymmetric 11->10", ("Resize", 11, 10, {"coordinate_transformation_mode": "asymmetric"},
+                                  ("x", "", "sc")), True),
+    ("GridSample 5-D 20->16", ("GridSample", 20, 16, None, ("x", "g"), ("y",), 1, (1, 1, 2, 2, 2)), False),
+    ("Scatter 9->11 as ScatterElements", ("Scatter", 9, 11, None, ("x", "i", "u"), ("y",), 1, (2, 3, 4),
+                                          {"i": np.zeros((2, 3, 4), np.int64)}), True),
+    ("Upsample 9->11 (no body)", ("Upsample", 9, 11, {"mode": "nearest"}, ("x", "sc")), False),
+    ("Trilu 14->13 (no body)", ("Trilu", 14, 13, None), False),
+    ("Softmax axis 1 13->11 (meaning change, rewritable)", ("Softmax", 13, 11, {"axis": 1}), True),
+])
+def test_the_expressibility_oracle(label, args, expressible):
+    op, opset, target, attrs, *rest = args
+    inputs = rest[0] if rest else ("x",)
+    kwargs = {}
+    if len(rest) > 1:
+        kwargs.update(outputs=rest[1])
+    if len(rest) > 2:
+        kwargs.update(elem=rest[2])
+    if len(rest) > 3:
+        kwargs.update(shape=rest[3])
+    consts = rest[4] if len(rest) > 4 else {n: np.array([1], np.int64) for n in inputs[1:] if n in ("a", "p")}
+    why = _oracle_case(op, opset, target, attrs, inputs, consts=consts, **kwargs)
+    assert (why is None) == expressible, why
