@@ -50,6 +50,17 @@ def _use_counts(scope: traversal.Scope) -> Counter:
     return counts
 
 
+def _all_reads(scopes: list[traversal.Scope], model: onnx.ModelProto) -> set[str]:
+    """Every name any node, graph output, function output or the training info reads."""
+    read: set[str] = set()
+    for scope in scopes:
+        for node in scope.body.node:
+            read.update(node.input)
+        read.update(scope.body.output if scope.is_function else (v.name for v in scope.body.output))
+    read.update(_training_reads(model))
+    return read
+
+
 def _training_reads(model: onnx.ModelProto) -> Counter:
     """Main-graph names the training info reads: its graphs' inputs and its bindings."""
     counts: Counter = Counter()
@@ -122,6 +133,8 @@ def remove_unused(model: onnx.ModelProto, *, only: Iterable[str] | None = None) 
     # Children before parents: a dead use inside a subgraph is gone before its
     # enclosing scope counts uses.
     scopes = list(traversal.iter_scopes(model))
+    if only_set is not None and only_set <= _all_reads(scopes, model):
+        return []  # every candidate is read somewhere: nothing to remove (the common case)
     removed: list[str] = []
     training = _training_reads(model)
     for scope in reversed(scopes):
