@@ -31,12 +31,12 @@ from rewriter.errors import ConversionError
 
 # ---------------------------------------------------------------- ReduceProd 1 <-> 11
 
-@register("ReduceProd", 1, 11)
+@register("ReduceProd", 1, 11, kind="type-only")
 def reduce_prod_1_11(node, ctx) -> None:
     """Opset 11 only widens the accepted axes range to negative values: nothing to do."""
 
 
-@register("ReduceProd", 11, 1)
+@register("ReduceProd", 11, 1, kind="meaning change")
 def reduce_prod_11_1(node, ctx) -> None:
     """Negative axes are not allowed before 11: normalize them with the data's rank."""
     axes = get_attr(node, "axes")
@@ -64,12 +64,12 @@ def reduce_prod_11_1(node, ctx) -> None:
 
 # ---------------------------------------------------------------- ReduceProd 11 <-> 13
 
-@register("ReduceProd", 11, 13)
+@register("ReduceProd", 11, 13, kind="type-only")
 def reduce_prod_11_13(node, ctx) -> None:
     """Opset 13 only adds bfloat16: nothing to do."""
 
 
-@register("ReduceProd", 13, 11)
+@register("ReduceProd", 13, 11, kind="type-only")
 def reduce_prod_13_11(node, ctx) -> None:
     """bfloat16 data has no ReduceProd before 13."""
     if ctx.elem_type(node.input[0]) == onnx.TensorProto.BFLOAT16:
