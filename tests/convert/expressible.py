@@ -53,7 +53,8 @@ import onnx
 import onnx.defs
 from onnx import numpy_helper
 
-__all__ = ["why_inexpressible", "schema_at", "default_opset", "moved_to_attribute"]
+__all__ = ["why_inexpressible", "why_model_inexpressible", "schema_at", "default_opset", "moved_to_attribute",
+           "absent_at_target"]
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
@@ -180,6 +181,24 @@ def moved_to_attribute(op: str, source: int, target: int) -> list[tuple[int, str
     names = {p.name for p in dst.inputs}
     attrs = {a.lower() for a in dst.attributes}
     return [(i, p.name) for i, p in enumerate(src.inputs) if p.name not in names and p.name.lower() in attrs]
+
+
+def absent_at_target(op: str, source: int, target: int) -> list[tuple[int, str]]:
+    """(index, formal name) of the source schema's inputs that the target schema lacks
+    (matched by name; a renamed slot at the same position counts as present)."""
+    src, dst = schema_at(op, source, deprecated_ok=True), schema_at(op, target)
+    if src is None or dst is None:
+        return []
+    names = {p.name for p in dst.inputs}
+    src_names = {p.name for p in src.inputs}
+    out = []
+    for i, p in enumerate(src.inputs):
+        if p.name in names:
+            continue
+        if i < len(dst.inputs) and dst.inputs[i].name not in src_names:
+            continue  # renamed slot
+        out.append((i, p.name))
+    return out
 
 
 def why_inexpressible(node: onnx.NodeProto, source: int, target: int, types, constants,
