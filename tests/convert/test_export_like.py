@@ -259,9 +259,11 @@ def _blocked_model(count: int) -> onnx.ModelProto:
     nodes.append(helper.make_node("Relu", ["x"], ["r"], name="/ok/Relu"))
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
                                            helper.make_tensor_value_info("axes", TensorProto.INT64, [1])],
-                              [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, None) for i in range(count)]
+                              [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, ["d0", "d1"]) for i in range(count)]
                               + [helper.make_tensor_value_info("r", TensorProto.FLOAT, [2, 3])])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    onnx.checker.check_model(model, full_check=True)
+    return model
 
 
 def test_plan_names_every_blocking_node_up_to_the_limit():
@@ -454,3 +456,21 @@ def test_a_rewritten_node_keeps_name_doc_and_metadata(name):
     assert converted.graph.output[0].name in carrier.output
     assert carrier.doc_string == "doc of the node"
     assert [(p.key, p.value) for p in carrier.metadata_props] == [("pkg.torch.onnx.stack_trace", "model.py:12")]
+
+
+def test_plan_on_the_command_line(tmp_path):
+    """`rewriter convert --plan` prints the same: 20 blocking nodes named, then the count;
+    nothing is written; a non-zero exit."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "blocked.onnx"
+    onnx.save(_blocked_model(25), path)
+    out = tmp_path / "out.onnx"
+    done = subprocess.run([sys.executable, "-m", "rewriter", "convert", str(path), "--opset", "13", "--plan"],
+                          capture_output=True, text=True, timeout=120)
+    text = done.stdout + done.stderr
+    assert done.returncode != 0, text
+    assert sum(f"'/blk/ReduceMax_{i}'" in text for i in range(25)) == 20, text
+    assert "5 more" in text, text
+    assert not out.exists()
