@@ -115,6 +115,9 @@ def main() -> int:
     parser.add_argument("--nodes", type=int, default=50000)
     args = parser.parse_args()
     failed = False
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"machine: {os.cpu_count()} cores, load average {load:.2f} at start; python {sys.version.split()[0]}, "
+          f"onnx {onnx.__version__}")
     with tempfile.TemporaryDirectory() as tmp:
         for name, build in (("reduceprod", build_reduceprod), ("mixed", build_mixed)):
             src = os.path.join(tmp, f"{name}13.onnx")
