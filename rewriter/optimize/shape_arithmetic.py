@@ -4,14 +4,20 @@ Legacy exports build shapes at run time: ``Shape -> Gather -> Unsqueeze -> Conca
 or ``Shape -> Gather -> Cast`` for a channel count. With a symbolic batch dim the folder
 cannot fold the whole chain, but each element is either a known int or "dim i of x". This
 pass follows such shape vectors (Shape, Gather on axis 0, Unsqueeze/Squeeze of axis 0,
-Concat on axis 0, Identity, Cast between int64/int32, integer constants) and:
+Concat on axis 0, Slice with step 1, Identity, Cast between int64/int32, integer constants;
+any other short integer vector or scalar of known length, such as ``Mul(Gather(Shape(x), 0), 4)``,
+is a run-time element) and:
 
 - replaces a value whose elements are all known with a constant (``Gather(Shape(x), 1)`` on
   ``x: [N, 8, ...]`` is 8);
 - gives a Reshape a constant shape when every element is known or is the same dim of the
   Reshape's own input at the same position (it becomes 0, "copy this dim"; not with
   ``allowzero=1``), so ``Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1]))`` becomes
-  ``Reshape(x, [0, -1])``.
+  ``Reshape(x, [0, -1])``;
+- when exactly one element is only known at run time and the others are known positive sizes
+  (ints > 0, or copies of static dims), that element becomes -1: wherever the original
+  Reshape is valid, -1 works out to the same value (``[N * 4, 2]`` -> ``[-1, 2]``). Not next
+  to a copied symbolic dim, which could be 0 at run time.
 
 Two dims are the same when they are the same dim of the same value, or the same named
 symbolic dim (ONNX: equal names are equal sizes). Values that are graph outputs are kept.
@@ -51,6 +57,17 @@ def _ints(value: ir.Value | None):
         return None
     array = tensor.numpy()
     return [int(v) for v in array.reshape(-1)], array.ndim == 0
+
+
+def _opaque(value: ir.Value | None):
+    """A short integer vector (or scalar) only known at run time: one unknown element per entry."""
+    if value is None or value.dtype not in _INTS or value.shape is None or not value.shape.is_static():
+        return None
+    dims = [int(d) for d in value.shape.dims]
+    if len(dims) > 1 or (dims and dims[0] > _MAX):
+        return None
+    n = dims[0] if dims else 1
+    return [("opaque", id(value), i) for i in range(n)], not dims
 
 
 def _attr_ints(node: ir.Node, name: str):
@@ -112,7 +129,11 @@ class FoldShapeArithmeticPass(ir.passes.InPlacePass):
         if value is None:
             return None
         found = self._vectors.get(value)
-        return found if found is not None else _ints(value)
+        if found is None:
+            found = _ints(value)
+        if found is None:
+            found = _opaque(value)
+        return found
 
     def _evaluate(self, node: ir.Node):
         op, inputs = node.op_type, node.inputs
@@ -157,6 +178,16 @@ class FoldShapeArithmeticPass(ir.passes.InPlacePass):
             if any(p is None or p[1] for p in parts):
                 return None
             return [e for p in parts for e in p[0]], False
+        if op == "Slice":
+            data = self._vector(inputs[0] if inputs else None)
+            params = [_ints(v) if v is not None else None for v in list(inputs[1:5]) + [None] * (5 - len(inputs))]
+            starts, ends, axes, steps = params
+            if data is None or data[1] or starts is None or ends is None or len(starts[0]) != 1 or len(ends[0]) != 1:
+                return None
+            if (len(inputs) > 3 and inputs[3] is not None and (axes is None or axes[0] not in ([0], [-1]))) or \
+                    (len(inputs) > 4 and inputs[4] is not None and (steps is None or steps[0] != [1])):
+                return None
+            return data[0][starts[0][0]:ends[0][0]], False
         if op == "Constant":
             return _ints(node.outputs[0])
         return None
@@ -171,13 +202,23 @@ class FoldShapeArithmeticPass(ir.passes.InPlacePass):
         if all(isinstance(e, int) for e in elements) or data.shape is None:
             return  # already constant, or nothing to compare with
         rank = len(data.shape)
-        new = []
+        new, free = [], []
         for p, e in enumerate(elements):
             if isinstance(e, int):
                 new.append(e)
             elif p < rank and _dim_key(data, p) == e:
                 new.append(0)
             else:
+                free.append(p)
+                new.append(-1)
+        if free:
+            # One element only known at run time: -1 gives the same value whenever the original
+            # Reshape is valid, if the other elements multiply to a non-zero known size.
+            static = [d if isinstance(d, int) else None for d in data.shape.dims]
+            sizes = [v if v > 0 else (static[p] if v == 0 and p < rank else None) for p, v in enumerate(new)
+                     if p not in free]
+            if len(free) != 1 or -1 in [v for p, v in enumerate(new) if p not in free] or \
+                    any(v is None or v <= 0 for v in sizes):
                 return
         array = np.array(new, dtype=np.int64)
         node.replace_input_with(1, self._constant(graph, node, array, f"{node.outputs[0].name}_shape"))

@@ -289,3 +289,54 @@ def test_a_transpose_inside_a_subgraph_is_not_pulled_out():
     m = onnx.shape_inference.infer_shapes(m)
     assert not run_pass(m, FoldUnitReshapesIntoTransposePass())[1]
     optimize_and_compare(m)
+
+
+# ---------------------------------------------------------------- shape vectors of dynamic-batch exports
+
+_DYNAMIC_HEADS = """<ir_version: 8, opset_import: ["": 17]>
+    g (float[N,8] x) => (float[M,2] y) {
+      s = Shape(x)
+      zero = Constant<value=int64 {0}>()
+      b = Gather<axis=0>(s, zero)
+      four = Constant<value=int64 {4}>()
+      m = Mul(b, four)
+      ax = Constant<value=int64[1] {0}>()
+      u = Unsqueeze(m, ax)
+      two = Constant<value=int64[1] {2}>()
+      shape = Concat<axis=0>(u, two)
+      r = Reshape(x, shape)
+      y = Relu(r)
+    }"""
+
+
+def test_one_run_time_element_of_a_reshape_shape_becomes_minus_one():
+    """torch legacy export with a dynamic batch: Reshape(x, [N * 4, 2]) is Reshape(x, [-1, 2])."""
+    result, _ = optimize_and_compare(onnx.parser.parse_model(_DYNAMIC_HEADS))
+    assert ops(result) == ["Reshape", "Relu"]
+    shape = {t.name: nh.to_array(t) for t in result.graph.initializer}[result.graph.node[0].input[1]]
+    np.testing.assert_array_equal(shape, [-1, 2])
+
+
+def test_minus_one_is_not_used_next_to_a_dim_that_may_be_zero_at_run_time():
+    """[N, N * 4 / N, 2]: the copied N could be 0, so the run-time element stays computed."""
+    text = _DYNAMIC_HEADS.replace("float[N,8] x) => (float[M,2] y)", "float[N,8] x) => (float[N,4,2] y)").replace(
+        "u = Unsqueeze(m, ax)", "q = Div(m, b)\n      u = Unsqueeze(q, ax)\n      n1 = Unsqueeze(b, ax)").replace(
+        "shape = Concat<axis=0>(u, two)", "shape = Concat<axis=0>(n1, u, two)")
+    result, _ = optimize_and_compare(onnx.parser.parse_model(text))
+    assert "Concat" in ops(result)
+
+
+def test_a_slice_of_a_shape_is_followed():
+    m = onnx.parser.parse_model("""<ir_version: 8, opset_import: ["": 17]>
+        g (float[N,3,4] x) => (float[N,12] y) {
+          s = Shape(x)
+          st = Constant<value=int64[1] {0}>()
+          en = Constant<value=int64[1] {1}>()
+          head = Slice(s, st, en)
+          m1 = Constant<value=int64[1] {-1}>()
+          shape = Concat<axis=0>(head, m1)
+          y0 = Reshape(x, shape)
+          y = Relu(y0)
+        }""")
+    result, _ = optimize_and_compare(m)
+    assert ops(result) == ["Reshape", "Relu"]
