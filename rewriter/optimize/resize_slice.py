@@ -9,7 +9,8 @@ position, for every element and every axis, the Slice's result is ``x`` itself.
 
 Applies to Resize (opset 11+) with ``mode="nearest"``, constant ``scales`` that are powers of
 two (their float32 arithmetic in a runtime is exact too), no ``sizes``, no ``axes``
-attribute, static shapes; and a Slice with constant parameters and positive steps whose
+attribute, static sizes on the sliced axes (an axis with scale 1 the Slice does not touch may
+be symbolic unless tf_half_pixel_for_nn); and a Slice with constant parameters and positive steps whose
 result is not a graph output. The Resize stays while something else reads it.
 """
 
@@ -32,10 +33,11 @@ logger = logging.getLogger(__name__)
 _MODES = ("asymmetric", "half_pixel", "pytorch_half_pixel", "tf_half_pixel_for_nn")
 
 
-def _static(value: ir.Value | None):
-    if value is None or value.shape is None or not value.shape.is_static():
+def _dims(value: ir.Value | None):
+    """Dims as ints, None for a symbolic dim; None for an unknown rank."""
+    if value is None or value.shape is None:
         return None
-    return [int(d) for d in value.shape.dims]
+    return [d if isinstance(d, int) else None for d in value.shape.dims]
 
 
 def _str_attr(node: ir.Node, name: str, default: str):
@@ -97,8 +99,10 @@ def _slice_indices(node: ir.Node, shape: list[int]):
         return None
     if any(not 0 <= a < len(shape) for a in axes):
         return None
-    kept = [range(d) for d in shape]
+    kept: list = [None] * len(shape)  # None: the Slice does not touch this axis
     for start, end, axis, step in zip(starts.tolist(), ends.tolist(), axes, steps):
+        if shape[axis] is None:
+            return None
         kept[axis] = range(shape[axis])[slice(int(start), int(end), step)]
     return kept
 
@@ -127,8 +131,8 @@ class RemoveUpsampleSubsamplePass(ir.passes.InPlacePass):
         if resize is None or resize.op_type != "Resize" or resize.domain not in ("", "ai.onnx") or node.outputs[0] in outputs:
             return
         x = resize.inputs[0]
-        a, b, c = _static(x), _static(up), _static(node.outputs[0])
-        if a is None or b is None or len(a) != len(b) or (c is not None and c != a):
+        a, b = _dims(x), _dims(up)
+        if a is None or b is None or len(a) != len(b):
             return
         if _str_attr(resize, "mode", "nearest") != "nearest" or "axes" in resize.attributes:
             return
@@ -141,7 +145,13 @@ class RemoveUpsampleSubsamplePass(ir.passes.InPlacePass):
         if scales is None or kept is None:
             return
         for n_in, n_out, scale, idx in zip(a, b, scales, kept):
-            if n_out != n_in * scale or len(idx) != n_in:
+            if idx is None:  # an axis the Slice does not touch: kept whole
+                if scale == 1 and coord != "tf_half_pixel_for_nn":
+                    continue  # output i reads input i exactly, whatever the size
+                if n_in is None:
+                    return
+                idx = range(n_out)
+            if n_in is None or n_out != n_in * scale or len(idx) != n_in:
                 return
             if any(_source(i, scale, n_in, n_out, coord, nearest) != k for k, i in enumerate(idx)):
                 return

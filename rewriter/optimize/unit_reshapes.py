@@ -10,7 +10,9 @@ Dynamo exports of ``k.transpose(-2, -1)`` in attention flatten the batch and hea
 it is in row-major order, so when both Reshapes only do that (the dims other than 1 are the
 same, in the same order, before and after each of them) the three nodes are one Transpose of
 the original input: the dims other than 1 move as the Transpose moves them, and the input's
-size-1 dims fill the places of the result's size-1 dims. All shapes must be static, the
+size-1 dims fill the places of the result's size-1 dims. A symbolic dim counts as a dim other
+than 1 (if it is 1 at run time, moving it changes no element's place either) and is matched
+by name; every dim must be an int or a named symbolic dim, the
 first two results read only by the next node and none of the three a graph output; the last
 Reshape's result name and readers are kept.
 """
@@ -28,10 +30,20 @@ __all__ = ["FoldUnitReshapesIntoTransposePass"]
 logger = logging.getLogger(__name__)
 
 
-def _static(value: ir.Value | None):
-    if value is None or value.shape is None or not value.shape.is_static():
+def _dims(value: ir.Value | None):
+    """The dims of ``value``: ints, or names of symbolic dims (equal names are equal sizes);
+    None when the rank or an unnamed dim is unknown."""
+    if value is None or value.shape is None:
         return None
-    return [int(d) for d in value.shape.dims]
+    dims = []
+    for d in value.shape.dims:
+        if isinstance(d, int):
+            dims.append(d)
+        elif isinstance(d, ir.SymbolicDim) and d.value:
+            dims.append(("sym", d.value))
+        else:
+            return None
+    return dims
 
 
 def _big(dims: list[int]) -> list[int]:
@@ -94,7 +106,7 @@ class FoldUnitReshapesIntoTransposePass(ir.passes.InPlacePass):
             return
         if last.outputs[0] in outputs or transpose.graph is not first.graph or last.graph is not first.graph:
             return  # a reader inside a subgraph stays where it is
-        a, b, t, c = (_static(v) for v in (x, first.outputs[0], transpose.outputs[0], last.outputs[0]))
+        a, b, t, c = (_dims(v) for v in (x, first.outputs[0], transpose.outputs[0], last.outputs[0]))
         if a is None or b is None or t is None or c is None or len(a) != len(c):
             return
         perm = _perm(transpose, len(b))

@@ -340,3 +340,16 @@ def test_a_slice_of_a_shape_is_followed():
         }""")
     result, _ = optimize_and_compare(m)
     assert ops(result) == ["Reshape", "Relu"]
+
+
+def test_upsample_subsample_and_unit_reshapes_with_a_symbolic_batch():
+    m = _upsample_subsample(coord="half_pixel", nearest="round_prefer_floor")
+    for vi in (m.graph.input[0], m.graph.output[0]):
+        vi.type.tensor_type.shape.dim[0].dim_param = "N"
+    result, _ = optimize_and_compare(m)
+    assert ops(result) == ["Relu"]
+    nodes = [h.make_node("Unsqueeze", ["x", "zero"], ["u"]), h.make_node("Transpose", ["u"], ["t"], perm=[3, 1, 2, 0, 4]),
+             h.make_node("Squeeze", ["t", "three"], ["y"]), h.make_node("Neg", ["y"], ["z"])]
+    m = _model(nodes, [_vi("x", [7, "N", 3, 32])], [_vi("z", [3, 7, "N", 32])], [_i("zero", [0]), _i("three", [3])])
+    result, _ = optimize_and_compare(m)
+    assert ops(result) == ["Transpose", "Neg"]
