@@ -11,8 +11,10 @@ Reshapes go, exactly.
 The region is every node reached from the first Reshape's result through element-wise ops
 (:data:`_UNARY`, :data:`_BINARY` with both operands in the region or the other one a
 one-element constant of rank at most that of A and B). It applies only when every value of
-the region is read by region nodes or by Reshapes whose constant target gives exactly A
-(all static), and none is a graph output. The region's values get A as their shape.
+the region is read by region nodes or by Reshapes back to exactly A, and none is a graph
+output. With static shapes, what each Reshape gives is computed from its constant target;
+with symbolic dims (``[8*batch, 128]``), from the inferred shapes, dims matched by name (ONNX:
+equal names are equal sizes). The region's values get A as their shape.
 """
 
 from __future__ import annotations
@@ -35,10 +37,31 @@ Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh ThresholdedRelu Celu""".split())
 _BINARY = frozenset("Add Sub Mul Div Pow Max Min".split())
 
 
-def _static(value: ir.Value | None):
-    if value is None or value.shape is None or not value.shape.is_static():
+def _named(value: ir.Value | None):
+    """Dims as ints or ("sym", name) (equal names are equal sizes); None if any is unknown."""
+    if value is None or value.shape is None:
         return None
-    return tuple(int(d) for d in value.shape.dims)
+    dims = []
+    for d in value.shape.dims:
+        if isinstance(d, int):
+            dims.append(d)
+        elif isinstance(d, ir.SymbolicDim) and d.value:
+            dims.append(("sym", d.value))
+        else:
+            return None
+    return tuple(dims)
+
+
+def _gives(node: ir.Node, data_shape: tuple, expected: tuple) -> bool:
+    """Whether the Reshape ``node`` turns ``data_shape`` into ``expected``: computed from its
+    constant shape when every dim is static, else read from its (inferred) output shape."""
+    if all(isinstance(d, int) for d in data_shape):
+        return _reshape_target(node, data_shape) == expected
+    return _reshape_target_known(node) and _named(node.outputs[0]) == expected
+
+
+def _reshape_target_known(node: ir.Node) -> bool:
+    return len(node.inputs) == 2 and constant_array(node.inputs[1], max_size=64) is not None
 
 
 def _reshape_target(node: ir.Node, data_shape: tuple[int, ...]):
@@ -101,9 +124,9 @@ class RemoveElementwiseReshapesPass(ir.passes.InPlacePass):
 
     def _try(self, graph, first: ir.Node, outputs) -> None:
         x, start = first.inputs[0] if first.inputs else None, first.outputs[0]
-        a = _static(x)
-        b = _static(start)
-        if a is None or b is None or a == b or _reshape_target(first, a) != b or start in outputs:
+        a = _named(x)
+        b = _named(start)
+        if a is None or b is None or a == b or not _gives(first, a, b) or start in outputs:
             return
         rank = min(len(a), len(b))
         region: list[ir.Node] = []
@@ -119,7 +142,7 @@ class RemoveElementwiseReshapesPass(ir.passes.InPlacePass):
                 if node.graph is not first.graph or node.domain not in ("", "ai.onnx"):
                     return
                 if node.op_type == "Reshape" and use.idx == 0:
-                    if _reshape_target(node, b) != a or node.outputs[0] in outputs:
+                    if not _gives(node, b, a) or node.outputs[0] in outputs:
                         return
                     ends.append(node)
                     continue
@@ -134,7 +157,7 @@ class RemoveElementwiseReshapesPass(ir.passes.InPlacePass):
                 else:
                     return
                 out = node.outputs[0]
-                if out in outputs or _static(out) not in (None, b):
+                if out in outputs or _named(out) not in (None, b):
                     return
                 region.append(node)
                 inside.add(out)

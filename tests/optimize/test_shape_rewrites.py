@@ -353,3 +353,18 @@ def test_upsample_subsample_and_unit_reshapes_with_a_symbolic_batch():
     m = _model(nodes, [_vi("x", [7, "N", 3, 32])], [_vi("z", [3, 7, "N", 32])], [_i("zero", [0]), _i("three", [3])])
     result, _ = optimize_and_compare(m)
     assert ops(result) == ["Transpose", "Neg"]
+
+
+def test_reshapes_around_element_wise_ops_with_a_symbolic_batch():
+    """[M, 16] -> [-1, 2, 16] -> GELU -> [-1, 16]: the dims are matched by name."""
+    m = _gelu_between_reshapes()
+    inits = {t.name: t for t in m.graph.initializer}
+    inits["up"].CopyFrom(_i("up", [-1, 2, 16]))
+    m.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "M"
+    m.graph.output[0].type.tensor_type.shape.dim[0].dim_param = "M"
+    m.graph.value_info.extend([_vi("g", ["M", 16]), _vi("v", ["B", 2, 16]), _vi("gelu", ["B", 2, 16]),
+                               _vi("flat", ["M", 16])])
+    alone, modified = run_pass(m, RemoveElementwiseReshapesPass())
+    assert modified and "Reshape" not in ops(alone)
+    result, _ = optimize_and_compare(m)
+    assert "Reshape" not in ops(result)
