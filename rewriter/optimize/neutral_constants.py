@@ -1,10 +1,13 @@
-"""Drop arithmetic with a neutral constant: ``x * 1``, ``x / 1``, ``x + 0``, ``0 + x``, ``x - 0``.
+"""Drop arithmetic with a neutral constant: ``x * 1``, ``x / 1``, ``x + 0``, ``0 + x``, ``x - 0``,
+``x and True``, ``x or False``.
 
 onnxscript's no-op rules cover scalar constants; exporters also write whole neutral tensors
 (an untrained LayerNorm's ones and zeros, a ``1.0`` per channel). A node goes when its
 constant operand is all ones (Mul, Div) or all zeros (Add, Sub on the right), of the other
-operand's type, and broadcasting it cannot grow the other operand (each of its dims is 1 or
-equal to a static dim of the other operand at the same place from the right).
+operand's type (And with all true, Or with all false, on booleans: the causal masks of
+dynamo exports start from ``new_ones & ...``), and broadcasting it cannot grow the other
+operand (each of its dims is 1 or equal to a static dim of the other operand at the same
+place from the right).
 Shapes come from the values (ONNX shape inference, or the optimize pipeline's folder, which
 infers node by node): an operand of unknown rank is left alone. ``x + 0`` turns ``-0.0`` into
 ``+0.0``; the two compare equal. Constants that are graph inputs (overridable) and results
@@ -24,7 +27,8 @@ __all__ = ["RemoveNeutralArithmeticPass"]
 
 logger = logging.getLogger(__name__)
 
-_NEUTRAL = {"Mul": (1, (0, 1)), "Div": (1, (1,)), "Add": (0, (0, 1)), "Sub": (0, (1,))}
+_NEUTRAL = {"Mul": (1, (0, 1)), "Div": (1, (1,)), "Add": (0, (0, 1)), "Sub": (0, (1,)),
+            "And": (True, (0, 1)), "Or": (False, (0, 1))}
 _MAX_ELEMENTS = 1 << 16  # neutral tensors are small (per channel); bigger ones are not read
 
 
@@ -68,7 +72,8 @@ class RemoveNeutralArithmeticPass(ir.passes.InPlacePass):
                     other = node.inputs[1 - pos]
                     if array is None or other is None or not _keeps_shape(other, array, out):
                         continue
-                    if array.dtype.kind not in "fiu" or not np.all(array == neutral):
+                    if array.dtype.kind not in "fiub" or (array.dtype.kind == "b") != (node.op_type in ("And", "Or")) \
+                            or not np.all(array == neutral):
                         continue
                     out.replace_all_uses_with(other)
                     graph.remove(node, safe=True)

@@ -368,3 +368,14 @@ def test_reshapes_around_element_wise_ops_with_a_symbolic_batch():
     assert modified and "Reshape" not in ops(alone)
     result, _ = optimize_and_compare(m)
     assert "Reshape" not in ops(result)
+
+
+def test_and_with_true_and_or_with_false_go_other_constants_stay():
+    B = onnx.TensorProto.BOOL
+    nodes = [h.make_node("And", ["t", "x"], ["a"]), h.make_node("Or", ["a", "f"], ["b"]), h.make_node("And", ["b", "mixed"], ["c"]),
+             h.make_node("Not", ["c"], ["y"])]
+    m = _model(nodes, [_vi("x", [2, 3], B)], [_vi("y", [2, 3], B)],
+               [nh.from_array(np.array(True), "t"), nh.from_array(np.zeros(3, bool), "f"),
+                nh.from_array(np.array([True, False, True]), "mixed")])
+    result, _ = optimize_and_compare(m)
+    assert ops(result) == ["And", "Not"]
