@@ -15,6 +15,7 @@ from rewriter.optimize.cse import CommonSubexpressionEliminationPass
 from rewriter.optimize.fusions import FusionsPass
 from rewriter.optimize.elementwise_reshapes import RemoveElementwiseReshapesPass
 from rewriter.optimize.merge_slices import MergeSlicesPass
+from rewriter.optimize.merge_unsqueezes import MergeUnsqueezesPass
 from rewriter.optimize.metadata import DropToolMetadataPass, StripMetadataPass
 from rewriter.optimize.neutral_constants import RemoveNeutralArithmeticPass
 from rewriter.optimize.old_ir import InitializersToConstantsPass
@@ -73,6 +74,7 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
     gemm = BatchedMatMulAddToGemmPass()
     noops = RemoveStaticNoOpsPass()
     slices = MergeSlicesPass()
+    unsqueezes = MergeUnsqueezesPass()
     sandwiches = RemoveElementwiseReshapesPass()
     units = FoldUnitReshapesIntoTransposePass()
     upsample = RemoveUpsampleSubsamplePass()
@@ -81,7 +83,8 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
     skipped: dict = {}
     hidden = hide_overridable(model)  # no rule may read an overridable initializer as a constant
     try:
-        passes = (fold, shapes, fusions, neutral, noops, slices, upsample, sandwiches, units, gemm, cse, unused)
+        passes = (fold, shapes, fusions, neutral, noops, slices, unsqueezes, upsample, sandwiches, units, gemm, cse,
+                  unused)
         modified = _rounds(model, options, report, passes, skipped)
     finally:
         restore(hidden)
@@ -108,7 +111,7 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
 
 def _rounds(model, options, report, passes, skipped) -> bool:
     """Run ``passes`` in rounds until a round changes nothing (at most ``options.iterations``)."""
-    fold, shapes, fusions, neutral, noops, slices, upsample, sandwiches, units, gemm, cse, unused = passes
+    fold, shapes, fusions, neutral, noops, slices, unsqueezes, upsample, sandwiches, units, gemm, cse, unused = passes
     modified = False
     for round_ in range(max(1, options.iterations)):
         changed = False
@@ -120,8 +123,8 @@ def _rounds(model, options, report, passes, skipped) -> bool:
                     skipped.setdefault(key, item)
             elif p is shapes and shapes.folded:
                 report.folded["shape arithmetic"] += shapes.folded
-        report.fused += (fusions.applied + neutral.removed + noops.removed + slices.merged + upsample.removed
-                         + sandwiches.removed + units.rewritten + gemm.rewritten + shapes.reshapes)
+        report.fused += (fusions.applied + neutral.removed + noops.removed + slices.merged + unsqueezes.merged
+                         + upsample.removed + sandwiches.removed + units.rewritten + gemm.rewritten + shapes.reshapes)
         report.merged += cse.removed
         report.removed_nodes += unused.removed_nodes
         report.removed_initializers += unused.removed_initializers

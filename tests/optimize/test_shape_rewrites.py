@@ -379,3 +379,22 @@ def test_and_with_true_and_or_with_false_go_other_constants_stay():
                 nh.from_array(np.array([True, False, True]), "mixed")])
     result, _ = optimize_and_compare(m)
     assert ops(result) == ["And", "Not"]
+
+
+def test_chained_unsqueezes_merge_into_one():
+    from rewriter.optimize.merge_unsqueezes import MergeUnsqueezesPass
+    for a1, a2, opset in (([1, 2], [3], 18), ([0], [0], 18), ([1], [0], 18), ([1], [-1], 18), ([0], [2], 11)):
+        if opset >= 13:
+            nodes = [h.make_node("Unsqueeze", ["x", "a1"], ["u"]), h.make_node("Unsqueeze", ["u", "a2"], ["v"])]
+            inits = [_i("a1", a1), _i("a2", a2)]
+        else:
+            nodes = [h.make_node("Unsqueeze", ["x"], ["u"], axes=a1), h.make_node("Unsqueeze", ["u"], ["v"], axes=a2)]
+            inits = []
+        nodes.append(h.make_node("Neg", ["v"], ["y"]))
+        graph = h.make_graph(nodes, "g", [_vi("x", [3, 4])], [h.make_tensor_value_info("y", F, None)], inits)
+        m = h.make_model(graph, opset_imports=[h.make_opsetid("", opset)])
+        m.ir_version = 8
+        m = onnx.shape_inference.infer_shapes(m)
+        assert run_pass(m, MergeUnsqueezesPass())[1], (a1, a2)
+        result, _ = optimize_and_compare(m)
+        assert ops(result) == ["Unsqueeze", "Neg"], (a1, a2)

@@ -1,0 +1,116 @@
+"""Merge ``Unsqueeze(Unsqueeze(x, a1), a2)`` into one Unsqueeze (``arange[:, None, None, None]``
+in dynamo exports is Unsqueeze [1, 2] then Unsqueeze [3]).
+
+The second Unsqueeze puts new dims at the positions a2 of its result; the dims it keeps, in
+order, are the first result's dims, so a dim the first one inserted at position p ends at the
+p-th smallest position not in a2. The merged axes are a2 and those positions, exactly the
+same result. Applies when both axes lists are constant (inputs from opset 13, attributes
+before), non-negative (or the rank of x is known), the first result is read only by the
+second Unsqueeze and is not a graph output.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import onnx_ir as ir
+
+from rewriter.optimize.scopes import graphs_and_functions
+from rewriter.optimize.values import constant_array
+
+__all__ = ["MergeUnsqueezesPass"]
+
+logger = logging.getLogger(__name__)
+
+
+def _axes(node: ir.Node, opset: int):
+    if opset >= 13:
+        if len(node.inputs) != 2:
+            return None
+        array = constant_array(node.inputs[1], max_size=64)
+        if array is None or array.dtype != np.int64 or array.ndim != 1:
+            return None
+        return [int(a) for a in array]
+    attr = node.attributes.get("axes")
+    if attr is None or attr.is_ref():
+        return None
+    return list(attr.as_ints())
+
+
+def _normalized(axes: list[int], rank: int | None):
+    if any(a < 0 for a in axes):
+        if rank is None:
+            return None
+        axes = [a + rank for a in axes]
+    if len(set(axes)) != len(axes) or any(a < 0 for a in axes):
+        return None
+    return sorted(axes)
+
+
+class MergeUnsqueezesPass(ir.passes.InPlacePass):
+    """Merge chained Unsqueezes (see the module doc); ``self.merged`` counts them."""
+
+    def __init__(self):
+        super().__init__()
+        self.merged = 0
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        self.merged = 0
+        for graph in graphs_and_functions(model):
+            imports = graph.opset_imports if isinstance(graph, ir.Function) else model.opset_imports
+            opset = imports.get("", imports.get("ai.onnx", 1))
+            outputs = frozenset(graph.outputs)
+            for node in list(graph):
+                if node.graph is not None and node.op_type == "Unsqueeze" and node.domain in ("", "ai.onnx"):
+                    self._try(graph, node, outputs, opset)
+        if self.merged:
+            logger.info("merged %d Unsqueeze pair(s)", self.merged)
+        return ir.passes.PassResult(model, modified=bool(self.merged))
+
+    def _try(self, graph, second: ir.Node, outputs, opset: int) -> None:
+        mid = second.inputs[0] if second.inputs else None
+        first = mid.producer() if mid is not None else None
+        if first is None or first.op_type != "Unsqueeze" or first.domain not in ("", "ai.onnx"):
+            return
+        if first.graph is not second.graph or mid in outputs or len(mid.uses()) != 1 or first.inputs[0] is None:
+            return
+        x = first.inputs[0]
+        a1, a2 = _axes(first, opset), _axes(second, opset)
+        if a1 is None or a2 is None:
+            return
+        rank = len(x.shape) if x.shape is not None else None
+        a1 = _normalized(a1, None if rank is None else rank + len(a1))
+        a2 = _normalized(a2, None if rank is None else rank + len(a1 or []) + len(a2))
+        if not a1 or not a2:
+            return
+        taken, free, pos = set(a2), [], 0
+        while len(free) <= max(a1):
+            if pos not in taken:
+                free.append(pos)
+            pos += 1
+        merged = sorted(a2 + [free[p] for p in a1])
+        if opset >= 13:
+            array = np.array(merged, dtype=np.int64)
+            second.replace_input_with(1, self._constant(graph, second, array, f"{second.outputs[0].name}_axes"))
+        else:
+            second.attributes["axes"] = ir.AttrInt64s("axes", merged)
+        second.replace_input_with(0, x)
+        graph.remove(first, safe=True)
+        self.merged += 1
+
+    def _constant(self, graph, anchor: ir.Node, array: np.ndarray, hint: str) -> ir.Value:
+        tensor = ir.tensor(array)
+        if isinstance(graph, ir.Graph):
+            name, i = hint, 0
+            while name in graph.initializers:
+                i += 1
+                name = f"{hint}_{i}"
+            value = ir.Value(name=name, type=ir.TensorType(tensor.dtype), shape=tensor.shape, const_value=tensor)
+            graph.register_initializer(value)
+            return value
+        node = ir.node("Constant", [], attributes={"value": tensor})
+        graph.insert_before(anchor, node)
+        out = node.outputs[0]
+        out.const_value, out.dtype, out.shape = tensor, tensor.dtype, tensor.shape
+        return out
