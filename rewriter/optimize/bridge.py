@@ -28,6 +28,9 @@ class Carry:
 
     entries: dict[tuple[str, int, int], list[tuple[str, str]]]
     training_info: list[onnx.TrainingInfoProto]
+    # each function's value_info as the input had it: a function is polymorphic, so shapes
+    # inferred at one call site must not be written into its body
+    function_value_info: dict = dataclasses.field(default_factory=dict)
 
 
 def _key(t: onnx.TensorProto) -> tuple[str, int, int]:
@@ -42,7 +45,9 @@ def to_ir(model: onnx.ModelProto, base_dir: str | None = None) -> tuple[ir.Model
         if t.data_location == EXTERNAL:
             entries[_key(t)] = [(e.key, e.value) for e in t.external_data]
     carry = Carry(entries, [onnx.TrainingInfoProto.FromString(i.SerializeToString())
-                            for i in model.training_info])
+                            for i in model.training_info],
+                  {(f.domain, f.name, f.overload): [onnx.ValueInfoProto.FromString(v.SerializeToString())
+                                                    for v in f.value_info] for f in model.functions})
     if model.training_info:
         model = _without_training_info(model)
     with warnings.catch_warnings():  # the private entries are ours; to_proto puts them back
@@ -102,6 +107,11 @@ def to_proto(model: ir.Model, carry: Carry) -> onnx.ModelProto:
                 t.external_data.add(key=k, value=v)
     for info in carry.training_info:
         proto.training_info.add().CopyFrom(info)
+    for fn in proto.functions:
+        kept = carry.function_value_info.get((fn.domain, fn.name, fn.overload), [])
+        names = {o for n in fn.node for o in n.output} | set(fn.input) | set(fn.output)
+        del fn.value_info[:]
+        fn.value_info.extend(v for v in kept if v.name in names)
     return proto
 
 
