@@ -168,7 +168,7 @@ _ONNX_STEPS: dict[str, list[tuple[int, int]]] = {
     "Resize": [(10, 11), (11, 13), (13, 18), (18, 13), (18, 19)],
     "RoiAlign": [(10, 16), (16, 22), (22, 16)],
     "Round": [(11, 22), (22, 11)],
-    "Scan": [(9, 8), (9, 11), (11, 16), (16, 11), (16, 19), (19, 16), (19, 21), (21, 19), (21, 23), (23, 21), (23, 24), (24, 23), (24, 25), (25, 24)],
+    "Scan": [(9, 11), (11, 16), (16, 11), (16, 19), (19, 16), (19, 21), (21, 19), (21, 23), (23, 21), (23, 24), (24, 23), (24, 25), (25, 24)],
     "Scatter": [(9, 11)],
     "ScatterElements": [(11, 13), (13, 16), (16, 13), (16, 18), (18, 16)],
     "ScatterND": [(11, 13), (13, 16), (16, 13), (16, 18), (18, 16)],
@@ -210,6 +210,8 @@ _ONNX_MEANING_OK = {(op, 8, 6) for op in ("Max", "Min", "Sum", "Mean")}
 IMPOSSIBLE: dict[tuple[str, int, int], str] = {
     ("Scan", 8, 9): "Scan-9 has no batch axis: Scan-8's batch dimension would have to become a loop "
                     "around the scan, which rewriter does not do",
+    ("Scan", 9, 8): "Scan-8 scans along a batch axis and has no per-input scan axes or directions; "
+                    "onnx's adapter for this step emits an invalid model",
 }
 
 

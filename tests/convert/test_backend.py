@@ -54,7 +54,7 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {  # generated from a run, then reviewe
     ('Add', '14 -> 13'): "the type of input X is unknown and schema version 13 allows fewer types than version 14",  # 3 case-target(s), to [7, 11, 13]
     ('Cast', '25 -> 24'): "the type of input X is unknown and schema version 24 allows fewer types than version 25",  # 5 case-target(s), to [7, 11, 13, 17, 18]
     ('Cast', '9 -> 6'): "the type of input X is unknown and schema version 6 allows fewer types than version 9",  # 16 case-target(s), to [7]
-    ('Concat', '13 -> 11'): "converter-defects.md D14: the Pad 18->13 rewrite (axes folded into pads) inserts a Concat whose input type is unknown, so its 13 -> 11 type check blocks",  # 2 case-target(s), to [11]
+    ('Concat', '13 -> 11'): "the Pad 18->13 rewrite (axes folded into pads) inserts a Concat whose input type is unknown, so its 13 -> 11 type check blocks",  # 2 case-target(s), to [11]
     ('Div', '14 -> 13'): "the type of output X is unknown and schema version 13 allows fewer types than version 14",  # 3 case-target(s), to [7, 11, 13]
     ('Equal', '13 -> 11'): "the type of input X is unknown and schema version 11 allows fewer types than version 13",  # 2 case-target(s), to [7, 11]
     ('Gather', '13 -> 11'): "the type of input X is unknown and schema version 11 allows fewer types than version 13",  # 8 case-target(s), to [7, 11]
@@ -76,25 +76,13 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {  # generated from a run, then reviewe
     ('Sub', '14 -> 13'): "the type of input X is unknown and schema version 13 allows fewer types than version 14",  # 3 case-target(s), to [7, 11, 13]
     ('Sum', '8 -> 6'): "Sum broadcasts only from opset 8; its inputs' shapes are [], [3], not one static shape",  # 2 case-target(s), to [7]
     ('Tanh', '13 -> 6'): "the type of input X is unknown and schema version 6 allows fewer types than version 13",  # 2 case-target(s), to [7, 11]
+    ('Scan', '9 -> 8'): "Scan-8 scans along a batch axis and has no per-input scan axes or directions; onnx's adapter for this step emits an invalid model",  # to [8]
     ('Where', 'expand'): "Where exists only from opset 9 and ONNX defines no function body for it",  # 1 case-target(s), to [7]
 }
 
-# (case name, target) -> a defect listed in /work/notes/converter-defects.md (wrong result,
-# invalid output, crash). The test fails on any defect not listed here.
+# (case name, target) -> a known defect (wrong result, invalid output, crash), with its reason.
+# The test fails on any defect not listed here.
 KNOWN_DEFECTS: dict[tuple[str, int], str] = {
-    ('test_scatter_without_axis', 11): "see converter-defects.md D13: deprecated Scatter kept at 11+ (invalid model)",
-    ('test_scatter_without_axis', 13): "see converter-defects.md D13: deprecated Scatter kept at 11+ (invalid model)",
-    ('test_scatter_without_axis', 17): "see converter-defects.md D13: deprecated Scatter kept at 11+ (invalid model)",
-    ('test_scatter_without_axis', 18): "see converter-defects.md D13: deprecated Scatter kept at 11+ (invalid model)",
-    ('test_scatter_without_axis', LATEST): "see converter-defects.md D13: deprecated Scatter kept at 11+ (invalid model)",
-    ('test_scatter_with_axis', 11): "see converter-defects.md D13: deprecated Scatter kept at 11+ (invalid model)",
-    ('test_scatter_with_axis', 13): "see converter-defects.md D13: deprecated Scatter kept at 11+ (invalid model)",
-    ('test_scatter_with_axis', 17): "see converter-defects.md D13: deprecated Scatter kept at 11+ (invalid model)",
-    ('test_scatter_with_axis', 18): "see converter-defects.md D13: deprecated Scatter kept at 11+ (invalid model)",
-    ('test_scatter_with_axis', LATEST): "see converter-defects.md D13: deprecated Scatter kept at 11+ (invalid model)",
-    ('test_scan9_sum', 8): "see converter-defects.md D10: onnx's Scan 9->8 adapter emits an invalid model",
-    ('test_scan9_multi_state', 8): "see converter-defects.md D10: onnx's Scan 9->8 adapter emits an invalid model",
-    ('test_scan9_scalar', 8): "see converter-defects.md D10: onnx's Scan 9->8 adapter emits an invalid model",
 }
 
 # Filled by the tests, printed by tests/convert/conftest.py.
@@ -375,7 +363,7 @@ def test_known_gaps_are_listed_with_reasons():
     for key, reason in KNOWN_GAPS.items():
         assert isinstance(key, tuple) and len(key) == 2 and reason.strip(), key
     for key, reason in KNOWN_DEFECTS.items():
-        assert "converter-defects.md" in reason or reason.strip(), key
+        assert reason.strip(), key
 
 
 @pytest.mark.skipif(not os.environ.get("REWRITER_STRICT_GAPS"), reason="REWRITER_STRICT_GAPS not set")

@@ -179,7 +179,7 @@ def legacy_cnn() -> tuple[onnx.ModelProto, dict]:
 MODELS = {"cnn": cnn_block, "transformer": transformer_block, "detection": detection_head, "legacy_cnn": legacy_cnn}
 TARGETS = (10, 11, 13, 15, LATEST)
 
-# (model, target) -> defect listed in /work/notes/converter-defects.md (strict xfail: it must fail).
+# (model, target) -> a known defect, with its reason (strict xfail: it must fail).
 KNOWN: dict[tuple[str, int], str] = {}
 
 

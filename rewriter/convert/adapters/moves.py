@@ -67,9 +67,8 @@ def attr_to_input(node, ctx, attr: str, index: int, dtype=np.int64, hint: str | 
 
 
 def value_of(ctx, name: str):
-    """ctx.constant(name), also for constants that adapters added earlier in this conversion
-    (ctx.constant misses initializers and function Constants made by ctx.add_constant once the
-    scope's lookup is cached: engine-requests.md)."""
+    """ctx.constant(name), also for constants in the scope's body that its cached lookup has not
+    seen yet (made earlier in this conversion)."""
     value = ctx.constant(name)
     if value is not None or not name:
         return value

@@ -98,6 +98,7 @@ def group_norm_18_21(node, ctx) -> None:
 @register("GroupNormalization", 21, 18, kind="meaning change")
 def group_norm_21_18(node, ctx) -> None:
     """GroupNormalization-18 is deprecated: the checker refuses it in a model, so no node can be
-    converted to it (targets 18..20 would need the function body of 21 instead: engine-requests.md)."""
+    converted to it. (The engine expands GroupNormalization-21 into its function body for targets
+    18..20 before this step is reached; the step stays refused for any other way here.)"""
     ctx.block("GroupNormalization-18 is deprecated (the ONNX checker refuses it): targets 18..20 would need "
               "GroupNormalization-21's function body instead")

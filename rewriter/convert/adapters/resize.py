@@ -7,7 +7,8 @@ Upsample
 - 7 <-> 9: ``scales`` moved to an input. Up: constant float input; down: a constant input
   becomes the attribute, a computed one blocks.
 - 9 -> 10: Upsample is deprecated (invalid) from 10: it becomes Resize-10, the same operation.
-  (Resize-10 going below 10 is the engine's "op newer than the target" case: engine-requests.md.)
+  (Resize-10 going below 10 is the engine's "op newer than the target" case: refused, Resize
+  has no function body.)
 Resize
 - 10 <-> 11: Resize-11 added ``roi``, ``sizes`` and the coordinate/nearest/cubic attributes.
   Resize-10 maps coordinates as 'asymmetric'; in 'nearest' mode runtimes agree with

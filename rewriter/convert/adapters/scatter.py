@@ -42,3 +42,11 @@ def gather_nd_11_12(node, ctx) -> None:
 def gather_nd_12_11(node, ctx) -> None:
     check_types(node, ctx)
     drop_default(node, ctx, "batch_dims", 0, 12)
+
+
+@register("Scatter", 9, 11, kind="rewrite")
+def scatter_9_11(node, ctx) -> None:
+    """Scatter-11 is deprecated (the checker refuses it): the node becomes ScatterElements-11,
+    which computes what Scatter does (same inputs and axis; negative axes allowed)."""
+    node.op_type = "ScatterElements"
+    ctx.record("Scatter -> ScatterElements (Scatter-11 is deprecated)")
