@@ -16,7 +16,7 @@ import numpy as np
 import onnx_ir as ir
 
 from rewriter.optimize.scopes import graphs_and_functions
-from rewriter.optimize.values import constant_array
+from rewriter.optimize.values import add_constant, constant_array
 
 __all__ = ["MergeSlicesPass"]
 
@@ -89,7 +89,7 @@ class MergeSlicesPass(ir.passes.InPlacePass):
             return
         lists = [np.array(p + q, dtype=np.int64) for p, q in zip(a, b)]
         names = ("starts", "ends", "axes", "steps")
-        values = [self._constant(graph, first, arr, f"{second.outputs[0].name}_{n}") for arr, n in zip(lists, names)]
+        values = [add_constant(graph, first, arr, f"{second.outputs[0].name}_{n}") for arr, n in zip(lists, names)]
         if len(second.inputs) < 5:
             second.resize_inputs(5)
         for i, v in enumerate(values, start=1):
@@ -97,19 +97,3 @@ class MergeSlicesPass(ir.passes.InPlacePass):
         second.replace_input_with(0, x)
         graph.remove(first, safe=True)
         self.merged += 1
-
-    def _constant(self, graph, anchor: ir.Node, array: np.ndarray, hint: str) -> ir.Value:
-        tensor = ir.tensor(array)
-        if isinstance(graph, ir.Graph):
-            name, i = hint, 0
-            while name in graph.initializers:
-                i += 1
-                name = f"{hint}_{i}"
-            value = ir.Value(name=name, type=ir.TensorType(tensor.dtype), shape=tensor.shape, const_value=tensor)
-            graph.register_initializer(value)
-            return value
-        node = ir.node("Constant", [], attributes={"value": tensor})
-        graph.insert_before(anchor, node)
-        out = node.outputs[0]
-        out.const_value, out.dtype, out.shape = tensor, tensor.dtype, tensor.shape
-        return out

@@ -17,7 +17,7 @@ import numpy as np
 import onnx_ir as ir
 
 from rewriter.optimize.scopes import graphs_and_functions
-from rewriter.optimize.values import constant_array
+from rewriter.optimize.values import add_constant, constant_array
 
 __all__ = ["MergeUnsqueezesPass"]
 
@@ -92,25 +92,9 @@ class MergeUnsqueezesPass(ir.passes.InPlacePass):
         merged = sorted(a2 + [free[p] for p in a1])
         if opset >= 13:
             array = np.array(merged, dtype=np.int64)
-            second.replace_input_with(1, self._constant(graph, second, array, f"{second.outputs[0].name}_axes"))
+            second.replace_input_with(1, add_constant(graph, second, array, f"{second.outputs[0].name}_axes"))
         else:
             second.attributes["axes"] = ir.AttrInt64s("axes", merged)
         second.replace_input_with(0, x)
         graph.remove(first, safe=True)
         self.merged += 1
-
-    def _constant(self, graph, anchor: ir.Node, array: np.ndarray, hint: str) -> ir.Value:
-        tensor = ir.tensor(array)
-        if isinstance(graph, ir.Graph):
-            name, i = hint, 0
-            while name in graph.initializers:
-                i += 1
-                name = f"{hint}_{i}"
-            value = ir.Value(name=name, type=ir.TensorType(tensor.dtype), shape=tensor.shape, const_value=tensor)
-            graph.register_initializer(value)
-            return value
-        node = ir.node("Constant", [], attributes={"value": tensor})
-        graph.insert_before(anchor, node)
-        out = node.outputs[0]
-        out.const_value, out.dtype, out.shape = tensor, tensor.dtype, tensor.shape
-        return out

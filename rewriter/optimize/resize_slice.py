@@ -20,7 +20,6 @@ import logging
 import math
 from fractions import Fraction
 
-import numpy as np
 import onnx_ir as ir
 
 from rewriter.optimize.scopes import graphs_and_functions

@@ -30,6 +30,7 @@ import logging
 import numpy as np
 import onnx_ir as ir
 
+from rewriter.optimize.values import add_constant
 from rewriter.optimize.scopes import graphs_and_functions
 
 __all__ = ["FoldShapeArithmeticPass"]
@@ -122,7 +123,7 @@ class FoldShapeArithmeticPass(ir.passes.InPlacePass):
             if (node.op_type != "Constant" and out not in outputs and out.dtype in _INTS
                     and all(isinstance(e, int) for e in elements)):
                 array = np.array(elements if not scalar else elements[0], dtype=out.dtype.numpy())
-                out.replace_all_uses_with(self._constant(graph, node, array, out.name))
+                out.replace_all_uses_with(add_constant(graph, node, array, f"{out.name}_folded"))
                 self.folded += 1
 
     def _vector(self, value: ir.Value | None):
@@ -221,21 +222,5 @@ class FoldShapeArithmeticPass(ir.passes.InPlacePass):
                     any(v is None or v <= 0 for v in sizes):
                 return
         array = np.array(new, dtype=np.int64)
-        node.replace_input_with(1, self._constant(graph, node, array, f"{node.outputs[0].name}_shape"))
+        node.replace_input_with(1, add_constant(graph, node, array, f"{node.outputs[0].name}_shape_folded"))
         self.reshapes += 1
-
-    def _constant(self, graph, anchor: ir.Node, array: np.ndarray, hint: str) -> ir.Value:
-        tensor = ir.tensor(array)
-        if isinstance(graph, ir.Graph):
-            name, i = f"{hint}_folded", 0
-            while name in graph.initializers:
-                i += 1
-                name = f"{hint}_folded_{i}"
-            value = ir.Value(name=name, type=ir.TensorType(tensor.dtype), shape=tensor.shape, const_value=tensor)
-            graph.register_initializer(value)
-            return value
-        node = ir.node("Constant", [], attributes={"value": tensor})
-        graph.insert_before(anchor, node)
-        out = node.outputs[0]
-        out.const_value, out.dtype, out.shape = tensor, tensor.dtype, tensor.shape
-        return out

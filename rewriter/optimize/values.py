@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-__all__ = ["constant_array"]
+__all__ = ["constant_array", "add_constant"]
 
 _LIST_ATTRS = {"value_ints": np.int64, "value_floats": np.float32}
 _SCALAR_ATTRS = {"value_int": np.int64, "value_float": np.float32}
@@ -38,3 +38,22 @@ def constant_array(value: ir.Value | None, max_size: int = 1 << 16) -> np.ndarra
     if tensor.size > max_size:
         return None
     return tensor.numpy()
+
+
+def add_constant(graph, anchor: ir.Node, array: np.ndarray, hint: str) -> ir.Value:
+    """A new constant holding ``array``: an initializer named after ``hint`` (made unique) in a
+    graph, a Constant node inserted before ``anchor`` in a function."""
+    tensor = ir.tensor(array)
+    if isinstance(graph, ir.Graph):
+        name, i = hint, 0
+        while name in graph.initializers:
+            i += 1
+            name = f"{hint}_{i}"
+        value = ir.Value(name=name, type=ir.TensorType(tensor.dtype), shape=tensor.shape, const_value=tensor)
+        graph.register_initializer(value)
+        return value
+    node = ir.node("Constant", [], attributes={"value": tensor})
+    graph.insert_before(anchor, node)
+    out = node.outputs[0]
+    out.const_value, out.dtype, out.shape = tensor, tensor.dtype, tensor.shape
+    return out
