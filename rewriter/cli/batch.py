@@ -128,6 +128,9 @@ class _Progress:
 def run_directory(args: argparse.Namespace) -> int:
     """Run ``args.command`` on every model below ``args.model`` (into ``args.output`` when it writes)."""
     writes = args.command != "check"
+    if writes and getattr(args, "output", None) is None:
+        raise UsageError(f"{args.model} is a directory: -o OUT (a directory) is needed"
+                         + (" (--plan takes one model file)" if getattr(args, "plan", False) else ""))
     if writes:
         if os.path.exists(args.output) and not os.path.isdir(args.output):
             raise UsageError(f"{args.model} is a directory, so -o must be one too: {args.output} is a file")

@@ -72,3 +72,10 @@ def test_a_refusal_lists_twenty_blockers_then_a_count(tmp_path, capsys, count):
     assert err.count("\n") == 1 and f"{count} node(s) block it" in err
     assert err.count("(DFT)") == 20 and f"and {count - 20} more" in err
     assert not (tmp_path / "o.onnx").exists()
+
+
+def test_plan_on_a_directory_without_output_is_a_usage_error(tmp_path, capsys):
+    _model(tmp_path / "m.onnx", blocked=False)
+    assert main(["convert", str(tmp_path), "--opset", "17", "--plan"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "--plan takes one model file" in err
