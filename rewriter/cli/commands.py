@@ -25,6 +25,8 @@ def cmd_convert(args) -> int:
     model = args.input_model
     base_dir = os.path.dirname(os.path.abspath(args.model))
     if getattr(args, "plan", False):
+        if args.output is not None or getattr(args, "verify", False):
+            raise UsageError("--plan writes and verifies nothing: drop -o / --verify, or drop --plan to convert")
         return _plan(args, model, base_dir)
     if args.output is None:
         raise UsageError("convert needs -o OUT (or --plan to only see what it would do)")

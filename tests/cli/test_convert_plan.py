@@ -79,3 +79,12 @@ def test_plan_on_a_directory_without_output_is_a_usage_error(tmp_path, capsys):
     assert main(["convert", str(tmp_path), "--opset", "17", "--plan"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and "--plan takes one model file" in err
+
+
+@pytest.mark.parametrize("extra", [["-o", "out.onnx"], ["--verify"]])
+def test_plan_with_output_or_verify_is_refused(tmp_path, capsys, extra):
+    src = _model(tmp_path / "m.onnx", blocked=False)
+    extra = [str(tmp_path / e) if e.endswith(".onnx") else e for e in extra]
+    assert main(["convert", src, "--opset", "17", "--plan", *extra]) == 2
+    assert "--plan writes and verifies nothing" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == ["m.onnx"]
