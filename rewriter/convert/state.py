@@ -202,5 +202,5 @@ def _collect_types(graph: onnx.GraphProto, types: dict[str, onnx.TypeProto]) -> 
     for t in graph.initializer:
         types.setdefault(t.name, onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims)))
     for vi in [*graph.input, *graph.output, *graph.value_info]:
-        if vi.type.HasField("tensor_type"):
+        if vi.type.WhichOneof("value") is not None:  # tensors, sequences, optionals, maps
             types.setdefault(vi.name, vi.type)

@@ -69,7 +69,7 @@ def run_backend_case(case, targets=BACKEND_TARGETS):
     m = case.model
     source = next(o.version for o in m.opset_import if o.domain in ("", "ai.onnx"))
     inputs, expected = case.data_sets[0]
-    feeds = {i.name: _array(v) for i, v in zip(m.graph.input, inputs)}
+    feeds = {i.name: _array(v) for i, v in zip(m.graph.input, inputs) if v is not None}  # None: an absent optional
     done = 0
     for target in targets:
         if target == source:
