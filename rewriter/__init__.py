@@ -1,4 +1,4 @@
-"""rewriter: migrate ONNX models between opsets, fold constants, verify shapes.
+"""rewriter: migrate ONNX models between opsets, optimize them exactly, verify shapes and numerics.
 
 Every function accepts an ``onnx.ModelProto``, an ``onnx_ir.Model`` or a path to a model
 file (external data is read from beside it) and returns a new model without changing its

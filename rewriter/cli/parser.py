@@ -116,7 +116,7 @@ def _add_int_overflow(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="rewriter",
-        description="Rewrite ONNX models: migrate opsets, fold ReduceProd constants, verify shapes.",
+        description="Rewrite ONNX models: migrate opsets up or down, optimize and fold constants exactly, verify shapes and numerics.",
         epilog="Exit status: 0 success, 1 verification found a problem, 2 bad input, bad usage or an "
         "impossible rewrite, 130 interrupted.",
     )
