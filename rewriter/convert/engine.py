@@ -19,11 +19,11 @@ import dataclasses
 import functools
 import logging
 
-import numpy as np
 import onnx
 
 from rewriter.convert import registry, steps
 from rewriter.convert.context import NodeContext
+from rewriter.convert.function_bodies import fold_shape_arithmetic, function_body, inline
 from rewriter.convert.state import ConversionState
 from rewriter.convert.type_only import step_types_allowed
 from rewriter.errors import ConversionError
@@ -33,7 +33,7 @@ __all__ = ["Blocker", "Engine", "DEFAULT_DOMAINS"]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_DOMAINS = ("", "ai.onnx")
+DEFAULT_DOMAINS = registry.DEFAULT_DOMAINS
 
 
 @dataclasses.dataclass
@@ -303,17 +303,17 @@ class Engine:
             return [node]
         version = versions[0]
         try:
-            fn = _function_body(schema, node, version, self.state.types_for(scope).get)
+            fn = function_body(schema, node, version, self.state.types_for(scope).get)
         except ConversionError as e:
             self._block(label, op, "expand", str(e), f"targets >= {first}")
             return [node]
         try:
-            nodes, types = _inline(fn, node, self.state, scope, schema)
+            nodes, types = inline(fn, node, self.state, scope, schema)
         except ConversionError as e:
             self._block(label, op, "expand", str(e), f"targets >= {first}")
             return [node]
         self.state.add_types(scope, types)
-        nodes = _fold_shape_arithmetic(nodes, scope, self.state, version)
+        nodes = fold_shape_arithmetic(nodes, scope, self.state, version)
         for n in nodes:
             self.state.pending.update((o, n) for o in n.output if o)
         self.report.expanded[op] += 1
@@ -389,241 +389,3 @@ def _works(op: str, a: int, b: int) -> str:
         return f"targets >= {a}"
     versions = registry.schema_versions(op)
     return f"targets <= {b - 1}" if versions and versions[0] == a else f"targets {a}..{b - 1}"
-
-
-# ---------------------------------------------------------------- function bodies
-
-def _function_body(schema, node: onnx.NodeProto, version: int, types) -> onnx.FunctionProto:
-    """The function body of ``node``'s op written for opset ``version``, for its types/attributes."""
-    if version in schema.function_opset_versions:
-        body = schema.get_function_with_opset_version(version)
-    else:
-        inputs = []
-        for name in node.input:
-            t = types(name) if name else None
-            if name and t is None:
-                raise ConversionError(f"the type of input '{name}' is unknown, and {node.op_type}'s function "
-                                      f"body depends on it")
-            inputs.append(t.SerializeToString() if t is not None else onnx.TypeProto().SerializeToString())
-        body = schema.get_context_dependent_function_with_opset_version(
-            version, node.SerializeToString(), inputs)
-    if isinstance(body, bytes):
-        fn = onnx.FunctionProto()
-        fn.ParseFromString(body)
-        return fn
-    return body
-
-
-def _inline(fn: onnx.FunctionProto, node: onnx.NodeProto, state: ConversionState, scope, schema
-            ) -> tuple[list[onnx.NodeProto], dict[str, onnx.TypeProto]]:
-    """The body's nodes with the call's inputs, outputs and attributes bound and fresh names
-    for everything else; and the types of the new values (from shape inference of the body)."""
-    given = {a.name: a for a in node.attribute}
-    names: dict[str, str] = {}
-    for formal, actual in zip(fn.input, node.input):
-        names[formal] = actual
-    for formal in list(fn.input)[len(node.input):]:
-        names[formal] = ""
-    for formal, actual in zip(fn.output, node.output):
-        names[formal] = actual
-    for formal in list(fn.output)[len(node.output):]:
-        names[formal] = ""
-    hint = node.name or node.op_type
-    nodes = []
-    for inner in fn.node:
-        new = onnx.NodeProto()
-        new.CopyFrom(inner)
-        for a in new.attribute:  # subgraphs: their own values get fresh names, outer ones follow
-            for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else
-                      list(a.graphs) if a.type == onnx.AttributeProto.GRAPHS else []):
-                _rename_graph(g, dict(names), state, hint)
-        for out_i, out in enumerate(new.output):
-            if out and out not in names:
-                names[out] = state.fresh_name(f"{hint}_{out}")
-            new.output[out_i] = names.get(out, out) if out else ""
-        for in_i, name in enumerate(new.input):
-            if name:
-                new.input[in_i] = names.get(name, name)
-        kept = []
-        for a in new.attribute:
-            if a.ref_attr_name:
-                value = given.get(a.ref_attr_name)
-                if value is None:
-                    default = schema.attributes.get(a.ref_attr_name)
-                    value = default.default_value if default is not None and default.default_value.type else None
-                if value is None:
-                    continue  # an optional attribute the call leaves out
-                bound = onnx.AttributeProto()
-                bound.CopyFrom(value)
-                bound.name = a.name
-                kept.append(bound)
-            else:
-                kept.append(a)
-        del new.attribute[:]
-        new.attribute.extend(kept)
-        new.name = state.fresh_node_name(f"{hint}_{inner.op_type}")
-        if new.domain == "ai.onnx":
-            new.domain = ""
-        nodes.append(new)
-    return nodes, _body_types(nodes, node, state, scope, fn)
-
-
-# Integer ops an inlined body may compute from shapes and constants alone (e.g. the axes of
-# RMSNormalization's ReduceMean from Range(axis, Size(Shape(X)))): folded when inlining, exactly,
-# by onnx.reference, so that steps needing a constant (axes input -> attribute) can take them.
-_SHAPE_OPS = frozenset({"Shape", "Size", "Range", "Gather", "Unsqueeze", "Squeeze", "Concat", "Slice", "Add",
-                        "Sub", "Mul", "Div", "Neg", "Abs", "Equal", "Less", "Greater", "Where", "Cast",
-                        "Reshape", "ConstantOfShape", "Identity", "Max", "Min", "Expand", "Constant"})
-_INTEGER_OUT = (np.int64, np.int32, np.bool_)
-
-
-def _fold_shape_arithmetic(nodes: list[onnx.NodeProto], scope, state: ConversionState, opset: int
-                           ) -> list[onnx.NodeProto]:
-    """``nodes`` with each integer shape computation whose inputs are known replaced by a
-    Constant of its value (same output name and node name)."""
-    from onnx import numpy_helper
-    import onnx.reference
-
-    types = state.types_for(scope)
-    known: dict[str, np.ndarray] = {}
-    # An If condition stays computed: a constant one lets ONNX Runtime inline the branch, and
-    # ONNX's own function bodies (AffineGrid) are not typed strictly enough for that.
-    producer = {o: n for n in nodes for o in n.output}
-    keep, todo = set(), [n.input[0] for n in nodes if n.op_type == "If" and n.input]
-    while todo:
-        name = todo.pop()
-        if name in producer and name not in keep:
-            keep.add(name)
-            todo.extend(producer[name].input)
-    result = []
-    for n in nodes:
-        folded = None
-        if n.op_type in _SHAPE_OPS and len(n.output) == 1 and n.domain in DEFAULT_DOMAINS and \
-                n.output[0] not in keep and not any(a.ref_attr_name for a in n.attribute):
-            try:
-                folded = _fold_one(n, known, types, scope, state, opset, onnx.reference)
-            except Exception:  # noqa: BLE001 - a node the reference cannot evaluate stays as it is
-                folded = None
-        if folded is not None and folded.dtype.type in _INTEGER_OUT:
-            known[n.output[0]] = folded
-            const = onnx.helper.make_node("Constant", [], [n.output[0]], name=n.name,
-                                          value=numpy_helper.from_array(folded))
-            result.append(const)
-            state.maybe_unused.append((n.output[0], scope))
-        else:
-            result.append(n)
-    return result
-
-
-def _fold_one(n, known, types, scope, state, opset, reference):
-    if n.op_type == "Constant":
-        from rewriter.graph.constants import constant_node_value
-
-        return constant_node_value(n, state.read_tensor)
-    if n.op_type in ("Shape", "Size"):
-        t = types.get(n.input[0])
-        if t is None or not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
-            return None
-        dims = [d.dim_value if d.HasField("dim_value") else None for d in t.tensor_type.shape.dim]
-        if None in dims:
-            return None
-        if n.op_type == "Size":
-            return np.array(int(np.prod(dims, dtype=np.int64)), dtype=np.int64)
-        attrs = {a.name: a.i for a in n.attribute}
-        rank = len(dims)
-        start, end = attrs.get("start", 0), attrs.get("end", rank)
-        start = min(max(start + rank if start < 0 else start, 0), rank)
-        end = min(max(end + rank if end < 0 else end, 0), rank)
-        return np.array(dims[start:end], dtype=np.int64)
-    inputs = []
-    for name in n.input:
-        if not name:
-            inputs.append(None)
-            continue
-        value = known.get(name)
-        if value is None:
-            from rewriter.graph.constants import constant_value
-
-            value = constant_value(name, scope, state.read_tensor)
-        if value is None:
-            return None
-        inputs.append(np.asarray(value))
-    names = [f"i{k}" for k in range(len(n.input))]
-    node = onnx.NodeProto()
-    node.CopyFrom(n)
-    node.ClearField("name")
-    for k, name in enumerate(n.input):
-        node.input[k] = names[k] if name else ""
-    node.output[0] = "out"
-    graph = onnx.helper.make_graph(
-        [node], "fold",
-        [onnx.helper.make_tensor_value_info(names[k], onnx.helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
-         for k, v in enumerate(inputs) if v is not None],
-        [onnx.helper.make_empty_tensor_value_info("out")])
-    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
-    feeds = {names[k]: v for k, v in enumerate(inputs) if v is not None}
-    (out,) = reference.ReferenceEvaluator(model).run(None, feeds)
-    return np.asarray(out)
-
-
-def _rename_graph(graph: onnx.GraphProto, names: dict[str, str], state: ConversionState, hint: str) -> None:
-    """Rename a subgraph of an inlined function body: its inputs and node outputs get fresh
-    names; references to the body's values follow ``names``."""
-    for vi in graph.input:
-        names[vi.name] = vi.name = state.fresh_name(f"{hint}_{vi.name}")
-    for t in graph.initializer:
-        names[t.name] = t.name = state.fresh_name(f"{hint}_{t.name}")
-    for n in graph.node:
-        for i, name in enumerate(n.input):
-            if name in names:
-                n.input[i] = names[name]
-        for a in n.attribute:
-            for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else
-                      list(a.graphs) if a.type == onnx.AttributeProto.GRAPHS else []):
-                _rename_graph(g, dict(names), state, hint)
-        for i, name in enumerate(n.output):
-            if name:
-                names[name] = n.output[i] = state.fresh_name(f"{hint}_{name}")
-        n.name = state.fresh_node_name(f"{hint}_{n.op_type}")
-    for vi in graph.output:
-        vi.name = names.get(vi.name, vi.name)
-    for vi in graph.value_info:
-        vi.name = names.get(vi.name, vi.name)
-
-
-def _body_types(nodes, node, state: ConversionState, scope, fn) -> dict[str, onnx.TypeProto]:
-    """Types of the inlined values, from ONNX shape inference of the body at the function's opset."""
-    known = state.types_for(scope)
-    inputs = []
-    for name in node.input:
-        if name and name not in {i.name for i in inputs}:
-            t = known.get(name)
-            if t is None:
-                return {}
-            inputs.append(onnx.helper.make_value_info(name, t))
-    outputs = [onnx.helper.make_empty_tensor_value_info(o) for o in node.output if o]
-    graph = onnx.helper.make_graph(nodes, "body", inputs, outputs)
-    opsets = [o for o in fn.opset_import] or [onnx.helper.make_opsetid("", scope.opset)]
-    model = onnx.helper.make_model(graph, opset_imports=opsets)
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model)
-    except Exception as e:  # inference only adds information
-        logger.info("shape inference of %s's function body failed: %s", node.op_type, e)
-        return {}
-    found = {}
-    for g in [inferred.graph, *(g for n in inferred.graph.node for g in _all_subgraphs(n))]:
-        for vi in [*g.value_info, *g.output, *(g.input if g is not inferred.graph else [])]:
-            if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
-                found.setdefault(vi.name, vi.type)
-    return found
-
-
-def _all_subgraphs(node):
-    for g in traversal.subgraphs(node):
-        yield g
-        for n in g.node:
-            yield from _all_subgraphs(n)
-
-
-def count_blockers(blockers: list[Blocker]) -> collections.Counter:
-    return collections.Counter(b.op for b in blockers)

@@ -23,8 +23,10 @@ from collections.abc import Callable
 
 import onnx
 
-__all__ = ["ADAPTERS", "KINDS", "NORMALIZERS", "Adapter", "register", "register_normalizer", "normalizer", "lookup", "schema_versions", "schema_version_at",
+__all__ = ["DEFAULT_DOMAINS", "ADAPTERS", "KINDS", "NORMALIZERS", "Adapter", "register", "register_normalizer", "normalizer", "lookup", "schema_versions", "schema_version_at",
            "steps_between", "all_ops", "has_adapters"]
+
+DEFAULT_DOMAINS = ("", "ai.onnx")
 
 Adapter = Callable[[onnx.NodeProto, "object"], None]
 ADAPTERS: dict[tuple[str, int, int], Adapter] = {}
