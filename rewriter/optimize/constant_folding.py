@@ -30,9 +30,10 @@ import logging
 from collections import Counter
 
 import numpy as np
-import onnx
 import onnx_ir as ir
 from onnxscript.optimizer import _constant_folding as _oscf
+
+from rewriter.optimize import evaluators
 
 __all__ = ["FoldConstantsPass", "FoldStats", "DEFAULT_FOLD_LIMIT", "hide_overridable", "restore"]
 
@@ -196,15 +197,16 @@ class FoldConstantsPass(_oscf.FoldConstantsPass):
         if any(a is None for a, v in zip(inputs, node.inputs) if v is not None):
             return None
         try:
+            version = self._version(node)
             if node.op_type == "ReduceProd":
-                array = self._reduce_prod(node, inputs)
+                array = evaluators.reduce_prod(node, inputs, version, self.int_overflow)
             elif node.op_type == "GatherElements":
-                array = _gather_elements(node, inputs)
+                array = evaluators.gather_elements(node, inputs)
             elif node.op_type in _INT_ARITH and not any(a is not None and a.dtype.kind == "f" for a in inputs):
-                array = self._integer(node, inputs)
+                array = evaluators.integer(node, inputs, version, self.int_overflow)
             else:
-                array = self._runtime(node, inputs)
-        except _NotFolded as e:
+                array = evaluators.runtime(node, inputs, version, self._sessions)
+        except evaluators.NotFolded as e:
             self._skip(node, str(e))
             return None
         if array is None:
@@ -221,85 +223,6 @@ class FoldConstantsPass(_oscf.FoldConstantsPass):
 
     def _version(self, node: ir.Node) -> int:
         return self._opset_imports.get(node.domain, self._opset_imports.get("", 1))
-
-    def _reduce_prod(self, node: ir.Node, inputs):
-        from rewriter import kernels
-
-        data = inputs[0]
-        if data.dtype not in kernels.SUPPORTED_DTYPES:
-            raise _NotFolded(f"ReduceProd of {data.dtype} is not supported by the exact kernel")
-        keepdims = _int_attr(node, "keepdims", 1)
-        noop = _int_attr(node, "noop_with_empty_axes", 0)
-        if self._version(node) >= 18:
-            axes = inputs[1] if len(inputs) > 1 else None
-            axes = None if axes is None else [int(a) for a in np.asarray(axes).reshape(-1)]
-        else:
-            attr = node.attributes.get("axes")
-            axes = None if attr is None else list(attr.as_ints())
-        if axes is not None and not axes and not noop:
-            axes = None
-        if axes is None and noop:
-            return data.copy()
-        result, over = kernels.reduce_prod_checked(data, axes, bool(keepdims), bool(noop))
-        if over:
-            if self.int_overflow == "skip":
-                raise _NotFolded(f"{data.dtype} product overflows (runtimes disagree; --int-overflow "
-                                 "wrap or saturate folds it)")
-            if self.int_overflow == "saturate":
-                result = kernels.reduce_prod(data, axes, bool(keepdims), bool(noop), int_overflow="saturate")
-        return result
-
-    def _integer(self, node: ir.Node, inputs):
-        op = node.op_type
-        if op in ("Div", "Mod") and inputs[1] is not None and np.any(inputs[1] == 0):
-            raise _NotFolded(f"integer {op} by zero")
-        result = _oscf._reference_evaluator.evaluate(node.domain, op, self._version(node), *inputs,
-                                                     **_attrs(node))
-        if result is None or isinstance(result, (tuple, list)):
-            return None
-        result = np.asarray(result)
-        if self.int_overflow != "wrap" and result.dtype.kind in "iu" and _overflows(op, node, inputs, result):
-            raise _NotFolded(f"{result.dtype} {op} overflows (pass --int-overflow wrap to fold the "
-                             "wrapped value)")
-        return result
-
-    def _runtime(self, node: ir.Node, inputs):
-        """The node run alone by ONNX Runtime's CPU kernel."""
-        import onnxruntime as ort
-
-        names = [f"i{k}" if v is not None else "" for k, v in enumerate(node.inputs)]
-        proto = ir.serde.serialize_node(node)
-        del proto.input[:]
-        proto.input.extend(names)
-        del proto.output[:]
-        proto.output.append("o")
-        proto.name = "n"
-        graph = onnx.helper.make_graph(
-            [proto], "fold",
-            [onnx.helper.make_tensor_value_info(n, onnx.helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-             for n, a in zip(names, inputs) if n],
-            [onnx.helper.make_tensor_value_info("o", int(node.outputs[0].dtype or 0), None)])
-        if node.outputs[0].dtype is None:
-            raise _NotFolded("output type unknown")
-        opset = self._version(node)
-        model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
-        model.ir_version = min(onnx.IR_VERSION, 10)
-        key = model.SerializeToString()
-        session = self._sessions.get(key)
-        try:
-            if session is None:
-                options = ort.SessionOptions()
-                options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-                options.intra_op_num_threads = 1
-                options.log_severity_level = 3
-                session = ort.InferenceSession(key, options, providers=["CPUExecutionProvider"])
-                self._sessions[key] = session
-            (result,) = session.run(None, {n: a for n, a in zip(names, inputs) if n})
-        except Exception as e:  # ORT lacks the kernel for this type/opset, or refuses the node
-            raise _NotFolded(f"ONNX Runtime cannot evaluate it alone: {' '.join(str(e).split())[:200]}") \
-                from None
-        return result
-
 
 # A ConstantOfShape is folded only when its result is this small (a shape-sized vector, as
 # exporters build for Expand/Reshape): a big fill is smaller as the node than as a tensor.
@@ -318,48 +241,12 @@ def _small_fill(node: ir.Node) -> bool:
     return bool(np.all(dims >= 0)) and int(np.prod(dims, dtype=np.int64)) * itemsize <= _FILL_LIMIT
 
 
-def _gather_elements(node: ir.Node, inputs):
-    """GatherElements by NumPy's take_along_axis (onnx.reference's fails on some broadcastable
-    shapes); out-of-range indices are left to the runtime."""
-    data, indices = inputs
-    axis = _int_attr(node, "axis", 0)
-    if data.ndim != indices.ndim or not -data.ndim <= axis < data.ndim:
-        raise _NotFolded("GatherElements: ranks differ or axis out of range")
-    axis %= data.ndim
-    n = data.shape[axis]
-    if indices.size and (indices.min() < -n or indices.max() >= n):
-        raise _NotFolded("GatherElements: an index is out of range")
-    if any(i > d for k, (i, d) in enumerate(zip(indices.shape, data.shape)) if k != axis):
-        raise _NotFolded("GatherElements: indices bigger than the data off the axis")
-    index = np.where(indices < 0, indices + n, indices).astype(np.int64)
-    ranges = tuple(slice(0, d) if k != axis else slice(None) for k, d in enumerate(indices.shape))
-    return np.take_along_axis(data[ranges], index, axis=axis)
-
-
 def _cast_target(node: ir.Node):
     attr = node.attributes.get("to")
     try:
         return ir.DataType(attr.as_int()) if attr is not None else None
     except ValueError:
         return None
-
-
-class _NotFolded(Exception):
-    pass
-
-
-def _int_attr(node: ir.Node, name: str, default: int) -> int:
-    attr = node.attributes.get(name)
-    return default if attr is None else attr.as_int()
-
-
-def _attrs(node: ir.Node) -> dict:
-    def convert(attr):
-        if attr.type == ir.AttributeType.TENSOR:
-            return ir.serde.serialize_tensor(attr.value)
-        return attr.value
-
-    return {name: convert(attr) for name, attr in node.attributes.items()}
 
 
 def hide_overridable(model: ir.Model) -> list:
@@ -376,42 +263,3 @@ def hide_overridable(model: ir.Model) -> list:
 def restore(hidden: list) -> None:
     for value, tensor in hidden:
         value.const_value = tensor
-
-
-def _overflows(op: str, node: ir.Node, inputs, result: np.ndarray) -> bool:
-    """Whether the exact integer result of ``op`` differs from ``result`` (the wrapped one)."""
-    info = np.iinfo(result.dtype)
-    exact = [None if a is None else a.astype(object) for a in inputs]
-    try:
-        if op == "Add":
-            value = exact[0] + exact[1]
-        elif op == "Sub":
-            value = exact[0] - exact[1]
-        elif op == "Mul":
-            value = exact[0] * exact[1]
-        elif op == "Neg":
-            value = -exact[0]
-        elif op == "Abs":
-            value = np.abs(exact[0])
-        elif op == "Sum":
-            value = sum(exact[1:], exact[0])
-        elif op == "Pow":
-            value = exact[0] ** exact[1]
-        elif op == "Div":  # only INT_MIN / -1 leaves the range
-            return bool(info.min < 0 and np.any((inputs[0] == info.min) & (inputs[1] == -1)))
-        elif op in ("Mod", "Range", "CastLike", "Cast"):
-            if op in ("Cast", "CastLike"):
-                src = inputs[0]
-                return bool(src.size and src.dtype.kind in "iub" and
-                            (src.astype(object).min() < info.min or src.astype(object).max() > info.max))
-            return False
-        else:  # reductions, MatMul, CumSum: bound the result by the number of terms
-            terms = max(1, max((a.size for a in inputs if a is not None), default=1))
-            big = max(int(np.abs(a.astype(object)).max()) if a is not None and a.size else 0
-                      for a in inputs[:2])
-            bound = terms * big * (big if op in ("MatMul", "ReduceSumSquare") else 1)
-            return bound > info.max
-    except (TypeError, ValueError):
-        return True
-    value = np.asarray(value, dtype=object)
-    return bool(value.size and (value.min() < info.min or value.max() > info.max))
