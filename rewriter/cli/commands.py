@@ -42,6 +42,7 @@ def cmd_convert(args) -> int:
             raise RewriterError(f"{args.model}: the input is not a valid ONNX model (onnx.checker: {complaint}); "
                                 "convert holds its result to the checker, so it cannot convert it") from None
         raise
+    args.result_checked = True  # convert_model returns only what the ONNX checker accepts
     t1 = time.perf_counter()
     verification = verify_rewrite(model, result, args)
     t2 = time.perf_counter()

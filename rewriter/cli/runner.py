@@ -170,7 +170,8 @@ def final_gate(args, original, result) -> None:
         if problem:
             warn(args, f"the result fails the ONNX checker as the input did: {problem}")
         return
-    problem = _complaint(lambda: check_model(result))
+    # convert_model holds its result to the checker already: not asked twice
+    problem = None if getattr(args, "result_checked", False) else _complaint(lambda: check_model(result))
     if problem:
         raise VerificationFailed(f"the result fails the ONNX checker (the input passes it): {problem}")
     if not getattr(args, "result_strict_ok", False):
@@ -179,7 +180,7 @@ def final_gate(args, original, result) -> None:
             raise VerificationFailed(f"the result fails the ONNX full check (the input passes it): {problem}")
     if getattr(args, "result_ort_ok", False) or (traversal.opset_version(result.opset_import) or 0) < 7:
         return
-    if (sum(1 for s in traversal.iter_scopes(result) for _ in s.body.node) <= ORT_GATE_NODES
+    if (sum(len(s.body.node) for s in traversal.iter_scopes(result)) <= ORT_GATE_NODES
             and _data_bytes(result) <= ORT_GATE_LIMIT):
         problem = _ort_load(result)
         if problem and _ort_load(original) is None:

@@ -29,15 +29,29 @@ __all__ = ["ModelStats", "model_stats", "input_files", "table_lines", "result_do
 RESULT_SCHEMA = "rewriter.result/1"
 
 
-@dataclasses.dataclass
 class ModelStats:
-    """One side of the before/after table."""
+    """One side of the before/after table. The op counts are taken when first asked for (a
+    quiet run never walks the model for them); rewrites never change their input, and the
+    result is counted as written."""
 
-    ops: collections.Counter  # op type ("domain:Op" outside the default domain) -> count, every scope
-    opset: int | None  # the default-domain opset import
-    ir_version: int
-    size: int  # bytes on disk: the model file and every external data file it uses
-    files: list[str]
+    def __init__(self, model, opset: int | None, ir_version: int, size: int, files: list[str]):
+        self._model = model
+        self._ops: collections.Counter | None = None
+        self.opset = opset  # the default-domain opset import
+        self.ir_version = ir_version
+        self.size = size  # bytes on disk: the model file and every external data file it uses
+        self.files = files
+
+    @property
+    def ops(self) -> collections.Counter:
+        """Op type ("domain:Op" outside the default domain) -> count, over every scope."""
+        if self._ops is None:
+            from rewriter.graph import traversal
+
+            self._ops = collections.Counter(_op_name(n) for scope in traversal.iter_scopes(self._model)
+                                            for n in scope.body.node)
+            self._model = None
+        return self._ops
 
     def to_dict(self) -> dict:
         return {"ops": dict(sorted(self.ops.items())), "node_count": sum(self.ops.values()),
@@ -54,7 +68,6 @@ def model_stats(model, files: list[str]) -> ModelStats:
     size of ``files`` on disk (a model file and its data files; missing ones count 0)."""
     from rewriter.graph import traversal
 
-    ops = collections.Counter(_op_name(n) for scope in traversal.iter_scopes(model) for n in scope.body.node)
     files = list(dict.fromkeys(os.path.abspath(f) for f in files))
     size = 0
     for f in files:
@@ -62,7 +75,7 @@ def model_stats(model, files: list[str]) -> ModelStats:
             size += os.path.getsize(f)
         except OSError:
             pass
-    return ModelStats(ops, traversal.opset_version(model.opset_import), model.ir_version, size, files)
+    return ModelStats(model, traversal.opset_version(model.opset_import), model.ir_version, size, files)
 
 
 def input_files(model, path: str) -> list[str]:

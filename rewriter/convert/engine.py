@@ -25,6 +25,7 @@ from rewriter.convert import registry, steps
 from rewriter.convert.context import NodeContext
 from rewriter.convert.function_bodies import fold_shape_arithmetic, function_body, inline
 from rewriter.convert.state import ConversionState
+from rewriter.convert.type_only import allowed_types as _allowed
 from rewriter.convert.type_only import step_types_allowed
 from rewriter.errors import ConversionError
 from rewriter.graph import traversal
@@ -71,6 +72,7 @@ class Engine:
         self._typed: dict = {}
         self._untyped: dict = {}
         self._types: dict = {}  # scope index -> flat name -> TypeProto
+        self._always_kept: dict[tuple[str, int], int] = {}  # (op, opset) -> _kept_whatever_node
 
     # ------------------------------------------------------------ the walk
 
@@ -95,9 +97,23 @@ class Engine:
         if opset is None:
             return
         i = 0
+        seen = self.report.nodes if clear else None  # a body's own nodes, not those of an expansion
+        always = self._always_kept
         while i < len(body.node):
             node = body.node[i]
             if node.domain not in DEFAULT_DOMAINS:
+                i += 1
+                continue
+            op = node.op_type
+            if seen is not None:
+                seen[op] += 1
+            key = (op, opset)
+            keep = always.get(key)
+            if keep is None:
+                keep = always[key] = self._kept_whatever_node(op, opset)
+            if keep:  # the common case going up: nothing about the node can stop its steps
+                if keep == 2:
+                    self._kept[key] += 1
                 i += 1
                 continue
             size = len(body.node)
@@ -124,6 +140,23 @@ class Engine:
             if len(sequence) != 1 or kept is None:
                 scope.invalidate()
         self._current = current
+
+    def _kept_whatever_node(self, op: str, opset: int) -> int:
+        """2 when every node of ``op`` at ``opset`` is kept type-only all the way to the target
+        whatever its inputs, outputs and types (every step's schema allows every type the one
+        before did, for every formal); 1 when it has no step to take at all; 0 when each node
+        must be looked at (by :meth:`convert`)."""
+        if op == "ReduceProd" or registry.normalizer(op) is not None:
+            return 0
+        src, dst = registry.schema_version_at(op, opset), registry.schema_version_at(op, self.target)
+        if src is None or dst is None or (dst < src and _deprecated(op, dst) and _has_body(op, src)):
+            return 0
+        path, kinds = self._path(op, opset)
+        if not path:
+            return 1
+        if not all(k == "type-only" for k in kinds):
+            return 0
+        return 2 if all(_widening(op, a, b) for a, b in path) else 0
 
     # ------------------------------------------------------------ one node
 
@@ -342,6 +375,21 @@ class Engine:
 
 def _unknown(_name):
     return None
+
+
+@functools.lru_cache(maxsize=None)
+def _widening(op: str, a: int, b: int) -> bool:
+    """Whether schema ``b`` of ``op`` allows, for every formal input and output, every type that
+    schema ``a`` does (then ``step_types_allowed`` passes any node, its types known or not)."""
+    for which in ("input", "output"):
+        sa, sb = onnx.defs.get_schema(op, a, ""), onnx.defs.get_schema(op, b, "")
+        count = max(len(sa.inputs if which == "input" else sa.outputs),
+                    len(sb.inputs if which == "input" else sb.outputs))
+        for i in range(count):
+            allowed_a, allowed_b = _allowed(op, a, which, i), _allowed(op, b, which, i)
+            if allowed_a is None or allowed_b is None or not allowed_a <= allowed_b:
+                return False
+    return True
 
 
 @functools.lru_cache(maxsize=None)

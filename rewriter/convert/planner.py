@@ -141,10 +141,6 @@ def convert_model(
     report = ConvertReport(source, target_opset)
     state = ConversionState(result, model, base_dir, report, inferred)
 
-    for scope in state.scopes:
-        for node in scope.body.node:
-            if node.domain in DEFAULT_DOMAINS:
-                report.nodes[node.op_type] += 1
     engine = Engine(state, target_opset)
     engine.run()
     if state.maybe_unused or state.added_values:  # constants no node reads any more (a blocked one goes too)
@@ -214,9 +210,13 @@ def _delegate(result: onnx.ModelProto, delegated: set, target: int) -> None:
 def _unique_node_names(model: onnx.ModelProto) -> None:
     """Give every node a name no other node of the model has (ONNX Runtime refuses duplicates);
     the first node to carry a name keeps it."""
-    seen: set[str] = set()
     nodes = [n for s in traversal.iter_scopes(model) for n in s.body.node]
-    taken = {n.name for n in nodes if n.name}
+    names = [n.name for n in nodes]
+    taken = set(names)
+    taken.discard("")
+    if len(taken) == len(names) - names.count(""):
+        return  # already unique (the common case): one pass over the names
+    seen: set[str] = set()
     for node in nodes:
         if not node.name:
             continue

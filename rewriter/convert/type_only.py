@@ -26,7 +26,7 @@ import functools
 import onnx
 import onnx.defs
 
-__all__ = ["TYPE_ONLY_OPS", "type_only_path"]
+__all__ = ["TYPE_ONLY_OPS", "type_only_path", "allowed_types", "same_signature", "step_types_allowed"]
 
 _ANY = 1
 # op -> the lowest opset this rule may reach for it: steps below it changed meaning without
@@ -185,6 +185,12 @@ def _type_only(op, source, target, inputs, outputs, types) -> bool:
             elif any(s is None or actual not in s for s in sets):
                 return False
     return True
+
+
+def allowed_types(op_type: str, since: int, which: str, index: int) -> frozenset[str] | None:
+    """The type strings schema ``since`` of ``op_type`` allows for input or output (``which``)
+    ``index``; the last formal covers variadic ones. None when the schema has no such formal."""
+    return _allowed(op_type, since, which, index)
 
 
 def same_signature(op_type: str, a: int, b: int) -> bool:

@@ -50,15 +50,21 @@ def _use_counts(scope: traversal.Scope) -> Counter:
     return counts
 
 
-def _all_reads(scopes: list[traversal.Scope], model: onnx.ModelProto) -> set[str]:
-    """Every name any node, graph output, function output or the training info reads."""
-    read: set[str] = set()
+def _all_read(names: set[str], scopes: list[traversal.Scope], model: onnx.ModelProto) -> bool:
+    """Whether every one of ``names`` is read by some node, graph output, function output or
+    the training info; stops at the first point where all were seen."""
+    left = set(names)
     for scope in scopes:
         for node in scope.body.node:
-            read.update(node.input)
-        read.update(scope.body.output if scope.is_function else (v.name for v in scope.body.output))
-    read.update(_training_reads(model))
-    return read
+            if not left.isdisjoint(node.input):
+                left.difference_update(node.input)
+                if not left:
+                    return True
+        left.difference_update(scope.body.output if scope.is_function else (v.name for v in scope.body.output))
+        if not left:
+            return True
+    left.difference_update(_training_reads(model))
+    return not left
 
 
 def _training_reads(model: onnx.ModelProto) -> Counter:
@@ -133,7 +139,7 @@ def remove_unused(model: onnx.ModelProto, *, only: Iterable[str] | None = None) 
     # Children before parents: a dead use inside a subgraph is gone before its
     # enclosing scope counts uses.
     scopes = list(traversal.iter_scopes(model))
-    if only_set is not None and only_set <= _all_reads(scopes, model):
+    if only_set is not None and _all_read(only_set, scopes, model):
         return []  # every candidate is read somewhere: nothing to remove (the common case)
     removed: list[str] = []
     training = _training_reads(model)
