@@ -28,11 +28,19 @@ class NodeContext:
     def __init__(self, state: ConversionState, node: onnx.NodeProto, scope: traversal.Scope,
                  step: tuple[int, int] = (0, 0)):
         self._state, self._node, self.scope = state, node, scope
-        self.label = traversal.node_label(node, scope)
+        self._label: str | None = None
         self.step = step
         self.before: list[onnx.NodeProto] = []  # inserted before the node, in order
         self.after: list[onnx.NodeProto] = []  # inserted after the node, in order
         self.removed = False
+
+    @property
+    def label(self) -> str:
+        """How messages name the node (made when a message needs it: unnamed nodes are found
+        by their position, which takes a walk of the body)."""
+        if self._label is None:
+            self._label = traversal.node_label(self._node, self.scope)
+        return self._label
 
     @property
     def going_down(self) -> bool:

@@ -73,6 +73,7 @@ class Engine:
         self._untyped: dict = {}
         self._types: dict = {}  # scope index -> flat name -> TypeProto
         self._always_kept: dict[tuple[str, int], int] = {}  # (op, opset) -> _kept_whatever_node
+        self._preludes: dict[tuple[str, int], tuple] = {}  # (op, opset) -> _prelude
 
     # ------------------------------------------------------------ the walk
 
@@ -96,13 +97,11 @@ class Engine:
         opset = scope.opset
         if opset is None:
             return
-        i = 0
         seen = self.report.nodes if clear else None  # a body's own nodes, not those of an expansion
         always = self._always_kept
-        while i < len(body.node):
-            node = body.node[i]
+        shift = 0  # nodes inserted (less those removed) before the current one so far
+        for k, node in enumerate(list(body.node)):  # the body's own nodes; inserted ones come converted
             if node.domain not in DEFAULT_DOMAINS:
-                i += 1
                 continue
             op = node.op_type
             if seen is not None:
@@ -114,29 +113,29 @@ class Engine:
             if keep:  # the common case going up: nothing about the node can stop its steps
                 if keep == 2:
                     self._kept[key] += 1
-                i += 1
                 continue
+            i = k + shift
             size = len(body.node)
             self._current = tuple(node.output)
             sequence = self.convert(node, scope, opset, top=True)
             j = i + (len(body.node) - size)  # Constant nodes added at the top of a function body
             if len(sequence) == 1 and sequence[0] is node:  # the common case: changed in place or kept
-                i = j + 1
+                shift = j - k
                 continue
-            kept = next((k for k, n in enumerate(sequence) if n is node), None)
+            kept = next((m for m, n in enumerate(sequence) if n is node), None)
             if kept is None:
                 del body.node[j]
                 for n in sequence:
                     body.node.insert(j, n)
                     j += 1
-                i = j
+                shift = j - k - 1
             else:
                 for n in sequence[:kept]:
                     body.node.insert(j, n)
                     j += 1
-                for k, n in enumerate(sequence[kept + 1:]):
-                    body.node.insert(j + 1 + k, n)
-                i = j + 1 + len(sequence) - kept - 1
+                for m, n in enumerate(sequence[kept + 1:]):
+                    body.node.insert(j + 1 + m, n)
+                shift = j + len(sequence) - kept - 1 - k
             if len(sequence) != 1 or kept is None:
                 scope.invalidate()
         self._current = current
@@ -165,20 +164,20 @@ class Engine:
         """The nodes that replace ``node`` (valid at ``opset``) at the target, in order."""
         op = node.op_type
         label = _Label(node, scope)
-        versions = registry.schema_versions(op)
-        if not versions:
+        found = self._preludes.get((op, opset))
+        if found is None:
+            found = self._preludes[(op, opset)] = self._prelude(op, opset)
+        what, src, fix = found
+        if what == "unknown":
             self._block(label, op, "-", f"{op} is not an operator of the default ONNX domain", "no opset")
             return [node]
-        src = registry.schema_version_at(op, opset)
-        if src is None:
+        if what == "missing":
             self._block(label, op, "-", f"{op} does not exist at the model's opset {opset} (its first "
-                        f"version is {versions[0]}): the model's opset_import is wrong", "no opset")
+                        f"version is {registry.schema_versions(op)[0]}): the model's opset_import is wrong",
+                        "no opset")
             return [node]
-        dst = registry.schema_version_at(op, self.target)
-        if dst is None or (dst < src and _deprecated(op, dst) and _has_body(op, src)):
-            # missing at the target, or there only as a deprecated schema the checker refuses
+        if what == "expand":  # missing at the target, or there only as a deprecated schema the checker refuses
             return self._expand(node, scope, opset, src, label)
-        fix = registry.normalizer(op)
         if fix is not None:
             try:
                 fix(node, NodeContext(self.state, node, scope, (src, src)))
@@ -219,16 +218,18 @@ class Engine:
                 except ConversionError as e:
                     self._block(label, op, f"{a} -> {b}", _reason(str(e), str(label)), _works(op, a, b))
                     return [node]
-                self.report.steps[(op, registry.KINDS.get((op, a, b), "rewrite"))] += 1
-                self.taken[(op, a, b, registry.KINDS.get((op, a, b), "rewrite"))] += 1
+                how = registry.KINDS.get((op, a, b), "rewrite")
+                self.report.steps[(op, how)] += 1
+                self.taken[(op, a, b, how)] += 1
                 if logger.isEnabledFor(logging.DEBUG):
-                    logger.debug("%s: %s %d -> %d (%s)", label, op, a, b, registry.KINDS.get((op, a, b), "rewrite"))
-                for n in [*ctx.before, *ctx.after]:
-                    self.state.pending.update((o, n) for o in n.output if o)
-                new_before = [m for n in ctx.before for m in self.convert(n, scope, b)]
-                new_after = [m for n in ctx.after for m in self.convert(n, scope, b)]
-                before += new_before
-                after = new_after + after
+                    logger.debug("%s: %s %d -> %d (%s)", label, op, a, b, how)
+                if ctx.before or ctx.after:
+                    for n in [*ctx.before, *ctx.after]:
+                        self.state.pending.update((o, n) for o in n.output if o)
+                    new_before = [m for n in ctx.before for m in self.convert(n, scope, b)]
+                    new_after = [m for n in ctx.after for m in self.convert(n, scope, b)]
+                    before += new_before
+                    after = new_after + after
                 if ctx.removed:
                     return self._named(before + after, node, original_name, original_out, removed=True)
                 if node.op_type != op:  # became another op: convert it onward as that op
@@ -253,6 +254,20 @@ class Engine:
         elif path and all(k == "type-only" for k in kinds):
             self.report.type_only[op] += 1
         return self._named(before + [node] + after, node, original_name, original_out)
+
+    def _prelude(self, op: str, opset: int) -> tuple[str, int | None, object]:
+        """(what, source schema version, normalizer) for nodes of ``op`` at ``opset``: what is
+        "unknown" (no such op), "missing" (not at the opset), "expand" (not at the target, or
+        only deprecated there) or "steps"."""
+        if not registry.schema_versions(op):
+            return "unknown", None, None
+        src = registry.schema_version_at(op, opset)
+        if src is None:
+            return "missing", None, None
+        dst = registry.schema_version_at(op, self.target)
+        if dst is None or (dst < src and _deprecated(op, dst) and _has_body(op, src)):
+            return "expand", src, None
+        return "steps", src, registry.normalizer(op)
 
     def _path(self, op: str, opset: int):
         key = (op, opset)

@@ -203,13 +203,15 @@ def definition(name: str, scope: Scope) -> tuple[str, object, Scope | None]:
     ("initializer", the TensorProto, scope), or ("undefined", None, None)."""
     s: Scope | None = scope
     while s is not None:
-        producer = s.producers().get(name)
-        if producer is not None:
-            return "node", producer, s
+        # inputs and initializers first: their indexes are small, the producers' one is as big
+        # as the body (a name has one definition in a scope: the checker refuses two)
         if name in s.inputs():
             return "input", None, s
         tensor = s.initializers().get(name)
         if tensor is not None:
             return "initializer", tensor, s
+        producer = s.producers().get(name)
+        if producer is not None:
+            return "node", producer, s
         s = s.parent
     return "undefined", None, None

@@ -21,6 +21,7 @@ from rewriter.graph import traversal
 from rewriter.graph.traversal import Scope, node_label
 from rewriter.io import check_model
 from rewriter.io.tensors import all_tensors, expected_bytes, tensor_name
+from rewriter.verify.utf8 import all_text_utf8
 from rewriter.verify.validate_reduce_prod import check_reduce_prods
 
 __all__ = ["validate_model", "checker_complaint"]
@@ -270,11 +271,14 @@ def validate_model(model: onnx.ModelProto, path: str | os.PathLike = "<model>", 
     if not model.graph.output:
         raise RewriterError(f"{path}: the main graph has no outputs (nothing it computes could be kept)")
     scopes = list(traversal.iter_scopes(model))
-    _check_text(scopes, path)
+    text_ok = all_text_utf8(model)  # at C speed; the walks below name what is not
+    if not text_ok:
+        _check_text(scopes, path)
     _check_value_types(scopes, path)
     _check_tensors(model, path)
-    for scope in scopes:
-        _check_node_text(scope, path)
+    if not text_ok:  # a string nobody reads (a doc string) passes, as it always did
+        for scope in scopes:
+            _check_node_text(scope, path)
     _check_schemas(scopes, path)
     complaint = checker_complaint(model)
     checked = complaint is None  # it does not look inside functions that are never called

@@ -1,6 +1,11 @@
 """Up-front checks of every ReduceProd of an input model (part of ``validate_model``): axes in
 range for the data's rank, no duplicates, an axes input that is a 1-D int64 tensor, keepdims and
-noop_with_empty_axes 0 or 1. Ranks come from declarations, else from ONNX shape inference."""
+noop_with_empty_axes 0 or 1. Ranks come from declarations and constants, else from ONNX shape
+inference.
+
+One pass over each body finds its ReduceProd and Constant nodes; constants are looked up in
+those and in the initializers, so no index of every node output is built (on big graphs that
+costs more than the checks themselves)."""
 
 from __future__ import annotations
 
@@ -19,6 +24,9 @@ __all__ = ["check_reduce_prods"]
 
 logger = logging.getLogger(__name__)
 
+_DEFAULT = ("", "ai.onnx")
+_INT, _INTS = onnx.AttributeProto.INT, onnx.AttributeProto.INTS
+
 
 def check_reduce_prods(model: onnx.ModelProto, scopes: list[Scope], path: str, base_dir: str,
                        inferred: onnx.ModelProto | None = None) -> None:
@@ -27,35 +35,37 @@ def check_reduce_prods(model: onnx.ModelProto, scopes: list[Scope], path: str, b
     ``scopes``: the model's scopes in ``iter_scopes`` order; ``inferred``: the model after ONNX
     shape inference, when the caller has it (inferred here only when a rank is not declared).
     """
-    ranks: list[dict[str, int]] | None = None
-    declared: dict = {}  # scope -> declared types, built on first use
-    for i, scope in enumerate(scopes):
+    found: list[list[onnx.NodeProto]] = []
+    walk = _Walk(path, base_dir)
+    for scope in scopes:
+        reduce_prods, constants = [], {}
         for node in scope.body.node:
-            if node.op_type != "ReduceProd" or node.domain not in ("", "ai.onnx"):
-                continue
-            if ranks is None and node.input and _rank(node.input[0], scope, {}, declared) is None:
-                ranks = _inferred_ranks(model, {n.input[0] for s in scopes for n in s.body.node
-                                                if n.op_type == "ReduceProd" and n.input}, inferred)
-            scope_ranks = ranks[i] if ranks and i < len(ranks) else {}
-            _check_reduce_prod(node, scope, scope_ranks, path, base_dir, declared)
+            op = node.op_type
+            if op == "ReduceProd":
+                if node.domain in _DEFAULT:
+                    reduce_prods.append(node)
+            elif op == "Constant" and node.output and node.domain in _DEFAULT:
+                constants[node.output[0]] = node
+        found.append(reduce_prods)
+        walk.constants[id(scope)] = constants
+    if not any(found):
+        return
+    ranks: list[dict[str, int]] | None = None
+    for i, (scope, nodes) in enumerate(zip(scopes, found)):
+        for node in nodes:
+            if ranks is None and node.input and walk.rank(node.input[0], scope, {}) is None:
+                ranks = _inferred_ranks(model, {n.input[0] for ns in found for n in ns if n.input}, inferred)
+            walk.check(node, scope, ranks[i] if ranks and i < len(ranks) else {})
 
 
-def _int_attr(node: onnx.NodeProto, name: str, scope: Scope, path: str) -> None:
+def _bad_flag(node: onnx.NodeProto, attr: onnx.AttributeProto, scope: Scope, path: str) -> RewriterError:
+    value = attr.i if attr.type == _INT else "a non-integer"
+    return RewriterError(f"{path}: {node_label(node, scope)}: {attr.name} must be 0 or 1, got {value}")
+
+
+def _constant_tensor(node: onnx.NodeProto):
+    """The value of a Constant node as a TensorProto (value_ints and the like made one), else None."""
     for attr in node.attribute:
-        if attr.name == name:
-            if attr.type != onnx.AttributeProto.INT or attr.i not in (0, 1):
-                value = attr.i if attr.type == onnx.AttributeProto.INT else "a non-integer"
-                raise RewriterError(f"{path}: {node_label(node, scope)}: {name} must be 0 or 1, got {value}")
-
-
-def _axes_tensor(name: str, scope: Scope):
-    """The TensorProto defining a constant ``name`` in scope (value_ints made one), else None."""
-    kind, thing, _ = traversal.definition(name, scope)
-    if kind == "initializer":
-        return thing
-    if kind != "node" or thing.op_type != "Constant" or thing.domain not in ("", "ai.onnx"):
-        return None
-    for attr in thing.attribute:
         if attr.name == "value":
             return attr.t
         if attr.name == "value_ints":
@@ -66,37 +76,103 @@ def _axes_tensor(name: str, scope: Scope):
     return None
 
 
-def _declarations(scope: Scope, cache: dict) -> dict[str, onnx.TypeProto.Tensor]:
-    """The declared tensor types of a graph by name, built once per scope and validation."""
-    table = cache.get(id(scope))
-    if table is None:
-        table = {}
-        for v in (*scope.body.input, *scope.body.value_info, *scope.body.output):
-            if v.type.HasField("tensor_type"):
-                table.setdefault(v.name, v.type.tensor_type)
-        cache[id(scope)] = table
-    return table
+class _Walk:
+    """What the checks of one model share: its Constant nodes and declared types per scope."""
 
+    def __init__(self, path: str, base_dir: str):
+        self.path, self.base_dir = path, base_dir
+        self.constants: dict[int, dict[str, onnx.NodeProto]] = {}  # id(scope) -> output -> Constant
+        self._declared: dict[int, dict[str, onnx.TypeProto.Tensor]] = {}
 
-def _declared_type(name: str, scope: Scope, cache: dict):
-    s = scope
-    while s is not None:
-        if not s.is_function:
-            found = _declarations(s, cache).get(name)
-            if found is not None:
-                return found
-        s = s.parent
-    return None
+    def constant(self, name: str, scope: Scope):
+        """The TensorProto of a constant ``name`` as seen from ``scope`` (the nearest scope that
+        defines it by an input, an initializer or a Constant node), else None."""
+        s: Scope | None = scope
+        while s is not None:
+            if name in s.inputs():
+                return None
+            tensor = s.initializers().get(name)
+            if tensor is not None:
+                return tensor
+            node = self.constants.get(id(s), {}).get(name)
+            if node is not None:
+                return _constant_tensor(node)
+            s = s.parent
+        return None
 
+    def declared(self, name: str, scope: Scope):
+        """The declared tensor type of ``name`` (inputs, value_info, outputs of the graphs
+        from ``scope`` outwards; function bodies declare nothing), else None."""
+        s: Scope | None = scope
+        while s is not None:
+            if not s.is_function:
+                table = self._declared.get(id(s))
+                if table is None:
+                    table = self._declared[id(s)] = {}
+                    for v in (*s.body.input, *s.body.value_info, *s.body.output):
+                        if v.type.HasField("tensor_type"):
+                            table.setdefault(v.name, v.type.tensor_type)
+                found = table.get(name)
+                if found is not None:
+                    return found
+            s = s.parent
+        return None
 
-def _rank(name: str, scope: Scope, inferred: dict[str, int], cache: dict) -> int | None:
-    tensor = _axes_tensor(name, scope)
-    if tensor is not None:
-        return len(tensor.dims)
-    declared = _declared_type(name, scope, cache)
-    if declared is not None and declared.HasField("shape"):
-        return len(declared.shape.dim)
-    return inferred.get(name)
+    def rank(self, name: str, scope: Scope, inferred: dict[str, int]) -> int | None:
+        tensor = self.constant(name, scope)
+        if tensor is not None:
+            return len(tensor.dims)
+        declared = self.declared(name, scope)
+        if declared is not None and declared.HasField("shape"):
+            return len(declared.shape.dim)
+        return inferred.get(name)
+
+    def check(self, node: onnx.NodeProto, scope: Scope, ranks: dict[str, int]) -> None:
+        path = self.path
+        axes_attr = None
+        for attr in node.attribute:  # one pass over the attributes
+            name = attr.name
+            if name == "keepdims" or name == "noop_with_empty_axes":
+                if attr.type != _INT or attr.i not in (0, 1):
+                    raise _bad_flag(node, attr, scope, path)
+            elif name == "axes":
+                axes_attr = attr
+        axes = None
+        if axes_attr is not None:
+            if axes_attr.type != _INTS:
+                raise RewriterError(f"{path}: {node_label(node, scope)}: the axes attribute must be a list of integers")
+            axes = list(axes_attr.ints)
+        elif len(node.input) > 1 and node.input[1] and (scope.opset or 0) >= 18:
+            label = f"{path}: {node_label(node, scope)}"
+            tensor = self.constant(node.input[1], scope)
+            if tensor is None:
+                declared = self.declared(node.input[1], scope)
+                if declared is not None and declared.elem_type not in (0, onnx.TensorProto.INT64):
+                    raise RewriterError(f"{label}: axes input must be int64, got "
+                                        f"{onnx.TensorProto.DataType.Name(declared.elem_type).lower()}")
+                if declared is not None and declared.HasField("shape") and len(declared.shape.dim) != 1:
+                    raise RewriterError(f"{label}: axes input must be 1-D, got rank {len(declared.shape.dim)}")
+                return
+            if tensor.data_type != onnx.TensorProto.INT64:
+                name = onnx.TensorProto.DataType.Name(tensor.data_type).lower() if tensor.data_type else "undefined"
+                raise RewriterError(f"{label}: axes input must be int64, got {name}")
+            if len(tensor.dims) != 1:
+                raise RewriterError(f"{label}: axes input must be 1-D, got rank {len(tensor.dims)}")
+            if tensor.data_location == onnx.TensorProto.EXTERNAL:
+                axes = [int(a) for a in read_external_tensor(tensor, self.base_dir)]
+            else:
+                axes = [int(a) for a in numpy_helper.to_array(tensor)]
+        if not axes:
+            return
+        rank = self.rank(node.input[0], scope, ranks) if node.input else None
+        if rank is not None:
+            bad = [a for a in axes if not -rank <= a < rank]
+            if bad:
+                raise RewriterError(f"{path}: {node_label(node, scope)}: axes {axes} out of range for data "
+                                    f"of rank {rank}")
+        normalized = [a % rank for a in axes] if rank else axes
+        if len(set(normalized)) != len(normalized):
+            raise RewriterError(f"{path}: {node_label(node, scope)}: duplicate axes {axes}")
 
 
 def _inferred_ranks(model: onnx.ModelProto, wanted: set[str], inferred: onnx.ModelProto | None = None
@@ -118,45 +194,3 @@ def _inferred_ranks(model: onnx.ModelProto, wanted: set[str], inferred: onnx.Mod
                     found[v.name] = len(v.type.tensor_type.shape.dim)
         ranks.append(found)
     return ranks
-
-
-def _check_reduce_prod(node, scope: Scope, ranks: dict[str, int], path: str, base_dir: str,
-                       cache: dict) -> None:
-    label = f"{path}: {node_label(node, scope)}"
-    _int_attr(node, "keepdims", scope, path)
-    _int_attr(node, "noop_with_empty_axes", scope, path)
-    axes = None
-    attr = next((a for a in node.attribute if a.name == "axes"), None)
-    if attr is not None:
-        if attr.type != onnx.AttributeProto.INTS:
-            raise RewriterError(f"{label}: the axes attribute must be a list of integers")
-        axes = list(attr.ints)
-    elif len(node.input) > 1 and node.input[1] and (scope.opset or 0) >= 18:
-        tensor = _axes_tensor(node.input[1], scope)
-        if tensor is None:
-            declared = _declared_type(node.input[1], scope, cache)
-            if declared is not None and declared.elem_type not in (0, onnx.TensorProto.INT64):
-                raise RewriterError(f"{label}: axes input must be int64, got "
-                                    f"{onnx.TensorProto.DataType.Name(declared.elem_type).lower()}")
-            if declared is not None and declared.HasField("shape") and len(declared.shape.dim) != 1:
-                raise RewriterError(f"{label}: axes input must be 1-D, got rank {len(declared.shape.dim)}")
-            return
-        if tensor.data_type != onnx.TensorProto.INT64:
-            name = onnx.TensorProto.DataType.Name(tensor.data_type).lower() if tensor.data_type else "undefined"
-            raise RewriterError(f"{label}: axes input must be int64, got {name}")
-        if len(tensor.dims) != 1:
-            raise RewriterError(f"{label}: axes input must be 1-D, got rank {len(tensor.dims)}")
-        if tensor.data_location == onnx.TensorProto.EXTERNAL:
-                    axes = [int(a) for a in read_external_tensor(tensor, base_dir)]
-        else:
-            axes = [int(a) for a in numpy_helper.to_array(tensor)]
-    if not axes:
-        return
-    rank = _rank(node.input[0], scope, ranks, cache) if node.input else None
-    if rank is not None:
-        bad = [a for a in axes if not -rank <= a < rank]
-        if bad:
-            raise RewriterError(f"{label}: axes {axes} out of range for data of rank {rank}")
-    normalized = [a % rank for a in axes] if rank else axes
-    if len(set(normalized)) != len(normalized):
-        raise RewriterError(f"{label}: duplicate axes {axes}")
