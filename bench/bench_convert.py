@@ -118,6 +118,11 @@ def main() -> int:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"machine: {os.cpu_count()} cores, load average {load:.2f} at start; python {sys.version.split()[0]}, "
           f"onnx {onnx.__version__}")
+    # as pip installs it: bytecode compiled (an editable install, or PYTHONDONTWRITEBYTECODE,
+    # would make every run compile the package again, which onnx's installed wheel never does)
+    package = subprocess.run([sys.executable, "-c", "import os, rewriter; print(os.path.dirname(rewriter.__file__))"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    subprocess.run([sys.executable, "-m", "compileall", "-q", package], check=True, stdout=subprocess.DEVNULL)
     with tempfile.TemporaryDirectory() as tmp:
         for name, build in (("reduceprod", build_reduceprod), ("mixed", build_mixed)):
             src = os.path.join(tmp, f"{name}13.onnx")

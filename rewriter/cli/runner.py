@@ -50,15 +50,10 @@ def load_input(path: str, args=None):
 
     model = load_model(path)
     inferred = None
-    if getattr(args, "command", None) == "convert":  # one shape inference for validation and conversion
-        import onnx
+    if getattr(args, "command", None) == "convert":  # at most one shape inference, shared by
+        from rewriter.graph.inferred import LazyInference  # validation and conversion, when needed
 
-        try:
-            inferred = onnx.shape_inference.infer_shapes(model)
-        except Exception:  # inference trouble is reported by the checks that need it, not here
-            inferred = None
-        if args is not None:
-            args.input_inferred = inferred
+        inferred = args.input_inferred = LazyInference(model)
     complaint = validate_model(model, path, inferred=inferred)  # what onnx.checker refuses, if anything
     if complaint:
         if not getattr(args, "allow_invalid_input", False):

@@ -160,6 +160,16 @@ class NodeContext:
             self.scope.body.initializer.append(tensor)
         return name
 
+    def ints_constant(self, prefix: str, values: tuple[int, ...]) -> str:
+        """:meth:`add_constant` of a 1-D int64 tensor (axes, sizes), named ``prefix_<values>``;
+        equal values in one body share it (looked up before anything is built)."""
+        key = (id(self.scope.body), "ints", values)
+        name = self._state.constants.get(key)
+        if name is None:
+            hint = prefix + "_" + "_".join(str(v).replace("-", "m") for v in values)
+            name = self._state.constants[key] = self.add_constant(hint, np.array(values, dtype=np.int64))
+        return name
+
     def add_constant_reference(self, hint: str, attribute: str) -> str:
         """A Constant node in this function whose ``value_ints`` is the function's attribute."""
         root = self.scope.root

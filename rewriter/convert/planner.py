@@ -116,7 +116,7 @@ def _set_opset(opset_import, version: int) -> None:
 
 def convert_model(
     model: onnx.ModelProto, target_opset: int, *, base_dir: str | None = None,
-    strict_check: bool = True, plan_only: bool = False, inferred: onnx.ModelProto | None = None,
+    strict_check: bool = True, plan_only: bool = False, inferred=None,
 ) -> tuple[onnx.ModelProto, ConvertReport]:
     """Convert ``model`` to ``target_opset``; returns the new model and a report.
 
@@ -128,7 +128,8 @@ def convert_model(
     :class:`ConversionBlocked` (a ConversionError) lists every blocking node. With
     ``plan_only`` nothing raises for blockers: the report says what would happen (and the
     returned model is a partly converted scratch copy, not to be used). ``inferred``: ``model``
-    after ONNX shape inference (``onnx.shape_inference.infer_shapes``), when the caller has it.
+    after ONNX shape inference (``onnx.shape_inference.infer_shapes``) when the caller has it,
+    or a :class:`rewriter.graph.inferred.LazyInference` (run only if some step needs types).
     """
     latest = onnx.defs.onnx_opset_version()
     if not 1 <= target_opset <= latest:

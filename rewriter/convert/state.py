@@ -14,6 +14,7 @@ import logging
 import onnx
 
 from rewriter.graph import traversal
+from rewriter.graph.inferred import resolve
 from rewriter.io import tensor_reader
 
 __all__ = ["ConversionState"]
@@ -69,8 +70,8 @@ class ConversionState:
 
     def _scope_types(self, index: int) -> dict[str, onnx.TypeProto]:
         if self._types is None:
-            if self._inferred is None:
-                self._inferred = _infer(self.original)
+            if not isinstance(self._inferred, onnx.ModelProto):  # None, or a LazyInference
+                self._inferred = resolve(self._inferred, self.original) or self.original
             inferred = list(traversal.iter_scopes(self._inferred))
             if len(inferred) != self._original_scopes:  # inference changed the structure: know nothing
                 inferred = [None] * len(self.scopes)

@@ -56,9 +56,10 @@ def _set_field(msg, fd, value) -> None:
         setattr(msg, fd.name, value)
 
 
-def infer(work: onnx.ModelProto, strict: bool = True) -> tuple[onnx.ModelProto | None, list[str]]:
+def infer(work: onnx.ModelProto, strict: bool = True, data_prop: bool = True
+          ) -> tuple[onnx.ModelProto | None, list[str]]:
     """The inferred model and the strict-mode error lines (empty when strict inference passed)."""
-    kwargs = dict(check_type=True, data_prop=True)
+    kwargs = dict(check_type=True, data_prop=data_prop)
     errors: list[str] = []
     if strict:
         try:
@@ -145,7 +146,8 @@ class TypeIndex:
     def entry(self, name: str, scope: traversal.Scope | None):
         """The ValueInfoProto or initializer for ``name`` in ``scope`` or an enclosing one."""
         while scope is not None:
-            entry = self._of(scope).get(name)
+            idx = self._types.get(id(scope))
+            entry = (idx if idx is not None else self._of(scope)).get(name)
             if entry is not None:
                 return entry
             scope = scope.parent
@@ -154,7 +156,15 @@ class TypeIndex:
     def lookup(self, name: str, scope: traversal.Scope | None) -> tuple[int, tuple | None]:
         """(elem_type, shape) of ``name``; (0, None) when unknown."""
         entry = self.entry(name, scope)
-        return (0, None) if entry is None else self._parse(entry, True)
+        if entry is None:
+            return (0, None)
+        if isinstance(entry, onnx.TensorProto):
+            return entry.data_type, tuple(entry.dims)
+        key = (True, entry.type.SerializeToString())
+        parsed = self._parsed.get(key)
+        if parsed is None:
+            parsed = self._parsed[key] = type_info(entry, True)
+        return parsed
 
     def declared(self, name: str, scope: traversal.Scope) -> tuple | None:
         """The shape declared for ``name`` by this scope's outputs or value_info, if any."""
@@ -176,10 +186,15 @@ _DEFAULT = ("", "ai.onnx")
 
 def _walk(body, scope: traversal.Scope, scopes: list, found: list) -> None:
     reduce_prods, parents = [], []
+    holders = traversal.ops_with(traversal.GRAPH_KINDS)
     for i, node in enumerate(body.node):
-        if node.op_type == "ReduceProd" and node.domain in _DEFAULT:
-            reduce_prods.append((i, node))
-        elif traversal.may_hold(node, traversal.GRAPH_KINDS):
+        op, domain = node.op_type, node.domain
+        if domain == "" or domain == "ai.onnx":
+            if op == "ReduceProd":
+                reduce_prods.append((i, node))
+            elif op in holders:
+                parents.append(node)
+        else:  # a custom-domain node may hold graphs
             parents.append(node)
     scopes.append(scope)
     found.append(reduce_prods)

@@ -100,8 +100,7 @@ def _judge(form, in_shape, axes, keepdims, noop, inferred, declared) -> tuple:
     return expected, tuple(found)
 
 
-def _check_node(i, node, scope, tscope, dscope, ctx: _Context, suffix: str) -> None:
-    form = reduce_prod_form(scope.opset)
+def _check_node(i, node, scope, tscope, dscope, ctx: _Context, suffix: str, form: int | None) -> None:
     keepdims, noop, axes = 1, 0, None
     for a in node.attribute:
         if a.ref_attr_name:
@@ -190,8 +189,9 @@ def _check_unit(unit: _Unit, inferred, errors: list[str], ctx: _Context) -> list
     first = len(ctx.rows) if ctx.rows is not None else 0
     for k, (scope, dscope) in enumerate(zip(unit.node_scopes, unit.declared_scopes)):
         tscope = tscopes[k] if tscopes else None
+        form = reduce_prod_form(scope.opset)
         for i, node in unit.found[k]:
-            _check_node(i, node, scope, tscope, dscope, ctx, unit.suffix)
+            _check_node(i, node, scope, tscope, dscope, ctx, unit.suffix, form)
     if ctx.rows is not None and errs:  # a strict-inference error about a ReduceProd marks its row
         named = {(p.location, p.output) for p in errs if p.output}
         for row in ctx.rows[first:]:
@@ -217,12 +217,15 @@ def _check(model, want_rows: bool) -> _Context:
         use_light_copy()
     # else inference runs on the model itself (it does not modify its argument); declared
     # ReduceProd shapes then take part, which only matters when strict mode fails:
-    inferred, errors = shape_infer.infer(unit.work)
+    # data propagation (Shape -> Gather -> Reshape ...) serves the ReduceProd rule; without a
+    # ReduceProd the check is ONNX's full check (strict, type-checked), which has none
+    propagate = any(found)
+    inferred, errors = shape_infer.infer(unit.work, data_prop=propagate)
     if errors and unit.work is proto and any(
             ctx.types.declared(n.output[0], scopes[k]) is not None
             for k, nodes in enumerate(found) for _, n in nodes if n.output):
         use_light_copy()  # again without them, for ONNX's own answer and the other errors
-        inferred, errors = shape_infer.infer(unit.work)
+        inferred, errors = shape_infer.infer(unit.work, data_prop=propagate)
     tscopes = _check_unit(unit, inferred, errors, ctx)
     if ctx.rule_only:
         _check_with_rule_shapes(unit, errors, ctx)

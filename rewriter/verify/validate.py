@@ -255,12 +255,13 @@ def _check_versions(model: onnx.ModelProto, path: str) -> None:
 
 
 def validate_model(model: onnx.ModelProto, path: str | os.PathLike = "<model>", *,
-                   inferred: onnx.ModelProto | None = None) -> str | None:
+                   inferred=None) -> str | None:
     """Raise RewriterError naming ``path`` and the node when ``model`` is malformed.
 
     Returns what ``onnx.checker`` refuses in the model (as :func:`checker_complaint`), or None:
     the checker runs once here, for this walk and for the caller's policy. ``inferred``: the
-    model after (lenient) ONNX shape inference, when the caller has it already.
+    model after (lenient) ONNX shape inference when the caller has it already, or a
+    :class:`rewriter.graph.inferred.LazyInference` to share with later work.
     """
     path = os.fspath(path)
     base_dir = os.path.dirname(os.path.abspath(path))

@@ -17,6 +17,7 @@ from onnx import numpy_helper
 
 from rewriter.errors import RewriterError
 from rewriter.graph import traversal
+from rewriter.graph.inferred import resolve
 from rewriter.graph.traversal import Scope, node_label
 from rewriter.io import read_external_tensor
 
@@ -33,7 +34,8 @@ def check_reduce_prods(model: onnx.ModelProto, scopes: list[Scope], path: str, b
     """Raise RewriterError naming ``path`` and the node for the first malformed ReduceProd.
 
     ``scopes``: the model's scopes in ``iter_scopes`` order; ``inferred``: the model after ONNX
-    shape inference, when the caller has it (inferred here only when a rank is not declared).
+    shape inference, or a :class:`rewriter.graph.inferred.LazyInference` of it (asked only when a
+    rank is neither declared nor a constant's; without one, the model is inferred here then).
     """
     found: list[list[onnx.NodeProto]] = []
     walk = _Walk(path, base_dir)
@@ -179,12 +181,9 @@ def _inferred_ranks(model: onnx.ModelProto, wanted: set[str], inferred: onnx.Mod
                     ) -> list[dict[str, int]]:
     """Ranks of the ``wanted`` values from ONNX shape inference (``inferred``, when the caller
     has it already), one dict per scope in iter_scopes order."""
-    if inferred is None:
-        try:
-            inferred = onnx.shape_inference.infer_shapes(model)
-        except Exception as e:  # inference trouble is for `check` to report, not a load error
-            logger.debug("shape inference failed during validation: %s", e)
-            return []
+    inferred = resolve(inferred, model)
+    if inferred is None:  # inference trouble is for `check` to report, not a load error
+        return []
     ranks = []
     for scope in traversal.iter_scopes(inferred):
         found = {}

@@ -93,8 +93,11 @@ def _previous(op: str, version: int) -> int:
 
 def reduce_axes_up(node, ctx) -> None:
     """The axes attribute becomes a constant int64 input; no attribute means no input."""
-    axes = get_attr(node, "axes")
-    if axes is None:
+    attributes = node.attribute
+    for index, axes in enumerate(attributes):  # one pass: this runs for every Reduce node
+        if axes.name == "axes":
+            break
+    else:
         return
     if axes.ref_attr_name:  # inside a function: a Constant takes the same reference
         name = ctx.add_constant_reference("axes_" + axes.ref_attr_name, axes.ref_attr_name)
@@ -103,12 +106,11 @@ def reduce_axes_up(node, ctx) -> None:
         node.input.append(name)
         ctx.record("axes attribute -> input")
         return
-    values = list(axes.ints)
-    remove_attr(node, "axes")
+    values = tuple(axes.ints)
+    del attributes[index]
     if not values:  # an empty attribute already meant "all dims", as an absent input does
         return
-    name = ctx.add_constant("axes_" + "_".join(str(v).replace("-", "m") for v in values),
-                            np.array(values, dtype=np.int64))
+    name = ctx.ints_constant("axes", values)
     del node.input[1:]
     node.input.append(name)
     ctx.record("axes attribute -> input")
