@@ -26,12 +26,6 @@ if TYPE_CHECKING:  # the annotations only; importing onnx / onnx_ir here would s
 ModelLike = Union["onnx.ModelProto", "onnx_ir.Model", str, os.PathLike]
 """What every function accepts as a model: a ModelProto, an onnx_ir Model or a path to a model file."""
 
-try:
-    from importlib.metadata import PackageNotFoundError, version as _package_version
-
-    __version__ = _package_version("rewriter")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+unknown"
 
 __all__ = [
     "RewriterError",
@@ -275,7 +269,20 @@ def verify_numerics(original: ModelLike, rewritten: ModelLike, *, seed: int = 0,
     return _verify(a, b, seed=seed, rtol=rtol, atol=atol, input_shapes=input_shapes, base_dirs=(base_a, base_b))
 
 
+def _version() -> str:
+    """The installed distribution's version (importlib.metadata costs an import: asked lazily)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rewriter")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "0.0.0+unknown"
+
+
 def __getattr__(name: str):
+    if name == "__version__":
+        value = globals()["__version__"] = _version()
+        return value
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'rewriter' has no attribute {name!r}")

@@ -113,6 +113,16 @@ def _add_int_overflow(p: argparse.ArgumentParser) -> None:
                    "or the clamped value (saturate, as ONNX Runtime's CPU kernel)")
 
 
+class _Version(argparse.Action):
+    """--version, with the version looked up only when asked for."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        import rewriter
+
+        print(f"rewriter {rewriter.__version__}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="rewriter",
@@ -120,9 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit status: 0 success, 1 verification found a problem, 2 bad input, bad usage or an "
         "impossible rewrite, 130 interrupted.",
     )
-    from rewriter import __version__
-
-    parser.add_argument("--version", action="version", version=f"rewriter {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0, help="show the version and exit")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("-v", "--verbose", action="store_true",
                        help="log each step taken (INFO messages of rewriter.*) on stderr")

@@ -23,4 +23,4 @@ def remove_attr(node: onnx.NodeProto, name: str) -> None:
 
 def set_ints(node: onnx.NodeProto, name: str, values: list[int]) -> None:
     remove_attr(node, name)
-    node.attribute.append(onnx.helper.make_attribute(name, values))
+    node.attribute.append(onnx.AttributeProto(name=name, type=onnx.AttributeProto.INTS, ints=[int(v) for v in values]))

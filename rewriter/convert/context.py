@@ -127,7 +127,14 @@ class NodeContext:
         added = self._state.added_values.get(name)
         if added is not None:
             return added
-        return constant_value(name, self.scope, self._state.read_tensor)
+        key = (id(self.scope.body), name)  # small constants (axes, pads, shapes) are read once
+        cached = self._state.small_constants.get(key)
+        if cached is not None:
+            return cached.copy()
+        value = constant_value(name, self.scope, self._state.read_tensor)
+        if value is not None and value.size <= 64:
+            self._state.small_constants[key] = value.copy()
+        return value
 
     def rank(self, name: str) -> int | None:
         t = self._state.types_for(self.scope).get(name)

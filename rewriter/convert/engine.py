@@ -280,7 +280,8 @@ class Engine:
     def _types_allowed(self, node, scope, a, b) -> str | None:
         """step_types_allowed, first without types (enough when ``b`` allows all that ``a``
         does, as going up mostly), then with the types shape inference found."""
-        key = (node.op_type, a, b, tuple(bool(i) for i in node.input), tuple(bool(o) for o in node.output))
+        op, inputs, outputs = node.op_type, node.input, node.output
+        key = (op, a, b, tuple(map(bool, inputs)), tuple(map(bool, outputs)))
         untyped = self._untyped.get(key)
         if untyped is None:
             untyped = self._untyped[key] = step_types_allowed(node, a, b, _unknown) is None
@@ -290,16 +291,26 @@ class Engine:
         types = self._types.get(index)
         if types is None:
             types = self._types[index] = dict(self.state.types_for(scope))
-
         def get(name):  # values made during the conversion are typed later than the flat copy
             found = types.get(name)
             return found if found is not None else self.state.types_for(scope).get(name)
 
-        seen = tuple(_type_key(get(n)) if n else None for n in (*node.input, "|", *node.output))
-        memo = (node.op_type, a, b, seen)
-        if memo not in self._typed:
-            self._typed[memo] = step_types_allowed(node, a, b, get)
-        return self._typed[memo]
+        seen = [op, a, b]
+        for names in (inputs, outputs):
+            for n in names:
+                if not n:
+                    seen.append(None)
+                    continue
+                t = types.get(n)
+                seen.append(_type_key(t if t is not None else get(n)))
+            seen.append("|")
+        memo = tuple(seen)
+        found = self._typed.get(memo, _MISSING)
+        if found is _MISSING:
+            found = self._typed[memo] = step_types_allowed(node, a, b, get)
+        elif found is not None:  # the reason names the node's values: said for this node
+            found = step_types_allowed(node, a, b, get)
+        return found
 
     def _named(self, sequence, node, original_name, original_out, removed=False):
         """The node that produces the original first output carries the original name; every
@@ -386,6 +397,9 @@ class Engine:
             self._expanding -= 1
             self._expansions.pop()
         return self._named(result, node, original_name, original_out, removed=True)
+
+
+_MISSING = object()
 
 
 def _unknown(_name):

@@ -49,6 +49,7 @@ class ConversionState:
         self._inferring: set[int] = set()
         self.function_constants: dict[int, int] = collections.defaultdict(int)  # inserted so far
         self.constants: dict[tuple, str] = {}
+        self.small_constants: dict[tuple[int, str], object] = {}  # (id(body), name) -> value read
         # Nodes already in target form, kept out of onnx.version_converter's reach.
         self.held: list[onnx.NodeProto] = []
         self.maybe_unused: list[tuple[str, traversal.Scope]] = []

@@ -50,21 +50,51 @@ def _use_counts(scope: traversal.Scope) -> Counter:
     return counts
 
 
-def _all_read(names: set[str], scopes: list[traversal.Scope], model: onnx.ModelProto) -> bool:
-    """Whether every one of ``names`` is read by some node, graph output, function output or
-    the training info; stops at the first point where all were seen."""
+def _unread(names: set[str], scopes: list[traversal.Scope], model: onnx.ModelProto) -> set[str]:
+    """Those of ``names`` that no node, graph output, function output or the training info
+    reads; stops as soon as every one was seen read."""
     left = set(names)
     for scope in scopes:
         for node in scope.body.node:
             if not left.isdisjoint(node.input):
                 left.difference_update(node.input)
                 if not left:
-                    return True
+                    return left
         left.difference_update(scope.body.output if scope.is_function else (v.name for v in scope.body.output))
         if not left:
-            return True
+            return left
     left.difference_update(_training_reads(model))
-    return not left
+    return left
+
+
+def _remove_unread_initializers(unread: set[str], scopes: list[traversal.Scope]) -> list[str] | None:
+    """Remove the graph initializers named in ``unread`` (none of which anybody reads); None,
+    removing nothing, when some name is not such an initializer (a node output: the caller
+    sweeps, since removing a node can free what it read)."""
+    where = []
+    found = set()
+    for scope in scopes:
+        if scope.is_function:
+            continue
+        inputs = {v.name for v in scope.body.input}
+        doomed = [i for i, t in enumerate(scope.body.initializer) if t.name in unread and t.name not in inputs]
+        if doomed:
+            where.append((scope, doomed))
+            found.update(scope.body.initializer[i].name for i in doomed)
+    if found != unread:
+        return None
+    removed = []
+    for scope, doomed in where:
+        body = scope.body
+        names = {body.initializer[i].name for i in doomed}
+        for index in reversed(doomed):
+            removed.append(f"initializer '{body.initializer[index].name}' in {scope.location}")
+            del body.initializer[index]
+        stale = [i for i, v in enumerate(body.value_info) if v.name in names]
+        for index in reversed(stale):
+            del body.value_info[index]
+        scope.invalidate()
+    return removed
 
 
 def _training_reads(model: onnx.ModelProto) -> Counter:
@@ -139,8 +169,15 @@ def remove_unused(model: onnx.ModelProto, *, only: Iterable[str] | None = None) 
     # Children before parents: a dead use inside a subgraph is gone before its
     # enclosing scope counts uses.
     scopes = list(traversal.iter_scopes(model))
-    if only_set is not None and _all_read(only_set, scopes, model):
-        return []  # every candidate is read somewhere: nothing to remove (the common case)
+    if only_set is not None:
+        unread = _unread(only_set, scopes, model)
+        if not unread:
+            return []  # every candidate is read somewhere: nothing to remove (the common case)
+        removed = _remove_unread_initializers(unread, scopes)  # no sweep needed for those alone
+        if removed is not None:
+            for item in removed:
+                logger.info("removed unused %s", item)
+            return removed
     removed: list[str] = []
     training = _training_reads(model)
     for scope in reversed(scopes):

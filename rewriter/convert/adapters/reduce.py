@@ -19,6 +19,8 @@ ReduceLogSum/LogSumExp at 28), and 1 <-> 11 (negative axes) is in ``negative_axe
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import onnx
 
@@ -165,13 +167,24 @@ def reduce_axes_down(node, ctx) -> None:
 
 def _check_data(node, ctx) -> None:
     """The data's type must be allowed at the destination (checked on the data input alone,
-    before the axes input goes)."""
-    probe = onnx.NodeProto()
-    probe.CopyFrom(node)
-    del probe.input[1:]
-    reason = step_types_allowed(probe, ctx.step[0], ctx.step[1], ctx.value_type)
+    before the axes input goes; the verdict is the same for every node with the same types)."""
+    names = (node.input[0] if node.input else "", *node.output)
+    types = tuple(False if not n else None if (t := ctx.value_type(n)) is None else t.SerializeToString()
+                  for n in names)
+    reason = _data_reason(node.op_type, ctx.step[0], ctx.step[1], types)
     if reason is not None:
-        ctx.block(reason)
+        ctx.block(reason.format(*names))
+
+
+@functools.lru_cache(maxsize=1024)
+def _data_reason(op: str, a: int, b: int, types: tuple) -> str | None:
+    """step_types_allowed for a node of ``op`` with a data input and outputs of ``types`` (a
+    serialized TypeProto, None when unknown, False when absent), its values named ``{0}``,
+    ``{1}``, ... in the reason."""
+    names = ["" if t is False else f"{{{i}}}" for i, t in enumerate(types)]
+    probe = onnx.helper.make_node(op, names[:1], names[1:])
+    known = {name: onnx.TypeProto.FromString(t) for name, t in zip(names, types) if t}
+    return step_types_allowed(probe, a, b, known.get)
 
 
 for _op, _since in AXES_INPUT_SINCE.items():
