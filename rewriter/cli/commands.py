@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 
 from rewriter.cli import summary
-from rewriter.cli.runner import (EXIT_ERROR, EXIT_OK, EXIT_PROBLEM, UsageError, VerificationFailed, one_line,
-                                 save_output, warn)
+from rewriter.cli.runner import (EXIT_ERROR, EXIT_OK, EXIT_PROBLEM, UsageError, VerificationFailed, input_layout,
+                                 one_line, save_output, warn)
 from rewriter.errors import RewriterError
 
 __all__ = ["cmd_convert", "cmd_fold", "cmd_optimize", "cmd_check", "verify_rewrite"]
@@ -30,7 +30,7 @@ def cmd_convert(args) -> int:
         return _plan(args, model, base_dir)
     if args.output is None:
         raise UsageError("convert needs -o OUT (or --plan to only see what it would do)")
-    before = summary.model_stats(model, summary.input_files(model, args.model))
+    before = summary.model_stats(model, input_layout(args, model).files)
     # with shape verification on, _verify_rewrite runs the strict inference on the result
     t0 = time.perf_counter()
     try:
@@ -85,7 +85,7 @@ def cmd_fold(args) -> int:
     start = getattr(args, "started", None) or time.perf_counter()  # _run sets it before loading
     model = args.input_model
     base_dir = os.path.dirname(os.path.abspath(args.model))
-    before = summary.model_stats(model, summary.input_files(model, args.model))
+    before = summary.model_stats(model, input_layout(args, model).files)
     t0 = time.perf_counter()
     result, report = fold_model(model, int_overflow=getattr(args, "int_overflow", "skip"),
                                      base_dir=base_dir)
@@ -115,7 +115,7 @@ def cmd_optimize(args) -> int:
 
     start = getattr(args, "started", None) or time.perf_counter()  # _run sets it before loading
     model = args.input_model
-    before = summary.model_stats(model, summary.input_files(model, args.model))
+    before = summary.model_stats(model, input_layout(args, model).files)
     options = OptimizeOptions(fold_limit=args.fold_limit, int_overflow=args.int_overflow,
                               strip_metadata=args.strip_metadata,
                               allow_removing_custom_ops=args.allow_removing_custom_ops)

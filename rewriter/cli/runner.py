@@ -12,7 +12,8 @@ import time
 from rewriter.errors import RewriterError
 
 __all__ = ["EXIT_OK", "EXIT_PROBLEM", "EXIT_ERROR", "EXIT_INTERRUPTED", "UsageError", "VerificationFailed",
-           "load_input", "preflight", "run_one", "one_line", "warn", "save_output", "final_gate"]
+           "load_input", "preflight", "run_one", "one_line", "warn", "save_output", "final_gate",
+           "input_layout"]
 
 EXIT_OK, EXIT_PROBLEM, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 ORT_GATE_LIMIT = 256 << 20  # bytes of tensor data up to which the final gate loads the result in ORT
@@ -175,11 +176,22 @@ def final_gate(args, original, result) -> None:
             raise VerificationFailed(f"the result fails the ONNX full check (the input passes it): {problem}")
     if getattr(args, "result_ort_ok", False) or (traversal.opset_version(result.opset_import) or 0) < 7:
         return
-    if (sum(len(s.body.node) for s in traversal.iter_scopes(result)) <= ORT_GATE_NODES
+    if (len(result.graph.node) <= ORT_GATE_NODES
+            and sum(len(s.body.node) for s in traversal.iter_scopes(result)) <= ORT_GATE_NODES
             and _data_bytes(result) <= ORT_GATE_LIMIT):
         problem = _ort_load(result)
         if problem and _ort_load(original) is None:
             raise VerificationFailed(f"ONNX Runtime cannot load the result (it loads the input): {problem}")
+
+
+def input_layout(args, model):
+    """The input's :class:`rewriter.cli.summary.InputLayout`, walked once per run."""
+    from rewriter.cli.summary import input_layout as walk
+
+    found = getattr(args, "input_layout", None)
+    if found is None:
+        found = args.input_layout = walk(model, args.model)
+    return found
 
 
 def save_output(args, original, result) -> list[str]:
@@ -193,22 +205,13 @@ def save_output(args, original, result) -> list[str]:
     """
     import os
 
-    from rewriter.cli.summary import input_files
     from rewriter.io import save_model
-    from rewriter.io.tensors import EXTERNAL, INLINE_KEY, all_tensors
 
     final_gate(args, original, result)
     layout = getattr(args, "external_data", None)
-    keep_inline = None
-    if layout is None:
-        inline, external = set(), False
-        for t, _ in all_tensors(original):
-            if t.data_location != EXTERNAL:
-                inline.add(t.name)
-            elif not any(e.key == INLINE_KEY for e in t.external_data):
-                external = True
-        keep_inline = inline if external else None
-    old_files = input_files(original, args.model)
+    found = input_layout(args, original)
+    keep_inline = found.inline if layout is None and found.external else None
+    old_files = found.files
     in_place = os.path.realpath(args.output) == os.path.realpath(args.model)
     written = save_model(result, args.output, external_data=layout,
                          base_dir=os.path.dirname(os.path.abspath(args.model)), keep_inline=keep_inline)

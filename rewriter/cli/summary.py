@@ -23,7 +23,7 @@ import json
 import os
 import sys
 
-__all__ = ["ModelStats", "model_stats", "input_files", "table_lines", "result_document", "error_document",
+__all__ = ["ModelStats", "model_stats", "input_files", "InputLayout", "input_layout", "table_lines", "result_document", "error_document",
            "print_json", "report", "jsonable"]
 
 RESULT_SCHEMA = "rewriter.result/1"
@@ -78,21 +78,39 @@ def model_stats(model, files: list[str]) -> ModelStats:
     return ModelStats(model, traversal.opset_version(model.opset_import), model.ir_version, size, files)
 
 
-def input_files(model, path: str) -> list[str]:
-    """The model file and every distinct external data file its tensors refer to."""
-    from rewriter.io.tensors import BASE_KEY, EXTERNAL, all_tensors
+@dataclasses.dataclass
+class InputLayout:
+    """Where an input model's tensors live, from one walk of them."""
+
+    files: list[str]  # the model file, then every distinct external data file its tensors use
+    inline: set[str]  # names of the tensors held in the model file
+    external: bool  # whether some tensor is in a data file (not one load cut out of the model file)
+
+
+def input_layout(model, path: str) -> InputLayout:
+    """The :class:`InputLayout` of ``model`` loaded from ``path``."""
+    from rewriter.io.tensors import BASE_KEY, EXTERNAL, INLINE_KEY, all_tensors
 
     files = [os.path.abspath(path)]
     base = os.path.dirname(os.path.abspath(path))
+    inline, external = set(), False
     for t, _ in all_tensors(model):
         if t.data_location != EXTERNAL:
+            inline.add(t.name)
             continue
         entries = {e.key: e.value for e in t.external_data}
+        if INLINE_KEY not in entries:
+            external = True
         location = entries.get("location")
         if location:
             files.append(os.path.realpath(os.path.join(entries.get(BASE_KEY) or base, location)))
     real_model = os.path.realpath(path)
-    return [files[0]] + [f for f in dict.fromkeys(files[1:]) if f != real_model]
+    return InputLayout([files[0]] + [f for f in dict.fromkeys(files[1:]) if f != real_model], inline, external)
+
+
+def input_files(model, path: str) -> list[str]:
+    """The model file and every distinct external data file its tensors refer to."""
+    return input_layout(model, path).files
 
 
 def _size(n: int) -> str:

@@ -144,8 +144,14 @@ def convert_model(
 
     engine = Engine(state, target_opset)
     engine.run()
+    # the scopes walked at the start still describe the model when they are all top-level bodies
+    # (the main graph and functions: a subgraph's node may have been replaced by a copy) and no
+    # expansion added any
+    scopes = state.scopes if len(state.scopes) == state.original_scope_count and \
+        all(s.parent is None for s in state.scopes) else None
     if state.maybe_unused or state.added_values:  # constants no node reads any more (a blocked one goes too)
-        unused.remove_unused(result, only={name for name, _ in state.maybe_unused} | set(state.added_values))
+        unused.remove_unused(result, only={name for name, _ in state.maybe_unused} | set(state.added_values),
+                             scopes=scopes)
         alive = {o for s in traversal.iter_scopes(result) for n in s.body.node for o in n.output} \
             if engine.blockers else set()
         # a blocker stays unless the node it came from was removed (its outputs nobody makes)
@@ -169,7 +175,7 @@ def convert_model(
     if engine.delegated:
         report.version_converter_called = True
         _delegate(result, engine.delegated, target_opset)
-    _unique_node_names(result)
+    _unique_node_names(result, None if engine.delegated else scopes)
     for fn in result.functions:
         _set_opset(fn.opset_import, target_opset)
     _set_opset(result.opset_import, target_opset)
@@ -208,10 +214,10 @@ def _delegate(result: onnx.ModelProto, delegated: set, target: int) -> None:
         delegate.release(body)
 
 
-def _unique_node_names(model: onnx.ModelProto) -> None:
+def _unique_node_names(model: onnx.ModelProto, scopes=None) -> None:
     """Give every node a name no other node of the model has (ONNX Runtime refuses duplicates);
-    the first node to carry a name keeps it."""
-    nodes = [n for s in traversal.iter_scopes(model) for n in s.body.node]
+    the first node to carry a name keeps it. ``scopes``: the model's, when the caller has them."""
+    nodes = [n for s in (traversal.iter_scopes(model) if scopes is None else scopes) for n in s.body.node]
     names = [n.name for n in nodes]
     taken = set(names)
     taken.discard("")

@@ -39,6 +39,7 @@ class ConversionState:
         self.added_values: dict[str, object] = {}  # constants added by adapters, by name
         self.scopes = list(traversal.iter_scopes(model))  # walked once: the walk costs on big graphs
         self._original_scopes = len(self.scopes)
+        self.original_scope_count = self._original_scopes  # more once expansions register scopes
         self._index = {id(s): i for i, s in enumerate(self.scopes)}
         # for each scope, the index of the function body it lies in (None in the graphs)
         self._roots: list[int | None] = []

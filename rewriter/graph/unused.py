@@ -157,18 +157,20 @@ def _drop_stale_value_info(graph: onnx.GraphProto) -> None:
         del graph.value_info[index]
 
 
-def remove_unused(model: onnx.ModelProto, *, only: Iterable[str] | None = None) -> list[str]:
+def remove_unused(model: onnx.ModelProto, *, only: Iterable[str] | None = None,
+                  scopes: list[traversal.Scope] | None = None) -> list[str]:
     """Remove, in place, nodes whose outputs nobody reads and initializers nobody reads.
 
     Graph inputs, graph outputs and function outputs are never removed; an initializer
     that is also a graph input stays (it is part of the model's interface). With
     ``only``, just the nodes all of whose outputs, and the initializers whose names, are
-    in ``only`` are candidates. Returns a description of each removed item.
+    in ``only`` are candidates. ``scopes``: ``list(traversal.iter_scopes(model))`` when the
+    caller has it. Returns a description of each removed item.
     """
     only_set = None if only is None else set(only)
     # Children before parents: a dead use inside a subgraph is gone before its
     # enclosing scope counts uses.
-    scopes = list(traversal.iter_scopes(model))
+    scopes = list(traversal.iter_scopes(model)) if scopes is None else scopes
     if only_set is not None:
         unread = _unread(only_set, scopes, model)
         if not unread:

@@ -167,12 +167,16 @@ def tensor_reader(base_dir: str | None):
 
 
 @contextlib.contextmanager
-def external_data_dir(model: onnx.ModelProto):
+def external_data_dir(model: onnx.ModelProto, external: bool | None = None):
     """Make the working directory the one ``model``'s external references are relative to.
 
     ``onnx.checker`` and ONNX Runtime resolve external data of an in-memory proto against the
     working directory. Wrap just those calls (the CLI is single-threaded; chdir is per process).
+    ``external=False``: the caller knows no tensor is a reference (nothing to walk).
     """
+    if external is False:
+        yield
+        return
     bases = {e.value for t, _ in all_tensors(model) if t.data_location == EXTERNAL
              for e in t.external_data if e.key == BASE_KEY}
     if len(bases) > 1:
@@ -206,14 +210,15 @@ def without_big_data(model: onnx.ModelProto, limit: int = 1024) -> onnx.ModelPro
     return copy
 
 
-def check_model(model: onnx.ModelProto, full_check: bool = False) -> None:
+def check_model(model: onnx.ModelProto, full_check: bool = False, *, external: bool | None = None) -> None:
     """``onnx.checker.check_model`` for a proto whose tensors may be references; raises its errors.
 
     The checker resolves references from the working directory, and its ``full_check`` shape
     inference reads whatever it resolves into memory: so references are checked in their
     directory, and full_check's strict shape inference runs on :func:`without_big_data`.
+    ``external=False``: the caller knows no tensor is a reference.
     """
-    with external_data_dir(model):
+    with external_data_dir(model, external):
         onnx.checker.check_model(model, full_check=False)
     if full_check:
         onnx.shape_inference.infer_shapes(without_big_data(model), check_type=True, strict_mode=True)

@@ -73,7 +73,11 @@ def _fields(buf, start: int, end: int):
     pos = start
     while pos < end:
         field_start = pos
-        key, pos = _varint(buf, pos, end)
+        key = buf[pos]  # one-byte keys and lengths (most of them) without a call
+        if key < 0x80:
+            pos += 1
+        else:
+            key, pos = _varint(buf, pos, end)
         number, wire_type = key >> 3, key & 7
         if number == 0:
             raise WireError("field number 0")
@@ -82,7 +86,11 @@ def _fields(buf, start: int, end: int):
             yield number, wire_type, field_start, field_start, pos
             continue
         if wire_type == 2:
-            length, pos = _varint(buf, pos, end)
+            if pos < end and buf[pos] < 0x80:
+                length = buf[pos]
+                pos += 1
+            else:
+                length, pos = _varint(buf, pos, end)
             value_start, pos = pos, pos + length
         elif wire_type == 1:
             value_start, pos = pos, pos + 8

@@ -113,11 +113,11 @@ def _check_node_text(scope: Scope, path: str) -> None:
                                 "or attribute name that is not valid UTF-8") from None
 
 
-def checker_complaint(model: onnx.ModelProto) -> str | None:
+def checker_complaint(model: onnx.ModelProto, *, external: bool | None = None) -> str | None:
     """None when ``onnx.checker.check_model`` accepts the model (its external data checked where
-    it lives), else the checker's message on one line."""
+    it lives), else the checker's message on one line. ``external=False``: no tensor is a reference."""
     try:
-        check_model(model, full_check=False)
+        check_model(model, full_check=False, external=external)
     except Exception as e:  # ValidationError, and whatever else the checker raises
         text = " ".join(str(e).split())
         return text.replace("==> Context: Bad node spec for node.", "in a node:") or type(e).__name__
@@ -184,8 +184,10 @@ def _check_text(scopes: list[Scope], path: str) -> None:
 _TYPED = ("float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data")
 
 
-def _check_tensors(model: onnx.ModelProto, path: str) -> None:
-    """Every tensor has a known data type, non-negative dims and as much data as they say."""
+def _check_tensors(model: onnx.ModelProto, path: str) -> bool:
+    """Every tensor has a known data type, non-negative dims and as much data as they say.
+    Returns whether some tensor is a reference (external data)."""
+    external = False
     for t, _ in all_tensors(model):
         what = f"{path}: {tensor_name(t)}"
         try:
@@ -195,6 +197,7 @@ def _check_tensors(model: onnx.ModelProto, path: str) -> None:
         if any(d < 0 for d in t.dims):
             raise RewriterError(f"{what}: negative dimension in {list(t.dims)}")
         if t.data_location == onnx.TensorProto.EXTERNAL:
+            external = True
             continue  # checked against its file by rewriter.io.load_model
         numel = math.prod(t.dims)
         if t.HasField("raw_data"):
@@ -210,6 +213,7 @@ def _check_tensors(model: onnx.ModelProto, path: str) -> None:
             raise RewriterError(f"{what}: holds {sum(counts)} values, its dims {list(t.dims)} need {numel}")
         if not counts and numel:
             raise RewriterError(f"{what}: has dims {list(t.dims)} but no data")
+    return external
 
 
 _KNOWN_TYPES = frozenset(onnx.TensorProto.DataType.values())
@@ -276,12 +280,12 @@ def validate_model(model: onnx.ModelProto, path: str | os.PathLike = "<model>", 
     if not text_ok:
         _check_text(scopes, path)
     _check_value_types(scopes, path)
-    _check_tensors(model, path)
+    external = _check_tensors(model, path)
     if not text_ok:  # a string nobody reads (a doc string) passes, as it always did
         for scope in scopes:
             _check_node_text(scope, path)
     _check_schemas(scopes, path)
-    complaint = checker_complaint(model)
+    complaint = checker_complaint(model, external=external)
     checked = complaint is None  # it does not look inside functions that are never called
     visible_of: dict[int, set[str]] = {}
     for scope in scopes:
