@@ -157,6 +157,8 @@ class NodeContext:
         name = self._state.constants[key] = self._state.fresh_name(hint)
         self._state.added_values[name] = value
         tensor = numpy_helper.from_array(value, name)
+        self._state.add_types(self.scope, {name: onnx.helper.make_tensor_type_proto(tensor.data_type,
+                                                                                    list(tensor.dims))})
         if self.scope.is_function:
             fn = self.scope.body
             fn.node.insert(self._state.function_constants[id(fn)], onnx.helper.make_node(

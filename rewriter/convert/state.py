@@ -48,6 +48,7 @@ class ConversionState:
         self._types: list[dict[str, onnx.TypeProto] | None] | None = None  # per scope, lazily
         self._inferred: onnx.ModelProto | None = inferred  # the original after shape inference
         self._inferring: set[int] = set()
+        self._early: dict[int, dict[str, onnx.TypeProto]] = {}  # scope index -> types added before inference
         self.function_constants: dict[int, int] = collections.defaultdict(int)  # inserted so far
         self.constants: dict[tuple, str] = {}
         self.small_constants: dict[tuple[int, str], object] = {}  # (id(body), name) -> value read
@@ -83,6 +84,10 @@ class ConversionState:
                 if s is not None and self._roots[i] is None:  # graphs; function bodies on demand
                     self._types[i] = {}
                     _collect_types(s.body, self._types[i])
+            for i, s in enumerate(inferred):  # subgraphs ONNX's inference did not look into
+                if s is not None and self._roots[i] is None and s.parent is not None and \
+                        any(o and o not in self._types[i] for n in s.body.node for o in n.output):
+                    self._infer_subgraph(i, s.body)
         if self._types[index] is None:
             root = self._roots[index]
             found = None
@@ -92,7 +97,45 @@ class ConversionState:
                 self._types[root + offset] = types
             if self._types[index] is None:
                 self._types[index] = {}
+        early = self._early.pop(index, None)  # recorded before types were first asked for
+        if early:
+            own = self._types[index]
+            for name, t in early.items():
+                own.setdefault(name, t)
         return self._types[index]
+
+    def _infer_subgraph(self, index: int, graph: onnx.GraphProto) -> None:
+        """Types inside a subgraph that ONNX's inference of the model left untyped (the graph
+        attribute of an op whose inference does not look inside, such as the score_mod of
+        ai.onnx.preview's FlexAttention): the subgraph inferred on its own, its declared inputs and the types of the
+        outer values it reads as inputs. Nothing when some outer value's type is unknown."""
+        outer: dict[str, onnx.TypeProto] = {}
+        s = self.scopes[index].parent
+        while s is not None:
+            for name, t in (self._types[self._index[id(s)]] or {}).items():
+                outer.setdefault(name, t)
+            s = s.parent
+        defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+        defined |= {o for n in graph.node for o in n.output}
+        free = {i for n in traversal.all_nodes(graph) for i in n.input if i} - defined
+        free -= {o for n in traversal.all_nodes(graph) for o in n.output}  # defined in nested subgraphs
+        if any(name not in outer for name in free) or any(not v.type.WhichOneof("value") for v in graph.input):
+            return
+        body = onnx.GraphProto()
+        body.CopyFrom(graph)
+        body.input.extend(onnx.helper.make_value_info(name, outer[name]) for name in sorted(free))
+        shell = onnx.helper.make_model(body, opset_imports=list(self.original.opset_import),
+                                       functions=list(self.original.functions))
+        shell.ir_version = self.original.ir_version
+        inferred = _infer(shell)
+        if inferred is shell:
+            return
+        own = self._types[index]
+        found: dict[str, onnx.TypeProto] = {}
+        _collect_types(inferred.graph, found)
+        for name, t in found.items():
+            if name not in free:
+                own.setdefault(name, t)
 
     def _infer_function(self, root: int) -> list[dict[str, onnx.TypeProto]] | None:
         """Types of the function at scope ``root`` and its subgraphs, inferred at each call site."""
@@ -134,8 +177,13 @@ class ConversionState:
         return agreed
 
     def add_types(self, scope: traversal.Scope, types: dict[str, onnx.TypeProto]) -> None:
-        """Types of values made during the conversion (by adapters, by function expansion)."""
-        own = self._scope_types(self._index[id(scope)])
+        """Types of values made during the conversion (by adapters, by function expansion).
+        Before anybody asked for types, they wait (recording them runs no shape inference)."""
+        index = self._index[id(scope)]
+        if self._types is None or self._types[index] is None:
+            self._early.setdefault(index, {}).update(types)
+            return
+        own = self._types[index]
         for name, t in types.items():
             own.setdefault(name, t)
 

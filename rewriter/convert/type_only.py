@@ -187,6 +187,13 @@ def _type_only(op, source, target, inputs, outputs, types) -> bool:
     return True
 
 
+@functools.lru_cache(maxsize=None)
+def _params(op_type: str, since: int) -> dict[str, tuple[str, ...]]:
+    """The type parameter (or literal type) of each formal input and output of a schema."""
+    s = _schema(op_type, since)
+    return {"input": tuple(p.type_str for p in s.inputs), "output": tuple(p.type_str for p in s.outputs)}
+
+
 def allowed_types(op_type: str, since: int, which: str, index: int) -> frozenset[str] | None:
     """The type strings schema ``since`` of ``op_type`` allows for input or output (``which``)
     ``index``; the last formal covers variadic ones. None when the schema has no such formal."""
@@ -203,13 +210,26 @@ def step_types_allowed(node: onnx.NodeProto, a: int, b: int, types) -> str | Non
     uses is allowed by schema ``b``, else the reason. ``types`` maps a value name to its
     TypeProto or None; an unknown type passes only when everything ``a`` allows, ``b`` allows."""
     op = node.op_type
+    params = _params(op, a)
+    bound: dict[str, str] = {}  # type parameter of schema a -> the type a value bound to it has
     for which, names in (("input", node.input), ("output", node.output)):
+        formals = params[which]
+        for i, name in enumerate(names):
+            if name and formals:
+                t = types(name)
+                actual = type_string(t) if t is not None else None
+                if actual is not None:
+                    bound.setdefault(formals[min(i, len(formals) - 1)], actual)
+    for which, names in (("input", node.input), ("output", node.output)):
+        formals = params[which]
         for i, name in enumerate(names):
             if not name:
                 continue
             allowed_b = _allowed(op, b, which, i)
             t = types(name)
             actual = type_string(t) if t is not None else None
+            if actual is None and formals:  # a value sharing a type parameter with a known one
+                actual = bound.get(formals[min(i, len(formals) - 1)])
             if actual is None:
                 allowed_a = _allowed(op, a, which, i)
                 if allowed_b is None or allowed_a is None or not allowed_a <= allowed_b:
