@@ -167,14 +167,24 @@ def test_resize_refusals():
     refused(_resize(19, ["", "s"], s, coordinate_transformation_mode="half_pixel_symmetric"), 18,
             "'r'", "Resize 19 -> 18", "half_pixel_symmetric")
     refused(_resize(19, ["", "s"], s, antialias=1, mode="linear"), 17, "antialias=1")
-    two = [helper.make_tensor("s", F, [2], [2, 2])]
-    refused(_resize(19, ["", "s"], two, axes=[2, 3], x_shape=None), 17, "'r'", "axes [2, 3]", "rank")
-    sizes = model([helper.make_node("Resize", ["x", "", "", "z"], ["y"], name="r", axes=[-1])], 19,
-                  [("x", F, [1, "c", 4, 4])], [("y", F, None)], initializers=[helper.make_tensor("z", I64, [1], [8])])
-    refused(sizes, 17, "'r'", "sizes for axes [3]", "not static")
     tf = _resize(11, ["roi", "s"], [helper.make_tensor("roi", F, [0], [])] + s,
                  coordinate_transformation_mode="tf_half_pixel_for_nn")
     refused(tf, 13, "'r'", "Resize 11 -> 13", "tf_half_pixel_for_nn")
+
+
+def test_resize_axes_with_constants_and_dims_known_at_run_time_only():
+    """Constant scales with the rank unknown, constant sizes with another dim symbolic: written
+    out over every dim at run time (ScatterElements over ones / Shape), not refused."""
+    two = [helper.make_tensor("s", F, [2], [2, 2])]
+    m = model([helper.make_node("Reshape", ["x", "k"], ["xr"], name="reshape"),
+               helper.make_node("Resize", ["xr", "", "s"], ["y"], name="r", axes=[2, 3])], 19,
+              [("x", F, [1, 1, 4, 4]), ("k", I64, [4])], [("y", F, None)], initializers=two)
+    feeds = {"x": XR, "k": np.array([1, 1, 4, 4], np.int64)}
+    result, _ = converts(m, 17, feeds)
+    assert not any(a.name == "axes" for n in result.graph.node for a in n.attribute)
+    sizes = model([helper.make_node("Resize", ["x", "", "", "z"], ["y"], name="r", axes=[-1])], 19,
+                  [("x", F, [1, "c", 4, 4])], [("y", F, None)], initializers=[helper.make_tensor("z", I64, [1], [8])])
+    converts(sizes, 17, {"x": XR})
 
 
 def test_resize_optional_inputs_filled_going_to_11():

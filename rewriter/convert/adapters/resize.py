@@ -21,16 +21,21 @@ Resize
   Up: 'tf_half_pixel_for_nn' blocks. Down: an absent roi / scales becomes an empty constant.
 - 13 <-> 18: ``antialias``, ``axes``, ``keep_aspect_ratio_policy`` added. Up: nothing. Down:
   antialias=0 and 'stretch' go, others block; axes go: roi/scales/sizes given for a subset
-  (or another order) of the dims are written out for every dim (constant inputs; static dims
-  for sizes), the other dims kept as they are (scale 1, roi 0..1).
+  (or another order) of the dims are written out for every dim, the other dims kept as they
+  are (scale 1, their own size, roi 0..1): constant inputs as constants (rank known; static
+  dims for sizes), computed ones by a ScatterElements at run time (into ones, Shape(X),
+  zeros/ones; negative axes need the rank known). A computed roi that the mode does not read
+  goes.
 - 18 <-> 19: 'half_pixel_symmetric' added. Up: nothing; down: it blocks.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import onnx
+from onnx import TensorProto
 
-from rewriter.convert.adapters.feature_support import attr_value, drop_default, set_attr
+from rewriter.convert.adapters.feature_support import attr_value, drop_default, record_type, set_attr
 from rewriter.convert.adapters.moves import (check_types, constant_input, input_name, set_input, trim_inputs,
                                              value_of)
 from rewriter.convert.attrs import get_attr, remove_attr
@@ -188,35 +193,73 @@ def resize_13_18(node, ctx) -> None:
 @register("Resize", 18, 13, kind="new feature")
 def resize_18_13(node, ctx) -> None:
     drop_default(node, ctx, "antialias", 0, 18)
+    # a policy other than 'stretch' changes the sizes themselves: it blocks here, constant or not
     drop_default(node, ctx, "keep_aspect_ratio_policy", "stretch", 18)
     axes = get_attr(node, "axes")
     if axes is None:
         return
     values = attr_value(node, ctx, "axes")
-    rank = ctx.rank(node.input[0])
-    if rank is None or any(not -rank <= a < rank for a in values):
-        ctx.block(f"axes {values} with the rank of '{node.input[0]}' unknown (axes exist from opset 18)")
-    values = [a % rank for a in values]
+    x = node.input[0]
+    rank = ctx.rank(x)
+    inputs = {what: _axes_input(node, ctx, index) for index, what in _AXES_INPUTS}
+    if rank is None:
+        if any(a < 0 for a in values):
+            ctx.block(f"negative axes {values} with the rank of '{x}' unknown: the dims they name are known "
+                      f"only at run time (axes exist from opset 18)")
+    elif any(not -rank <= a < rank for a in values):
+        ctx.block(f"axes {values} out of range for the rank {rank} of '{x}' (axes exist from opset 18)")
+    else:
+        values = [a % rank for a in values]
+    if len(set(values)) != len(values):
+        ctx.block(f"axes {values} repeat a dim")
+    if rank is not None and values == list(range(rank)):
+        remove_attr(node, "axes")
+        ctx.record("Resize axes written out for every dim")
+        return
+    if "computed" in (inputs["scales"], inputs["sizes"]) and "" not in (inputs["scales"], inputs["sizes"]):
+        # both given: the spec wants one of them empty, which a computed one shows only at run time
+        ctx.block(f"scales '{node.input[2]}' and sizes '{node.input[3]}' both given with one computed: "
+                  f"which one is empty is known only at run time (axes exist from opset 18)")
     remove_attr(node, "axes")
-    if values != list(range(rank)):
-        _full_axes(node, ctx, values, rank)
-    ctx.record("Resize axes written out for every dim")
+    if rank is None:  # constants too are written out over every dim at run time
+        inputs = {w: "computed" if kind else kind for w, kind in inputs.items()}
+    elif inputs["sizes"] == "constant":
+        shape = ctx.shape(x)
+        if shape is None or any(shape[d] is None for d in range(rank) if d not in values):
+            inputs["sizes"] = "computed"  # the other dims' sizes are known at run time only
+    if "constant" in inputs.values():
+        _full_axes(node, ctx, values, rank, [w for w, kind in inputs.items() if kind == "constant"])
+        ctx.record("Resize axes written out for every dim")
+    computed = [w for w, kind in inputs.items() if kind == "computed"]
+    if computed:
+        _full_axes_at_run_time(node, ctx, values, rank, computed)
+        ctx.record("Resize axes: computed roi/scales/sizes scattered over every dim")
 
 
-def _full_axes(node, ctx, axes: list[int], rank: int) -> None:
-    """roi/scales/sizes given for ``axes`` only become the same for every dim (the others are
-    not resized: scale 1, their own size, roi 0..1): constants needed, and static dims for sizes."""
-    if len(set(axes)) != len(axes):
-        ctx.block(f"axes {axes} repeat a dim")
+_AXES_INPUTS = ((1, "roi"), (2, "scales"), (3, "sizes"))
+
+
+def _axes_input(node, ctx, index: int) -> str:
+    """How input ``index`` (roi, scales, sizes) is given: "" (absent or known empty: nothing to
+    write out), "constant" or "computed"."""
+    name = input_name(node, index)
+    if not name:
+        return ""
+    value = value_of(ctx, name)
+    if value is not None:
+        return "constant" if np.asarray(value).size else ""
+    return "" if ctx.shape(name) == [0] else "computed"
+
+
+def _full_axes(node, ctx, axes: list[int], rank: int, which: list[str]) -> None:
+    """Constant roi/scales/sizes (``which``) given for ``axes`` only become the same for every
+    dim (the others are not resized: scale 1, their own size, roi 0..1): static dims for sizes."""
     n = len(axes)
-    for index, what in ((1, "roi"), (2, "scales"), (3, "sizes")):
+    for index, what in _AXES_INPUTS:
+        if what not in which:
+            continue
         name = input_name(node, index)
-        if not name:
-            continue
-        value = constant_input(node, ctx, index, what, 18)
-        if value.size == 0:
-            continue
-        value = value.reshape(-1)
+        value = constant_input(node, ctx, index, what, 18).reshape(-1)
         if what == "roi":
             full = np.array([0] * rank + [1] * rank, dtype=value.dtype)
             for i, a in enumerate(axes):
@@ -234,6 +277,73 @@ def _full_axes(node, ctx, axes: list[int], rank: int) -> None:
             full[axes] = value
         ctx.maybe_unused(name)
         node.input[index] = ctx.add_constant(f"resize_{what}", full)
+
+
+def _full_axes_at_run_time(node, ctx, axes: list[int], rank: int | None, which: list[str]) -> None:
+    """Computed roi/scales/sizes (``which``) given for ``axes`` (normalized, or all >= 0 when
+    ``rank`` is None) are scattered at run time into what the other dims keep: their own size
+    (Shape of X), scale 1, roi 0..1 (ones/zeros: constants when the rank is known, else
+    ConstantOfShape of the rank, Shape(Shape(X)))."""
+    x = node.input[0]
+    made: dict[str, str] = {}
+
+    def shape_x() -> str:  # Shape(X), made once
+        if "shape" not in made:
+            made["shape"] = ctx.insert_before("Shape", [x]).output[0]
+            record_type(ctx, made["shape"], TensorProto.INT64, [rank])
+        return made["shape"]
+
+    def rank_1d() -> str:  # [rank of X], made once
+        if "rank" not in made:
+            made["rank"] = ctx.insert_before("Shape", [shape_x()]).output[0]
+            record_type(ctx, made["rank"], TensorProto.INT64, [1])
+        return made["rank"]
+
+    def filled(value: float, elem_type: int) -> str:  # [rank] of value
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(elem_type)
+        if rank is not None:
+            return ctx.add_constant("resize_fill", np.full(rank, value, dtype=dtype))
+        out = ctx.insert_before("ConstantOfShape", [rank_1d()],
+                                value=onnx.helper.make_tensor("value", elem_type, [1], [value])).output[0]
+        record_type(ctx, out, elem_type, [None])
+        return out
+
+    axes_name = ctx.ints_constant("resize_axes", tuple(axes))
+    for index, what in _AXES_INPUTS:
+        if what not in which:
+            continue
+        name = node.input[index]
+        if what == "roi":
+            ctm = attr_value(node, ctx, "coordinate_transformation_mode", "half_pixel")
+            if ctm != "tf_crop_and_resize":  # the roi is read only then: it goes (optional from 13)
+                ctx.maybe_unused(name)
+                node.input[index] = ""
+                continue
+            elem_type = ctx.elem_type(name)
+            if not elem_type:
+                ctx.block(f"roi input '{name}' computed and of unknown type: the roi of the other dims "
+                          f"(0..1) is built in its type (axes exist from opset 18)")
+            if rank is not None:
+                data = ctx.add_constant("resize_roi_fill", np.array(
+                    [0] * rank + [1] * rank, dtype=onnx.helper.tensor_dtype_to_np_dtype(elem_type)))
+                indices = ctx.ints_constant("resize_roi_axes", tuple(axes + [a + rank for a in axes]))
+            else:
+                data = ctx.insert_before("Concat", [filled(0, elem_type), filled(1, elem_type)], axis=0).output[0]
+                ends = ctx.insert_before("Add", [axes_name, rank_1d()]).output[0]  # the ends' indices
+                indices = ctx.insert_before("Concat", [axes_name, ends], axis=0).output[0]
+                record_type(ctx, data, elem_type, [None])
+                record_type(ctx, ends, TensorProto.INT64, [len(axes)])
+                record_type(ctx, indices, TensorProto.INT64, [2 * len(axes)])
+            dims = [None if rank is None else 2 * rank]
+        elif what == "scales":
+            elem_type, indices, dims = TensorProto.FLOAT, axes_name, [rank]
+            data = filled(1, elem_type)
+        else:
+            elem_type, indices, dims, data = TensorProto.INT64, axes_name, [rank], shape_x()
+        full = ctx.insert_before("ScatterElements", [data, indices, name], axis=0).output[0]
+        record_type(ctx, full, elem_type, dims)
+        node.input[index] = full
+    trim_inputs(node)
 
 
 @register("Resize", 18, 19, kind="meaning change")
