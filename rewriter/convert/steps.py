@@ -208,8 +208,6 @@ _ONNX_MEANING_OK = {(op, 8, 6) for op in ("Max", "Min", "Sum", "Mean")}
 
 # Steps no conversion can take, with the reason; keyed (op, from, to).
 IMPOSSIBLE: dict[tuple[str, int, int], str] = {
-    ("Scan", 8, 9): "Scan-9 has no batch axis: Scan-8's batch dimension would have to become a loop "
-                    "around the scan, which rewriter does not do",
     ("Scan", 9, 8): "Scan-8 scans along a batch axis and has no per-input scan axes or directions; "
                     "onnx's adapter for this step emits an invalid model",
 }

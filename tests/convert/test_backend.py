@@ -54,7 +54,6 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {  # generated from a run, then reviewe
     ('Greater', '9 -> 7'): "Greater-7 compares floats only; the int64 comparison in FlexAttention's score_mod (whose Range also needs a Loop below 11) cannot be made exact with a cast",  # to [7]
     ('Loop', '11 -> 1'): "Loop-1 restricts what loop-carried values may do in ways the model's body cannot be checked against; no conversion below opset 11",  # 8 case-target(s), to [7]
     ('QuantizeLinear', '13 -> 10'): "scale 'y_scale' is 1-D: per-axis quantization exists only from opset 13",  # 1 case-target(s), to [11]
-    ('Scan', '8 -> 9'): "Scan-9 has no batch axis: Scan-8's batch dimension would have to become a loop around the scan, which rewriter does not do",  # 5 case-target(s), to [11, 13, 17, 18, 28]
     ('Slice', '10 -> 1'): "starts input 'slice_start' is not a constant, so it cannot become the starts attribute needed below opset 10",  # 1 case-target(s), to [7]
     ('Split', '18 -> 13'): "num_outputs=4 cannot split a dim of 5",  # 2 case-target(s), to [17]
     ('Sum', '8 -> 6'): "Sum broadcasts only from opset 8; its inputs' shapes are [], [3], not one static shape",  # 2 case-target(s), to [7]
