@@ -56,7 +56,6 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {  # generated from a run, then reviewe
     ('QuantizeLinear', '13 -> 10'): "scale 'y_scale' is 1-D: per-axis quantization exists only from opset 13",  # 1 case-target(s), to [11]
     ('Slice', '10 -> 1'): "starts input 'slice_start' is not a constant, so it cannot become the starts attribute needed below opset 10",  # 1 case-target(s), to [7]
     ('Split', '18 -> 13'): "num_outputs=4 cannot split a dim of 5",  # 2 case-target(s), to [17]
-    ('Sum', '8 -> 6'): "Sum broadcasts only from opset 8; its inputs' shapes are [], [3], not one static shape",  # 2 case-target(s), to [7]
     ('Where', 'expand'): "Where exists only from opset 9 and ONNX defines no function body for it",  # 1 case-target(s), to [7]
 }
 

@@ -44,11 +44,42 @@ def loop_11_1(node, ctx) -> None:
 
 
 def _same_shapes(node, ctx) -> None:
-    """Below opset 8 the variadic ops do not broadcast: every input must have one static shape."""
+    """Below opset 8 the variadic ops do not broadcast: every input must have one static shape
+    (a Sum that broadcasts becomes Adds, see :func:`_sum_as_adds`)."""
     shapes = [ctx.shape(name) for name in node.input if name]
     if any(s is None or None in s for s in shapes) or any(s != shapes[0] for s in shapes):
+        if node.op_type == "Sum" and _sum_as_adds(node, ctx, shapes):
+            return
         ctx.block(f"{node.op_type} broadcasts only from opset 8; its inputs' shapes are "
                   f"{', '.join(str(s) for s in shapes)}, not one static shape")
+
+
+def _sum_as_adds(node, ctx, shapes) -> bool:
+    """A broadcasting Sum as a chain of Add-6 with ``broadcast=1`` (the second operand's shape a
+    suffix of the first's: scalars, biases), in Sum's own order, so every addition is the one
+    Sum does: possible when the first input has the full shape, or with two inputs (a + b is
+    b + a exactly). False when the shapes do not allow it."""
+    names = [n for n in node.input if n]
+    if len(names) < 2 or any(s is None for s in shapes):
+        return False
+    full = max(shapes, key=len)
+    for s in shapes:  # every shape the full one or a suffix of it in static dims
+        if s != full and (s != full[len(full) - len(s):] or None in s):
+            return False
+    if shapes[0] != full:
+        if len(names) != 2 or shapes[1] != full:
+            return False
+        names, shapes = names[::-1], shapes[::-1]
+    acc = names[0]
+    for k, name in enumerate(names[1:], 1):
+        if k < len(names) - 1:
+            acc = ctx.insert_before("Add", [acc, name], broadcast=1).output[0]
+    node.op_type = "Add"
+    del node.input[:]
+    node.input.extend([acc, names[-1]])
+    node.attribute.append(onnx.helper.make_attribute("broadcast", 1))
+    ctx.record("Sum with broadcasting -> Add chain")
+    return True
 
 
 def _broadcast_up(node, ctx) -> None:
