@@ -26,10 +26,12 @@ class NodeContext:
     """The view of the conversion that an adapter gets for one node."""
 
     def __init__(self, state: ConversionState, node: onnx.NodeProto, scope: traversal.Scope,
-                 step: tuple[int, int] = (0, 0)):
+                 step: tuple[int, int] = (0, 0), target: int | None = None):
         self._state, self._node, self.scope = state, node, scope
         self._label: str | None = None
         self.step = step
+        self.target = target  # the opset the whole conversion goes to
+        self.at_target: set[int] = set()  # id() of inserted nodes written for the target opset
         self.before: list[onnx.NodeProto] = []  # inserted before the node, in order
         self.after: list[onnx.NodeProto] = []  # inserted after the node, in order
         self.removed = False
@@ -91,6 +93,14 @@ class NodeContext:
         """Insert a node before this one (valid at opset ``step[1]``); returns it."""
         node = self.make_node(op_type, inputs, outputs, **attrs)
         self.before.append(node)
+        return node
+
+    def insert_before_at_target(self, op_type: str, inputs, outputs=1, **attrs) -> onnx.NodeProto:
+        """Insert a node before this one that is written for the target opset (``self.target``),
+        not for ``step[1]``: for rewrites that need an op the step's destination lacks but the
+        target has (the adapter checks the target); the engine takes it no further."""
+        node = self.insert_before(op_type, inputs, outputs, **attrs)
+        self.at_target.add(id(node))
         return node
 
     def insert_after(self, op_type: str, inputs, outputs=1, **attrs) -> onnx.NodeProto:

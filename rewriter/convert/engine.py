@@ -180,7 +180,7 @@ class Engine:
             return self._expand(node, scope, opset, src, label)
         if fix is not None:
             try:
-                fix(node, NodeContext(self.state, node, scope, (src, src)))
+                fix(node, NodeContext(self.state, node, scope, (src, src), self.target))
             except ConversionError as e:
                 self._block(label, op, "-", _reason(str(e), str(label)), "no opset")
                 return [node]
@@ -212,7 +212,7 @@ class Engine:
         after: list[onnx.NodeProto] = []
         for (a, b), kind in zip(path, kinds):
             if kind == "own":
-                ctx = NodeContext(self.state, node, scope, (a, b))
+                ctx = NodeContext(self.state, node, scope, (a, b), self.target)
                 try:
                     registry.lookup(op, a, b)(node, ctx)
                 except ConversionError as e:
@@ -226,7 +226,8 @@ class Engine:
                 if ctx.before or ctx.after:
                     for n in [*ctx.before, *ctx.after]:
                         self.state.pending.update((o, n) for o in n.output if o)
-                    new_before = [m for n in ctx.before for m in self.convert(n, scope, b)]
+                    new_before = [m for n in ctx.before for m in self.convert(
+                        n, scope, self.target if id(n) in ctx.at_target else b)]
                     new_after = [m for n in ctx.after for m in self.convert(n, scope, b)]
                     before += new_before
                     after = new_after + after

@@ -1,8 +1,9 @@
 """QuantizeLinear / DequantizeLinear across 13, 19, 21 and 23 (the later steps only add types).
 
 - 13 added ``axis`` (per-axis scales). Down: a scalar scale (per-tensor) -> axis dropped; a 1-D
-  scale: DequantizeLinear of 8-bit x -> (Cast(x) - zero point) * scale along the axis (exact),
-  QuantizeLinear refused (rounding needs Round, from 11, and the step lands on 10).
+  scale: DequantizeLinear of 8-bit x -> (Cast(x) - zero point) * scale along the axis (exact);
+  QuantizeLinear of float x -> Cast(Clip(Round(x / scale) + zero point)) written for the target
+  (Round exists from 11: targets 11 and 12; below, refused).
 - 19 added float8 (and QuantizeLinear ``saturate``, which only affects float8 outputs), float16/
   bfloat16 scales; the scale got x's type (QuantizeLinear) or its own (DequantizeLinear output).
   Down: types checked (float8 refused), saturate dropped.
@@ -52,8 +53,65 @@ def per_tensor_only(node, ctx) -> None:
     if node.op_type == "DequantizeLinear" and rank == 1:
         _per_axis_dequantize(node, ctx)
         return
+    if node.op_type == "QuantizeLinear" and rank == 1:
+        _per_axis_quantize(node, ctx)
+        return
     ctx.block(f"scale '{node.input[1]}' is {'of unknown rank' if rank is None else f'{rank}-D'}: "
               f"per-axis quantization exists only from opset 13")
+
+
+def _column(ctx, name: str, hint: str, trailing: list[int]) -> str:
+    """``name`` (a 1-D scale or zero point) as float32 of shape [-1, 1, ...] to broadcast along
+    an axis followed by ``len(trailing)`` dims: a constant when it is one, else Cast + Reshape."""
+    value = ctx.constant(name)
+    if value is not None:
+        ctx.maybe_unused(name)
+        return add_typed_constant(ctx, hint, np.asarray(value).astype(np.float32).reshape([-1] + trailing))
+    shape = add_typed_constant(ctx, "dq_axis_shape", np.array([-1] + trailing, dtype=np.int64))
+    if ctx.elem_type(name) != onnx.TensorProto.FLOAT:
+        name = ctx.insert_before("Cast", [name], to=onnx.TensorProto.FLOAT).output[0]
+    return ctx.insert_before("Reshape", [name, shape]).output[0]
+
+
+_BOUNDS = {onnx.TensorProto.UINT8: (0, 255), onnx.TensorProto.INT8: (-128, 127)}
+
+
+def _per_axis_quantize(node, ctx) -> None:
+    """Per-axis QuantizeLinear of float x as Cast(Clip(Round(x / scale) + zero_point)), the scale
+    and zero point reshaped to broadcast along the axis: the same float division, the same
+    rounding (Round: half to even, as QuantizeLinear), the same saturation. Round exists from
+    opset 11, above this step's destination (10): the nodes are written for the target, which
+    must be 11 or 12 (from 13 on the step is not taken)."""
+    x = node.input[0]
+    rank = ctx.rank(x)
+    zero_point = node.input[2] if len(node.input) > 2 and node.input[2] else ""
+    out = ctx.elem_type(zero_point) if zero_point else onnx.TensorProto.UINT8
+    if ctx.target is None or ctx.target < 11:
+        ctx.block(f"scale '{node.input[1]}' is 1-D: per-axis quantization exists only from opset 13 "
+                  f"(rewritten with Round, which exists from opset 11, for targets 11 and 12)")
+    if ctx.elem_type(x) != onnx.TensorProto.FLOAT or rank is None or out not in _BOUNDS:
+        ctx.block(f"scale '{node.input[1]}' is 1-D: per-axis quantization exists only from opset 13 (rewritten "
+                  f"with Div/Round/Clip/Cast only for float x of known rank and an 8-bit zero point)")
+    axis = attr_value(node, ctx, "axis", 1)
+    if not -rank <= axis < rank:
+        ctx.block(f"axis {axis} is out of range for rank {rank}")
+    trailing = [1] * (rank - 1 - axis % rank)
+    at = ctx.insert_before_at_target
+    scale = _column(ctx, node.input[1], f"{node.input[1]}_column", trailing)
+    values = at("Round", [at("Div", [x, scale]).output[0]]).output[0]
+    if zero_point:
+        values = at("Add", [values, _column(ctx, zero_point, f"{zero_point}_column", trailing)]).output[0]
+    low, high = _BOUNDS[out]
+    values = at("Clip", [values, add_typed_constant(ctx, "q_min", np.array(low, np.float32)),
+                         add_typed_constant(ctx, "q_max", np.array(high, np.float32))]).output[0]
+    original = node.output[0]
+    del node.input[:]
+    del node.attribute[:]
+    node.op_type = "Cast"
+    node.input.append(values)
+    node.attribute.append(onnx.helper.make_attribute("to", out))
+    node.output[0] = original
+    ctx.record("per-axis QuantizeLinear -> Div/Round/Add/Clip/Cast")
 
 
 def _per_axis_dequantize(node, ctx) -> None:
@@ -72,14 +130,7 @@ def _per_axis_dequantize(node, ctx) -> None:
     trailing = [1] * (rank - 1 - axis)
 
     def column(name: str, hint: str) -> str:
-        value = ctx.constant(name)
-        if value is not None:
-            ctx.maybe_unused(name)
-            return add_typed_constant(ctx, hint, np.asarray(value).astype(np.float32).reshape([-1] + trailing))
-        shape = add_typed_constant(ctx, "dq_axis_shape", np.array([-1] + trailing, dtype=np.int64))
-        if ctx.elem_type(name) != onnx.TensorProto.FLOAT:
-            name = ctx.insert_before("Cast", [name], to=onnx.TensorProto.FLOAT).output[0]
-        return ctx.insert_before("Reshape", [name, shape]).output[0]
+        return _column(ctx, name, hint, trailing)
 
     scale = column(node.input[1], f"{node.input[1]}_column")
     zero_point = node.input[2] if len(node.input) > 2 and node.input[2] else ""
