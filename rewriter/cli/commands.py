@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 
 from rewriter.cli import summary
-from rewriter.cli.runner import (EXIT_ERROR, EXIT_OK, EXIT_PROBLEM, UsageError, VerificationFailed, input_layout,
-                                 one_line, save_output, warn)
+from rewriter.cli.runner import (EXIT_ERROR, EXIT_OK, EXIT_PROBLEM, UsageError, VerificationFailed,
+                                 finish_rank_checks, input_layout, one_line, save_output, warn)
 from rewriter.errors import RewriterError
 
 __all__ = ["cmd_convert", "cmd_fold", "cmd_optimize", "cmd_check", "verify_rewrite"]
@@ -62,6 +62,7 @@ def _plan(args, model, base_dir) -> int:
 
     from rewriter.convert import convert_model
 
+    finish_rank_checks(args)
     _, report = convert_model(model, args.opset, base_dir=base_dir, plan_only=True,
                               inferred=getattr(args, "input_inferred", None))
     if getattr(args, "json", False):
@@ -214,9 +215,10 @@ def verify_rewrite(original, rewritten, args) -> dict:
 
     done: dict = {"shapes": None, "numerics": None}
     if not getattr(args, "no_verify", False):
-        from rewriter.verify.shapes import verify_shapes
+        from rewriter.verify.shapes import verify_shapes, verify_shapes_with_ranks
 
-        after = verify_shapes(rewritten)
+        after, rank_of = verify_shapes_with_ranks(rewritten)
+        finish_rank_checks(args, rank_of)  # the input's own problems first: exit 2, not 1
         before = verify_shapes(original) if after else []
         known = {p.key() for p in before}
         inherited = [p for p in after if p.key() in known]
@@ -235,6 +237,8 @@ def verify_rewrite(original, rewritten, args) -> dict:
             raise VerificationFailed(f"the rewrite introduced {len(new)} shape problem(s): {shown}{more}{hint}")
         # verify_shapes ran ONNX's strict inference: the final gate's full check need not repeat it
         args.result_strict_ok = not any(getattr(p, "kind", "") == "inference-error" for p in after)
+    else:
+        finish_rank_checks(args)
     if getattr(args, "verify", False):
         from rewriter.verify.numerics import verify_numerics
 

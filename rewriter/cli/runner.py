@@ -13,7 +13,7 @@ from rewriter.errors import RewriterError
 
 __all__ = ["EXIT_OK", "EXIT_PROBLEM", "EXIT_ERROR", "EXIT_INTERRUPTED", "UsageError", "VerificationFailed",
            "load_input", "preflight", "run_one", "one_line", "warn", "save_output", "final_gate",
-           "input_layout"]
+           "input_layout", "finish_rank_checks"]
 
 EXIT_OK, EXIT_PROBLEM, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 ORT_GATE_LIMIT = 256 << 20  # bytes of tensor data up to which the final gate loads the result in ORT
@@ -55,7 +55,9 @@ def load_input(path: str, args=None):
         from rewriter.graph.inferred import LazyInference  # validation and conversion, when needed
 
         inferred = args.input_inferred = LazyInference(model)
-    complaint = validate_model(model, path, inferred=inferred)  # what onnx.checker refuses, if anything
+    rank_checks = args.rank_checks = [] if inferred is not None else None  # finished before writing
+    complaint = validate_model(model, path, inferred=inferred,  # what onnx.checker refuses, if anything
+                               rank_checks=rank_checks)
     if complaint:
         if not getattr(args, "allow_invalid_input", False):
             raise RewriterError(f"{path}: the input is not a valid ONNX model (onnx.checker: {complaint}); "
@@ -184,6 +186,15 @@ def final_gate(args, original, result) -> None:
             raise VerificationFailed(f"ONNX Runtime cannot load the result (it loads the input): {problem}")
 
 
+def finish_rank_checks(args, rank_of=None) -> None:
+    """Run the input's ReduceProd checks that waited for ranks (see :func:`load_input`): with
+    ``rank_of`` (name -> rank) from the result's inference where it knows, else with the input's
+    own inference (RewriterError naming the node, exit 2, on a bad one)."""
+    pending, args.rank_checks = getattr(args, "rank_checks", None) or [], []
+    for checks in pending:
+        checks.finish(rank_of)
+
+
 def input_layout(args, model):
     """The input's :class:`rewriter.cli.summary.InputLayout`, walked once per run."""
     from rewriter.cli.summary import input_layout as walk
@@ -207,6 +218,7 @@ def save_output(args, original, result) -> list[str]:
 
     from rewriter.io import save_model
 
+    finish_rank_checks(args)  # done by the verification already, unless it did not run
     final_gate(args, original, result)
     layout = getattr(args, "external_data", None)
     found = input_layout(args, original)

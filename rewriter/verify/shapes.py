@@ -30,7 +30,7 @@ from rewriter.verify.shape_rule import (
     reduce_prod_output_shape,
 )
 
-__all__ = ["ShapeProblem", "ReduceProdRow", "CheckReport", "check_report", "verify_shapes",
+__all__ = ["ShapeProblem", "ReduceProdRow", "CheckReport", "check_report", "verify_shapes", "verify_shapes_with_ranks",
            "JSON_SCHEMA", "reduce_prod_output_shape"]
 
 logger = logging.getLogger(__name__)
@@ -61,6 +61,14 @@ class _Context:
         self._verdicts: dict[tuple, tuple] = {}
         # ReduceProd outputs ONNX could not infer but the rule knows: (scope, output, elem, shape)
         self.rule_only: list[tuple[traversal.Scope, str, int, list]] = []
+        self.main_tscope: traversal.Scope | None = None  # the main graph of the inferred model
+
+    def main_rank(self, name: str) -> int | None:
+        """The rank ONNX's inference gave a main-graph value, None when unknown."""
+        if self.main_tscope is None:
+            return None
+        shape = self.types.lookup(name, self.main_tscope)[1]
+        return None if shape is None else len(shape)
 
     def axes_input(self, name: str, scope: traversal.Scope):
         key = (id(scope), name)
@@ -227,6 +235,7 @@ def _check(model, want_rows: bool) -> _Context:
         use_light_copy()  # again without them, for ONNX's own answer and the other errors
         inferred, errors = shape_infer.infer(unit.work, data_prop=propagate)
     tscopes = _check_unit(unit, inferred, errors, ctx)
+    ctx.main_tscope = tscopes[0] if tscopes else None
     if ctx.rule_only:
         _check_with_rule_shapes(unit, errors, ctx)
     if fn_scopes:
@@ -298,6 +307,13 @@ def check_report(model) -> CheckReport:
     """
     ctx = _check(model, want_rows=True)
     return CheckReport(ctx.rows, ctx.problems)
+
+
+def verify_shapes_with_ranks(model):
+    """:func:`verify_shapes`, and a function giving the rank ONNX's inference found for a
+    main-graph value (None when unknown)."""
+    ctx = _check(model, want_rows=False)
+    return ctx.problems, ctx.main_rank
 
 
 def verify_shapes(model) -> list[ShapeProblem]:

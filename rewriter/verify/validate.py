@@ -259,13 +259,16 @@ def _check_versions(model: onnx.ModelProto, path: str) -> None:
 
 
 def validate_model(model: onnx.ModelProto, path: str | os.PathLike = "<model>", *,
-                   inferred=None) -> str | None:
+                   inferred=None, rank_checks: list | None = None) -> str | None:
     """Raise RewriterError naming ``path`` and the node when ``model`` is malformed.
 
     Returns what ``onnx.checker`` refuses in the model (as :func:`checker_complaint`), or None:
     the checker runs once here, for this walk and for the caller's policy. ``inferred``: the
     model after (lenient) ONNX shape inference when the caller has it already, or a
-    :class:`rewriter.graph.inferred.LazyInference` to share with later work.
+    :class:`rewriter.graph.inferred.LazyInference` to share with later work. ``rank_checks``: a
+    list; given with a LazyInference, the ReduceProd checks that need it wait there (a
+    :class:`rewriter.verify.validate_reduce_prod.PendingRankChecks` whose ``finish`` the caller
+    runs before writing anything).
     """
     path = os.fspath(path)
     base_dir = os.path.dirname(os.path.abspath(path))
@@ -295,5 +298,7 @@ def validate_model(model: onnx.ModelProto, path: str | os.PathLike = "<model>", 
         visible = parent | _defined(scope)
         visible_of[id(scope)] = visible
         _check_structure(scope, visible, path)
-    check_reduce_prods(model, scopes, path, base_dir, inferred)
+    pending = check_reduce_prods(model, scopes, path, base_dir, inferred, defer=rank_checks is not None)
+    if pending:
+        rank_checks.append(pending)
     return complaint

@@ -17,11 +17,11 @@ from onnx import numpy_helper
 
 from rewriter.errors import RewriterError
 from rewriter.graph import traversal
-from rewriter.graph.inferred import resolve
+from rewriter.graph.inferred import LazyInference, resolve
 from rewriter.graph.traversal import Scope, node_label
 from rewriter.io import read_external_tensor
 
-__all__ = ["check_reduce_prods"]
+__all__ = ["check_reduce_prods", "PendingRankChecks"]
 
 logger = logging.getLogger(__name__)
 
@@ -29,13 +29,49 @@ _DEFAULT = ("", "ai.onnx")
 _INT, _INTS = onnx.AttributeProto.INT, onnx.AttributeProto.INTS
 
 
+class PendingRankChecks:
+    """Checks of main-graph ReduceProds waiting for the rank of their data (declared nowhere, not
+    a constant's): :meth:`finish` runs them with ranks from a later inference that has them (the
+    converted model's strict inference, whose data values are the input's), and infers the input
+    only for what that leaves unknown, or when its inference has run anyway."""
+
+    def __init__(self, model: onnx.ModelProto, walk: "_Walk", inferred):
+        self._model, self._walk, self._inferred = model, walk, inferred
+        self.items: list[tuple[onnx.NodeProto, Scope, list[int]]] = []  # (node, scope, its axes)
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    def finish(self, rank_of=None) -> None:
+        """Run the waiting checks (RewriterError naming the node on the first bad one).
+        ``rank_of``: name -> rank of a main-graph value, or None when unknown."""
+        items, self.items = self.items, []
+        if not items:
+            return
+        done = isinstance(self._inferred, LazyInference) and self._inferred.done
+        ranks = {}
+        if rank_of is not None and not done:
+            for node, _, _ in items:
+                rank = rank_of(node.input[0])
+                if rank is not None:
+                    ranks[node.input[0]] = rank
+        wanted = {node.input[0] for node, _, _ in items} - set(ranks)
+        if wanted:
+            found = _inferred_ranks(self._model, wanted, self._inferred, main_only=True)
+            ranks.update(found[0] if found else {})
+        for node, scope, axes in items:
+            self._walk.check_rank(node, scope, axes, ranks.get(node.input[0]))
+
+
 def check_reduce_prods(model: onnx.ModelProto, scopes: list[Scope], path: str, base_dir: str,
-                       inferred: onnx.ModelProto | None = None) -> None:
+                       inferred=None, defer: bool = False) -> PendingRankChecks | None:
     """Raise RewriterError naming ``path`` and the node for the first malformed ReduceProd.
 
     ``scopes``: the model's scopes in ``iter_scopes`` order; ``inferred``: the model after ONNX
     shape inference, or a :class:`rewriter.graph.inferred.LazyInference` of it (asked only when a
     rank is neither declared nor a constant's; without one, the model is inferred here then).
+    With ``defer`` and a LazyInference not run yet, the rank checks of main-graph ReduceProds
+    that need it wait: they are returned (everything else about them is checked now).
     """
     found: list[list[onnx.NodeProto]] = []
     walk = _Walk(path, base_dir)
@@ -51,13 +87,22 @@ def check_reduce_prods(model: onnx.ModelProto, scopes: list[Scope], path: str, b
         found.append(reduce_prods)
         walk.constants[id(scope)] = constants
     if not any(found):
-        return
+        return None
+    pending = None
+    if defer and isinstance(inferred, LazyInference) and not inferred.done:
+        pending = PendingRankChecks(model, walk, inferred)
     ranks: list[dict[str, int]] | None = None
     for i, (scope, nodes) in enumerate(zip(scopes, found)):
         for node in nodes:
             if ranks is None and node.input and walk.rank(node.input[0], scope, {}) is None:
+                if pending is not None and i == 0 and not scope.is_function:
+                    axes = walk.check(node, scope, {})  # all but the rank now; the rank when known
+                    if axes:
+                        pending.items.append((node, scope, axes))
+                    continue
                 ranks = _inferred_ranks(model, {n.input[0] for ns in found for n in ns if n.input}, inferred)
             walk.check(node, scope, ranks[i] if ranks and i < len(ranks) else {})
+    return pending
 
 
 def _bad_flag(node: onnx.NodeProto, attr: onnx.AttributeProto, scope: Scope, path: str) -> RewriterError:
@@ -129,7 +174,8 @@ class _Walk:
             return len(declared.shape.dim)
         return inferred.get(name)
 
-    def check(self, node: onnx.NodeProto, scope: Scope, ranks: dict[str, int]) -> None:
+    def check(self, node: onnx.NodeProto, scope: Scope, ranks: dict[str, int]) -> list[int] | None:
+        """Check ``node``; returns its axes (None when it has none: it reduces every dim)."""
         path = self.path
         axes_attr = None
         for attr in node.attribute:  # one pass over the attributes
@@ -154,7 +200,7 @@ class _Walk:
                                         f"{onnx.TensorProto.DataType.Name(declared.elem_type).lower()}")
                 if declared is not None and declared.HasField("shape") and len(declared.shape.dim) != 1:
                     raise RewriterError(f"{label}: axes input must be 1-D, got rank {len(declared.shape.dim)}")
-                return
+                return None
             if tensor.data_type != onnx.TensorProto.INT64:
                 name = onnx.TensorProto.DataType.Name(tensor.data_type).lower() if tensor.data_type else "undefined"
                 raise RewriterError(f"{label}: axes input must be int64, got {name}")
@@ -165,31 +211,40 @@ class _Walk:
             else:
                 axes = [int(a) for a in numpy_helper.to_array(tensor)]
         if not axes:
-            return
-        rank = self.rank(node.input[0], scope, ranks) if node.input else None
+            return None
+        self.check_rank(node, scope, axes, self.rank(node.input[0], scope, ranks) if node.input else None)
+        return axes
+
+    def check_rank(self, node: onnx.NodeProto, scope: Scope, axes: list[int], rank: int | None) -> None:
+        """Axes in range for the data's rank (when known) and not naming a dim twice."""
         if rank is not None:
             bad = [a for a in axes if not -rank <= a < rank]
             if bad:
-                raise RewriterError(f"{path}: {node_label(node, scope)}: axes {axes} out of range for data "
+                raise RewriterError(f"{self.path}: {node_label(node, scope)}: axes {axes} out of range for data "
                                     f"of rank {rank}")
         normalized = [a % rank for a in axes] if rank else axes
         if len(set(normalized)) != len(normalized):
-            raise RewriterError(f"{path}: {node_label(node, scope)}: duplicate axes {axes}")
+            raise RewriterError(f"{self.path}: {node_label(node, scope)}: duplicate axes {axes}")
 
 
-def _inferred_ranks(model: onnx.ModelProto, wanted: set[str], inferred: onnx.ModelProto | None = None
+def _inferred_ranks(model: onnx.ModelProto, wanted: set[str], inferred=None, main_only: bool = False
                     ) -> list[dict[str, int]]:
     """Ranks of the ``wanted`` values from ONNX shape inference (``inferred``, when the caller
-    has it already), one dict per scope in iter_scopes order."""
+    has it already), one dict per scope in iter_scopes order (the main graph's alone with
+    ``main_only``)."""
     inferred = resolve(inferred, model)
     if inferred is None:  # inference trouble is for `check` to report, not a load error
         return []
     ranks = []
-    for scope in traversal.iter_scopes(inferred):
+    scopes = [traversal.Scope(inferred.graph, "main graph", None, None)] if main_only else \
+        traversal.iter_scopes(inferred)
+    for scope in scopes:
         found = {}
         if not scope.is_function:
-            for v in (*scope.body.input, *scope.body.value_info, *scope.body.output):
-                if v.name in wanted and v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape"):
-                    found[v.name] = len(v.type.tensor_type.shape.dim)
+            body = scope.body
+            for values in (body.input, body.value_info, body.output):
+                for v in values:
+                    if v.name in wanted and v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape"):
+                        found[v.name] = len(v.type.tensor_type.shape.dim)
         ranks.append(found)
     return ranks

@@ -172,3 +172,49 @@ def test_kept_nodes_still_convert_and_compute_the_same():
     result, report = convert_model(model, LATEST)
     assert_valid(result)
     assert report.type_only["Relu"] == 1 and report.nodes["Relu"] == 1
+
+
+# ---------------------------------------------------------------- ReduceProd ranks, waiting
+
+def _reduce_prod_chain(axes, opset=13) -> onnx.ModelProto:
+    """x -> Relu -> ReduceProd(axes): the data's rank is declared nowhere, only inference knows it."""
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+         helper.make_node("ReduceProd", ["r"], ["y"], name="prod", axes=axes, keepdims=1)], "g",
+        [helper.make_tensor_value_info("x", F, [2, 3, 4])], [helper.make_tensor_value_info("y", F, [2, 1, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+def test_reduce_prod_ranks_come_from_the_results_inference(monkeypatch, tmp_path):
+    from rewriter import cli
+
+    path = tmp_path / "m.onnx"
+    onnx.save(_reduce_prod_chain([1]), path)
+    calls = _count_inferences(monkeypatch)
+    assert cli.main(["convert", str(path), "--opset", "18", "-o", str(tmp_path / "o.onnx"), "-q"]) == 0
+    assert calls == [True]  # no inference of the input: the result's strict one gave the rank
+
+
+@pytest.mark.parametrize("flags", [[], ["--no-verify"], ["--verify"]])
+@pytest.mark.parametrize("axes, message", [([3], "axes [3] out of range for data of rank 3"),
+                                           ([1, -2], "duplicate axes [1, -2]")])
+def test_reduce_prod_axes_checked_with_waiting_ranks(flags, axes, message, tmp_path, capsys):
+    from rewriter import cli
+
+    path, out = tmp_path / "m.onnx", tmp_path / "o.onnx"
+    onnx.save(_reduce_prod_chain(axes), path)
+    assert cli.main(["convert", str(path), "--opset", "18", "-o", str(out), *flags]) == 2
+    err = capsys.readouterr().err
+    assert "node 'prod' (ReduceProd)" in err and message in err
+    assert not out.exists()
+
+
+def test_reduce_prod_axes_checked_before_a_plan(tmp_path, capsys):
+    from rewriter import cli
+
+    path = tmp_path / "m.onnx"
+    onnx.save(_reduce_prod_chain([5]), path)
+    assert cli.main(["convert", str(path), "--opset", "18", "--plan"]) == 2
+    assert "axes [5] out of range for data of rank 3" in capsys.readouterr().err
