@@ -54,7 +54,6 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {  # generated from a run, then reviewe
     ('Greater', '9 -> 7'): "Greater-7 compares floats only; the int64 comparison in FlexAttention's score_mod (whose Range also needs a Loop below 11) cannot be made exact with a cast",  # to [7]
     ('Loop', '11 -> 1'): "Loop-1 restricts what loop-carried values may do in ways the model's body cannot be checked against; no conversion below opset 11",  # 8 case-target(s), to [7]
     ('Slice', '10 -> 1'): "starts input 'slice_start' is not a constant, so it cannot become the starts attribute needed below opset 10",  # 1 case-target(s), to [7]
-    ('Split', '18 -> 13'): "AffineGrid's body: the 2-D branch, never taken for a 3-D input, splits a static dim of 5 into num_outputs=4, whose Split-18 sizes (2, 2, 2, -1) are invalid and cannot be written for Split-13",  # 2 case-target(s), to [17]
     ('Where', 'expand'): "Where exists only from opset 9 and ONNX defines no function body for it",  # 1 case-target(s), to [7]
 }
 
