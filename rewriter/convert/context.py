@@ -146,6 +146,18 @@ class NodeContext:
             self._state.small_constants[key] = value.copy()
         return value
 
+    def shape_value(self, name: str) -> np.ndarray | None:
+        """The value of ``name`` when static shapes and constants decide it (``Range(0, Size(Shape(x)))``
+        with the dims of x known, say), else None. The nodes that computed it are left to the
+        removal of unused values."""
+        from rewriter.convert.function_bodies import shape_value
+
+        opset = self.target if self.target is not None else self.scope.opset
+        value, chain = shape_value(name, self.scope, self._state, opset)
+        for computed in chain:
+            self.maybe_unused(computed)
+        return value
+
     def rank(self, name: str) -> int | None:
         t = self._state.types_for(self.scope).get(name)
         if t is None or not t.tensor_type.HasField("shape"):

@@ -148,6 +148,50 @@ def fold_shape_arithmetic(nodes: list[onnx.NodeProto], scope, state: ConversionS
     return result
 
 
+def shape_value(name: str, scope, state: ConversionState, opset: int, *, _depth: int = 0,
+                _memo: dict | None = None) -> tuple[np.ndarray | None, list[str]]:
+    """The value of ``name`` when it is an integer shape computation that static shapes and
+    constants decide (Shape/Size of a value whose dims are all known, Range, Gather, Concat, ...
+    over them), evaluated with onnx.reference as the nodes stand (valid at ``opset``); and the
+    names computed on the way. (None, []) when it is not one."""
+    import onnx.reference
+
+    memo: dict = {} if _memo is None else _memo
+    if name in memo:
+        return memo[name], []
+    value = constant_value(name, scope, state.read_tensor)
+    chain: list[str] = []
+    if value is None and _depth < 32:
+        kind, node, where = traversal.definition(name, scope)
+        if kind == "node" and node.op_type in _SHAPE_OPS and node.domain in DEFAULT_DOMAINS and \
+                len(node.output) == 1 and not any(a.ref_attr_name for a in node.attribute):
+            known = {}
+            if node.op_type in ("Shape", "Size"):  # those read the type only; what computed
+                if node.input and node.input[0]:  # their input goes with them when it is computed too
+                    found, more = shape_value(node.input[0], where, state, opset, _depth=_depth + 1, _memo=memo)
+                    chain += more if found is not None else []
+            else:
+                for i in node.input:
+                    if not i:
+                        continue
+                    found, more = shape_value(i, where, state, opset, _depth=_depth + 1, _memo=memo)
+                    if found is None:
+                        memo[name] = None
+                        return None, []
+                    known[i] = found
+                    chain += more
+            try:
+                value = _fold_one(node, known, state.types_for(where), where, state, opset, onnx.reference)
+            except Exception:  # noqa: BLE001 - a node the reference cannot evaluate decides nothing
+                value = None
+            if value is not None and np.asarray(value).dtype.type not in _INTEGER_OUT:
+                value = None
+            if value is not None:
+                chain.append(name)
+    memo[name] = value
+    return value, (chain if value is not None else [])
+
+
 def _fold_one(n, known, types, scope, state, opset, reference):
     if n.op_type == "Constant":
         return constant_node_value(n, state.read_tensor)

@@ -67,8 +67,8 @@ def test_squeeze_refusals():
     refused(_one("Squeeze", 13, ["axes"], [_ints("axes", [])]), 11, "'n'", "Squeeze 13 -> 11", "empty")
     nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Slice", ["s", "a", "b"], ["ax"]),
              helper.make_node("Unsqueeze", ["x", "ax"], ["y"], name="n")]
-    m = model(nodes, 13, [("x", F, [2, 1, 6, 1])], [("y", F, ["a", "b", "c", "d", "e"])],
-              initializers=[_ints("a", [1]), _ints("b", [2])])
+    m = model(nodes, 13, [("x", F, [2, "k", 6, 1])], [("y", F, ["a", "b", "c", "d", "e"])],
+              initializers=[_ints("a", [1]), _ints("b", [2])])  # axes from a dim known at run time only
     refused(m, 12, "'n'", "Unsqueeze 13 -> 11", "axes input 'ax' is not a constant")
     refused(_one("Squeeze", 13, ["axes"], [_ints("axes", [1])], elem=TensorProto.BFLOAT16), 11, "bfloat16")
 
@@ -142,8 +142,8 @@ def test_split_up_writes_num_outputs():
 def test_split_computed_sizes_refused():
     nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Slice", ["s", "a", "b"], ["sz"]),
              helper.make_node("Split", ["x", "sz"], ["p", "q"], name="n", axis=0)]
-    m = model(nodes, 13, [("x", F, [2, 2])], [("p", F, ["a", 2]), ("q", F, ["b", 2])],
-              initializers=[_ints("a", [0]), _ints("b", [2])])
+    m = model(nodes, 13, [("x", F, ["n", 2])], [("p", F, ["a", 2]), ("q", F, ["b", 2])],
+              initializers=[_ints("a", [0]), _ints("b", [2])])  # sizes from a dim known at run time only
     refused(m, 11, "'n'", "Split 13 -> 11", "split input 'sz' is not a constant")
 
 

@@ -68,7 +68,8 @@ def attr_to_input(node, ctx, attr: str, index: int, dtype=np.int64, hint: str | 
 
 def value_of(ctx, name: str):
     """ctx.constant(name), also for constants in the scope's body that its cached lookup has not
-    seen yet (made earlier in this conversion)."""
+    seen yet (made earlier in this conversion), and integer shape computations that static
+    shapes decide (:meth:`NodeContext.shape_value`)."""
     value = ctx.constant(name)
     if value is not None or not name:
         return value
@@ -82,7 +83,7 @@ def value_of(ctx, name: str):
         for n in body.node:
             if n.op_type == "Constant" and name in n.output:
                 return constant_node_value(n, numpy_helper.to_array)
-    return None
+    return ctx.shape_value(name)  # computed, but decided by static shapes and constants
 
 
 def constant_input(node, ctx, index: int, what: str, below: int | None = None) -> np.ndarray | None:

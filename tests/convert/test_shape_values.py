@@ -1,0 +1,73 @@
+"""Inputs that must become attributes going down, computed in the graph but decided by static
+shapes and constants (``Range(0, Size(Shape(x)))``, ``Slice(Shape(x))``, ...): evaluated with
+onnx.reference and moved like constants; the nodes that computed them go when nobody else reads
+them. A value known only at run time still blocks (tests/convert/test_axes_moves.py).
+
+Oracles: ONNX Runtime on the original and the result, the checker with full_check."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from rewriter.convert import convert_model
+from tests.oracle import assert_valid, run
+
+F, I64 = TensorProto.FLOAT, TensorProto.INT64
+X = np.arange(24, dtype=np.float32).reshape(2, 3, 4) / 7
+
+
+def _ints(name, values):
+    return numpy_helper.from_array(np.array(values, np.int64), name)
+
+
+def _model(nodes, opset, outputs, inits):
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [2, 3, 4])],
+                              [helper.make_tensor_value_info(n, F, s) for n, s in outputs], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _rms_axes(axis):
+    """RMSNormalization's own way: axes = Range(axis, rank) with rank = Size(Shape(x))."""
+    return [helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+            helper.make_node("Size", ["shape"], ["rank"], name="rank"),
+            helper.make_node("Range", ["start", "rank", "one"], ["axes"], name="range")], \
+        [_ints("start", axis), _ints("one", 1)]
+
+
+@pytest.mark.parametrize("target", [11, 13, 17])
+@pytest.mark.parametrize("axis", [1, 2])
+def test_reduce_mean_axes_from_the_rank(target, axis):
+    nodes, inits = _rms_axes(axis)
+    inits[0] = numpy_helper.from_array(np.array(axis, np.int64), "start")
+    inits[1] = numpy_helper.from_array(np.array(1, np.int64), "one")
+    nodes.append(helper.make_node("ReduceMean", ["x", "axes"], ["y"], name="mean", keepdims=1))
+    out = [2, 3, 4][:axis] + [1] * (3 - axis)
+    model = _model(nodes, 18, [("y", out)], inits)
+    converted, _ = convert_model(model, target)
+    assert_valid(converted)
+    np.testing.assert_allclose(run(converted, {"x": X})[0], run(model, {"x": X})[0], rtol=1e-6)
+    assert [n.op_type for n in converted.graph.node] == ["ReduceMean"]  # the computation went too
+
+
+def test_split_sizes_and_unsqueeze_axes_from_the_shape():
+    nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+             helper.make_node("Slice", ["s", "b0", "b1"], ["first"], name="first"),  # [2]
+             helper.make_node("Concat", ["first", "first"], ["sizes"], name="sizes", axis=0),  # [2, 2]
+             helper.make_node("Split", ["x", "sizes"], ["p", "q"], name="split", axis=2),
+             helper.make_node("Sub", ["first", "one"], ["ax"], name="ax"),  # [1]
+             helper.make_node("Unsqueeze", ["p", "ax"], ["u"], name="unsq")]
+    model = _model(nodes, 13, [("u", [2, 1, 3, 2]), ("q", [2, 3, 2])],
+                   [_ints("b0", [0]), _ints("b1", [1]), _ints("one", [1])])
+    converted, _ = convert_model(model, 11)
+    assert_valid(converted)
+    for got, want in zip(run(converted, {"x": X}), run(model, {"x": X})):
+        np.testing.assert_array_equal(got, want)
+    attrs = {n.op_type: {a.name: list(a.ints) for a in n.attribute} for n in converted.graph.node}
+    assert attrs["Split"]["split"] == [2, 2] and attrs["Unsqueeze"]["axes"] == [1]
+    assert [n.op_type for n in converted.graph.node] == ["Split", "Unsqueeze"]  # nobody reads the rest
