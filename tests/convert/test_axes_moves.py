@@ -129,7 +129,8 @@ def test_split_num_outputs_with_a_dynamic_dim_computes_the_sizes(dim):
     expected = [x[:, :chunk], x[:, chunk:2 * chunk], x[:, 2 * chunk:]]
     result, _ = converts(m, 13, {"x": x}, expected=expected)
     assert next(n for n in result.graph.node if n.op_type == "Split").name == "n"
-    refused(m, 11, "'n'", "Split 13 -> 11", "not a constant")  # the computed sizes stop there
+    result, _ = converts(m, 11, {"x": x}, expected=expected)  # below 13: one Slice per part
+    assert "Split" not in {n.op_type for n in result.graph.node}
 
 
 def test_split_up_writes_num_outputs():
@@ -139,12 +140,20 @@ def test_split_up_writes_num_outputs():
     assert onnx.helper.get_attribute_value(result.graph.node[0].attribute[1]) == 2
 
 
-def test_split_computed_sizes_refused():
-    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Slice", ["s", "a", "b"], ["sz"]),
-             helper.make_node("Split", ["x", "sz"], ["p", "q"], name="n", axis=0)]
-    m = model(nodes, 13, [("x", F, ["n", 2])], [("p", F, ["a", 2]), ("q", F, ["b", 2])],
-              initializers=[_ints("a", [0]), _ints("b", [2])])  # sizes from a dim known at run time only
-    refused(m, 11, "'n'", "Split 13 -> 11", "split input 'sz' is not a constant")
+@pytest.mark.parametrize("target", [10, 11, 12])
+def test_split_sizes_known_at_run_time_become_slices(target):
+    """Split-13 with its sizes a graph input, and Split-18 num_outputs over a dim known at run
+    time only (sizes computed from the shape): one Slice per part, the same parts."""
+    outs = [("p", F, ["n", "a"]), ("q", F, ["n", "b"]), ("r", F, ["n", "c"])]
+    m = model([helper.make_node("Split", ["x", "sz"], ["p", "q", "r"], name="n", axis=1)], 13,
+              [("x", F, ["n", 6]), ("sz", TensorProto.INT64, [3])], outs)
+    feeds = {"x": np.arange(12, dtype=np.float32).reshape(2, 6), "sz": np.array([1, 3, 2], np.int64)}
+    result, report = converts(m, target, feeds)
+    assert report.changes["Split with run-time sizes -> Slices"] == 1
+    assert "Split" not in {n.op_type for n in result.graph.node}
+    m = model([helper.make_node("Split", ["x"], ["p", "q", "r"], name="n", axis=0, num_outputs=3)], 18,
+              [("x", F, ["n", 2])], [("p", F, ["a", 2]), ("q", F, ["b", 2]), ("r", F, ["c", 2])])
+    converts(m, target, {"x": np.arange(14, dtype=np.float32).reshape(7, 2)})  # 3, 3, 1
 
 
 # ---------------------------------------------------------------- Slice

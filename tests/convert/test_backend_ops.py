@@ -97,12 +97,6 @@ def test_every_case_that_goes_down_to_13_comes_back_up():
 
 # (op, step) -> why (the converter's reason), for refusals seen only in the expanded cases.
 EXPANDED_GAPS: dict[tuple[str, str], str] = {  # beyond test_backend.KNOWN_GAPS
-    ('Add', '13 -> 7'): "the type of input X is unknown and schema version 7 allows fewer types than version 13",  # 10 blocker(s), to [11]
-    ('Div', '13 -> 7'): "the type of input X is unknown and schema version 7 allows fewer types than version 13",  # 10 blocker(s), to [11]
-    ('Loop', '16 -> 13'): "the type of input X is unknown and schema version 13 allows fewer types than version 16",  # 6 blocker(s), to [13]
-    ('Mul', '13 -> 7'): "the type of input X is unknown and schema version 7 allows fewer types than version 13",  # 10 blocker(s), to [11]
-    ('ReduceMean', '18 -> 13'): "axes input X is not a constant, so it cannot become the axes attribute needed below opset 18",  # 38 blocker(s), to [11, 13]
-    ('Split', '13 -> 11'): "split input X is not a constant, so it cannot become the split attribute needed below opset 13",  # 13 blocker(s), to [11]
 }
 EXPANDED: dict[int, collections.Counter] = {}
 

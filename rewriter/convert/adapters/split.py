@@ -4,13 +4,14 @@
   default 0; Split-1's axis has no default, so it is written out both ways). Up: a constant
   split input becomes the attribute. Down: types (Split-1 takes float types only).
 - 11 <-> 13: the ``split`` attribute became an optional int64 input (bfloat16 added). Up:
-  attribute -> constant input; down: constant input -> attribute, computed -> blocked.
+  attribute -> constant input; down: constant input (or one static shapes decide) ->
+  attribute; sizes known at run time only -> one Slice per part (bounds summed with Add).
 - 13 <-> 18: ``num_outputs`` added. Up: a Split without split input gets num_outputs = its
   number of outputs (Split-18 needs one of the two; equal parts, as before). Down:
   num_outputs goes; when the dim along the axis is static and not a multiple of it, the
   sizes (equal parts, the last one smaller) become a constant split input; for a dim unknown
   until run time they are computed (Shape, Gather, ceil(d / n) with Add/Div, the rest with
-  Mul/Sub, Concat), so going below 13 such a node then stops at the split input.
+  Mul/Sub, Concat), which going below 13 become Slices.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import onnx
 
 from rewriter.convert.adapters.feature_support import attr_value, record_type
 from rewriter.convert.adapters.moves import (attr_to_input, check_types, input_name, ints_input_to_attr,
-                                             set_input)
+                                             set_input, value_of)
 from rewriter.convert.attrs import get_attr, remove_attr
 from rewriter.convert.registry import register
 
@@ -52,8 +53,33 @@ def split_11_13(node, ctx) -> None:
 
 @register("Split", 13, 11, kind="attribute<->input")
 def split_13_11(node, ctx) -> None:
+    name = input_name(node, 1)
+    if name and value_of(ctx, name) is None:  # sizes known at run time only: one Slice per part
+        check_types(node, ctx)
+        _as_slices(node, ctx, name)
+        return
     ints_input_to_attr(node, ctx, 1, "split", 13)
     check_types(node, ctx)
+
+
+def _as_slices(node, ctx, sizes: str) -> None:
+    """Split with run-time sizes as Slices (Slice takes its bounds as inputs from opset 10): part
+    i runs from sizes[0] + ... + sizes[i-1] to that plus sizes[i] along the axis; the same parts."""
+    i64 = onnx.TensorProto.INT64
+    axis = attr_value(node, ctx, "axis", 0)
+    axes = ctx.add_constant("split_axis", np.array([axis], dtype=np.int64))
+    start = ctx.add_constant("split_start", np.array([0], dtype=np.int64))
+    for i, out in enumerate(node.output):
+        first = ctx.add_constant("split_part", np.array([i], dtype=np.int64))
+        after = ctx.add_constant("split_part", np.array([i + 1], dtype=np.int64))
+        size = ctx.insert_before("Slice", [sizes, first, after]).output[0]
+        record_type(ctx, size, i64, [1])
+        end = size if i == 0 else ctx.insert_before("Add", [start, size]).output[0]
+        record_type(ctx, end, i64, [1])
+        ctx.insert_before("Slice", [node.input[0], start, end, axes], [out])
+        start = end
+    ctx.remove()
+    ctx.record("Split with run-time sizes -> Slices")
 
 
 @register("Split", 13, 18, kind="new feature")
