@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 import onnx
 
-__all__ = ["LazyInference", "resolve"]
+__all__ = ["LazyInference", "resolve", "infer_with_static_shapes"]
 
 logger = logging.getLogger(__name__)
 
 
 class LazyInference:
-    """``onnx.shape_inference.infer_shapes(model)`` (lenient), computed on the first call;
-    the call returns None when inference fails."""
+    """:func:`infer_with_static_shapes` of the model, computed on the first call; the call
+    returns None when inference fails."""
 
     def __init__(self, model: onnx.ModelProto):
         self._model = model
@@ -32,7 +33,7 @@ class LazyInference:
     def __call__(self) -> onnx.ModelProto | None:
         if not self._done:
             try:
-                self._value = onnx.shape_inference.infer_shapes(self._model)
+                self._value = infer_with_static_shapes(self._model)
             except Exception as e:  # inference trouble costs information, it is reported elsewhere
                 logger.info("shape inference failed: %s", e)
                 self._value = None
@@ -46,3 +47,114 @@ def resolve(inferred, model: onnx.ModelProto) -> onnx.ModelProto | None:
     if inferred is None:
         inferred = LazyInference(model)
     return inferred() if callable(inferred) else inferred
+
+
+# Ops whose integer results static shapes and constants decide (exporters compute Reshape
+# targets with them: Concat(Slice(Shape(x)), [-1])).
+_DECIDABLE_OPS = frozenset({"Shape", "Size", "Gather", "Slice", "Concat", "Unsqueeze", "Squeeze", "Cast",
+                            "Add", "Sub", "Mul", "Div", "Identity", "Range", "ReduceProd", "Equal", "Where", "Max", "Min"})
+_ROUNDS = 3
+
+
+def infer_with_static_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
+    """ONNX's lenient shape inference with data propagation, helped where it stops: when some
+    main-graph value is left without a shape, the integer shape computations that static dims and
+    constants decide are evaluated (onnx.reference, node by node) and inference runs again on a
+    copy where they are initializers, up to three rounds. The result describes ``model``'s values
+    (the copy keeps every name); the model itself is not changed. Raises what inference raises."""
+    inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    for _ in range(_ROUNDS):
+        if not _shapeless(inferred):
+            break
+        decided = _decided(model, inferred)
+        if not decided:
+            break
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)
+        graph = copy.graph
+        outputs = {v.name for v in graph.output}
+        kept = [n for n in graph.node if not (n.output and all(o in decided and o not in outputs for o in n.output))]
+        del graph.node[:]
+        graph.node.extend(kept)
+        graph.initializer.extend(onnx.numpy_helper.from_array(v, name) for name, v in decided.items()
+                                 if name not in outputs)
+        try:
+            better = onnx.shape_inference.infer_shapes(copy, data_prop=True)
+        except Exception as e:  # the first inference stands
+            logger.info("shape inference with static shape values failed: %s", e)
+            break
+        if len(_shapeless(better)) >= len(_shapeless(inferred)):
+            break
+        inferred = better
+    return inferred
+
+
+def _shapeless(inferred: onnx.ModelProto) -> list[str]:
+    """Main-graph node outputs the inferred model gives no shape."""
+    known = {v.name for v in (*inferred.graph.value_info, *inferred.graph.output, *inferred.graph.input)
+             if v.type.WhichOneof("value") != "tensor_type" or v.type.tensor_type.HasField("shape")}
+    known.update(t.name for t in inferred.graph.initializer)
+    return [o for n in inferred.graph.node for o in n.output if o and o not in known]
+
+
+def _decided(model: onnx.ModelProto, inferred: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """Integer values of main-graph node outputs that static dims and constants decide."""
+    import onnx.reference
+
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    if opset is None:
+        return {}
+    types = {v.name: v.type for v in (*inferred.graph.input, *inferred.graph.value_info)}
+    inputs = {v.name for v in model.graph.input}
+    values: dict[str, np.ndarray] = {}
+    for t in model.graph.initializer:
+        if t.name not in inputs and t.data_type in (onnx.TensorProto.INT64, onnx.TensorProto.INT32) and \
+                t.data_location != onnx.TensorProto.EXTERNAL and len(t.dims) <= 1:
+            values[t.name] = onnx.numpy_helper.to_array(t)
+    decided: dict[str, np.ndarray] = {}
+    for node in model.graph.node:
+        if node.domain not in ("", "ai.onnx") or len(node.output) != 1:
+            continue
+        value = None
+        try:
+            if node.op_type == "Constant":
+                attr = node.attribute[0] if len(node.attribute) == 1 else None
+                if attr is not None and attr.name == "value":
+                    value = onnx.numpy_helper.to_array(attr.t)
+                elif attr is not None and attr.name in ("value_ints", "value_int"):
+                    value = np.asarray(onnx.helper.get_attribute_value(attr), dtype=np.int64)
+            elif node.op_type in ("Shape", "Size") and node.input:
+                t = types.get(node.input[0])
+                if t is not None and t.HasField("tensor_type") and t.tensor_type.HasField("shape"):
+                    dims = [d.dim_value if d.HasField("dim_value") else None for d in t.tensor_type.shape.dim]
+                    if None not in dims:
+                        value = _run(node, [], opset, onnx.reference, dims=dims)
+            elif node.op_type in _DECIDABLE_OPS and all(i in values for i in node.input if i):
+                value = _run(node, [values.get(i) for i in node.input], opset, onnx.reference)
+        except Exception:  # noqa: BLE001 - a node the reference cannot evaluate decides nothing
+            value = None
+        if value is not None and value.dtype.kind in "iub" and value.size <= 1024:
+            values[node.output[0]] = value
+            if node.op_type != "Constant":
+                decided[node.output[0]] = value
+    return decided
+
+
+def _run(node: onnx.NodeProto, inputs: list, opset: int, reference, dims=None) -> np.ndarray:
+    """One node evaluated with onnx.reference on ``inputs`` (for Shape/Size: a zero tensor of ``dims``)."""
+    if dims is not None:
+        inputs = [np.zeros(dims, dtype=np.uint8)]
+    names = [f"i{k}" if (dims is not None or v is not None) else "" for k, v in enumerate(inputs)]
+    copy = onnx.NodeProto()
+    copy.CopyFrom(node)
+    copy.ClearField("name")
+    del copy.input[:]
+    copy.input.extend(names)
+    copy.output[0] = "out"
+    graph = onnx.helper.make_graph(
+        [copy], "fold", [onnx.helper.make_tensor_value_info(n, onnx.helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+                         for n, v in zip(names, inputs) if n],
+        [onnx.helper.make_empty_tensor_value_info("out")])
+    tiny = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
+    (out,) = reference.ReferenceEvaluator(tiny).run(None, {n: v for n, v in zip(names, inputs) if n})
+    return np.asarray(out)

@@ -71,3 +71,52 @@ def test_split_sizes_and_unsqueeze_axes_from_the_shape():
     attrs = {n.op_type: {a.name: list(a.ints) for a in n.attribute} for n in converted.graph.node}
     assert attrs["Split"]["split"] == [2, 2] and attrs["Unsqueeze"]["axes"] == [1]
     assert [n.op_type for n in converted.graph.node] == ["Split", "Unsqueeze"]  # nobody reads the rest
+
+
+# ---------------------------------------------------------------- ranks behind computed Reshapes
+
+def _detection_like(opset: int) -> onnx.ModelProto:
+    """As torch's legacy exporter writes ``p = conv(x).flatten(2).transpose(1, 2); box, score = p.split(...,
+    dim=-1); score.sigmoid().amax(-1)``: Reshape to Concat(Slice(Shape(y)), [-1]), whose rank ONNX's
+    inference leaves unknown, then negative axes that going below 11 need the rank for."""
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu"),
+             helper.make_node("Shape", ["y"], ["s"], name="shape"),
+             helper.make_node("Constant", [], ["c0"], name="c0", value=numpy_helper.from_array(np.array([0], np.int64))),
+             helper.make_node("Constant", [], ["c2"], name="c2", value=numpy_helper.from_array(np.array([2], np.int64))),
+             helper.make_node("Slice", ["s", "c0", "c2", "c0"], ["lead"], name="lead"),
+             helper.make_node("Constant", [], ["m1"], name="m1", value=numpy_helper.from_array(np.array([-1], np.int64))),
+             helper.make_node("Concat", ["lead", "m1"], ["target"], name="target", axis=0),
+             helper.make_node("Reshape", ["y", "target"], ["flat"], name="flat"),
+             helper.make_node("Transpose", ["flat"], ["t"], name="t", perm=[0, 2, 1]),
+             helper.make_node("Split", ["t"], ["box", "score"], name="split", axis=-1, split=[2, 1]),
+             helper.make_node("Sigmoid", ["score"], ["sig"], name="sig"),
+             helper.make_node("ReduceMax", ["sig"], ["best"], name="best", axes=[-1], keepdims=0)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [1, 3, 4, 4])],
+                              [helper.make_tensor_value_info("box", F, [1, 16, 2]),
+                               helper.make_tensor_value_info("best", F, [1, 16])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 6
+    return model
+
+
+def test_onnx_inference_alone_leaves_the_rank_unknown():
+    inferred = onnx.shape_inference.infer_shapes(_detection_like(11), data_prop=True)
+    typed = {v.name for v in inferred.graph.value_info if v.type.tensor_type.HasField("shape")}
+    assert "flat" not in typed and "t" not in typed  # the premise of the next test
+
+
+@pytest.mark.parametrize("target", [9, 10])
+def test_negative_axes_below_11_behind_a_computed_reshape(target):
+    from rewriter.graph.inferred import infer_with_static_shapes
+
+    model = _detection_like(11)
+    inferred = infer_with_static_shapes(model)
+    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in inferred.graph.value_info}
+    assert shapes["flat"] == [1, 3, 16] and shapes["t"] == [1, 16, 3]
+    converted, _ = convert_model(model, target)
+    onnx.checker.check_model(converted, full_check=True)
+    attrs = {n.name: {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute} for n in converted.graph.node}
+    assert attrs["split"]["axis"] == 2 and attrs["best"]["axes"] == [2]  # normalized with the rank
+    x = np.random.default_rng(1).standard_normal([1, 3, 4, 4]).astype(np.float32)
+    for got, want in zip(run(converted, {"x": x}), run(model, {"x": x})):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
