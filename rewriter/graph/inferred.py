@@ -89,12 +89,23 @@ def infer_with_static_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
     return inferred
 
 
+# Ops whose output shape comes from the values of an input (what static shape values help).
+_SHAPE_TAKERS = frozenset({"Reshape", "Expand", "ConstantOfShape", "Tile", "Slice", "Range", "Pad", "Unsqueeze",
+                           "Squeeze", "Resize", "Upsample", "TopK", "OneHot", "Split"})
+
+
 def _shapeless(inferred: onnx.ModelProto) -> list[str]:
-    """Main-graph node outputs the inferred model gives no shape."""
-    known = {v.name for v in (*inferred.graph.value_info, *inferred.graph.output, *inferred.graph.input)
-             if v.type.WhichOneof("value") != "tensor_type" or v.type.tensor_type.HasField("shape")}
-    known.update(t.name for t in inferred.graph.initializer)
-    return [o for n in inferred.graph.node for o in n.output if o and o not in known]
+    """Outputs of main-graph nodes that take their shape from an input's values (Reshape, Expand,
+    ...) and that the inferred model gives no shape (only those: checking every value costs
+    as much as an inference on big graphs)."""
+    graph = inferred.graph
+    wanted = [o for n in graph.node if n.op_type in _SHAPE_TAKERS for o in n.output if o]
+    if not wanted:
+        return []
+    wanted_set = set(wanted)
+    known = {v.name for values in (graph.value_info, graph.output) for v in values
+             if v.name in wanted_set and v.type.tensor_type.HasField("shape")}
+    return [o for o in wanted if o not in known]
 
 
 def _decided(model: onnx.ModelProto, inferred: onnx.ModelProto) -> dict[str, np.ndarray]:
