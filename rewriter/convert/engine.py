@@ -68,7 +68,8 @@ class Engine:
         self._current: tuple | None = None
         self.taken: collections.Counter = collections.Counter()  # (op, a, b, kind) -> nodes
         self._paths: dict = {}
-        self._kept: collections.Counter = collections.Counter()  # (op, opset) -> nodes kept type-only
+        self._kept: collections.Counter = collections.Counter()  # (op, opset, derived) -> nodes kept type-only
+        self._derived = 0  # > 0 while converting a node the conversion made (function bodies, rewrites)
         self._typed: dict = {}
         self._untyped: dict = {}
         self._types: dict = {}  # scope index -> flat name -> TypeProto
@@ -80,9 +81,9 @@ class Engine:
     def run(self) -> None:
         for scope in list(self.state.scopes):
             self._convert_body(scope)
-        for (op, opset), n in self._kept.items():
+        for (op, opset, derived), n in self._kept.items():
             path, _ = self._path(op, opset)
-            self.report.steps[(op, "type-only")] += n * len(path)
+            (self.report.derived_steps if derived else self.report.steps)[(op, "type-only")] += n * len(path)
             self.report.type_only[op] += n
             for a, b in path:
                 self.taken[(op, a, b, "type-only")] += n
@@ -112,7 +113,7 @@ class Engine:
                 keep = always[key] = self._kept_whatever_node(op, opset)
             if keep:  # the common case going up: nothing about the node can stop its steps
                 if keep == 2:
-                    self._kept[key] += 1
+                    self._kept[(op, opset, not clear)] += 1
                 continue
             i = k + shift
             size = len(body.node)
@@ -162,6 +163,18 @@ class Engine:
     def convert(self, node: onnx.NodeProto, scope: traversal.Scope, opset: int, *, top: bool = False
                 ) -> list[onnx.NodeProto]:
         """The nodes that replace ``node`` (valid at ``opset``) at the target, in order."""
+        derived = not top or self._expanding > 0  # made by the conversion: counted apart in the plan
+        self._derived += derived
+        try:
+            return self._convert(node, scope, opset, top)
+        finally:
+            self._derived -= derived
+
+    def _steps(self) -> collections.Counter:
+        """Where the steps of the node being converted are counted."""
+        return self.report.derived_steps if self._derived else self.report.steps
+
+    def _convert(self, node: onnx.NodeProto, scope: traversal.Scope, opset: int, top: bool) -> list[onnx.NodeProto]:
         op = node.op_type
         label = _Label(node, scope)
         found = self._preludes.get((op, opset))
@@ -191,7 +204,7 @@ class Engine:
                 if reason is not None:
                     self._block(label, op, f"{a} -> {b}", reason, _works(op, a, b))
                     return [node]
-            self._kept[(op, opset)] += 1  # counted into the report at the end of run()
+            self._kept[(op, opset, bool(self._derived))] += 1  # counted into the report at the end of run()
             return [node]
         if "onnx" in kinds and "blocked" not in kinds:
             # onnx's converter takes the node through every step of its path, so it needs a
@@ -219,7 +232,7 @@ class Engine:
                     self._block(label, op, f"{a} -> {b}", _reason(str(e), str(label)), _works(op, a, b))
                     return [node]
                 how = registry.KINDS.get((op, a, b), "rewrite")
-                self.report.steps[(op, how)] += 1
+                self._steps()[(op, how)] += 1
                 self.taken[(op, a, b, how)] += 1
                 if logger.isEnabledFor(logging.DEBUG):
                     logger.debug("%s: %s %d -> %d (%s)", label, op, a, b, how)
@@ -241,7 +254,7 @@ class Engine:
                 if reason is not None:
                     self._block(label, op, f"{a} -> {b}", reason, _works(op, a, b))
                     return [node]
-                self.report.steps[(op, "type-only")] += 1
+                self._steps()[(op, "type-only")] += 1
                 self.taken[(op, a, b, "type-only")] += 1
             elif kind == "onnx":
                 self._block(label, op, f"{a} -> {b}", "this step needs onnx's converter, which cannot take a "
@@ -348,7 +361,7 @@ class Engine:
         if self._expansions:
             label = f"{label} (from the function body of {self._expansions[-1]})"
         self.blockers.append(Blocker(label, op, step, reason, works, key=self._current))
-        self.report.steps[(op, "blocked")] += 1
+        self._steps()[(op, "blocked")] += 1
 
     # ------------------------------------------------------------ function expansion
 
@@ -377,7 +390,7 @@ class Engine:
         for n in nodes:
             self.state.pending.update((o, n) for o in n.output if o)
         self.report.expanded[op] += 1
-        self.report.steps[(op, "expanded")] += 1
+        self._steps()[(op, "expanded")] += 1
         self.taken[(op, src, version, "expanded into its function body")] += 1
         logger.debug("%s: %s expanded into its function body (%d nodes, opset %d)", label, op, len(nodes), version)
         original_name, original_out = node.name, node.output[0] if node.output else None

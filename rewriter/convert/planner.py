@@ -55,6 +55,8 @@ class ConvertReport:
     type_only: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # op -> nodes
     expanded: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # op -> nodes
     steps: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # (op, how) -> steps
+    # the steps of nodes the conversion made (function bodies, rewrites' nodes): (op, how) -> steps
+    derived_steps: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     nodes: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # op -> nodes seen
     blockers: list = dataclasses.field(default_factory=list)
     version_converter_called: bool = False
@@ -89,12 +91,25 @@ class ConvertReport:
                          "blocked": sum(1 for b in self.blockers if b.op == op)})
         return rows
 
+    def derived_rows(self) -> list[dict]:
+        """Per op type of the nodes the conversion made (expanded function bodies, nodes inserted
+        by rewrites): how many steps were taken each way."""
+        ops = sorted({op for op, _ in self.derived_steps})
+        return [{"op": op, "steps": dict(sorted((kind, n) for (o, kind), n in self.derived_steps.items() if o == op))}
+                for op in ops]
+
     def plan_lines(self) -> list[str]:
-        """The plan as text: one line per op type, then the blockers (up to MAX_LISTED)."""
+        """The plan as text: one line per op type of the model's nodes (their steps), one per op
+        type of the nodes the conversion makes, then the blockers (up to MAX_LISTED)."""
         lines = []
         for row in self.plan_rows():
             how = ", ".join(f"{kind} x{n}" for kind, n in row["steps"].items()) or "unchanged"
             lines.append(f"{row['op']}: {row['nodes']} node(s): {how}")
+        derived = self.derived_rows()
+        if derived:
+            lines.append("steps of the nodes the conversion makes (function bodies, rewrites):")
+            for row in derived:
+                lines.append(f"  {row['op']}: " + ", ".join(f"{kind} x{n}" for kind, n in row["steps"].items()))
         if self.blockers:
             lines.append(f"blocked by {len(self.blockers)} node(s):")
             lines += [f"  {b.line()}" for b in self.blockers[:MAX_LISTED]]
@@ -104,7 +119,8 @@ class ConvertReport:
 
     def to_dict(self) -> dict:
         return {"source_opset": self.source_opset, "target_opset": self.target_opset, "ok": self.ok,
-                "ops": self.plan_rows(), "blockers": [b.to_dict() for b in self.blockers],
+                "ops": self.plan_rows(), "made_by_the_conversion": self.derived_rows(),
+                "blockers": [b.to_dict() for b in self.blockers],
                 "changes": dict(self.changes), "version_converter_called": self.version_converter_called}
 
 

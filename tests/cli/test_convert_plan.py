@@ -88,3 +88,18 @@ def test_plan_with_output_or_verify_is_refused(tmp_path, capsys, extra):
     assert main(["convert", src, "--opset", "17", "--plan", *extra]) == 2
     assert "--plan writes and verifies nothing" in capsys.readouterr().err
     assert os.listdir(tmp_path) == ["m.onnx"]
+
+
+def test_plan_counts_the_steps_of_the_models_nodes_apart_from_those_the_conversion_makes(tmp_path, capsys):
+    """Relu 18 -> 13 is one step of one node; the LayerNormalization body's nodes are listed apart."""
+    src = _model(tmp_path / "m.onnx", blocked=False)
+    assert main(["convert", src, "--opset", "13", "--plan", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    rows = {r["op"]: r for r in doc["ops"]}
+    assert rows["Relu"]["nodes"] == 1 and rows["Relu"]["steps"] == {"type-only": 1}
+    assert rows["LayerNormalization"]["steps"] == {"expanded": 1}
+    made = {r["op"] for r in doc["made_by_the_conversion"]}
+    assert {"Add", "Div"} <= made and "Relu" not in made  # body nodes that take steps (Add 14 -> 13, ...)
+    assert main(["convert", src, "--opset", "13", "--plan"]) == 0
+    out = capsys.readouterr().out
+    assert "steps of the nodes the conversion makes" in out and "  Relu: 1 node(s): type-only x1" in out
