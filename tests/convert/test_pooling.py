@@ -39,9 +39,12 @@ def test_defaults_and_harmless_values_are_dropped(op, target, attrs):
 
 @pytest.mark.parametrize("op,step,since", [("AveragePool", "10 -> 7", 10), ("MaxPool", "10 -> 8", 10),
                                            ("LpPool", "18 -> 11", 18)])
-def test_ceil_mode_that_rounds_up_is_refused(op, step, since):
-    refused(_pool(op, LATEST, ceil_mode=1, strides=[2, 2]), 7, "'pool'", step, "ceil_mode=1",
-            f"opset {since}", "rounds the output size up")
+def test_ceil_mode_that_rounds_up_becomes_end_padding(op, step, since):
+    """The end padding that gives ceil's windows: padding takes no part in a max, an average
+    that does not count pads, or an Lp norm (|0|^p = 0); see tests/convert/test_pool_ceil.py."""
+    result, report = converts(_pool(op, LATEST, ceil_mode=1, strides=[2, 2]), 7, {"x": X})
+    assert report.changes[f"{op} ceil_mode=1 -> floor with more end padding"] == 1
+    refused(_pool(op, LATEST, ceil_mode=1, strides=[2, 2], dilations=[2, 1]), 7, "'pool'")  # dilations block
 
 
 @pytest.mark.parametrize("op,since", [("AveragePool", 19), ("MaxPool", 10), ("LpPool", 18)])

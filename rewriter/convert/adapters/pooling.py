@@ -6,7 +6,9 @@
 
 Going up nothing changes (absent = the old behaviour). Going down a feature at its default is
 dropped; ceil_mode=1 is dropped when every spatial output size is the same with floor (static
-shape, explicit pads, (in + pads - effective kernel) divisible by the stride); dilations are
+shape, explicit pads, (in + pads - effective kernel) divisible by the stride), and otherwise,
+for MaxPool and an AveragePool that does not count pads, becomes floor with the end padding
+that gives the ceil-mode windows (static dims, no dilation); dilations are
 dropped when all 1; an Indices output that is used blocks; anything else blocks naming the
 feature and the opset that has it. Types are checked against the older schema.
 
@@ -37,10 +39,41 @@ def _drop_ceil_mode(node, ctx, since: int) -> None:
     ceil = attr_value(node, ctx, "ceil_mode", 0)
     if ceil:
         reason = _ceil_differs(node, ctx)
+        if reason and reason.startswith("with dim") and _ceil_as_end_pads(node, ctx):
+            return
         if reason:
             ctx.block(f"ceil_mode=1 exists only from opset {since}, and {reason}")
     remove_attr(node, "ceil_mode")
     ctx.record(f"{node.op_type} ceil_mode dropped")
+
+
+def _ceil_as_end_pads(node, ctx) -> bool:
+    """ceil_mode=1 as floor with more padding at the end of each spatial axis: as many windows
+    (before opset 22 a ceil-mode window may start in the end padding, and counts), each over the
+    same input cells. Padding takes no part in a max, nor in an average that does not count
+    pads (count_include_pad=0); an average that counts them would count the added ones, so it
+    stays refused. Static spatial dims and dilations of 1 (checked by the caller and here)."""
+    if node.op_type == "AveragePool" and attr_value(node, ctx, "count_include_pad", 0):
+        return False
+    kernel = attr_value(node, ctx, "kernel_shape")
+    n = len(kernel)
+    dilations = attr_value(node, ctx, "dilations", None) or [1] * n
+    if not _ones(dilations):
+        return False
+    spatial = ctx.shape(node.input[0])[2:]
+    strides = attr_value(node, ctx, "strides", None) or [1] * n
+    auto_pad = attr_value(node, ctx, "auto_pad", "NOTSET")
+    pads = list(([0] * (2 * n) if auto_pad == "VALID" else None) or attr_value(node, ctx, "pads", None)
+                or [0] * (2 * n))
+    for i in range(n):
+        span = spatial[i] + pads[i] + pads[i + n] - kernel[i]
+        windows = -(-span // strides[i]) + 1  # ceil(span / stride) + 1
+        pads[i + n] += (windows - 1) * strides[i] + kernel[i] - (spatial[i] + pads[i] + pads[i + n])
+    remove_attr(node, "auto_pad")
+    set_attr(node, "pads", pads)
+    remove_attr(node, "ceil_mode")
+    ctx.record(f"{node.op_type} ceil_mode=1 -> floor with more end padding")
+    return True
 
 
 def _ceil_differs(node, ctx) -> str | None:
