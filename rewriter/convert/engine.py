@@ -23,7 +23,7 @@ import onnx
 
 from rewriter.convert import registry, steps
 from rewriter.convert.context import NodeContext
-from rewriter.convert.function_bodies import fold_shape_arithmetic, function_body, inline
+from rewriter.convert.function_bodies import evaluate_constant_node, fold_shape_arithmetic, function_body, inline
 from rewriter.convert.state import ConversionState
 from rewriter.convert.type_only import allowed_types as _allowed
 from rewriter.convert.type_only import step_types_allowed
@@ -371,6 +371,17 @@ class Engine:
         schema = onnx.defs.get_schema(op, src, "")
         versions = sorted(set(schema.function_opset_versions) | set(schema.context_dependent_function_opset_versions))
         if not versions:
+            value = evaluate_constant_node(node, scope, self.state, opset)
+            if value is not None:  # constant inputs: the node is its value
+                const = onnx.helper.make_node("Constant", [], [node.output[0]], name=node.name,
+                                              value=onnx.numpy_helper.from_array(value))
+                for name in node.input:
+                    if name:
+                        self.state.maybe_unused.append((name, scope))
+                self._steps()[(op, "evaluated")] += 1
+                self.report.changes[f"{op} of constant inputs -> Constant"] += 1
+                self.taken[(op, src, src, "evaluated (constant inputs)")] += 1
+                return self._named(self.convert(const, scope, opset), node, node.name, node.output[0], removed=True)
             self._block(label, op, "expand", f"{op} exists only from opset {first} and ONNX defines no "
                         f"function body for it", f"targets >= {first}")
             return [node]

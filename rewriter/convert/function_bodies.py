@@ -148,6 +148,53 @@ def fold_shape_arithmetic(nodes: list[onnx.NodeProto], scope, state: ConversionS
     return result
 
 
+EVALUATED_LIMIT = 4096  # elements: a node of constant inputs becomes a Constant up to this size
+
+
+def evaluate_constant_node(node: onnx.NodeProto, scope, state: ConversionState, opset: int) -> np.ndarray | None:
+    """The value of a one-output default-domain node whose every input is a constant in scope
+    (and that holds no subgraph), evaluated with onnx.reference at ``opset``, when it has at most
+    :data:`EVALUATED_LIMIT` elements; else None. For an op the target lacks (a Mod of two
+    constants going below 10): its value stands in for it exactly."""
+    import onnx.reference
+
+    if len(node.output) != 1 or not node.output[0] or node.domain not in DEFAULT_DOMAINS or \
+            any(a.ref_attr_name or a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+                for a in node.attribute):
+        return None
+    values = []
+    for name in node.input:
+        if not name:
+            values.append(None)
+            continue
+        pending = state.pending.get(name)
+        value = constant_node_value(pending, state.read_tensor) if pending is not None and \
+            pending.op_type == "Constant" else constant_value(name, scope, state.read_tensor)
+        if value is None:
+            return None
+        values.append(np.asarray(value))
+    names = [f"i{k}" if v is not None else "" for k, v in enumerate(values)]
+    copy = onnx.NodeProto()
+    copy.CopyFrom(node)
+    copy.ClearField("name")
+    del copy.input[:]
+    copy.input.extend(names)
+    copy.output[0] = "out"
+    graph = onnx.helper.make_graph(
+        [copy], "evaluate",
+        [onnx.helper.make_tensor_value_info(n, onnx.helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+         for n, v in zip(names, values) if n],
+        [onnx.helper.make_empty_tensor_value_info("out")])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
+    try:
+        (out,) = onnx.reference.ReferenceEvaluator(model).run(None, {n: v for n, v in zip(names, values) if n})
+    except Exception:  # noqa: BLE001 - a node the reference cannot evaluate stays a blocker
+        return None
+    if not isinstance(out, np.ndarray) or out.dtype.kind not in "biuf":  # optionals, sequences, strings
+        return None
+    return out if out.size <= EVALUATED_LIMIT else None
+
+
 def shape_value(name: str, scope, state: ConversionState, opset: int, *, _depth: int = 0,
                 _memo: dict | None = None) -> tuple[np.ndarray | None, list[str]]:
     """The value of ``name`` when it is an integer shape computation that static shapes and

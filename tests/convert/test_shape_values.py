@@ -120,3 +120,43 @@ def test_negative_axes_below_11_behind_a_computed_reshape(target):
     x = np.random.default_rng(1).standard_normal([1, 3, 4, 4]).astype(np.float32)
     for got, want in zip(run(converted, {"x": x}), run(model, {"x": x})):
         np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+# ---------------------------------------------------------------- ops the target lacks, on constants
+
+def test_an_op_the_target_lacks_on_constant_inputs_becomes_its_value():
+    """As torch's legacy exporter writes a head split: Slice ends = Reshape(Mod(c4, c5)); Mod does
+    not exist below 10 and has no function body, but its inputs are constants."""
+    const = lambda name, v: helper.make_node("Constant", [], [name], name=name,  # noqa: E731
+                                             value=numpy_helper.from_array(np.array(v, np.int64)))
+    nodes = [const("c4", 7), const("c5", 4), helper.make_node("Mod", ["c4", "c5"], ["m"], name="mod"),
+             const("one", [1]), helper.make_node("Reshape", ["m", "one"], ["end"], name="end"),
+             const("zero", [0]), const("ax", [2]),
+             helper.make_node("Slice", ["x", "zero", "end", "ax"], ["y"], name="slice")]
+    model = _model(nodes, 13, [("y", [2, 3, 3])], [])
+    converted, report = convert_model(model, 9)
+    assert_valid(converted)
+    assert report.changes["Mod of constant inputs -> Constant"] == 1 and report.steps[("Mod", "evaluated")] == 1
+    assert "Mod" not in {n.op_type for n in converted.graph.node}
+    np.testing.assert_array_equal(run(converted, {"x": X})[0], run(model, {"x": X})[0])
+
+
+def test_an_op_the_target_lacks_on_a_large_or_computed_input_still_blocks():
+    from rewriter.convert.planner import ConversionBlocked
+
+    big = [helper.make_node("Constant", [], ["shape"], name="shape",
+                            value=numpy_helper.from_array(np.array([100, 100], np.int64))),
+           helper.make_node("ConstantOfShape", ["shape"], ["big"], name="big"),
+           helper.make_node("ReduceSum", ["big"], ["s"], name="sum", keepdims=0),
+           helper.make_node("Add", ["x", "s"], ["y"], name="add")]
+    with pytest.raises(ConversionBlocked, match="'big'.*ConstantOfShape expand"):
+        convert_model(_model(big, 13, [("y", [2, 3, 4])], []), 8)  # 10,000 values: not written out
+    computed = [helper.make_node("Shape", ["x"], ["s"], name="s"),
+                helper.make_node("Relu", ["x"], ["r"], name="relu"),
+                helper.make_node("Where", ["c", "x", "r"], ["y"], name="where")]
+    graph = helper.make_graph(computed, "g", [helper.make_tensor_value_info("x", F, [2, 3, 4]),
+                                              helper.make_tensor_value_info("c", TensorProto.BOOL, [2, 3, 4])],
+                              [helper.make_tensor_value_info("y", F, [2, 3, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(ConversionBlocked, match="'where'.*Where expand"):
+        convert_model(model, 8)
