@@ -177,9 +177,9 @@ class Engine:
     def _convert(self, node: onnx.NodeProto, scope: traversal.Scope, opset: int, top: bool) -> list[onnx.NodeProto]:
         op = node.op_type
         label = _Label(node, scope)
-        found = self._preludes.get((op, opset))
+        found = self._preludes.get((op, opset, self.target))
         if found is None:
-            found = self._preludes[(op, opset)] = self._prelude(op, opset)
+            found = self._preludes[(op, opset, self.target)] = self._prelude(op, opset)
         what, src, fix = found
         if what == "unknown":
             self._block(label, op, "-", f"{op} is not an operator of the default ONNX domain", "no opset")
@@ -284,7 +284,7 @@ class Engine:
         return "steps", src, registry.normalizer(op)
 
     def _path(self, op: str, opset: int):
-        key = (op, opset)
+        key = (op, opset, self.target)
         found = self._paths.get(key)
         if found is None:
             path = registry.steps_between(op, opset, self.target)
@@ -363,6 +363,29 @@ class Engine:
         self.blockers.append(Blocker(label, op, step, reason, works, key=self._current))
         self._steps()[(op, "blocked")] += 1
 
+    def _as_older_op(self, node, scope, opset, label, older: str, first: int) -> list[onnx.NodeProto]:
+        """An op that was an older op renamed (Resize-10 is Upsample-9): taken down to its first
+        version by its own steps, renamed, then converted onward as the older op."""
+        op, blocked = node.op_type, len(self.blockers)
+        original_name, original_out = node.name, node.output[0] if node.output else None
+        target, self.target = self.target, first
+        try:
+            sequence = self.convert(node, scope, opset, top=not self._derived)
+        finally:
+            self.target = target
+        if len(self.blockers) > blocked:
+            return sequence
+        result = []
+        for n in sequence:
+            if n is node and n.op_type == op:
+                n.op_type = older
+                self.report.changes[f"{op}-{first} -> {older}"] += 1
+                self._steps()[(op, f"renamed {older}")] += 1
+                result += self.convert(n, scope, first - 1)
+            else:
+                result += self.convert(n, scope, first)
+        return self._named(result, node, original_name, original_out)
+
     # ------------------------------------------------------------ function expansion
 
     def _expand(self, node, scope, opset, src, label) -> list[onnx.NodeProto]:
@@ -370,6 +393,8 @@ class Engine:
         first = registry.schema_versions(op)[0]
         schema = onnx.defs.get_schema(op, src, "")
         versions = sorted(set(schema.function_opset_versions) | set(schema.context_dependent_function_opset_versions))
+        if not versions and op in _OLDER_NAME:
+            return self._as_older_op(node, scope, opset, label, *_OLDER_NAME[op])
         if not versions:
             value = evaluate_constant_node(node, scope, self.state, opset)
             if value is not None:  # constant inputs: the node is its value
@@ -425,6 +450,9 @@ class Engine:
 
 
 _MISSING = object()
+
+# op -> (the older op it renamed, its own first version): the first version is the older op
+_OLDER_NAME = {"Resize": ("Upsample", 10)}
 
 
 def _unknown(_name):
