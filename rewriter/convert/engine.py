@@ -5,8 +5,10 @@ to the target (``rewriter.convert.registry.steps_between``) and takes each step 
 (``rewriter.convert.steps.step_kind``): an own adapter, a type-only step (kept when every
 type the node uses is allowed at the destination), or onnx's converter for the whole node
 where its adapter is known to be correct. An op that does not exist at the target is
-expanded into its ONNX function body, whose nodes are then converted the same way. Nodes
-that adapters insert are converted onward from the step's destination opset.
+expanded into its ONNX function body, whose nodes are then converted the same way
+(``rewriter.convert.expansion``). Nodes that adapters insert are converted onward from the
+step's destination opset. Type-only verdicts are in ``rewriter.convert.type_verdicts``, the
+blockers' words in ``rewriter.convert.blockers``.
 
 Nothing raises half-way: every blocked step becomes a :class:`Blocker`, and the planner
 fails before writing anything when there is one.
@@ -15,18 +17,16 @@ fails before writing anything when there is one.
 from __future__ import annotations
 
 import collections
-import dataclasses
-import functools
 import logging
 
 import onnx
 
 from rewriter.convert import registry, steps
+from rewriter.convert.blockers import Blocker, Label, reason_after_label, works_for
 from rewriter.convert.context import NodeContext
-from rewriter.convert.function_bodies import evaluate_constant_node, fold_shape_arithmetic, function_body, inline
+from rewriter.convert.expansion import Expansion, deprecated_schema, has_function_body
 from rewriter.convert.state import ConversionState
-from rewriter.convert.type_only import allowed_types as _allowed
-from rewriter.convert.type_only import step_types_allowed
+from rewriter.convert.type_verdicts import TypeVerdicts, widening
 from rewriter.errors import ConversionError
 from rewriter.graph import traversal
 
@@ -37,25 +37,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_DOMAINS = registry.DEFAULT_DOMAINS
 
 
-@dataclasses.dataclass
-class Blocker:
-    """One node that cannot be converted, and why."""
-
-    node: str  # the node's label: name, op, where
-    op: str
-    step: str  # "18 -> 17", or "expand" for an op newer than the target
-    reason: str
-    works: str  # the targets for which this node would convert, in words
-    key: tuple | None = dataclasses.field(default=None, repr=False, compare=False)  # (id(body), outputs)
-
-    def line(self) -> str:
-        return f"{self.node}: {self.op} {self.step}: {self.reason} (would work for {self.works})"
-
-    def to_dict(self) -> dict:
-        return {"node": self.node, "op": self.op, "step": self.step, "reason": self.reason, "works": self.works}
-
-
-class Engine:
+class Engine(Expansion):
     """Converts the nodes of one model copy; see the module doc."""
 
     def __init__(self, state: ConversionState, target: int):
@@ -70,9 +52,7 @@ class Engine:
         self._paths: dict = {}
         self._kept: collections.Counter = collections.Counter()  # (op, opset, derived) -> nodes kept type-only
         self._derived = 0  # > 0 while converting a node the conversion made (function bodies, rewrites)
-        self._typed: dict = {}
-        self._untyped: dict = {}
-        self._types: dict = {}  # scope index -> flat name -> TypeProto
+        self._verdicts = TypeVerdicts(state)
         self._always_kept: dict[tuple[str, int], int] = {}  # (op, opset) -> _kept_whatever_node
         self._preludes: dict[tuple[str, int], tuple] = {}  # (op, opset) -> _prelude
 
@@ -149,14 +129,14 @@ class Engine:
         if op == "ReduceProd" or registry.normalizer(op) is not None:
             return 0
         src, dst = registry.schema_version_at(op, opset), registry.schema_version_at(op, self.target)
-        if src is None or dst is None or (dst < src and _deprecated(op, dst) and _has_body(op, src)):
+        if src is None or dst is None or (dst < src and deprecated_schema(op, dst) and has_function_body(op, src)):
             return 0
         path, kinds = self._path(op, opset)
         if not path:
             return 1
         if not all(k == "type-only" for k in kinds):
             return 0
-        return 2 if all(_widening(op, a, b) for a, b in path) else 0
+        return 2 if all(widening(op, a, b) for a, b in path) else 0
 
     # ------------------------------------------------------------ one node
 
@@ -176,7 +156,7 @@ class Engine:
 
     def _convert(self, node: onnx.NodeProto, scope: traversal.Scope, opset: int, top: bool) -> list[onnx.NodeProto]:
         op = node.op_type
-        label = _Label(node, scope)
+        label = Label(node, scope)
         found = self._preludes.get((op, opset, self.target))
         if found is None:
             found = self._preludes[(op, opset, self.target)] = self._prelude(op, opset)
@@ -195,14 +175,14 @@ class Engine:
             try:
                 fix(node, NodeContext(self.state, node, scope, (src, src), self.target))
             except ConversionError as e:
-                self._block(label, op, "-", _reason(str(e), str(label)), "no opset")
+                self._block(label, op, "-", reason_after_label(str(e), str(label)), "no opset")
                 return [node]
         path, kinds = self._path(op, opset)
         if kinds and kinds[-1] == "type-only" and all(k == "type-only" for k in kinds):  # the common case
             for a, b in path:
-                reason = self._types_allowed(node, scope, a, b)
+                reason = self._verdicts.allowed(node, scope, a, b)
                 if reason is not None:
-                    self._block(label, op, f"{a} -> {b}", reason, _works(op, a, b))
+                    self._block(label, op, f"{a} -> {b}", reason, works_for(op, a, b))
                     return [node]
             self._kept[(op, opset, bool(self._derived))] += 1  # counted into the report at the end of run()
             return [node]
@@ -218,7 +198,7 @@ class Engine:
                    f"correct adapter for step {missing[0]} -> {missing[1]} on the node's way to the target"
                    if missing else "rewriter has no adapter for this step, and onnx's converter cannot take "
                    "nodes made by the conversion")
-            self._block(label, op, f"{step[0]} -> {step[1]}", why, _works(op, *step))
+            self._block(label, op, f"{step[0]} -> {step[1]}", why, works_for(op, *step))
             return [node]
         original_name, original_out = node.name, (node.output[0] if node.output else None)
         before: list[onnx.NodeProto] = []
@@ -229,7 +209,7 @@ class Engine:
                 try:
                     registry.lookup(op, a, b)(node, ctx)
                 except ConversionError as e:
-                    self._block(label, op, f"{a} -> {b}", _reason(str(e), str(label)), _works(op, a, b))
+                    self._block(label, op, f"{a} -> {b}", reason_after_label(str(e), str(label)), works_for(op, a, b))
                     return [node]
                 how = registry.KINDS.get((op, a, b), "rewrite")
                 self._steps()[(op, how)] += 1
@@ -250,18 +230,18 @@ class Engine:
                     rest = self.convert(node, scope, b)
                     return self._named(before + rest + after, node, original_name, original_out)
             elif kind == "type-only":
-                reason = self._types_allowed(node, scope, a, b)
+                reason = self._verdicts.allowed(node, scope, a, b)
                 if reason is not None:
-                    self._block(label, op, f"{a} -> {b}", reason, _works(op, a, b))
+                    self._block(label, op, f"{a} -> {b}", reason, works_for(op, a, b))
                     return [node]
                 self._steps()[(op, "type-only")] += 1
                 self.taken[(op, a, b, "type-only")] += 1
             elif kind == "onnx":
                 self._block(label, op, f"{a} -> {b}", "this step needs onnx's converter, which cannot take a "
-                            "node rewriter already changed", _works(op, a, b))
+                            "node rewriter already changed", works_for(op, a, b))
                 return [node]
             else:
-                self._block(label, op, f"{a} -> {b}", steps.step_reason(op, a, b), _works(op, a, b))
+                self._block(label, op, f"{a} -> {b}", steps.step_reason(op, a, b), works_for(op, a, b))
                 return [node]
         if registry.has_adapters(op) and any(k == "own" for k in kinds) or op == "ReduceProd":
             self.report.own[op] += 1
@@ -279,7 +259,7 @@ class Engine:
         if src is None:
             return "missing", None, None
         dst = registry.schema_version_at(op, self.target)
-        if dst is None or (dst < src and _deprecated(op, dst) and _has_body(op, src)):
+        if dst is None or (dst < src and deprecated_schema(op, dst) and has_function_body(op, src)):
             return "expand", src, None
         return "steps", src, registry.normalizer(op)
 
@@ -289,41 +269,6 @@ class Engine:
         if found is None:
             path = registry.steps_between(op, opset, self.target)
             found = self._paths[key] = (path, [steps.step_kind(op, a, b) for a, b in path])
-        return found
-
-    def _types_allowed(self, node, scope, a, b) -> str | None:
-        """step_types_allowed, first without types (enough when ``b`` allows all that ``a``
-        does, as going up mostly), then with the types shape inference found."""
-        op, inputs, outputs = node.op_type, node.input, node.output
-        key = (op, a, b, tuple(map(bool, inputs)), tuple(map(bool, outputs)))
-        untyped = self._untyped.get(key)
-        if untyped is None:
-            untyped = self._untyped[key] = step_types_allowed(node, a, b, _unknown) is None
-        if untyped:
-            return None
-        index = self.state.scope_index(scope)
-        types = self._types.get(index)
-        if types is None:
-            types = self._types[index] = dict(self.state.types_for(scope))
-        def get(name):  # values made during the conversion are typed later than the flat copy
-            found = types.get(name)
-            return found if found is not None else self.state.types_for(scope).get(name)
-
-        seen = [op, a, b]
-        for names in (inputs, outputs):
-            for n in names:
-                if not n:
-                    seen.append(None)
-                    continue
-                t = types.get(n)
-                seen.append(_type_key(t if t is not None else get(n)))
-            seen.append("|")
-        memo = tuple(seen)
-        found = self._typed.get(memo, _MISSING)
-        if found is _MISSING:
-            found = self._typed[memo] = step_types_allowed(node, a, b, get)
-        elif found is not None:  # the reason names the node's values: said for this node
-            found = step_types_allowed(node, a, b, get)
         return found
 
     def _named(self, sequence, node, original_name, original_out, removed=False):
@@ -363,159 +308,3 @@ class Engine:
         self.blockers.append(Blocker(label, op, step, reason, works, key=self._current))
         self._steps()[(op, "blocked")] += 1
 
-    def _as_older_op(self, node, scope, opset, label, older: str, first: int) -> list[onnx.NodeProto]:
-        """An op that was an older op renamed (Resize-10 is Upsample-9): taken down to its first
-        version by its own steps, renamed, then converted onward as the older op."""
-        op, blocked = node.op_type, len(self.blockers)
-        original_name, original_out = node.name, node.output[0] if node.output else None
-        target, self.target = self.target, first
-        try:
-            sequence = self.convert(node, scope, opset, top=not self._derived)
-        finally:
-            self.target = target
-        if len(self.blockers) > blocked:
-            return sequence
-        result = []
-        for n in sequence:
-            if n is node and n.op_type == op:
-                n.op_type = older
-                self.report.changes[f"{op}-{first} -> {older}"] += 1
-                self._steps()[(op, f"renamed {older}")] += 1
-                result += self.convert(n, scope, first - 1)
-            else:
-                result += self.convert(n, scope, first)
-        return self._named(result, node, original_name, original_out)
-
-    # ------------------------------------------------------------ function expansion
-
-    def _expand(self, node, scope, opset, src, label) -> list[onnx.NodeProto]:
-        op = node.op_type
-        first = registry.schema_versions(op)[0]
-        schema = onnx.defs.get_schema(op, src, "")
-        versions = sorted(set(schema.function_opset_versions) | set(schema.context_dependent_function_opset_versions))
-        if not versions and op in _OLDER_NAME:
-            return self._as_older_op(node, scope, opset, label, *_OLDER_NAME[op])
-        if not versions:
-            value = evaluate_constant_node(node, scope, self.state, opset)
-            if value is not None:  # constant inputs: the node is its value
-                const = onnx.helper.make_node("Constant", [], [node.output[0]], name=node.name,
-                                              value=onnx.numpy_helper.from_array(value))
-                for name in node.input:
-                    if name:
-                        self.state.maybe_unused.append((name, scope))
-                self._steps()[(op, "evaluated")] += 1
-                self.report.changes[f"{op} of constant inputs -> Constant"] += 1
-                self.taken[(op, src, src, "evaluated (constant inputs)")] += 1
-                return self._named(self.convert(const, scope, opset), node, node.name, node.output[0], removed=True)
-            self._block(label, op, "expand", f"{op} exists only from opset {first} and ONNX defines no "
-                        f"function body for it", f"targets >= {first}")
-            return [node]
-        version = versions[0]
-        try:
-            fn = function_body(schema, node, version, self.state.types_for(scope).get)
-        except ConversionError as e:
-            self._block(label, op, "expand", str(e), f"targets >= {first}")
-            return [node]
-        try:
-            nodes, types = inline(fn, node, self.state, scope, schema)
-        except ConversionError as e:
-            self._block(label, op, "expand", str(e), f"targets >= {first}")
-            return [node]
-        self.state.add_types(scope, types)
-        nodes = fold_shape_arithmetic(nodes, scope, self.state, version)
-        for n in nodes:
-            self.state.pending.update((o, n) for o in n.output if o)
-        self.report.expanded[op] += 1
-        self._steps()[(op, "expanded")] += 1
-        self.taken[(op, src, version, "expanded into its function body")] += 1
-        logger.debug("%s: %s expanded into its function body (%d nodes, opset %d)", label, op, len(nodes), version)
-        original_name, original_out = node.name, node.output[0] if node.output else None
-        self._expanding += 1
-        self._expansions.append(str(label))
-        try:
-            for n in nodes:  # subgraphs of the body (If/Loop/Scan), converted from the body's opset
-                for attr in n.attribute:
-                    for g in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else
-                              list(attr.graphs) if attr.type == onnx.AttributeProto.GRAPHS else []):
-                        child = traversal.Scope(g, f"{attr.name} of {n.op_type} in the function body of {label}",
-                                                scope, version)
-                        for sub in [child, *traversal.subgraph_scopes(g, child)]:
-                            self.state.register_scope(sub)
-                            self._convert_body(sub, clear=False)
-            result = [m for n in nodes for m in self.convert(n, scope, version)]
-        finally:
-            self._expanding -= 1
-            self._expansions.pop()
-        return self._named(result, node, original_name, original_out, removed=True)
-
-
-_MISSING = object()
-
-# op -> (the older op it renamed, its own first version): the first version is the older op
-_OLDER_NAME = {"Resize": ("Upsample", 10)}
-
-
-def _unknown(_name):
-    return None
-
-
-@functools.lru_cache(maxsize=None)
-def _widening(op: str, a: int, b: int) -> bool:
-    """Whether schema ``b`` of ``op`` allows, for every formal input and output, every type that
-    schema ``a`` does (then ``step_types_allowed`` passes any node, its types known or not)."""
-    for which in ("input", "output"):
-        sa, sb = onnx.defs.get_schema(op, a, ""), onnx.defs.get_schema(op, b, "")
-        count = max(len(sa.inputs if which == "input" else sa.outputs),
-                    len(sb.inputs if which == "input" else sb.outputs))
-        for i in range(count):
-            allowed_a, allowed_b = _allowed(op, a, which, i), _allowed(op, b, which, i)
-            if allowed_a is None or allowed_b is None or not allowed_a <= allowed_b:
-                return False
-    return True
-
-
-@functools.lru_cache(maxsize=None)
-def _deprecated(op: str, version: int) -> bool:
-    return bool(onnx.defs.get_schema(op, version, "").deprecated)
-
-
-@functools.lru_cache(maxsize=None)
-def _has_body(op: str, version: int) -> bool:
-    schema = onnx.defs.get_schema(op, version, "")
-    return bool(schema.function_opset_versions or schema.context_dependent_function_opset_versions)
-
-
-def _type_key(t):
-    if t is None:
-        return None
-    if t.WhichOneof("value") == "tensor_type":  # the common case: the element type decides
-        return t.tensor_type.elem_type
-    return t.SerializeToString()
-
-
-class _Label:
-    """A node's label for messages, computed only when a message needs it."""
-
-    __slots__ = ("_node", "_scope", "_text")
-
-    def __init__(self, node, scope):
-        self._node, self._scope, self._text = node, scope, None
-
-    def __str__(self) -> str:
-        if self._text is None:
-            self._text = traversal.node_label(self._node, self._scope)
-        return self._text
-
-    __format__ = lambda self, spec: format(str(self), spec)  # noqa: E731
-
-
-def _reason(message: str, label: str) -> str:
-    return message[len(label) + 2:] if message.startswith(label + ": ") else message
-
-
-def _works(op: str, a: int, b: int) -> str:
-    """The targets for which a node stopped at step a -> b would convert."""
-    if b < a:
-        return f"targets >= {a}"
-    versions = registry.schema_versions(op)
-    return f"targets <= {b - 1}" if versions and versions[0] == a else f"targets {a}..{b - 1}"

@@ -20,6 +20,7 @@ from rewriter.convert.state import ConversionState
 from rewriter.errors import ConversionError
 from rewriter.graph import traversal
 from rewriter.graph.constants import constant_node_value, constant_value
+from rewriter.graph.evaluate import evaluate_node
 
 __all__ = ["function_body", "inline", "fold_shape_arithmetic"]
 
@@ -115,7 +116,6 @@ def fold_shape_arithmetic(nodes: list[onnx.NodeProto], scope, state: ConversionS
     """``nodes`` with each integer shape computation whose inputs are known replaced by a
     Constant of its value (same output name and node name)."""
     from onnx import numpy_helper
-    import onnx.reference
 
     types = state.types_for(scope)
     known: dict[str, np.ndarray] = {}
@@ -134,7 +134,7 @@ def fold_shape_arithmetic(nodes: list[onnx.NodeProto], scope, state: ConversionS
         if n.op_type in _SHAPE_OPS and len(n.output) == 1 and n.domain in DEFAULT_DOMAINS and \
                 n.output[0] not in keep and not any(a.ref_attr_name for a in n.attribute):
             try:
-                folded = _fold_one(n, known, types, scope, state, opset, onnx.reference)
+                folded = _fold_one(n, known, types, scope, state, opset)
             except Exception:  # noqa: BLE001 - a node the reference cannot evaluate stays as it is
                 folded = None
         if folded is not None and folded.dtype.type in _INTEGER_OUT:
@@ -156,8 +156,6 @@ def evaluate_constant_node(node: onnx.NodeProto, scope, state: ConversionState, 
     (and that holds no subgraph), evaluated with onnx.reference at ``opset``, when it has at most
     :data:`EVALUATED_LIMIT` elements; else None. For an op the target lacks (a Mod of two
     constants going below 10): its value stands in for it exactly."""
-    import onnx.reference
-
     if len(node.output) != 1 or not node.output[0] or node.domain not in DEFAULT_DOMAINS or \
             any(a.ref_attr_name or a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
                 for a in node.attribute):
@@ -173,21 +171,8 @@ def evaluate_constant_node(node: onnx.NodeProto, scope, state: ConversionState, 
         if value is None:
             return None
         values.append(np.asarray(value))
-    names = [f"i{k}" if v is not None else "" for k, v in enumerate(values)]
-    copy = onnx.NodeProto()
-    copy.CopyFrom(node)
-    copy.ClearField("name")
-    del copy.input[:]
-    copy.input.extend(names)
-    copy.output[0] = "out"
-    graph = onnx.helper.make_graph(
-        [copy], "evaluate",
-        [onnx.helper.make_tensor_value_info(n, onnx.helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
-         for n, v in zip(names, values) if n],
-        [onnx.helper.make_empty_tensor_value_info("out")])
-    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
     try:
-        (out,) = onnx.reference.ReferenceEvaluator(model).run(None, {n: v for n, v in zip(names, values) if n})
+        out = evaluate_node(node, values, opset)
     except Exception:  # noqa: BLE001 - a node the reference cannot evaluate stays a blocker
         return None
     if not isinstance(out, np.ndarray) or out.dtype.kind not in "biuf":  # optionals, sequences, strings
@@ -201,8 +186,6 @@ def shape_value(name: str, scope, state: ConversionState, opset: int, *, _depth:
     constants decide (Shape/Size of a value whose dims are all known, Range, Gather, Concat, ...
     over them), evaluated with onnx.reference as the nodes stand (valid at ``opset``); and the
     names computed on the way. (None, []) when it is not one."""
-    import onnx.reference
-
     memo: dict = {} if _memo is None else _memo
     if name in memo:
         return memo[name], []
@@ -228,7 +211,7 @@ def shape_value(name: str, scope, state: ConversionState, opset: int, *, _depth:
                     known[i] = found
                     chain += more
             try:
-                value = _fold_one(node, known, state.types_for(where), where, state, opset, onnx.reference)
+                value = _fold_one(node, known, state.types_for(where), where, state, opset)
             except Exception:  # noqa: BLE001 - a node the reference cannot evaluate decides nothing
                 value = None
             if value is not None and np.asarray(value).dtype.type not in _INTEGER_OUT:
@@ -239,7 +222,7 @@ def shape_value(name: str, scope, state: ConversionState, opset: int, *, _depth:
     return value, (chain if value is not None else [])
 
 
-def _fold_one(n, known, types, scope, state, opset, reference):
+def _fold_one(n, known, types, scope, state, opset):
     if n.op_type == "Constant":
         return constant_node_value(n, state.read_tensor)
     if n.op_type in ("Shape", "Size"):
@@ -268,22 +251,7 @@ def _fold_one(n, known, types, scope, state, opset, reference):
         if value is None:
             return None
         inputs.append(np.asarray(value))
-    names = [f"i{k}" for k in range(len(n.input))]
-    node = onnx.NodeProto()
-    node.CopyFrom(n)
-    node.ClearField("name")
-    for k, name in enumerate(n.input):
-        node.input[k] = names[k] if name else ""
-    node.output[0] = "out"
-    graph = onnx.helper.make_graph(
-        [node], "fold",
-        [onnx.helper.make_tensor_value_info(names[k], onnx.helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
-         for k, v in enumerate(inputs) if v is not None],
-        [onnx.helper.make_empty_tensor_value_info("out")])
-    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
-    feeds = {names[k]: v for k, v in enumerate(inputs) if v is not None}
-    (out,) = reference.ReferenceEvaluator(model).run(None, feeds)
-    return np.asarray(out)
+    return np.asarray(evaluate_node(n, inputs, opset))
 
 
 def _rename_graph(graph: onnx.GraphProto, names: dict[str, str], state: ConversionState, hint: str) -> None:

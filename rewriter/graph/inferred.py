@@ -12,6 +12,8 @@ import logging
 import numpy as np
 import onnx
 
+from rewriter.graph.evaluate import evaluate_node
+
 __all__ = ["LazyInference", "resolve", "infer_with_static_shapes"]
 
 logger = logging.getLogger(__name__)
@@ -110,8 +112,6 @@ def _shapeless(inferred: onnx.ModelProto) -> list[str]:
 
 def _decided(model: onnx.ModelProto, inferred: onnx.ModelProto) -> dict[str, np.ndarray]:
     """Integer values of main-graph node outputs that static dims and constants decide."""
-    import onnx.reference
-
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     if opset is None:
         return {}
@@ -139,9 +139,9 @@ def _decided(model: onnx.ModelProto, inferred: onnx.ModelProto) -> dict[str, np.
                 if t is not None and t.HasField("tensor_type") and t.tensor_type.HasField("shape"):
                     dims = [d.dim_value if d.HasField("dim_value") else None for d in t.tensor_type.shape.dim]
                     if None not in dims:
-                        value = _run(node, [], opset, onnx.reference, dims=dims)
+                        value = np.asarray(evaluate_node(node, [np.zeros(dims, dtype=np.uint8)], opset))
             elif node.op_type in _DECIDABLE_OPS and all(i in values for i in node.input if i):
-                value = _run(node, [values.get(i) for i in node.input], opset, onnx.reference)
+                value = np.asarray(evaluate_node(node, [values.get(i) for i in node.input], opset))
         except Exception:  # noqa: BLE001 - a node the reference cannot evaluate decides nothing
             value = None
         if value is not None and value.dtype.kind in "iub" and value.size <= 1024:
@@ -149,23 +149,3 @@ def _decided(model: onnx.ModelProto, inferred: onnx.ModelProto) -> dict[str, np.
             if node.op_type != "Constant":
                 decided[node.output[0]] = value
     return decided
-
-
-def _run(node: onnx.NodeProto, inputs: list, opset: int, reference, dims=None) -> np.ndarray:
-    """One node evaluated with onnx.reference on ``inputs`` (for Shape/Size: a zero tensor of ``dims``)."""
-    if dims is not None:
-        inputs = [np.zeros(dims, dtype=np.uint8)]
-    names = [f"i{k}" if (dims is not None or v is not None) else "" for k, v in enumerate(inputs)]
-    copy = onnx.NodeProto()
-    copy.CopyFrom(node)
-    copy.ClearField("name")
-    del copy.input[:]
-    copy.input.extend(names)
-    copy.output[0] = "out"
-    graph = onnx.helper.make_graph(
-        [copy], "fold", [onnx.helper.make_tensor_value_info(n, onnx.helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
-                         for n, v in zip(names, inputs) if n],
-        [onnx.helper.make_empty_tensor_value_info("out")])
-    tiny = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
-    (out,) = reference.ReferenceEvaluator(tiny).run(None, {n: v for n, v in zip(names, inputs) if n})
-    return np.asarray(out)

@@ -167,7 +167,7 @@ def test_a_memoized_type_refusal_names_each_node():
     assert "'second'" in lines[1] and "'s'" in lines[1] and "'a'" not in lines[1]
 
 
-def test_kept_nodes_still_convert_and_compute_the_same():
+def test_kept_nodes_are_counted_as_type_only_in_the_report():
     model = _chain(13, with_reduce_prod=True)
     result, report = convert_model(model, LATEST)
     assert_valid(result)
