@@ -1,7 +1,5 @@
 """``python -m rewriter``."""
 
-import sys
+from rewriter.cli.main import entry
 
-from rewriter.cli import main
-
-sys.exit(main())
+entry()

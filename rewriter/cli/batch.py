@@ -5,8 +5,14 @@ the same per-file path as a single-file command (``rewriter.cli.runner.run_one``
 the run goes on. ``check`` takes a directory too (it writes nothing). Exit status 0 when every file
 succeeded, 1 when any failed, 2 when the run cannot start (e.g. OUT cannot be created), 130 when
 interrupted (Ctrl-C): the files already completed stay written, the one in progress is not, and
-the message says how many were completed. Workers ignore SIGINT between files, so an interrupt
-never prints their tracebacks.
+the message says how many were completed.
+
+An interrupt raises ``KeyboardInterrupt`` only inside one file's run
+(:mod:`rewriter.cli.interrupts`); one that arrives anywhere else (between files, while a
+worker hands back its result) is held until the next file would start, which then does not.
+So every file whose output is in place has a result that says so, the count in the message is
+the files written, and no worker is ever stopped inside the pool's own machinery (a worker
+stopped while holding its queue's lock is how a run would hang).
 """
 
 from __future__ import annotations
@@ -17,11 +23,13 @@ import contextlib
 import dataclasses
 import io
 import json
+import multiprocessing
 import os
 import signal
 import sys
 import time
 
+from rewriter.cli import interrupts
 from rewriter.cli.runner import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEM, UsageError, run_one
 
 __all__ = ["find_models", "run_directory", "FileResult"]
@@ -56,6 +64,8 @@ def find_models(root: str, exclude: str | None = None) -> list[str]:
 
 
 def _run_one(args: argparse.Namespace, relpath: str) -> FileResult:
+    """One file's run; an interrupt during it (or before it) gives a result with status 130 that
+    says whether the output was already in place."""
     one = argparse.Namespace(**vars(args))
     one.model = os.path.join(args.model, relpath)
     if getattr(args, "output", None) is not None:
@@ -65,12 +75,13 @@ def _run_one(args: argparse.Namespace, relpath: str) -> FileResult:
     completed = True
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            if getattr(one, "output", None) is not None:
-                os.makedirs(os.path.dirname(one.output), exist_ok=True)
-            status = run_one(one)
+            with interrupts.armed():  # raises at once when Ctrl-C came between files
+                if getattr(one, "output", None) is not None:
+                    os.makedirs(os.path.dirname(one.output), exist_ok=True)
+                status = run_one(one)
         except KeyboardInterrupt:  # temporary files are removed on the way out
             status = EXIT_INTERRUPTED
-            completed = _written_since(getattr(one, "output", None), started)
+            completed = interrupts.written_since(getattr(one, "output", None), started)
         except OSError as e:
             print(f"error: {getattr(one, 'output', None) or one.model}: {e.strerror or e}", file=sys.stderr)
             status = EXIT_ERROR
@@ -82,26 +93,13 @@ def _run_one(args: argparse.Namespace, relpath: str) -> FileResult:
                       completed)
 
 
-def _written_since(path: str | None, started: float) -> bool:
-    """Whether an interrupted file's output was already renamed into place (the rename is the
-    last step, so then the file is complete)."""
-    try:
-        return path is not None and os.stat(path).st_mtime >= started - 1
-    except OSError:
-        return False
-
-
 def _worker_init() -> None:
-    """Workers ignore Ctrl-C while idle (no traceback from their loop); _work listens during a file."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    """A worker stops at an interrupt only inside a file, never in the pool's machinery."""
+    interrupts.install(armed=False)
 
 
 def _work(args: argparse.Namespace, relpath: str) -> FileResult:
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
-        return _run_one(args, relpath)
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return _run_one(args, relpath)
 
 
 class _Progress:
@@ -149,14 +147,16 @@ def run_directory(args: argparse.Namespace) -> int:
     results: dict[str, FileResult] = {}
     try:
         if getattr(args, "jobs", 1) == 1:
-            for rel in files:
-                results[rel] = _run_one(args, rel)
-                if results[rel].status == EXIT_INTERRUPTED:
-                    raise KeyboardInterrupt
-                progress.step(rel)
+            with interrupts.disarmed():  # armed per file: a result is never lost to an interrupt
+                for rel in files:
+                    results[rel] = _run_one(args, rel)
+                    if results[rel].status == EXIT_INTERRUPTED:
+                        raise KeyboardInterrupt
+                    progress.step(rel)
         else:
             _run_parallel(args, files, results, progress)
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the count below is being made: not again
         progress.close()
         done = sum(1 for r in results.values() if r.completed)
         print(f"error: interrupted: {done} of {len(files)} file(s) completed"
@@ -187,9 +187,11 @@ def run_directory(args: argparse.Namespace) -> int:
 
 
 def _run_parallel(args, files: list[str], results: dict, progress: _Progress) -> None:
+    futures: dict = {}
     pool = concurrent.futures.ProcessPoolExecutor(max_workers=args.jobs, initializer=_worker_init)
     try:
-        futures = {pool.submit(_work, args, rel): rel for rel in files}
+        with interrupts.disarmed():  # workers are forked here: they start with a handler that holds
+            futures = {pool.submit(_work, args, rel): rel for rel in files}
         for future in concurrent.futures.as_completed(futures):
             rel = futures[future]
             try:
@@ -200,6 +202,10 @@ def _run_parallel(args, files: list[str], results: dict, progress: _Progress) ->
                 raise KeyboardInterrupt
             progress.step(rel)
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for child in multiprocessing.active_children():  # also when only this process got it
+            with contextlib.suppress(OSError):
+                os.kill(child.pid, signal.SIGINT)
         pool.shutdown(wait=True, cancel_futures=True)  # files in progress end at their interrupt
         for future, rel in futures.items():
             if rel not in results and future.done() and not future.cancelled() and future.exception() is None:

@@ -2,22 +2,50 @@
 
 from __future__ import annotations
 
-import logging
+import os
 import sys
+import time
 
-from rewriter.cli.parser import build_parser, check_usage
-from rewriter.cli.runner import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, UsageError, one_line, run_one
+from rewriter.cli import interrupts
+from rewriter.cli.interrupts import written_since
 
-__all__ = ["main"]
+__all__ = ["main", "entry"]
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 ok, 1 problem, 2 bad input/usage, 130 interrupted)."""
-    import os
+    interrupts.install(armed=True)  # first: Ctrl-C while the libraries load is one line too
+    parsed: list = []
+    started = time.time()
+    try:
+        return _main(argv, parsed)
+    except KeyboardInterrupt:
+        args = parsed[0] if parsed else None
+        output = getattr(args, "output", None)
+        words = sys.argv[1:] if argv is None else argv  # what was asked, when it was not parsed yet
+        command = getattr(args, "command", None) or next((w for w in words if not w.startswith("-")), None)
+        writes = command in ("convert", "fold", "optimize") and not getattr(args, "plan", "--plan" in words)
+        message = "interrupted"
+        if output is not None and not os.path.isdir(output) and written_since(output, started):
+            message += f" after {output} was written"  # it came as the write ended: the output is complete
+        elif writes:
+            message += "; nothing was written"
+        print(f"error: {message}", file=sys.stderr)
+        if args is not None and getattr(args, "json", False):
+            from rewriter.cli.summary import error_document, print_json
+
+            print_json(error_document(args.command, args.model, message, 130))
+        return 130
+
+
+def _main(argv: list[str] | None, parsed: list) -> int:
+    from rewriter.cli.parser import build_parser, check_usage
+    from rewriter.cli.runner import EXIT_ERROR, EXIT_OK, UsageError, one_line, run_one
 
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        parsed.append(args)
         directory = os.path.isdir(args.model)
         check_usage(args, directory)
     except UsageError as e:
@@ -33,9 +61,6 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(f"error: {one_line(str(e))}", file=sys.stderr)
         return EXIT_ERROR
-    except KeyboardInterrupt:
-        print("error: interrupted; nothing was written", file=sys.stderr)
-        return EXIT_INTERRUPTED
     except BrokenPipeError:  # e.g. `rewriter check model.onnx | head`: the reader left
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return EXIT_OK
@@ -43,12 +68,36 @@ def main(argv: list[str] | None = None) -> int:
 
 def _setup_logging(args) -> None:
     """warning lines on stderr; with -v also every INFO message of rewriter.* (each step taken)."""
+    import logging
+
     handler = logging.StreamHandler()
     handler.setFormatter(_LowercaseLevel("%(levelname)s: %(message)s"))  # "warning: ..." like ours
     logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
     logging.getLogger("rewriter").setLevel(logging.INFO if getattr(args, "verbose", False) else logging.WARNING)
 
 
-class _LowercaseLevel(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        return super().format(record).replace(record.levelname, record.levelname.lower(), 1)
+def _LowercaseLevel(fmt: str):
+    import logging
+
+    class LowercaseLevel(logging.Formatter):
+        def format(self, record: logging.LogRecord) -> str:
+            return super().format(record).replace(record.levelname, record.levelname.lower(), 1)
+
+    return LowercaseLevel(fmt)
+
+
+def entry() -> None:
+    """The ``rewriter`` console script and ``python -m rewriter``: :func:`main`, then exit with its
+    status; an interrupt after the command ended does not change the status."""
+    import signal
+
+    status = main()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if status == 130:
+        # A KeyboardInterrupt that passed through code a C extension ran (pybind11 modules being
+        # imported) leaves CPython's "unhandled interrupt" flag set, and the interpreter would then
+        # end the process by SIGINT (status -2) though it was handled: leave without finalizing.
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        os._exit(status)
+    sys.exit(status)

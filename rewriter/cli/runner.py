@@ -105,6 +105,10 @@ def run_one(args) -> int:
 
 
 def _fail(args, message: str, status: int) -> int:
+    from rewriter.cli import interrupts
+
+    if interrupts.pending():  # the failure may be the interrupt itself, turned into an error by a library
+        raise KeyboardInterrupt
     message = one_line(message)
     print(f"error: {message}", file=sys.stderr)
     if getattr(args, "json", False):

@@ -16,7 +16,7 @@ import logging
 import os
 import stat
 import struct
-import tempfile
+import secrets
 
 import numpy as np
 import onnx
@@ -249,6 +249,19 @@ def check_output(path: str | os.PathLike) -> str:
     return directory
 
 
+def _temporary(directory: str, suffix: str, temps: list[str]) -> tuple[int, str]:
+    """A new temporary file beside the destination, its name in ``temps`` *before* it exists, so
+    that an interrupt at any moment leaves nothing behind (the caller removes what ``temps``
+    names)."""
+    while True:
+        name = os.path.join(directory, f".rewriter-{secrets.token_hex(6)}{suffix}")
+        temps.append(name)
+        try:
+            return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), name
+        except FileExistsError:
+            temps.pop()
+
+
 def save_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_data=None,
                base_dir: str | None = None, keep_inline=None) -> list[str]:
     """Write ``model`` to ``path`` atomically, streaming referenced tensors from their source.
@@ -287,8 +300,7 @@ def save_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_data
     try:
         data_tmp = None
         if any(i.external for i in items):
-            fd, data_tmp = tempfile.mkstemp(prefix=".rewriter-", suffix=".data.tmp", dir=directory)
-            temps.append(data_tmp)
+            fd, data_tmp = _temporary(directory, ".data.tmp", temps)
             os.fchmod(fd, _file_mode(os.path.join(directory, data_name)))
             with os.fdopen(fd, "wb") as f:
                 _write_data_file(items, f.fileno(), data_name)
@@ -298,8 +310,7 @@ def save_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_data
             if t.data_location == EXTERNAL and any(e.key.startswith("__rewriter") for e in t.external_data):
                 set_entries(t, {e.key: e.value for e in t.external_data if not e.key.startswith("__rewriter")})
         pieces = _model_pieces(copy.SerializeToString(), magic, sources)
-        fd, model_tmp = tempfile.mkstemp(prefix=".rewriter-", suffix=".onnx.tmp", dir=directory)
-        temps.append(model_tmp)
+        fd, model_tmp = _temporary(directory, ".onnx.tmp", temps)
         os.fchmod(fd, _file_mode(path))
         with os.fdopen(fd, "wb") as f:
             for piece in pieces:

@@ -1,0 +1,126 @@
+"""Ctrl-C at any moment: exit 130, one line, nothing written, and in directory mode a true count.
+
+Oracles: the process's exit status and stderr as a terminal shows them, and the file system
+(what is in the output directory, what temporary files are left)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import onnx
+import pytest
+
+from rewriter.cli import interrupts
+from rewriter.cli import runner
+
+
+@pytest.fixture
+def sigint_handler():
+    saved = signal.getsignal(signal.SIGINT)
+    state = dict(interrupts._state)
+    yield
+    signal.signal(signal.SIGINT, saved)
+    interrupts._state.update(state)
+
+
+def test_an_interrupt_outside_an_armed_block_is_held(sigint_handler):
+    interrupts.install(armed=False)
+    interrupts._state["pending"] = False
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.01)  # the handler runs between bytecodes of the main thread
+    assert interrupts.pending()
+    with pytest.raises(KeyboardInterrupt):  # the next file does not start
+        with interrupts.armed():
+            pytest.fail("the block ran though an interrupt was pending")
+
+
+def test_an_interrupt_inside_an_armed_block_raises_there(sigint_handler):
+    interrupts.install(armed=False)
+    interrupts._state["pending"] = False
+    reached = False
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts.armed():
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(10_000):
+                time.sleep(0)
+            reached = True
+    assert not reached and not interrupts._state["armed"]
+
+
+def test_a_held_interrupt_raises_when_the_disarmed_block_ends(sigint_handler):
+    interrupts.install(armed=True)
+    interrupts._state["pending"] = False
+    done = False
+    with pytest.raises(KeyboardInterrupt):
+        with interrupts.disarmed():
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.01)
+            done = True  # the block itself is not cut short
+    assert done
+
+
+def test_a_failure_reported_while_an_interrupt_is_pending_is_the_interrupt(sigint_handler, capsys):
+    # a library may turn KeyboardInterrupt into its own error (ONNX Runtime: "initialization failed")
+    interrupts._state["pending"] = True
+    with pytest.raises(KeyboardInterrupt):
+        runner._fail(None, "ONNX Runtime cannot load the result: initialization failed", runner.EXIT_PROBLEM)
+    assert capsys.readouterr().err == ""
+    interrupts._state["pending"] = False
+    assert runner._fail(None, "bad", runner.EXIT_ERROR) == runner.EXIT_ERROR
+    assert capsys.readouterr().err == "error: bad\n"
+
+
+def test_an_interrupt_while_a_temporary_file_is_made_leaves_nothing(tmp_path, monkeypatch):
+    from rewriter.io import save as save_module
+
+    real_open = os.open
+
+    def open_then_interrupt(path, flags, mode=0o777):
+        fd = real_open(path, flags, mode)
+        if os.path.basename(path).startswith(".rewriter-"):
+            os.close(fd)
+            raise KeyboardInterrupt  # the file exists; the caller never saw its descriptor
+        return fd
+
+    monkeypatch.setattr(save_module.os, "open", open_then_interrupt)
+    model = onnx.load("models/mixed_opset13.onnx")
+    with pytest.raises(KeyboardInterrupt):
+        save_module.save_model(model, str(tmp_path / "out.onnx"))
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("delay", [0.15, 0.3, 0.6, 1.0])
+def test_ctrl_c_at_any_moment_of_a_single_file_command(tmp_path, delay):
+    out = tmp_path / "o.onnx"
+    proc = subprocess.Popen([sys.executable, "-m", "rewriter", "convert", "models/mixed_opset13.onnx",
+                             "--opset", "18", "-o", str(out), "--verify"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    time.sleep(delay)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:
+        pytest.skip("the command finished before the interrupt arrived")
+    assert proc.returncode == 130, err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: interrupted"), err
+    if out.exists():  # it came as the write ended: the message says so, and the file is whole
+        assert lines[0] == f"error: interrupted after {out} was written"
+        onnx.checker.check_model(str(out))
+    else:
+        assert lines[0] == "error: interrupted; nothing was written"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".rewriter-")]
+
+
+def test_an_interrupted_check_does_not_speak_of_writing(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "rewriter", "check", "models/mixed_opset13.onnx"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:
+        pytest.skip("the command finished before the interrupt arrived")
+    assert proc.returncode == 130 and err == "error: interrupted\n", err
