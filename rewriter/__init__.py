@@ -115,16 +115,25 @@ def _back(proto: onnx.ModelProto, kind: str) -> Any:
     return model
 
 
-def convert_opset(model: ModelLike, target_opset: int) -> Any:
+def convert_opset(model: ModelLike, target_opset: int | str | None = None, *, ml_opset: int | None = None,
+                  ir_version: int | None = None, target: str | None = None) -> Any:
     """Convert a model's default-domain opset to ``target_opset``, up or down.
 
     Every node is converted one schema step at a time in every scope (main graph,
     If/Loop/Scan bodies, model-local functions); the result passes the ONNX checker and
-    strict shape inference.
+    strict shape inference. The IR version follows: going down it becomes the lowest the
+    result needs; ``ir_version`` pins it (what the older IR cannot hold is rewritten where
+    exact, else the conversion fails naming it).
 
     Args:
         model: an ``onnx.ModelProto``, an ``onnx_ir.Model`` or a path to a model file.
-        target_opset: the default-domain opset to reach, 1..``onnx.defs.onnx_opset_version()``.
+        target_opset: the default-domain opset to reach, 1..``onnx.defs.onnx_opset_version()``
+            or ``"latest"``; None keeps it (to convert only ``ml_opset``, or for ``target``).
+        ml_opset: the ``ai.onnx.ml`` opset to reach (default: kept).
+        ir_version: the IR version of the result (default: chosen as above).
+        target: a runtime, ``"onnxruntime==1.15"`` / ``"tensorrt==8.6"`` or a profile .json
+            path: the opsets and IR version it implements are chosen (a model already within
+            them keeps its opsets), and an op it lacks is expanded into its function body.
 
     Returns:
         The converted model: the same kind as ``model`` (a ModelProto for a path).
@@ -137,13 +146,21 @@ def convert_opset(model: ModelLike, target_opset: int) -> Any:
     Example:
         >>> import rewriter
         >>> m13 = rewriter.convert_opset("model.onnx", 13)  # doctest: +SKIP
+        >>> for_old_ort = rewriter.convert_opset("model.onnx", target="onnxruntime==1.15")  # doctest: +SKIP
     """
-    if isinstance(target_opset, bool) or not isinstance(target_opset, int):
-        raise TypeError(f"target_opset must be an int, got {type(target_opset).__name__} {target_opset!r}")
-    from rewriter.convert import convert_model
+    import onnx.defs
+
+    if isinstance(target_opset, str) and target_opset.strip().lower() == "latest":
+        target_opset = onnx.defs.onnx_opset_version()
+    for name, value in (("target_opset", target_opset), ("ml_opset", ml_opset), ("ir_version", ir_version)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            kinds = "an int or 'latest'" if name == "target_opset" else "an int"
+            raise TypeError(f"{name} must be {kinds}, got {type(value).__name__} {value!r}")
+    from rewriter.convert import convert_for
 
     proto, kind, base_dir = _open(model)
-    return _back(convert_model(proto, target_opset, base_dir=base_dir)[0], kind)
+    return _back(convert_for(proto, target_opset, ml_opset=ml_opset, ir_version=ir_version, target=target,
+                             base_dir=base_dir)[0], kind)
 
 
 def fold_constants(model: ModelLike, *, int_overflow: str = "skip") -> Any:

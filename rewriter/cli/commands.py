@@ -19,7 +19,7 @@ __all__ = ["cmd_convert", "cmd_fold", "cmd_optimize", "cmd_check", "verify_rewri
 def cmd_convert(args) -> int:
     import os
 
-    from rewriter.convert import convert_model
+    from rewriter.convert import convert_for
 
     start = getattr(args, "started", None) or time.perf_counter()  # _run sets it before loading
     model = args.input_model
@@ -34,8 +34,9 @@ def cmd_convert(args) -> int:
     # with shape verification on, _verify_rewrite runs the strict inference on the result
     t0 = time.perf_counter()
     try:
-        result, report = convert_model(model, args.opset, base_dir=base_dir, strict_check=args.no_verify,
-                                       inferred=getattr(args, "input_inferred", None))
+        result, report = convert_for(model, args.opset, ml_opset=args.ml_opset, ir_version=args.ir_version,
+                                     target=args.target, base_dir=base_dir, strict_check=args.no_verify,
+                                     inferred=getattr(args, "input_inferred", None))
     except RewriterError as e:  # with --allow-invalid-input: the input's problem, said as such
         complaint = getattr(args, "input_complaint", None)
         if complaint and complaint in str(e):
@@ -48,7 +49,7 @@ def cmd_convert(args) -> int:
     t2 = time.perf_counter()
     written = save_output(args, model, result)
     elapsed = time.perf_counter() - start
-    summary.report(args, f"{args.model}: opset {report.source_opset} -> {report.target_opset}, "
+    summary.report(args, f"{args.model}: {_conversion(report, args)}, "
                    f"written to {args.output} in {elapsed:.2f}s", report.summary_lines(),
                    before, summary.model_stats(result, written), changes=summary.jsonable(report),
                    verification=verification,
@@ -56,20 +57,35 @@ def cmd_convert(args) -> int:
     return EXIT_OK
 
 
+def _conversion(report, args) -> str:
+    """'opset 13 -> 18', with the ai.onnx.ml opsets when they change and the runtime targeted."""
+    text = f"opset {report.source_opset} -> {report.target_opset}" if report.source_opset is not None else ""
+    if report.source_ml_opset is not None and report.target_ml_opset != report.source_ml_opset:
+        text += f"{', ' if text else ''}ai.onnx.ml {report.source_ml_opset} -> {report.target_ml_opset}"
+    if getattr(args, "target", None):
+        text += f" for {args.target}"
+    return text or "nothing to convert"
+
+
 def _plan(args, model, base_dir) -> int:
     """--plan: what the conversion would do per op type, and every blocker; nothing written."""
     import json
 
-    from rewriter.convert import convert_model
+    from rewriter.convert import convert_for
 
     finish_rank_checks(args)
-    _, report = convert_model(model, args.opset, base_dir=base_dir, plan_only=True,
-                              inferred=getattr(args, "input_inferred", None))
+    _, report = convert_for(model, args.opset, ml_opset=args.ml_opset, ir_version=args.ir_version,
+                            target=args.target, base_dir=base_dir, plan_only=True,
+                            inferred=getattr(args, "input_inferred", None))
+    status = EXIT_OK if report.ok else EXIT_ERROR
     if getattr(args, "json", False):
-        print(json.dumps({"command": "convert --plan", "model": args.model, **report.to_dict()}, indent=2))
+        print(json.dumps({"schema": "rewriter.plan/1", "command": "convert --plan", "model": args.model,
+                          "exit_status": status, **report.to_dict()}, indent=2))
     else:
-        verdict = "possible" if report.ok else f"impossible: {len(report.blockers)} node(s) block it"
-        print(f"{args.model}: opset {report.source_opset} -> {report.target_opset}: {verdict}")
+        blocked = len(report.blockers) + len(report.ir_blockers)
+        verdict = "possible" if report.ok else f"impossible: {blocked} thing(s) block it" if report.ir_blockers \
+            else f"impossible: {len(report.blockers)} node(s) block it"
+        print(f"{args.model}: {_conversion(report, args)}: {verdict}")
         for line in report.plan_lines():
             print(f"  {line}")
     return EXIT_OK if report.ok else EXIT_ERROR
@@ -192,13 +208,31 @@ def cmd_check(args) -> int:
     from rewriter.verify.shapes import check_report
 
     report = check_report(args.input_model)
+    target = None
+    if getattr(args, "target", None):
+        from rewriter.targets import blockers, parse_target
+
+        runtime = parse_target(args.target)
+        target = {"target": runtime.name, "loads": True, "blockers": blockers(args.input_model, runtime)}
+        target["loads"] = not target["blockers"]
     if args.json:
-        print(json.dumps(report.to_dict(model=args.model), indent=2))
+        doc = report.to_dict(model=args.model)
+        if target is not None:
+            doc["target"] = target
+        print(json.dumps(doc, indent=2))
     else:
         print(f"{args.model}:")
         for line in table_lines(report):
             print(line)
-    return EXIT_OK if report.ok else EXIT_PROBLEM
+        if target is not None:
+            if target["loads"]:
+                print(f"{target['target']}: nothing stops it from loading the model as it is")
+            else:
+                print(f"{target['target']}: {len(target['blockers'])} thing(s) stop it from loading the model "
+                      f"as it is (rewriter convert MODEL --target {args.target} -o OUT converts for it):")
+                for line in target["blockers"]:
+                    print(f"  {line}")
+    return EXIT_OK if report.ok and (target is None or target["loads"]) else EXIT_PROBLEM
 
 
 def verify_rewrite(original, rewritten, args) -> dict:

@@ -34,6 +34,19 @@ def _opset_arg(text: str) -> int:
     return value
 
 
+def _positive_arg(flag: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} must be an integer, got {text!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{flag} must be at least 1, got {value}")
+        return value
+
+    return parse
+
+
 def _add_output(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("-o", "--output", required=required, metavar="OUT",
                    help="where to write the result (written atomically; may be the input path); "
@@ -151,8 +164,22 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="Examples: rewriter convert model.onnx --opset 13 -o model13.onnx; "
                        "rewriter convert model.onnx --opset 11 --plan")
     p.add_argument("model", metavar="MODEL", help="input .onnx file, or a directory: every .onnx file below it")
-    p.add_argument("--opset", type=_opset_arg, required=True, metavar="N",
-                   help="target default-domain opset, 1..the latest your onnx knows")
+    p.add_argument("--opset", type=_opset_arg, default=None, metavar="N",
+                   help="target default-domain opset, 1..the latest your onnx knows, or 'latest'")
+    p.add_argument("--ml-opset", type=_positive_arg("--ml-opset"), default=None, metavar="M",
+                   help="target ai.onnx.ml opset (1..5 with onnx 1.23; default: kept); alone, only that "
+                   "domain is converted")
+    p.add_argument("--ir-version", type=_positive_arg("--ir-version"), default=None, metavar="K",
+                   help="the result's IR version (default: going down, the lowest the result needs; else "
+                   "the input's, raised only as needed); what IR K cannot hold is rewritten where exact "
+                   "(functions inlined, initializers made inputs, sparse made dense, metadata moved), "
+                   "else the command fails naming it and the lowest K that works")
+    p.add_argument("--target", default=None, metavar="RUNTIME==VERSION|PROFILE.json",
+                   help="convert for a runtime release: onnxruntime==1.15 (1.0 ..), tensorrt==8.6 (8.5, "
+                   "8.6, 10.x), or a JSON profile {\"opsets\": {\"\": 13, \"ai.onnx.ml\": 2}, \"ir_version\": 7, "
+                   "\"unsupported\": {\"\": [\"LayerNormalization\"]}}: its opsets and IR version are "
+                   "chosen (opsets it takes are kept) and an op it lacks is expanded into its ONNX "
+                   "function body, or blocks; instead of --opset/--ml-opset/--ir-version")
     p.add_argument("--plan", action="store_true",
                    help="write nothing: print, per op type, how many nodes and how each schema step would "
                    "be taken (kept, moved, rewritten, expanded, blocked) and every blocking node; exit 0 "
@@ -203,6 +230,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", metavar="MODEL", help="input .onnx file, or a directory: every .onnx file below it")
     p.add_argument("--json", action="store_true",
                    help="print one JSON document (schema rewriter.check/1) instead of a table")
+    p.add_argument("--target", default=None, metavar="RUNTIME==VERSION|PROFILE.json",
+                   help="also say whether that runtime release (onnxruntime==1.15, tensorrt==8.6, a JSON "
+                   "profile) loads the model as it is, and what stops it (IR version, opsets, ops it "
+                   "lacks); exit 1 when something does")
     p.set_defaults(handler=commands.cmd_check)
     _add_file_options(sub)
     return parser
@@ -237,3 +268,11 @@ def check_usage(args: argparse.Namespace, directory: bool) -> None:
         args.jobs = 1
     if getattr(args, "output", None) == "-":
         raise UsageError("-o -: writing a model to stdout is not supported; give a file name")
+    if args.command == "convert":
+        chosen = [flag for flag, value in (("--opset", args.opset), ("--ml-opset", args.ml_opset),
+                                           ("--ir-version", args.ir_version)) if value is not None]
+        if args.target is not None and chosen:
+            raise UsageError(f"--target chooses the opsets and the IR version itself: drop {', '.join(chosen)} "
+                             "(or drop --target)")
+        if args.target is None and args.opset is None and args.ml_opset is None:
+            raise UsageError("convert needs --opset N (or 'latest'), --ml-opset M, or --target RUNTIME==VERSION")

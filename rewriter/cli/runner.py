@@ -102,6 +102,14 @@ def run_one(args) -> int:
         return _fail(args, str(e), EXIT_PROBLEM)
     except RewriterError as e:
         return _fail(args, str(e), EXIT_ERROR)
+    except OSError as e:
+        return _fail(args, f"{e.filename or args.model}: {e.strerror or e}", EXIT_ERROR)
+    except Exception as e:  # a bug: one line for the user, the traceback with -v
+        import logging
+
+        logging.getLogger("rewriter").info("internal error", exc_info=True)
+        return _fail(args, f"{args.model}: internal error: {type(e).__name__}: {e} (rerun with -v for the "
+                           "traceback, and please report it)", EXIT_ERROR)
 
 
 def _fail(args, message: str, status: int) -> int:

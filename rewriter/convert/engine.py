@@ -40,8 +40,9 @@ DEFAULT_DOMAINS = registry.DEFAULT_DOMAINS
 class Engine(Expansion):
     """Converts the nodes of one model copy; see the module doc."""
 
-    def __init__(self, state: ConversionState, target: int):
+    def __init__(self, state: ConversionState, target: int, lacks=None):
         self.state, self.target = state, target
+        self.lacks = lacks  # (op, schema version) -> whether the runtime targeted lacks it (None: no runtime)
         self.report = state.report
         self.blockers: list[Blocker] = []
         self.delegated: set[tuple[str, ...]] = set()  # outputs of the nodes for onnx (value names are unique)
@@ -130,6 +131,8 @@ class Engine(Expansion):
             return 0
         src, dst = registry.schema_version_at(op, opset), registry.schema_version_at(op, self.target)
         if src is None or dst is None or (dst < src and deprecated_schema(op, dst) and has_function_body(op, src)):
+            return 0
+        if self.lacks is not None and self.lacks(op, dst):
             return 0
         path, kinds = self._path(op, opset)
         if not path:
@@ -260,6 +263,8 @@ class Engine(Expansion):
             return "missing", None, None
         dst = registry.schema_version_at(op, self.target)
         if dst is None or (dst < src and deprecated_schema(op, dst) and has_function_body(op, src)):
+            return "expand", src, None
+        if self.lacks is not None and self.lacks(op, dst):  # the runtime targeted does not implement it
             return "expand", src, None
         return "steps", src, registry.normalizer(op)
 

@@ -70,8 +70,13 @@ class Expansion:
                 self.report.changes[f"{op} of constant inputs -> Constant"] += 1
                 self.taken[(op, src, src, "evaluated (constant inputs)")] += 1
                 return self._named(self.convert(const, scope, opset), node, node.name, node.output[0], removed=True)
-            self._block(label, op, "expand", f"{op} exists only from opset {first} and ONNX defines no "
-                        f"function body for it", f"targets >= {first}")
+            dst = registry.schema_version_at(op, self.target)
+            if dst is not None and self.lacks is not None and self.lacks(op, dst):
+                self._block(label, op, "expand", f"the runtime targeted does not implement {op}-{dst} and ONNX "
+                            f"defines no function body for it", "a runtime that implements it")
+            else:
+                self._block(label, op, "expand", f"{op} exists only from opset {first} and ONNX defines no "
+                            f"function body for it", f"targets >= {first}")
             return [node]
         version = versions[0]
         try:

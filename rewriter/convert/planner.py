@@ -17,7 +17,8 @@ import logging
 
 import onnx
 
-from rewriter.convert import delegate
+from rewriter.convert import delegate, ml
+from rewriter.convert import ir_version as ir_versions
 from rewriter.convert.delegate import HOLD_DOMAIN
 from rewriter.convert.engine import DEFAULT_DOMAINS, Blocker, Engine
 from rewriter.convert.state import ConversionState
@@ -33,12 +34,20 @@ MAX_LISTED = 20
 class ConversionBlocked(ConversionError):
     """Some nodes cannot be converted; ``blockers`` lists every one."""
 
-    def __init__(self, blockers: list[Blocker], source: int, target: int):
+    def __init__(self, blockers: list[Blocker], what: str):
         self.blockers = blockers
         shown = "; ".join(b.line() for b in blockers[:MAX_LISTED])
         more = f"; and {len(blockers) - MAX_LISTED} more" if len(blockers) > MAX_LISTED else ""
-        super().__init__(f"cannot convert from opset {source} to {target}: {len(blockers)} node(s) "
-                         f"block it: {shown}{more}")
+        hint = " (convert --plan lists each one on its own line)" if len(blockers) > 1 else ""
+        super().__init__(f"cannot convert {what}: {len(blockers)} node(s) block it{hint}: {shown}{more}")
+
+
+def _what(source, target, source_ml, target_ml) -> str:
+    """'from opset 18 to 16', with the ai.onnx.ml opsets when they change."""
+    parts = [f"from opset {source} to {target}"] if source is not None else []
+    if source_ml is not None and target_ml is not None and target_ml != source_ml:
+        parts.append(f"{'and ' if parts else 'from '}ai.onnx.ml opset {source_ml} to {target_ml}")
+    return " ".join(parts) or f"opset {target}"
 
 logger = logging.getLogger(__name__)
 
@@ -60,10 +69,14 @@ class ConvertReport:
     nodes: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # op -> nodes seen
     blockers: list = dataclasses.field(default_factory=list)
     version_converter_called: bool = False
+    ir_changes: list = dataclasses.field(default_factory=list)  # what lowering the IR version rewrote
+    ir_blockers: list = dataclasses.field(default_factory=list)  # why the IR version cannot be reached
+    source_ml_opset: int | None = None  # the ai.onnx.ml opsets, when the model imports the domain
+    target_ml_opset: int | None = None
 
     @property
     def ok(self) -> bool:
-        return not self.blockers
+        return not self.blockers and not self.ir_blockers
 
     def summary_lines(self) -> list[str]:
         lines = []
@@ -80,6 +93,7 @@ class ConvertReport:
         if self.delegated:
             ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.delegated.items()))
             lines.append(f"converted by onnx.version_converter (its adapter known correct): {ops}")
+        lines += [f"for the IR version: {change}" for change in self.ir_changes]
         return lines or ["nothing to change"]
 
     def plan_rows(self) -> list[dict]:
@@ -115,12 +129,15 @@ class ConvertReport:
             lines += [f"  {b.line()}" for b in self.blockers[:MAX_LISTED]]
             if len(self.blockers) > MAX_LISTED:
                 lines.append(f"  ... and {len(self.blockers) - MAX_LISTED} more")
+        lines += [f"IR version: {change}" for change in self.ir_changes]
+        lines += [f"blocked by the IR version: {why}" for why in self.ir_blockers]
         return lines
 
     def to_dict(self) -> dict:
         return {"source_opset": self.source_opset, "target_opset": self.target_opset, "ok": self.ok,
                 "ops": self.plan_rows(), "made_by_the_conversion": self.derived_rows(),
                 "blockers": [b.to_dict() for b in self.blockers],
+                "ir_blockers": list(self.ir_blockers), "ir_changes": list(self.ir_changes),
                 "changes": dict(self.changes), "version_converter_called": self.version_converter_called}
 
 
@@ -133,6 +150,8 @@ def _set_opset(opset_import, version: int) -> None:
 def convert_model(
     model: onnx.ModelProto, target_opset: int, *, base_dir: str | None = None,
     strict_check: bool = True, plan_only: bool = False, inferred=None,
+    ir_version: int | None = None, max_ir_version: int | None = None, ml_opset: int | None = None,
+    lacks=None,
 ) -> tuple[onnx.ModelProto, ConvertReport]:
     """Convert ``model`` to ``target_opset``; returns the new model and a report.
 
@@ -146,20 +165,50 @@ def convert_model(
     returned model is a partly converted scratch copy, not to be used). ``inferred``: ``model``
     after ONNX shape inference (``onnx.shape_inference.infer_shapes``) when the caller has it,
     or a :class:`rewriter.graph.inferred.LazyInference` (run only if some step needs types).
+
+    The IR version (:mod:`rewriter.convert.ir_version`): going down, the lowest that the
+    result needs; otherwise the input's, raised only as the result needs. ``ir_version`` pins
+    it, ``max_ir_version`` (a runtime's) caps it; either rewrites what an older IR cannot hold
+    where that is exact, and fails (before anything is written) naming what it cannot.
+
+    ``ml_opset``: the ``ai.onnx.ml`` opset to reach (:mod:`rewriter.convert.ml`; default: kept).
+    ``lacks(domain, op, schema_version)``: whether the runtime targeted lacks an op (an op it
+    lacks is expanded into its function body like an op newer than the target, or blocks).
+    ``target_opset`` None converts only the ``ai.onnx.ml`` domain.
     """
     latest = onnx.defs.onnx_opset_version()
-    if not 1 <= target_opset <= latest:
-        raise RewriterError(f"target opset must be in 1..{latest}, got {target_opset}")
     source = traversal.opset_version(model.opset_import)
-    if source is None:
-        raise ConversionError("the model does not import the default ONNX domain: nothing to convert")
+    source_ml = ml.ml_opset(model.opset_import)
+    if target_opset is None:
+        target_opset = source
+        if ml_opset is None:
+            raise RewriterError("nothing to convert: give a target opset, an ML opset or both")
+    if ml_opset is not None:
+        ml_latest = ml.latest()
+        if not 1 <= ml_opset <= ml_latest:
+            raise RewriterError(f"the ai.onnx.ml opset must be in 1..{ml_latest}, got {ml_opset}")
+        if source_ml is None:
+            raise ConversionError("the model does not import the ai.onnx.ml domain: no ML opset to convert")
+    if target_opset is not None and not 1 <= target_opset <= latest:
+        raise RewriterError(f"target opset must be in 1..{latest}, got {target_opset}")
+    for name, value in (("--ir-version", ir_version), ("the target's IR version", max_ir_version)):
+        if value is not None and not ir_versions.LOWEST <= value <= onnx.IR_VERSION:
+            raise RewriterError(f"{name} must be in {ir_versions.LOWEST}..{onnx.IR_VERSION} (IR 1 and 2 have "
+                                f"no opset imports; {onnx.IR_VERSION} is the newest this onnx knows), got {value}")
+    if source is None and ml_opset is None:
+        raise ConversionError("the model does not import the default ONNX domain: nothing to convert "
+                              + ("(its ai.onnx.ml opset converts with an ML opset)" if source_ml else ""))
     result = onnx.ModelProto()
     result.CopyFrom(model)
     report = ConvertReport(source, target_opset)
+    report.source_ml_opset, report.target_ml_opset = source_ml, ml_opset if ml_opset is not None else source_ml
     state = ConversionState(result, model, base_dir, report, inferred)
 
-    engine = Engine(state, target_opset)
-    engine.run()
+    engine = Engine(state, target_opset, None if lacks is None else lambda op, v: lacks("", op, v))
+    if source is not None:
+        engine.run()
+    if source_ml is not None and (ml_opset is not None and ml_opset != source_ml or lacks is not None):
+        engine.blockers += ml.convert_ml(result, report.target_ml_opset, report, lacks)
     # the scopes walked at the start still describe the model when they are all top-level bodies
     # (the main graph and functions: a subgraph's node may have been replaced by a copy) and no
     # expansion added any
@@ -174,9 +223,22 @@ def convert_model(
         engine.blockers = [b for b in engine.blockers if b.key is None or any(o in alive for o in b.key if o)]
     report.blockers = engine.blockers
     if plan_only:
+        if source is not None:
+            _set_opset(result.opset_import, target_opset)
+        try:
+            _choose_ir_version(result, model, ir_version, max_ir_version, report,
+                               down=(target_opset or 0) < (source or 0) or
+                               (source_ml or 0) > (report.target_ml_opset or 0))
+        except ConversionError as e:
+            report.ir_blockers.append(str(e))
         return result, report
     if engine.blockers:
-        raise ConversionBlocked(engine.blockers, source, target_opset)
+        raise ConversionBlocked(engine.blockers, _what(source, target_opset, source_ml, report.target_ml_opset))
+    if source is None:  # only the ai.onnx.ml domain
+        _choose_ir_version(result, model, ir_version, max_ir_version, report,
+                           down=report.target_ml_opset < source_ml)
+        _validate(result, model, strict_check)
+        return result, report
 
     # The target may need a newer IR version (initializers that are not graph inputs, which
     # the 13->18 adapter adds, need IR 4): set it before the version converter sees the model.
@@ -195,8 +257,20 @@ def convert_model(
     for fn in result.functions:
         _set_opset(fn.opset_import, target_opset)
     _set_opset(result.opset_import, target_opset)
+    _choose_ir_version(result, model, ir_version, max_ir_version, report,
+                       down=target_opset < source or (source_ml or 0) > (report.target_ml_opset or 0))
     _validate(result, model, strict_check)
     return result, report
+
+
+def _choose_ir_version(result, model, pin, cap, report: ConvertReport, *, down: bool) -> None:
+    """Set the result's IR version (see :func:`convert_model`), lowering it where needed."""
+    lowest = ir_versions.needed(result)
+    natural = lowest if down else max(model.ir_version, lowest)
+    chosen = pin if pin is not None else min(natural, cap) if cap is not None else natural
+    if chosen < lowest:
+        report.ir_changes += ir_versions.lower(result, chosen)
+    result.ir_version = chosen
 
 
 def _delegate(result: onnx.ModelProto, delegated: set, target: int) -> None:

@@ -23,29 +23,40 @@ from collections.abc import Callable
 
 import onnx
 
-__all__ = ["DEFAULT_DOMAINS", "ADAPTERS", "KINDS", "NORMALIZERS", "Adapter", "register", "register_normalizer", "normalizer", "lookup", "schema_versions", "schema_version_at",
+__all__ = ["DEFAULT_DOMAINS", "ADAPTERS", "KINDS", "DOMAIN_ADAPTERS", "DOMAIN_KINDS", "kind", "NORMALIZERS", "Adapter", "register", "register_normalizer", "normalizer", "lookup", "schema_versions", "schema_version_at",
+           "schema_version_at_domain",
            "steps_between", "all_ops", "has_adapters"]
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
 Adapter = Callable[[onnx.NodeProto, "object"], None]
-ADAPTERS: dict[tuple[str, int, int], Adapter] = {}
+ADAPTERS: dict[tuple[str, int, int], Adapter] = {}  # the default domain's
 KINDS: dict[tuple[str, int, int], str] = {}
+# every domain's: domain -> (op, from, to) -> adapter / kind ("" is ADAPTERS / KINDS)
+DOMAIN_ADAPTERS: dict[str, dict[tuple[str, int, int], Adapter]] = {"": ADAPTERS}
+DOMAIN_KINDS: dict[str, dict[tuple[str, int, int], str]] = {"": KINDS}
 
 
-def register(*key, kind: str = "rewrite"):
+def register(*key, kind: str = "rewrite", domain: str = ""):
     """Register an adapter for one schema step ``register("Op", from, to)``, or for several
-    ``register(("Op", from, to), ("Op2", from, to), ...)`` (a generic adapter)."""
+    ``register(("Op", from, to), ("Op2", from, to), ...)`` (a generic adapter); ``domain`` is
+    the op's (default: the default domain)."""
     keys = [key] if key and isinstance(key[0], str) else list(key)
+    domain = "" if domain in DEFAULT_DOMAINS else domain
 
     def decorate(fn: Adapter) -> Adapter:
         for op_type, a, b in keys:
-            ADAPTERS[(op_type, a, b)] = fn
-            KINDS[(op_type, a, b)] = kind
+            DOMAIN_ADAPTERS.setdefault(domain, {})[(op_type, a, b)] = fn
+            DOMAIN_KINDS.setdefault(domain, {})[(op_type, a, b)] = kind
         _clear_caches()
         return fn
 
     return decorate
+
+
+def kind(op_type: str, a: int, b: int, domain: str = "") -> str:
+    """The kind an adapter was registered with ("rewrite" when none was said)."""
+    return DOMAIN_KINDS.get("" if domain in DEFAULT_DOMAINS else domain, {}).get((op_type, a, b), "rewrite")
 
 
 NORMALIZERS: dict[str, Adapter] = {}
@@ -69,19 +80,22 @@ def normalizer(op_type: str) -> Adapter | None:
     return NORMALIZERS.get(op_type)
 
 
-def lookup(op_type: str, a: int, b: int) -> Adapter | None:
+def lookup(op_type: str, a: int, b: int, domain: str = "") -> Adapter | None:
     if not _LOADED:
         _load_adapters()
-    return ADAPTERS.get((op_type, a, b))
+    return DOMAIN_ADAPTERS.get("" if domain in DEFAULT_DOMAINS else domain, {}).get((op_type, a, b))
 
 
 @functools.lru_cache(maxsize=None)
-def _all_versions() -> dict[str, tuple[int, ...]]:
-    found: dict[str, list[int]] = {}
+def _versions_by_domain() -> dict[str, dict[str, tuple[int, ...]]]:
+    found: dict[str, dict[str, list[int]]] = {}
     for s in onnx.defs.get_all_schemas_with_history():
-        if s.domain == "":
-            found.setdefault(s.name, []).append(s.since_version)
-    return {op: tuple(sorted(set(v))) for op, v in found.items()}
+        found.setdefault(s.domain, {}).setdefault(s.name, []).append(s.since_version)
+    return {d: {op: tuple(sorted(set(v))) for op, v in ops.items()} for d, ops in found.items()}
+
+
+def _all_versions(domain: str = "") -> dict[str, tuple[int, ...]]:
+    return _versions_by_domain().get("" if domain in DEFAULT_DOMAINS else domain, {})
 
 
 def all_ops() -> list[str]:
@@ -90,11 +104,15 @@ def all_ops() -> list[str]:
 
 
 def schema_versions(op_type: str, domain: str = "") -> tuple[int, ...]:
-    """The since_versions of every schema of ``op_type``, ascending, from onnx.defs."""
-    if domain == "":
-        return _all_versions().get(op_type, ())
-    return tuple(sorted(s.since_version for s in onnx.defs.get_all_schemas_with_history()
-                        if s.name == op_type and s.domain == domain))
+    """The since_versions of every schema of ``op_type`` in ``domain``, ascending, from onnx.defs."""
+    return _all_versions(domain).get(op_type, ())
+
+
+@functools.lru_cache(maxsize=None)
+def schema_version_at_domain(op_type: str, opset: int, domain: str = "") -> int | None:
+    """The schema version of ``op_type`` of ``domain`` in force at that domain's ``opset``."""
+    usable = [v for v in _all_versions(domain).get(op_type, ()) if v <= opset]
+    return usable[-1] if usable else None
 
 
 @functools.lru_cache(maxsize=None)

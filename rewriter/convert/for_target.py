@@ -1,0 +1,41 @@
+"""A conversion for a runtime target: its opsets, IR version and the ops it implements
+(:mod:`rewriter.targets`) turned into :func:`rewriter.convert.planner.convert_model`'s
+arguments."""
+
+from __future__ import annotations
+
+import onnx
+
+from rewriter.convert import ml
+from rewriter.convert.planner import ConvertReport, convert_model
+from rewriter.errors import RewriterError
+from rewriter.graph import traversal
+
+__all__ = ["convert_for", "resolve"]
+
+
+def resolve(model: onnx.ModelProto, target_opset, ml_opset, ir_version, target):
+    """(target opset, ML opset, pinned IR, IR cap, lacks, the Target) for ``model``."""
+    if target is None:
+        if target_opset is None and ml_opset is None:
+            raise RewriterError("give a target opset (or 'latest'), an ML opset, or a runtime target")
+        return target_opset, ml_opset, ir_version, None, None, None
+    from rewriter.targets import Target, parse_target
+
+    runtime = target if isinstance(target, Target) else parse_target(target)
+    source = traversal.opset_version(model.opset_import)
+    source_ml = ml.ml_opset(model.opset_import)
+    if target_opset is None and source is not None:
+        target_opset = runtime.opset_for("", source)
+    if ml_opset is None and source_ml is not None:
+        ml_opset = runtime.opset_for(ml.ML_DOMAIN, source_ml)
+    return target_opset, ml_opset, ir_version, runtime.ir_version, runtime.lacks, runtime
+
+
+def convert_for(model: onnx.ModelProto, target_opset=None, *, ml_opset=None, ir_version=None, target=None,
+                **kwargs) -> tuple[onnx.ModelProto, ConvertReport]:
+    """:func:`convert_model` with the opsets, IR version and missing ops of ``target`` (a
+    :class:`rewriter.targets.Target`, ``RUNTIME==VERSION`` or a profile path) when given."""
+    opset, ml_target, pin, cap, lacks, _ = resolve(model, target_opset, ml_opset, ir_version, target)
+    return convert_model(model, opset, ml_opset=ml_target, ir_version=pin, max_ir_version=cap, lacks=lacks,
+                         **kwargs)

@@ -1,0 +1,176 @@
+"""Runtime targets: what a runtime release loads, from data shipped with the package.
+
+A :class:`Target` names the newest opset per domain, the newest IR version and the ops a
+runtime implements. ``onnxruntime==1.15`` and ``tensorrt==8.6`` come from
+``rewriter/targets/data/`` (ONNX Runtime's ``docs/Versioning.md`` and the CPU execution
+provider's ``docs/OperatorKernels.md``; onnx-tensorrt's ``docs/operators.md`` on each release
+branch; each file names its commits); a JSON profile file describes any other runtime::
+
+    {"name": "my NPU toolchain 2.1", "opsets": {"": 13, "ai.onnx.ml": 2},
+     "min_opsets": {"": 11}, "ir_version": 7, "unsupported": {"": ["LayerNormalization"]}}
+
+:func:`blockers` says what stops a target from loading a model as it is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+
+from rewriter.errors import RewriterError
+
+__all__ = ["Target", "parse_target", "blockers", "releases", "RUNTIMES"]
+
+RUNTIMES = {"onnxruntime": "onnxruntime", "ort": "onnxruntime", "tensorrt": "tensorrt", "trt": "tensorrt"}
+_DATA = os.path.join(os.path.dirname(__file__), "data")
+_DEFAULT = ("", "ai.onnx")
+
+
+@dataclasses.dataclass(frozen=True)
+class Target:
+    """What one runtime release loads."""
+
+    name: str  # e.g. "onnxruntime 1.15"
+    opsets: dict  # domain ("" default, "ai.onnx.ml") -> newest opset it implements
+    ir_version: int | None = None  # newest IR version it loads (None: not limited)
+    min_opsets: dict = dataclasses.field(default_factory=dict)  # domain -> oldest opset it takes
+    # domain -> op -> [[first, last|None], ...] schema versions it implements (None: every op)
+    ops: dict | None = None
+    unsupported: dict = dataclasses.field(default_factory=dict)  # domain -> ops it does not implement
+    source: str = ""
+
+    def lacks(self, domain: str, op: str, version: int | None) -> bool:
+        """Whether the runtime lacks ``op`` at schema ``version`` of ``domain``."""
+        domain = "" if domain in _DEFAULT else domain
+        if op in self.unsupported.get(domain, ()):
+            return True
+        if self.ops is None or domain not in self.ops:
+            return False
+        ranges = self.ops[domain].get(op)
+        if ranges is None:
+            return True
+        return version is not None and not any(a <= version and (b is None or version <= b) for a, b in ranges)
+
+    def opset_for(self, domain: str, current: int) -> int:
+        """The opset to convert a model of opset ``current`` to: kept when the runtime takes it,
+        else the nearest it does."""
+        domain = "" if domain in _DEFAULT else domain
+        high = self.opsets.get(domain)
+        low = self.min_opsets.get(domain)
+        target = current if high is None else min(current, high)
+        return target if low is None else max(target, low)
+
+
+@functools.lru_cache(maxsize=None)
+def _table(runtime: str) -> dict:
+    with open(os.path.join(_DATA, f"{runtime}.json"), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def releases(runtime: str) -> list[str]:
+    """The releases of ``runtime`` ("onnxruntime", "tensorrt") the data knows, oldest first."""
+    return sorted(_table(runtime)["releases"], key=lambda r: tuple(int(p) for p in r.split(".")))
+
+
+def _ranges(ops: dict) -> dict:
+    return {(d if d not in _DEFAULT else ""): {op: [tuple(r) for r in rs] for op, rs in table.items()}
+            for d, table in ops.items()}
+
+
+def parse_target(spec: str) -> Target:
+    """``RUNTIME==VERSION`` (onnxruntime / ort, tensorrt / trt; VERSION as MAJOR.MINOR, a patch
+    number is ignored) or the path of a JSON profile. RewriterError when unknown."""
+    if spec.endswith(".json") or os.path.sep in spec:
+        return _profile(spec)
+    runtime, sep, version = spec.partition("==")
+    runtime = RUNTIMES.get(runtime.strip().lower())
+    if not sep or runtime is None:
+        raise RewriterError(f"--target must be onnxruntime==VERSION, tensorrt==VERSION or a profile .json file, "
+                            f"got {spec!r}")
+    parts = version.strip().split(".")
+    key = ".".join(parts[:2])
+    table = _table(runtime)
+    entry = table["releases"].get(key)
+    if entry is None:
+        known = releases(runtime)
+        raise RewriterError(f"--target {spec}: {runtime} {key} is not in the data shipped with rewriter "
+                            f"(known: {known[0]} .. {known[-1]}); describe it with a profile .json file")
+    opsets = {d if d not in _DEFAULT else "": v for d, v in entry.get("opsets", {}).items()}
+    low = {}
+    for d, v in list(opsets.items()):
+        if isinstance(v, list):  # [oldest, newest]
+            low[d], opsets[d] = v
+    ops = _ranges(entry["cpu_ops"]) if entry.get("cpu_ops") else None
+    unsupported = {"": frozenset(entry["unsupported"])} if entry.get("unsupported") else {}
+    if runtime == "tensorrt" and entry.get("supported"):
+        ops = {"": {op: [(1, None)] for op in entry["supported"]}}
+    return Target(f"{runtime} {key}", opsets, entry.get("ir_version"), low, ops, unsupported,
+                  table.get("source", ""))
+
+
+def _profile(path: str) -> Target:
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as e:
+        raise RewriterError(f"--target {path}: cannot read the profile: {e.strerror or e}") from None
+    except ValueError as e:
+        raise RewriterError(f"--target {path}: not a JSON profile: {e}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("opsets"), dict):
+        raise RewriterError(f"--target {path}: a profile needs \"opsets\": {{domain: opset}} "
+                            "(\"\" for the default domain)")
+    known = {"name", "opsets", "min_opsets", "ir_version", "unsupported", "ops", "source"}
+    extra = sorted(set(data) - known)
+    if extra:
+        raise RewriterError(f"--target {path}: unknown key(s) {', '.join(extra)} (a profile has "
+                            f"{', '.join(sorted(known))})")
+    norm = lambda table: {(d if d not in _DEFAULT else ""): v for d, v in (table or {}).items()}  # noqa: E731
+    for d, v in {**norm(data["opsets"]), **norm(data.get("min_opsets"))}.items():
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise RewriterError(f"--target {path}: the opset of domain {d or 'ai.onnx'!r} must be a positive "
+                                f"integer, got {v!r}")
+    ir = data.get("ir_version")
+    if ir is not None and (not isinstance(ir, int) or isinstance(ir, bool)):
+        raise RewriterError(f"--target {path}: ir_version must be an integer, got {ir!r}")
+    return Target(data.get("name") or os.path.basename(path), norm(data["opsets"]), ir,
+                  norm(data.get("min_opsets")), _ranges(data["ops"]) if data.get("ops") else None,
+                  {d: frozenset(v) for d, v in norm(data.get("unsupported")).items()}, path)
+
+
+def blockers(model, target: Target) -> list[str]:
+    """What stops ``target`` from loading ``model`` (a ModelProto) as it is: the IR version, an
+    opset it does not implement, each op it lacks (with the node); empty when nothing does."""
+    from rewriter.convert.registry import schema_version_at_domain
+    from rewriter.graph import traversal
+
+    found = []
+    if target.ir_version is not None and model.ir_version > target.ir_version:
+        found.append(f"IR version {model.ir_version} (it loads up to {target.ir_version})")
+    imports = {("" if o.domain in _DEFAULT else o.domain): o.version for o in model.opset_import}
+    for domain, version in sorted(imports.items()):
+        high, low = target.opsets.get(domain), target.min_opsets.get(domain)
+        name = domain or "ai.onnx"
+        if high is not None and version > high:
+            found.append(f"opset {version} of {name} (it implements up to {high})")
+        if low is not None and version < low:
+            found.append(f"opset {version} of {name} (it takes {low} and newer)")
+        if high is None and domain in ("ai.onnx.ml",) and target.ops is not None and domain not in target.ops:
+            found.append(f"the {name} domain (it does not implement it)")
+    lacking: dict[tuple[str, str, int | None], list[str]] = {}
+    for scope in traversal.iter_scopes(model):
+        fn_imports = {("" if o.domain in _DEFAULT else o.domain): o.version for o in scope.body.opset_import} \
+            if scope.is_function else imports
+        for node in scope.body.node:
+            domain = "" if node.domain in _DEFAULT else node.domain
+            if domain not in ("", "ai.onnx.ml") or domain not in fn_imports:
+                continue
+            version = schema_version_at_domain(node.op_type, fn_imports[domain], domain)
+            if target.lacks(domain, node.op_type, version):
+                lacking.setdefault((domain, node.op_type, version), []).append(traversal.node_label(node, scope))
+    for (domain, op, version), labels in sorted(lacking.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        at = f"-{version}" if version is not None else ""
+        shown = ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
+        found.append(f"{op}{at}{' (' + domain + ')' if domain else ''}, which it does not implement: {shown}")
+    return found
