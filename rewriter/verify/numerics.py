@@ -135,7 +135,7 @@ def random_inputs(model: onnx.ModelProto, seed: int = 0,
                 raise RewriterError(f"--input-shape {vi.name}: {len(pinned[vi.name])} dim(s) given, "
                                     f"the input has rank {len(dims)}")
             for d, size in zip(dims, pinned[vi.name]):
-                if d.WhichOneof("value") == "dim_value" and d.dim_value != size:
+                if _static(d) and d.dim_value != size:
                     raise RewriterError(f"--input-shape {vi.name}: dim {size} contradicts the declared "
                                         f"{d.dim_value}")
                 if d.WhichOneof("value") == "dim_param":
@@ -154,7 +154,7 @@ def random_inputs(model: onnx.ModelProto, seed: int = 0,
         else:
             shape = []
             for d in tp.tensor_type.shape.dim:
-                if d.WhichOneof("value") == "dim_value":
+                if _static(d):
                     shape.append(d.dim_value)
                 elif d.WhichOneof("value") == "dim_param":
                     shape.append(symbols.setdefault(d.dim_param, SYMBOL_SIZE))
@@ -162,6 +162,11 @@ def random_inputs(model: onnx.ModelProto, seed: int = 0,
                     shape.append(SYMBOL_SIZE)
         feeds[vi.name] = np.asarray(_random_array(rng, elem, tuple(shape), vi.name))
     return feeds
+
+
+def _static(d) -> bool:
+    """A declared size; a negative one (exporters write -1) is a dynamic dim."""
+    return d.WhichOneof("value") == "dim_value" and d.dim_value >= 0
 
 
 def _axes_from_inputs(model: onnx.ModelProto) -> list[str]:
