@@ -156,10 +156,12 @@ def convert_opset(model: ModelLike, target_opset: int | str | None = None, *, ml
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             kinds = "an int or 'latest'" if name == "target_opset" else "an int"
             raise TypeError(f"{name} must be {kinds}, got {type(value).__name__} {value!r}")
+    if target_opset is None and ml_opset is None and target is None:
+        raise TypeError("target_opset must be an int or 'latest' (it may be None only with ml_opset or target)")
     from rewriter.convert import convert_for
 
     proto, kind, base_dir = _open(model)
-    return _back(convert_for(proto, target_opset, ml_opset=ml_opset, ir_version=ir_version, target=target,
+    return _back(convert_for(proto, target_opset, ml_opset=ml_opset, ir_version=ir_version, runtime=target,
                              base_dir=base_dir)[0], kind)
 
 

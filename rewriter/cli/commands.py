@@ -22,7 +22,7 @@ def cmd_convert(args) -> int:
     from rewriter.convert import convert_for
 
     start = getattr(args, "started", None) or time.perf_counter()  # _run sets it before loading
-    model = args.input_model
+    model, static = _fixed_shapes(args)
     base_dir = os.path.dirname(os.path.abspath(args.model))
     if getattr(args, "plan", False):
         if args.output is not None or getattr(args, "verify", False):
@@ -30,12 +30,12 @@ def cmd_convert(args) -> int:
         return _plan(args, model, base_dir)
     if args.output is None:
         raise UsageError("convert needs -o OUT (or --plan to only see what it would do)")
-    before = summary.model_stats(model, input_layout(args, model).files)
+    before = summary.model_stats(args.input_model, input_layout(args, args.input_model).files)
     # with shape verification on, _verify_rewrite runs the strict inference on the result
     t0 = time.perf_counter()
     try:
         result, report = convert_for(model, args.opset, ml_opset=args.ml_opset, ir_version=args.ir_version,
-                                     target=args.target, base_dir=base_dir, strict_check=args.no_verify,
+                                     runtime=args.target, base_dir=base_dir, strict_check=args.no_verify,
                                      inferred=getattr(args, "input_inferred", None))
     except RewriterError as e:  # with --allow-invalid-input: the input's problem, said as such
         complaint = getattr(args, "input_complaint", None)
@@ -50,11 +50,32 @@ def cmd_convert(args) -> int:
     written = save_output(args, model, result)
     elapsed = time.perf_counter() - start
     summary.report(args, f"{args.model}: {_conversion(report, args)}, "
-                   f"written to {args.output} in {elapsed:.2f}s", report.summary_lines(),
+                   f"written to {args.output} in {elapsed:.2f}s", static + report.summary_lines(),
                    before, summary.model_stats(result, written), changes=summary.jsonable(report),
                    verification=verification,
                    timings={"convert_s": t1 - t0, "verify_s": t2 - t1, "total_s": elapsed})
     return EXIT_OK
+
+
+def _fixed_shapes(args):
+    """The input with the dims ``--input-shape`` / ``--fix-dim`` fix (a copy; the input itself
+    when neither is given), and what was fixed (summary lines)."""
+    shapes, dims = dict(getattr(args, "input_shape", None) or []), dict(getattr(args, "fix_dim", None) or [])
+    if not shapes and not dims:
+        return args.input_model, []
+    import onnx
+
+    from rewriter.graph.static_shapes import fix_shapes
+
+    model = onnx.ModelProto()
+    model.CopyFrom(args.input_model)
+    lines = fix_shapes(model, shapes, dims)
+    if getattr(args, "input_inferred", None) is not None:
+        from rewriter.graph.inferred import LazyInference
+
+        args.input_inferred = LazyInference(model)
+    args.static_model = model
+    return model, [f"static shapes: {'; '.join(lines)}"]
 
 
 def _conversion(report, args) -> str:
@@ -75,7 +96,7 @@ def _plan(args, model, base_dir) -> int:
 
     finish_rank_checks(args)
     _, report = convert_for(model, args.opset, ml_opset=args.ml_opset, ir_version=args.ir_version,
-                            target=args.target, base_dir=base_dir, plan_only=True,
+                            runtime=args.target, base_dir=base_dir, plan_only=True,
                             inferred=getattr(args, "input_inferred", None))
     status = EXIT_OK if report.ok else EXIT_ERROR
     if getattr(args, "json", False):
@@ -131,8 +152,8 @@ def cmd_optimize(args) -> int:
     from rewriter.optimize import OptimizeOptions, optimize_proto
 
     start = getattr(args, "started", None) or time.perf_counter()  # _run sets it before loading
-    model = args.input_model
-    before = summary.model_stats(model, input_layout(args, model).files)
+    model, static = _fixed_shapes(args)
+    before = summary.model_stats(args.input_model, input_layout(args, args.input_model).files)
     options = OptimizeOptions(fold_limit=args.fold_limit, int_overflow=args.int_overflow,
                               strip_metadata=args.strip_metadata,
                               allow_removing_custom_ops=args.allow_removing_custom_ops)
@@ -148,7 +169,7 @@ def cmd_optimize(args) -> int:
     n0, n1 = report.nodes_before, report.nodes_after
     share = f" (-{100 * (n0 - n1) / n0:.1f}%)" if n0 and n1 < n0 else ""
     headline = f"{args.model}: optimized, {n0} -> {n1} nodes{share}; written to {args.output} in {elapsed:.2f}s"
-    summary.report(args, headline, _optimize_details(report), before, after,
+    summary.report(args, headline, static + _optimize_details(report), before, after,
                    changes=report.to_dict(),
                    verification={"shapes": not args.no_verify, "numerics": bool(getattr(args, "verify", False))},
                    timings={"optimize_s": round(optimized - start, 4), "verify_s": round(verified - optimized, 4),

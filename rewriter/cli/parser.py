@@ -95,7 +95,20 @@ def _input_shape_arg(text: str) -> tuple[str, list[int]]:
     return name, values
 
 
-def _add_verify_flags(p: argparse.ArgumentParser) -> None:
+def _fix_dim_arg(text: str) -> tuple[str, int]:
+    name, sep, value = text.rpartition("=")
+    if not sep or not name or not value.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"--fix-dim must be SYMBOL=SIZE such as batch=1, got {text!r}")
+    return name, int(value)
+
+
+def _add_static_shapes(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fix-dim", type=_fix_dim_arg, action="append", default=None, metavar="SYMBOL=SIZE",
+                   help="make a symbolic dim static wherever it appears (graph inputs, outputs, value_info), "
+                   "e.g. batch=1, for toolchains that need static shapes; repeat for several symbols")
+
+
+def _add_verify_flags(p: argparse.ArgumentParser, static: bool = False) -> None:
     p.add_argument("--no-verify", action="store_true",
                    help="skip the shape verification of the result (default: a ReduceProd shape "
                    "problem the rewrite introduced fails the command, one the input had is a warning)")
@@ -108,9 +121,11 @@ def _add_verify_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--atol", type=float, default=None,
                    help="--verify: absolute tolerance for float outputs (default per type: float 1e-6)")
     p.add_argument("--input-shape", type=_input_shape_arg, action="append", default=None,
-                   metavar="NAME:DIMS", help="--verify: the shape of graph input NAME, e.g. x:1,3,224,224; "
-                   "its symbolic dims take these sizes everywhere (default: every unpinned dynamic dim is 2); "
-                   "repeat for several inputs")
+                   metavar="NAME:DIMS", help=("fix graph input NAME's shape in the result, e.g. "
+                   "x:1,3,224,224 (its symbols take these sizes wherever they appear; a declared -1 is a "
+                   "dynamic dim), as onnxsim's --overwrite-input-shape; --verify uses it too" if static else
+                   "--verify: the shape of graph input NAME, e.g. x:1,3,224,224; its symbolic dims take these "
+                   "sizes everywhere (default: every unpinned dynamic dim is 2)") + "; repeat for several inputs")
 
 
 def _bytes_arg(text: str) -> int:
@@ -185,7 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "be taken (kept, moved, rewritten, expanded, blocked) and every blocking node; exit 0 "
                    "when the conversion is possible, 2 when it is not (-o not needed)")
     _add_output(p, required=False)  # required unless --plan: checked by cmd_convert
-    _add_verify_flags(p)
+    _add_verify_flags(p, static=True)
+    _add_static_shapes(p)
     p.set_defaults(handler=commands.cmd_convert)
 
     p = sub.add_parser("fold", help="fold ReduceProd nodes whose inputs are constant",
@@ -218,7 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-removing-custom-ops", action="store_true",
                    help="also remove custom-domain nodes whose outputs nothing uses (kept by default: "
                    "they may have effects the tool cannot see)")
-    _add_verify_flags(p)
+    _add_verify_flags(p, static=True)
+    _add_static_shapes(p)
     p.set_defaults(handler=commands.cmd_optimize)
 
     p = sub.add_parser("check", help="verify every ReduceProd output's shape",
@@ -246,7 +263,8 @@ def check_usage(args: argparse.Namespace, directory: bool) -> None:
     if not getattr(args, "verify", False):
         given = [flag for flag, value in (("--seed", getattr(args, "seed", None)), ("--rtol", getattr(args, "rtol", None)),
                                           ("--atol", getattr(args, "atol", None)),
-                                          ("--input-shape", getattr(args, "input_shape", None)))
+                                          ("--input-shape", getattr(args, "input_shape", None)
+                                           if args.command == "fold" else None))
                  if value is not None]
         if given:
             raise UsageError(f"{', '.join(given)}: only for --verify, which is not given")

@@ -102,6 +102,8 @@ def run_one(args) -> int:
         return _fail(args, str(e), EXIT_PROBLEM)
     except RewriterError as e:
         return _fail(args, str(e), EXIT_ERROR)
+    except BrokenPipeError:  # the reader of stdout left (`| head`): main's to handle
+        raise
     except OSError as e:
         return _fail(args, f"{e.filename or args.model}: {e.strerror or e}", EXIT_ERROR)
     except Exception as e:  # a bug: one line for the user, the traceback with -v

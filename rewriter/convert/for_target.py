@@ -32,10 +32,10 @@ def resolve(model: onnx.ModelProto, target_opset, ml_opset, ir_version, target):
     return target_opset, ml_opset, ir_version, runtime.ir_version, runtime.lacks, runtime
 
 
-def convert_for(model: onnx.ModelProto, target_opset=None, *, ml_opset=None, ir_version=None, target=None,
+def convert_for(model: onnx.ModelProto, target_opset=None, *, ml_opset=None, ir_version=None, runtime=None,
                 **kwargs) -> tuple[onnx.ModelProto, ConvertReport]:
-    """:func:`convert_model` with the opsets, IR version and missing ops of ``target`` (a
+    """:func:`convert_model` with the opsets, IR version and missing ops of ``runtime`` (a
     :class:`rewriter.targets.Target`, ``RUNTIME==VERSION`` or a profile path) when given."""
-    opset, ml_target, pin, cap, lacks, _ = resolve(model, target_opset, ml_opset, ir_version, target)
+    opset, ml_target, pin, cap, lacks, _ = resolve(model, target_opset, ml_opset, ir_version, runtime)
     return convert_model(model, opset, ml_opset=ml_target, ir_version=pin, max_ir_version=cap, lacks=lacks,
                          **kwargs)

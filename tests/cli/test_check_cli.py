@@ -133,13 +133,13 @@ def _break_declaration(model: onnx.ModelProto) -> onnx.ModelProto:
 def test_convert_refuses_a_rewrite_that_introduces_a_problem(tmp_path, monkeypatch, capsys):
     from rewriter import convert
 
-    real = convert.convert_model
+    real = convert.convert_for
 
     def faulty(model, target, *args, **kwargs):
         result, report = real(model, target, *args, **kwargs)
         return _break_declaration(result), report
 
-    monkeypatch.setattr(convert, "convert_model", faulty)
+    monkeypatch.setattr(convert, "convert_for", faulty)
     path, out = _save(tmp_path, GOOD), str(tmp_path / "out.onnx")
     assert cli.main(["convert", path, "--opset", "11", "-o", out]) == 1
     assert not os.path.exists(out)

@@ -197,7 +197,7 @@ def test_cli_verify_fails_on_a_numerically_wrong_rewrite(tmp_path, monkeypatch, 
         result = _reduce("ReduceMax", opset=target)  # same shapes, other values (a valid model)
         return result, _Report(target)
 
-    monkeypatch.setattr(convert, "convert_model", wrong)
+    monkeypatch.setattr(convert, "convert_for", wrong)
     path, out = str(tmp_path / "m.onnx"), str(tmp_path / "out.onnx")
     onnx.save(_reduce("ReduceProd"), path)
     assert cli.main(["convert", path, "--opset", "13", "-o", out, "--verify"]) == 1
@@ -210,6 +210,7 @@ def test_cli_verify_fails_on_a_numerically_wrong_rewrite(tmp_path, monkeypatch, 
 class _Report:
     def __init__(self, target):
         self.source_opset, self.target_opset = 13, target
+        self.source_ml_opset = self.target_ml_opset = None
 
     def summary_lines(self):
         return []
