@@ -264,12 +264,21 @@ def convert_model(
 
 
 def _choose_ir_version(result, model, pin, cap, report: ConvertReport, *, down: bool) -> None:
-    """Set the result's IR version (see :func:`convert_model`), lowering it where needed."""
-    lowest = ir_versions.needed(result)
-    natural = lowest if down else max(model.ir_version, lowest)
+    """Set the result's IR version (see :func:`convert_model`), lowering it where needed.
+
+    A feature the input already used above its own IR version (node metadata in an IR-8 file,
+    which readers of IR 8 ignore) does not raise the result's: the lowest IR chosen counts
+    each feature at most at the input's IR. Only a pin or a runtime's cap rewrites them."""
+    found = ir_versions.features(result)
+    tolerated = max([ir_versions.opset_ir(result.opset_import),
+                     *(min(f.ir_version, max(model.ir_version, 4 if "graph inputs" in (f.rewrite or "") else 0))
+                       for f in found)])
+    natural = tolerated if down else max(model.ir_version, tolerated)
     chosen = pin if pin is not None else min(natural, cap) if cap is not None else natural
-    if chosen < lowest:
+    if (pin is not None or cap is not None) and chosen < ir_versions.needed(result, found):
         report.ir_changes += ir_versions.lower(result, chosen)
+    elif chosen < ir_versions.opset_ir(result.opset_import):
+        report.ir_changes += ir_versions.lower(result, chosen)  # refuses, naming the opset imports
     result.ir_version = chosen
 
 

@@ -188,9 +188,14 @@ def random_regressor(rng, n_targets, agg, post="NONE", base=False, multi=True, n
             if mode == "BRANCH_NEQ" and not miss:
                 neq.add(feat)
             if mode == "LEAF":
-                n_votes = 1 if n_targets == 1 or not multi else int(rng.integers(1, n_targets + 2))
-                for _ in range(n_votes):  # repeated targets allowed
-                    votes.append((tree, int(ids[i]), int(rng.integers(n_targets)), float(np.float32(rng.normal()))))
+                if base and n_targets > 1:  # every target, some twice (onnxruntime adds a base only where voted)
+                    targets = [*rng.permutation(n_targets), *rng.integers(n_targets, size=int(rng.integers(2)))]
+                elif n_targets == 1 or not multi:
+                    targets = [rng.integers(n_targets)]
+                else:  # repeated targets allowed
+                    targets = rng.integers(n_targets, size=int(rng.integers(1, n_targets + 2)))
+                for t in targets:
+                    votes.append((tree, int(ids[i]), int(t), float(np.float32(rng.normal()))))
             elif rng.random() < 0.1:
                 votes.append((tree, int(ids[i]), 0, 100.0))  # a vote on a branch node: both runtimes ignore it
     order = rng.permutation(len(votes))
@@ -336,7 +341,7 @@ def test_leaves_with_several_votes_become_tree_copies(agg):
 
 def test_sum_base_values_become_last_one_leaf_trees():
     rng = np.random.default_rng(11)
-    node, _ = random_regressor(rng, 3, "SUM", multi=False)
+    node, _ = random_regressor(rng, 3, "SUM", base=True)
     node = helper.make_node("TreeEnsembleRegressor", ["X"], ["Y"], domain=ML,
                             **{**attrs(node), "base_values": [0.5, 0.0, -2.25]})
     new = regressor_to_tree_ensemble(node)
@@ -399,7 +404,7 @@ def refused(fn, node, *words, **kw):
 
 
 def test_the_small_nodes_convert():
-    x = inputs(np.random.default_rng(0))
+    x = inputs(np.random.default_rng(0), nan=0)  # onnx.reference's regressor needs the missing-value flags
     assert_same(make_model(small_te(), 1, 5), make_model(tree_ensemble_to_regressor(small_te()), 1, 3), x)
     assert_same(make_model(small_reg(), 2, 3), make_model(regressor_to_tree_ensemble(small_reg()), 2, 5), x)
 
@@ -438,8 +443,14 @@ def test_base_values_outside_sum_are_refused(agg):
     assert regressor_to_tree_ensemble(small_reg(aggregate_function=agg, base_values=[0.0, -0.0])).op_type
 
 
-def test_sum_base_values_of_the_wrong_size_are_refused():
+def test_sum_base_values_of_the_wrong_size_or_of_targets_not_always_voted_for_are_refused():
     refused(regressor_to_tree_ensemble, small_reg(base_values=[1.0]), "base_values", "2 targets")
+    refused(regressor_to_tree_ensemble, small_reg(base_values=[0.0, 1.0]), "base_values", "target 1",
+            "onnxruntime")
+    x = np.array([[0, 0, 0, 0], [1, 0, 0, 0]], np.float32)
+    covered = small_reg(base_values=[0.0, 1.0], target_treeids=[0, 0, 0], target_nodeids=[1, 2, 1],
+                        target_ids=[0, 1, 1], target_weights=[1.0, 2.0, 3.0])
+    assert_same(make_model(covered, 2, 3), make_model(regressor_to_tree_ensemble(covered), 2, 5), x)
 
 
 def test_post_transforms_read_two_ways_are_refused():

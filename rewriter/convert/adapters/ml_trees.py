@@ -37,9 +37,12 @@ Regressor features TreeEnsemble lacks, and what becomes of them:
   weights are multiplied by K (exact; refused if it could overflow). With n_targets == 1 this is
   refused: onnxruntime then reads only a leaf's first vote, the schema and onnx.reference add them.
 - base_values: TreeEnsemble has none. Under SUM each non-zero base value becomes one more
-  one-leaf tree (written as a branch to two equal leaves), after all others; both runtimes add the base after the last tree, so the sum is
-  the same number. Under AVERAGE, MIN and MAX the base is added after the division/min/max and
-  no encoding inside one node is exact: refused unless every base value is zero.
+  one-leaf tree (a branch to two equal leaves), after all others; both runtimes add the base
+  after the last tree, so the sum is the same number. With several targets onnxruntime adds a
+  target's base only where some tree voted for the target (onnx.reference always), so a non-zero
+  base is converted only for a target some tree votes for on every path. Under AVERAGE, MIN and
+  MAX the base is added after the division/min/max and no encoding inside one node is exact:
+  refused unless every base value is zero.
 - A leaf without votes: +0.0 under SUM/AVERAGE (adds nothing); refused under MIN/MAX.
 """
 
@@ -457,16 +460,17 @@ def regressor_to_tree_ensemble(node: onnx.NodeProto, input_elem_type: int | None
             key.append(("l" if modes[j] == "LEAF" else "n", j))
         return tuple(key)
 
-    walks, most = [], 1
+    walks, most, always = [], 1, set()
     for tid in tree_ids:
         root = nodes_of[tid]
         order, _ = _walk(("l" if modes[root] == "LEAF" else "n", root), children, refuse,
                          "nodes_truenodeids/nodes_falsenodeids")
-        k = 1
+        k, voted = 1, None  # voted: the targets every leaf of the tree votes for
         for kind, i in order:
             if kind != "l":
                 continue
             m = len(votes.get(i, ()))
+            voted = {t for t, _ in votes.get(i, ())} & (voted if voted is not None else set(range(n_targets)))
             if m == 0 and agg_name in ("MIN", "MAX"):
                 raise refuse("target_nodeids", f"leaf {cols['nodes_nodeids'][i]} of tree {tid} has no vote, which "
                                                f"no TreeEnsemble leaf can stand for under {agg_name}")
@@ -477,6 +481,13 @@ def regressor_to_tree_ensemble(node: onnx.NodeProto, input_elem_type: int | None
             k = max(k, m)
         walks.append((tid, order, k))
         most = max(most, k)
+        always |= voted or set()
+    if base is not None and n_targets > 1:
+        unsure = [t for t in range(n_targets) if (base[t] != 0) and t not in always]
+        if unsure:
+            raise refuse("base_values", f"target {unsure[0]} has a non-zero base value and no tree votes for it "
+                                        "whatever the input: onnxruntime then adds its base only where some "
+                                        "tree voted for it, onnx.reference always, so the base has no one meaning")
 
     scale = np.float32(1)
     if agg_name == "AVERAGE" and most > 1:
