@@ -97,7 +97,7 @@ def _summary(values: range, results: list[tuple[bool, str]]) -> dict:
         "max": best,
         "top_of_range": best == values[-1],
         "loaded": loaded,
-        "first_failure": {"value": first_fail[0], "error": first_fail[1][:400]} if first_fail else None,
+        "first_failure": {"value": first_fail[0], "error": first_fail[1][:1000]} if first_fail else None,
     }
 
 

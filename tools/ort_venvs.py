@@ -6,7 +6,8 @@ VERSION is MAJOR.MINOR (installs the newest patch of that minor on the package i
 MAJOR.MINOR.PATCH (exactly that), or "newest"; by default 1.15 ... 1.23 and the newest.
 Each venv lands in $REWRITER_ORT_VENVS (default ~/.cache/rewriter/ort-venvs) under
 MAJOR.MINOR, holds onnxruntime and its own dependencies only, and gets numpy<2 where the
-release does not work with numpy 2 (found by trying: install, smoke-test, pin, re-test).
+release does not work with numpy 2 (found by trying: install, smoke-test, pin, re-test;
+1.18 pins numpy<2 in its own metadata, 1.15-1.17 crash or fail on import with numpy 2).
 A venv that already passes the smoke test is left alone (--force remakes it).  A venv
 that works has a ``rewriter-ort.json`` in it; tests/old_ort.py lists only those.
 The project's own environment is never touched.
@@ -154,8 +155,11 @@ def main(argv: list[str] | None = None) -> int:
         if info["status"] == "failed":
             print(f"{name:6} FAILED {info['error']}")
         else:
-            pin = "numpy<2 (needed)" if info["numpy_pinned"] else "numpy 2 ok"
-            print(f"{name:6} onnxruntime {info['onnxruntime']:8} numpy {info['numpy']:8} {pin:17} {info['status']}")
+            if int(info["numpy"].split(".")[0]) >= 2:
+                pin = "numpy 2 ok"
+            else:  # either we pinned it after numpy 2 failed, or the release's metadata did
+                pin = "numpy<2 (pinned here)" if info["numpy_pinned"] else "numpy<2 (its metadata)"
+            print(f"{name:6} onnxruntime {info['onnxruntime']:8} numpy {info['numpy']:8} {pin:22} {info['status']}")
         sys.stdout.flush()
     return 1 if failed else 0
 

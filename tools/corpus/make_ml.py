@@ -9,7 +9,10 @@ The venv is made with:
 
     python -m venv /work/venvs/ml
     /work/venvs/ml/bin/pip install scikit-learn skl2onnx onnxmltools lightgbm \
-        xgboost onnxruntime onnx pandas
+        xgboost onnxruntime onnx pandas "protobuf<7"
+
+(protobuf 7 refuses numpy bools in int attributes, which breaks skl2onnx 1.20
+on HistGradientBoosting: "Expected an int, got a boolean".)
 
 Writes, for every model <name>:
   <out>/<name>.onnx           the exported model, unchanged
@@ -47,12 +50,6 @@ import pandas as pd  # noqa: E402
 import sklearn  # noqa: E402
 import skl2onnx  # noqa: E402
 from skl2onnx import to_onnx, update_registered_converter  # noqa: E402
-from skl2onnx.common.data_types import (  # noqa: E402
-    DoubleTensorType,
-    FloatTensorType,
-    Int64TensorType,
-    StringTensorType,
-)
 from skl2onnx.common.shape_calculator import (  # noqa: E402
     calculate_linear_classifier_output_shapes,
     calculate_linear_regressor_output_shapes,
@@ -231,8 +228,11 @@ CASES = [
          [S(T13_ML1), S(T15_ML3), S(T19_ML3), S(DEFAULT), S(T21_ML5), S(DEFAULT, NOZM, "_nozipmap")]),
     Case("linreg", lambda: _fit(LinearRegression(), diabetes()), [S(T13_ML1), S(DEFAULT)]),
     Case("ridge", lambda: _fit(Ridge(alpha=0.5), diabetes()), [S(T15_ML3), S(T21_ML5)]),
+    # skl2onnx 1.20's Pipeline parser gives every classifier step a 'zipmap'
+    # option, which LinearSVC does not accept; naming any option of the step
+    # (here nocl=False, its default) avoids that.
     Case("linear_svc", lambda: _fit(make_pipeline(StandardScaler(), LinearSVC(max_iter=5000)), cancer()),
-         [S(T13_ML1), S(DEFAULT)]),
+         [S(T13_ML1, {"nocl": False}), S(DEFAULT, {"nocl": False}), S(DEFAULT, None, "_nooption")]),
     Case("svc_proba", lambda: _fit(make_pipeline(StandardScaler(), SVC(probability=True, random_state=SEED)), iris()),
          [S(T13_ML1), S(T19_ML3), S(DEFAULT), S(DEFAULT, NOZM, "_nozipmap")]),
     Case("svr", lambda: _fit(make_pipeline(StandardScaler(), SVR(C=50.0)), diabetes()), [S(T15_ML3), S(DEFAULT)]),
@@ -268,14 +268,14 @@ CASES = [
     Case("label_encoder", lambda: _fit_label_encoder(), [S(T13_ML1), S(T15_ML3), S(DEFAULT)]),
     Case("lgbm_clf", lambda: _fit(LGBMClassifier(n_estimators=20, num_leaves=8, random_state=SEED, verbose=-1), iris()),
          [OML(13, True, "_oml"), OML(None, True, "_oml"), OML(None, False, "_oml_nozipmap"),
-          S(T19_ML3), S(DEFAULT, NOZM, "_nozipmap")]),
+          S(T15_ML3), S(T19_ML3), S(T19_ML3, NOZM, "_nozipmap"), S(DEFAULT, NOZM, "_nozipmap")]),
     Case("lgbm_reg", lambda: _fit(LGBMRegressor(n_estimators=20, num_leaves=8, random_state=SEED, verbose=-1), diabetes()),
-         [OML(13, True, "_oml"), OML(None, True, "_oml"), S(T19_ML3)]),
+         [OML(13, True, "_oml"), OML(None, True, "_oml"), S(T15_ML3), S(T19_ML3)]),
     Case("xgb_clf", lambda: _fit(XGBClassifier(n_estimators=15, max_depth=3, random_state=SEED), wine()),
-         [OML(13, True, "_oml"), OML(None, True, "_oml"), OML(None, False, "_oml_nozipmap"),
-          S(T19_ML3), S(DEFAULT, NOZM, "_nozipmap")]),
+         [OML(13, True, "_oml"), OML(None, True, "_oml"),
+          S(T15_ML3), S(T19_ML3), S(T19_ML3, NOZM, "_nozipmap"), S(DEFAULT, NOZM, "_nozipmap")]),
     Case("xgb_reg", lambda: _fit(XGBRegressor(n_estimators=15, max_depth=3, random_state=SEED), diabetes()),
-         [OML(13, True, "_oml"), OML(None, True, "_oml"), S(T19_ML3)]),
+         [OML(13, True, "_oml"), OML(None, True, "_oml"), S(T15_ML3), S(T19_ML3)]),
 ]
 
 
@@ -318,14 +318,23 @@ def _fit_label_encoder():
 # --------------------------------------------------------------- converting
 
 
-def initial_types_for(X, dtype=None):
+def initial_types_for(X, dtype=None, types_module=None):
     """Inputs as the skl2onnx docs build them: a DataFrame gives one input
-    per column, an array gives a single input named X."""
+    per column, an array gives a single input named X.  onnxmltools' own
+    converters want onnxmltools' own type classes (types_module)."""
+    if types_module is not None:
+        FloatTensorType, DoubleTensorType, Int64TensorType, StringTensorType = (  # noqa: N806
+            types_module.FloatTensorType, types_module.DoubleTensorType,
+            types_module.Int64TensorType, types_module.StringTensorType)
+    else:
+        from skl2onnx.common.data_types import (  # noqa: N811
+            DoubleTensorType, FloatTensorType, Int64TensorType, StringTensorType)
     if isinstance(X, pd.DataFrame):
         types = []
         for c in X.columns:
             k = X[c].dtype
-            if k == object:
+            # pandas 3 gives string columns a StringDtype, not object
+            if k == object or pd.api.types.is_string_dtype(k):
                 types.append((c, StringTensorType([None, 1])))
             elif np.issubdtype(k, np.integer):
                 types.append((c, Int64TensorType([None, 1])))
@@ -344,7 +353,13 @@ def initial_types_for(X, dtype=None):
 def sample_for(X, model, dtype=None):
     rng = np.random.RandomState(SEED + 1)
     n = len(X)
-    idx = np.sort(rng.choice(n, N_SAMPLE_ROWS, replace=False))
+    idx = rng.choice(n, N_SAMPLE_ROWS, replace=False)
+    # make sure a row with a missing value is in the sample, where there is one
+    nan_rows = np.flatnonzero(pd.DataFrame(X).isna().any(axis=1).values) \
+        if not (isinstance(X, np.ndarray) and X.dtype == object) else []
+    if len(nan_rows) and not np.isin(idx, nan_rows).any():
+        idx[-1] = nan_rows[0]
+    idx = np.sort(idx)
     feeds = {}
     onnx_types = {i.name: i.type.tensor_type.elem_type for i in model.graph.input}
     if isinstance(X, pd.DataFrame):
@@ -386,45 +401,25 @@ def sklearn_reference(est, X, idx_feeds, dtype):
 
 def convert(est, X, conv):
     converter, target, options, _suffix, dtype = conv
-    itypes = initial_types_for(X, dtype)
     if converter == "skl2onnx":
+        itypes = initial_types_for(X, dtype)
         kw = {}
         if options:
             kw["options"] = {id(est): options} if not isinstance(est, Pipeline) else {id(est.steps[-1][1]): options}
         m = skl2onnx.convert_sklearn(est, initial_types=itypes, target_opset=target, **kw)
         return m, f"skl2onnx {skl2onnx.__version__}"
-    if isinstance(est, LGBMClassifier) or isinstance(est, LGBMRegressor):
+    from onnxmltools.convert.common import data_types as oml_types
+
+    itypes = initial_types_for(X, dtype, oml_types)
+    if isinstance(est, (LGBMClassifier, LGBMRegressor)):
         m = onnxmltools.convert_lightgbm(est, initial_types=itypes, target_opset=target,
                                          zipmap=options.get("zipmap", True))
         return m, f"onnxmltools {onnxmltools.__version__} (convert_lightgbm)"
     if isinstance(est, (XGBClassifier, XGBRegressor)):
-        kw = {}
-        m = onnxmltools.convert_xgboost(est, initial_types=itypes, target_opset=target, **kw)
-        if not options.get("zipmap", True):
-            m = _drop_zipmap(m)
+        # convert_xgboost has no zipmap switch and emits no ZipMap
+        m = onnxmltools.convert_xgboost(est, initial_types=itypes, target_opset=target)
         return m, f"onnxmltools {onnxmltools.__version__} (convert_xgboost)"
     raise ValueError(converter)
-
-
-def _drop_zipmap(m):
-    """onnxmltools.convert_xgboost has no zipmap switch; remove the trailing
-    ZipMap the way onnxmltools' own docs/tests do with select_model_inputs_outputs
-    (here: cut it and expose its input as the probabilities output)."""
-    from onnxmltools.utils import select_model_inputs_outputs  # noqa: F401
-
-    zm = [n for n in m.graph.node if n.op_type == "ZipMap"]
-    if not zm:
-        return m
-    (z,) = zm
-    out_name = z.output[0]
-    new_nodes = [n for n in m.graph.node if n is not z]
-    del m.graph.node[:]
-    m.graph.node.extend(new_nodes)
-    outs = [o for o in m.graph.output if o.name != out_name]
-    prob = onnx.helper.make_tensor_value_info(z.input[0], onnx.TensorProto.FLOAT, [None, None])
-    del m.graph.output[:]
-    m.graph.output.extend(outs + [prob])
-    return m
 
 
 def describe_est(est):
@@ -539,13 +534,15 @@ def main(argv=None):
                 failures.append({"name": name, "stage": "onnxruntime", "requested": requested,
                                  "error": f"{type(e).__name__}: {str(e)[:500]}"})
                 print(f"ORT FAIL {name}: {e!s:.300}")
-                # still keep the model: a model that ORT refuses is worth having
+                # still keep the model, apart: a field-made model that
+                # onnxruntime refuses is worth having, but not in the main set
                 outs = None
-            path = os.path.join(out, name + ".onnx")
+            sub = "" if outs is not None else "rejected"
+            os.makedirs(os.path.join(out, sub), exist_ok=True)
             data = model.SerializeToString()
-            with open(path, "wb") as f:
+            with open(os.path.join(out, sub, name + ".onnx"), "wb") as f:
                 f.write(data)
-            np.savez(os.path.join(out, name + ".npz"), **feeds)
+            np.savez(os.path.join(out, sub, name + ".npz"), **feeds)
             out_names = [o.name for o in model.graph.output]
             exp, seq_outputs = {}, {}
             if outs is not None:
@@ -558,8 +555,8 @@ def main(argv=None):
             opsets = {(o.domain or "ai.onnx"): o.version for o in model.opset_import}
             entry = {
                 "name": name,
-                "file": name + ".onnx",
-                "sample": name + ".npz",
+                "file": os.path.join(sub, name + ".onnx"),
+                "sample": os.path.join(sub, name + ".npz"),
                 "expected": ("expected/" + name + ".npz") if outs is not None else None,
                 "case": case.name,
                 "estimator": describe_est(est),
@@ -586,10 +583,17 @@ def main(argv=None):
             print(f"ok {name:40s} opsets={opsets} ir={model.ir_version} ort={'ok' if outs is not None else 'FAIL'}"
                   f" {entry['vs_estimator']}")
     manifest = {"generator": "tools/corpus/make_ml.py", "versions": versions,
-                "models": entries, "failures": failures}
+                "layout": {"<name>.onnx": "model, runs in onnxruntime on <name>.npz",
+                           "<name>.npz": "sample input: one array per graph input, exact name and dtype",
+                           "expected/<name>.npz": "onnxruntime outputs on the sample (tensor outputs)",
+                           "rejected/": "models the converter wrote but onnxruntime refused"},
+                "models": [e for e in entries if e["onnxruntime_ok"]],
+                "rejected": [e for e in entries if not e["onnxruntime_ok"]],
+                "failures": failures}
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1, default=to_jsonable)
-    print(f"\n{len(entries)} models written, {len(failures)} failures; manifest at {out}/manifest.json")
+    n_ok = sum(e["onnxruntime_ok"] for e in entries)
+    print(f"\n{n_ok} models written (+{len(entries) - n_ok} rejected by onnxruntime), {len(failures)} failures; manifest at {out}/manifest.json")
     return 0
 
 

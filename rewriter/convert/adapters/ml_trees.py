@@ -536,7 +536,7 @@ def regressor_to_tree_ensemble(node: onnx.NodeProto, input_elem_type: int | None
                     vs = votes.get(i, [])
                     if c < len(vs):
                         target, w = vs[c]
-                    elif agg_name in ("MIN", "MAX"):
+                    elif agg_name in ("XMIN", "XMAX"):
                         target, w = vs[0]  # the same vote again: min/max are idempotent
                     else:
                         target, w = (vs[0][0] if vs else 0), np.float32(0.0)

@@ -1,0 +1,727 @@
+"""Measure which (domain, op, schema version) each old ONNX Runtime release has no CPU kernel for.
+
+    python tools/ort_kernel_probe.py [--out FILE] [--jobs N] [--keep DIR] [RELEASE ...]
+
+For every schema of the default domain ("") and of "ai.onnx.ml" that the installed onnx
+knows (``onnx.defs.get_all_schemas_with_history()``), skipping deprecated and experimental
+schemas, and for each since_version ``v`` with ``7 <= v`` ("" domain; ``1 <= v`` for
+ai.onnx.ml, whose versions are 1..5) and ``v <=`` the release's newest opset for that domain
+(NEWEST below), one tiny model with that single node is built with onnx.helper at
+opset_import ``{domain: v}`` (ai.onnx.ml models also import "" opset 13) and the lowest IR
+version valid for it (``onnx.helper.find_min_ir_version_for``):
+
+* each type parameter is tensor(float) when allowed, else seq(tensor(float)) /
+  optional(tensor(float)) when allowed, else the first allowed tensor type, else the first
+  allowed type;
+* only required inputs are given (plus the few optional ones an op needs to be valid at all,
+  e.g. Resize's scales), one input for a variadic one; required attributes get plausible
+  values (Cast 'to' matching the output type, Constant a value tensor, Split num_outputs,
+  single-leaf trees for the tree ensembles, ...); If / Loop / Scan / SequenceMap get small
+  subgraphs without nodes (outputs wired straight to subgraph inputs or initializers), so
+  that no other op's kernel is involved;
+* inputs get static shapes; several shape layouts are tried (data rank 4 and shape-like
+  inputs rank 1; all rank 4; all rank 1; all rank 2; all scalars; no shape at all) and the
+  first that passes ``onnx.checker.check_model(full_check=True)`` (strict shape inference) is
+  used first; graph output types are the ones onnx infers.
+
+The models are written to a temporary directory by this (the project's) python; then, per
+release, ONE process of the release's venv python (numpy + onnxruntime only: the LOADER
+script below) creates an InferenceSession (CPU EP, graph optimizations disabled) for each
+file and prints a JSON line per file.  A release that crashes on a file gets restarted after
+it.  Per (op, v) and release:
+
+* loads                                          -> present (not listed);
+* "Could not find an implementation for OP(N)"   -> missing, unless a variant with other
+  tensor types for the type parameters (tried next, several rounds) loads: then it is
+  present, and listed under "type_limited" with the types that loaded;
+* any other failure                              -> the next shape variant is tried; when
+  none loads: "probe_invalid" with the first error (first 200 chars).
+
+Writes tools/runtime_data/ort_kernel_probe.json (see --out).  Developer tool; no network.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import itertools
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.checker
+import onnx.defs
+import onnx.shape_inference
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tests import old_ort  # noqa: E402
+
+OUT = ROOT / "tools" / "runtime_data" / "ort_kernel_probe.json"
+ML = "ai.onnx.ml"
+ML_DEFAULT_OPSET = 13  # "" opset imported next to ai.onnx.ml in ML models
+
+# newest opset each release loads (measured by tools/ort_probe.py): release -> {domain: opset}
+NEWEST = {
+    "1.15": {"": 19, ML: 3},
+    "1.16": {"": 19, ML: 3},
+    "1.17": {"": 20, ML: 4},
+    "1.18": {"": 21, ML: 5},
+    "1.19": {"": 21, ML: 5},
+    "1.20": {"": 21, ML: 5},
+    "1.21": {"": 22, ML: 5},
+    "1.22": {"": 22, ML: 5},
+    "1.23": {"": 23, ML: 5},
+    "1.32": {"": 28, ML: 5},
+}
+MIN_VERSION = {"": 7, ML: 1}
+
+LOADER = r"""
+import json, os, sys
+import onnxruntime as ort
+ort.set_default_logger_severity(4)
+folder = sys.argv[1]
+names = sys.argv[2:] or sorted(n for n in os.listdir(folder) if n.endswith(".onnx"))
+opts = ort.SessionOptions()
+opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+opts.log_severity_level = 4
+print(json.dumps({"ort": ort.__version__}), flush=True)
+for name in names:
+    print(json.dumps({"start": name}), flush=True)
+    try:
+        ort.InferenceSession(os.path.join(folder, name), sess_options=opts, providers=["CPUExecutionProvider"])
+        r = {"ok": True}
+    except Exception as e:
+        r = {"ok": False, "error": type(e).__name__ + ": " + str(e)}
+    r["file"] = name
+    print(json.dumps(r), flush=True)
+"""
+
+MISSING_RE = re.compile(r"Could not find an implementation for ([A-Za-z0-9_]+)\((\d+)\) node")
+
+# --------------------------------------------------------------------------------------------
+# types
+
+
+def _split_top(text: str) -> list[str]:
+    parts, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "," and depth == 0:
+            parts.append(cur.strip())
+            cur = ""
+            continue
+        depth += ch == "("
+        depth -= ch == ")"
+        cur += ch
+    parts.append(cur.strip())
+    return parts
+
+
+def elem_type(name: str) -> int:
+    return TensorProto.DataType.Value(name.upper())
+
+
+def type_proto(text: str, shape) -> onnx.TypeProto:
+    """TypeProto of a type string ("tensor(float)", "seq(tensor(int64))", "map(int64, float)", ...).
+
+    ``shape`` applies to a top-level tensor only (None: no shape); nested tensors get none.
+    """
+    kind, inner = text.split("(", 1)
+    inner = inner[:-1]
+    if kind == "tensor":
+        return helper.make_tensor_type_proto(elem_type(inner), shape)
+    if kind == "seq":
+        return helper.make_sequence_type_proto(type_proto(inner, None))
+    if kind == "optional":
+        return helper.make_optional_type_proto(type_proto(inner, None))
+    if kind == "map":
+        key, value = _split_top(inner)
+        return helper.make_map_type_proto(elem_type(key), type_proto(value, None))
+    if kind == "sparse_tensor":
+        return helper.make_sparse_tensor_type_proto(elem_type(inner), shape)
+    raise ValueError(text)
+
+
+def default_type(allowed: list[str]) -> str:
+    for pref in ("tensor(float)", "seq(tensor(float))", "optional(tensor(float))"):
+        if pref in allowed:
+            return pref
+    for t in allowed:
+        if t.startswith("tensor("):
+            return t
+    return allowed[0]
+
+
+def tensor_elem(text: str) -> str | None:
+    """'float' for 'tensor(float)' (else None)."""
+    m = re.fullmatch(r"tensor\((\w+)\)", text)
+    return m.group(1) if m else None
+
+
+# --------------------------------------------------------------------------------------------
+# per-op knowledge
+
+SHAPE_LIKE = {
+    "shape", "axes", "starts", "ends", "steps", "pads", "repeats", "sizes", "scales", "roi",
+    "split", "K", "k", "image_shape", "block_shape", "sequence_lens", "output_shape", "axis",
+    "size", "depth", "position", "dft_length", "frame_step", "frame_length", "write_indices",
+    "M", "cond", "start", "limit", "delta", "num_mel_bins", "sample_rate", "lower_edge_hertz",
+    "upper_edge_hertz", "x_scale", "y_scale", "a_scale", "b_scale", "w_scale", "x_zero_point",
+    "y_zero_point", "a_zero_point", "b_zero_point", "w_zero_point", "ratio", "training_mode",
+    "min", "max", "constant_value", "values", "slope", "batch_indices", "Y",
+}
+
+# optional inputs an op cannot do without (by op, from version): names to keep
+KEEP_OPTIONAL = {
+    "Resize": {"scales"},
+}
+
+
+def _tensor(name: str, elem: int, values) -> TensorProto:
+    arr = np.array(values)
+    return helper.make_tensor(name, elem, list(arr.shape), arr.flatten().tolist())
+
+
+def attributes(op: str, domain: str, v: int, types: dict[str, str], schema) -> dict:
+    """Attribute values for the node (required ones, plus a few an op needs in practice)."""
+    out_elem = None
+    for o in schema.outputs:
+        t = types.get(o.type_str, o.type_str)
+        out_elem = tensor_elem(t)
+        break
+    a: dict = {}
+    if domain == "":
+        if op in ("AveragePool", "MaxPool", "LpPool", "MaxUnpool"):
+            a["kernel_shape"] = [1, 1]
+        elif op in ("BitCast", "Cast"):
+            a["to"] = elem_type(out_elem)
+        elif op == "BitShift":
+            a["direction"] = "LEFT"
+        elif op in ("Concat", "ConcatFromSequence"):
+            a["axis"] = 0
+        elif op == "Constant":
+            a["value"] = _tensor("value", elem_type(out_elem), [1.0])
+        elif op == "ConstantOfShape":
+            a["value"] = _tensor("value", elem_type(out_elem), [0])
+        elif op == "DepthToSpace":
+            a["blocksize"] = 2
+        elif op == "SpaceToDepth":
+            a["blocksize"] = 2
+        elif op == "Einsum":
+            a["equation"] = "abcd->abdc"
+        elif op == "GroupNormalization":
+            a["num_groups"] = 2
+        elif op == "LRN":
+            a["size"] = 3
+        elif op == "LinearAttention":
+            a["q_num_heads"] = 1
+            a["kv_num_heads"] = 1
+        elif op == "MaxRoiPool":
+            a["pooled_shape"] = [1, 1]
+        elif op in ("RandomNormal", "RandomUniform"):
+            a["shape"] = [2, 3]
+            a["dtype"] = elem_type(out_elem)
+        elif op in ("RandomNormalLike", "RandomUniformLike", "EyeLike", "Bernoulli", "Multinomial", "SequenceEmpty"):
+            if out_elem:
+                a["dtype"] = elem_type(out_elem)
+            elif op == "SequenceEmpty":
+                a["dtype"] = TensorProto.FLOAT
+        elif op == "Unsqueeze" and v < 13:
+            a["axes"] = [0]
+        elif op == "Upsample" and v < 9:
+            a["scales"] = [1.0, 1.0, 2.0, 2.0]
+        elif op == "Split" and v >= 18:
+            a["num_outputs"] = 1
+        elif op == "TfIdfVectorizer":
+            a.update(mode="TF", ngram_indexes=[0], ngram_counts=[0], max_skip_count=0,
+                     min_gram_length=1, max_gram_length=1)
+            elem = tensor_elem(types["T"])
+            if elem == "string":
+                a["pool_strings"] = ["a"]
+            else:
+                a["pool_int64s"] = [1]
+        elif op == "Scan":
+            a["num_scan_inputs"] = 1
+        elif op in ("QuantizeLinear",) and v >= 21 and out_elem:
+            a["output_dtype"] = elem_type(out_elem)
+    else:  # ai.onnx.ml
+        if op == "CastMap":
+            a["cast_to"] = {"string": "TO_STRING", "int64": "TO_INT64"}.get(out_elem, "TO_FLOAT")
+        elif op == "CategoryMapper":
+            a.update(cats_strings=["a", "b"], cats_int64s=[1, 2])
+        elif op == "DictVectorizer":
+            key = _split_top(types["T1"][4:-1])[0]
+            if key == "string":
+                a["string_vocabulary"] = ["a", "b"]
+            else:
+                a["int64_vocabulary"] = [1, 2]
+        elif op == "FeatureVectorizer":
+            a["inputdimensions"] = [4]
+        elif op == "Imputer":
+            a.update(imputed_value_floats=[0.0], replaced_value_float=float("nan"))
+        elif op == "LabelEncoder":
+            in_elem = tensor_elem(types["T1"])
+            if v == 1:
+                a["classes_strings"] = ["a", "b"]
+                a["default_int64"] = -1 if out_elem == "int64" else None
+                a["default_string"] = "_" if out_elem == "string" else None
+                a = {k: x for k, x in a.items() if x is not None}
+            else:
+                suffix = {"string": "strings", "int64": "int64s", "float": "floats"}
+                if v >= 4 and (in_elem not in suffix or out_elem not in suffix):
+                    a["keys_tensor"] = _tensor("keys_tensor", elem_type(in_elem), [1, 2])
+                    a["values_tensor"] = _tensor("values_tensor", elem_type(out_elem), [3, 4])
+                else:
+                    sample = {"string": ["a", "b"], "int64": [1, 2], "float": [1.0, 2.0]}
+                    a[f"keys_{suffix[in_elem]}"] = sample[in_elem]
+                    a[f"values_{suffix[out_elem]}"] = sample[out_elem]
+        elif op == "LinearClassifier":
+            a.update(coefficients=[1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0], intercepts=[0.0, 0.0])
+            if out_elem == "string":
+                a["classlabels_strings"] = ["a", "b"]
+            else:
+                a["classlabels_ints"] = [0, 1]
+        elif op == "LinearRegressor":
+            a.update(coefficients=[1.0, 1.0, 1.0, 1.0], intercepts=[0.0], targets=1)
+        elif op == "Normalizer":
+            a["norm"] = "MAX"
+        elif op == "OneHotEncoder":
+            elem = tensor_elem(types["T"])
+            if elem == "string":
+                a["cats_strings"] = ["a", "b"]
+            else:
+                a["cats_int64s"] = [0, 1]
+        elif op == "SVMClassifier":
+            a.update(kernel_type="LINEAR", coefficients=[1.0, 1.0, 1.0, 1.0], rho=[0.0])
+            if out_elem == "string":
+                a["classlabels_strings"] = ["a", "b"]
+            else:
+                a["classlabels_ints"] = [0, 1]
+        elif op == "SVMRegressor":
+            a.update(kernel_type="LINEAR", coefficients=[1.0, 1.0, 1.0, 1.0], rho=[0.0], n_supports=0)
+        elif op == "Scaler":
+            a.update(offset=[0.0], scale=[1.0])
+        elif op == "TreeEnsembleClassifier":
+            a.update(nodes_treeids=[0], nodes_nodeids=[0], nodes_featureids=[0], nodes_modes=["LEAF"],
+                     nodes_values=[0.0], nodes_truenodeids=[0], nodes_falsenodeids=[0],
+                     class_treeids=[0], class_nodeids=[0], class_ids=[0], class_weights=[1.0])
+            if out_elem == "string":
+                a["classlabels_strings"] = ["a"]
+            else:
+                a["classlabels_int64s"] = [0]
+        elif op == "TreeEnsembleRegressor":
+            a.update(nodes_treeids=[0], nodes_nodeids=[0], nodes_featureids=[0], nodes_modes=["LEAF"],
+                     nodes_values=[0.0], nodes_truenodeids=[0], nodes_falsenodeids=[0],
+                     target_treeids=[0], target_nodeids=[0], target_ids=[0], target_weights=[1.0],
+                     n_targets=1)
+        elif op == "TreeEnsemble":
+            elem = elem_type(tensor_elem(types["T"]))
+            a.update(tree_roots=[0], nodes_featureids=[0],
+                     nodes_splits=_tensor("nodes_splits", elem, [0.5]),
+                     nodes_modes=_tensor("nodes_modes", TensorProto.UINT8, [0]),
+                     nodes_truenodeids=[0], nodes_falsenodeids=[1], nodes_trueleafs=[1], nodes_falseleafs=[1],
+                     leaf_targetids=[0, 0], leaf_weights=_tensor("leaf_weights", elem, [1.0, 2.0]),
+                     n_targets=1)
+        elif op == "ZipMap":
+            a["classlabels_int64s"] = [0, 1]
+    return a
+
+
+def _subgraph(name: str, inputs: list[tuple[str, onnx.TypeProto]], outputs: list[tuple[str, onnx.TypeProto]],
+              initializers: list[TensorProto] = ()) -> onnx.GraphProto:
+    return helper.make_graph(
+        [], name,
+        [helper.make_value_info(n, t) for n, t in inputs],
+        [helper.make_value_info(n, t) for n, t in outputs],
+        initializer=list(initializers),
+    )
+
+
+def control_flow(op: str, v: int, types: dict[str, str], shape) -> tuple[list, dict] | None:
+    """(graph inputs [(name, TypeProto)], attributes) for an op with a subgraph, else None."""
+    f32 = helper.make_tensor_type_proto(TensorProto.FLOAT, shape)
+    scalar = lambda e: helper.make_tensor_type_proto(e, [])  # noqa: E731
+    if op == "If":
+        branch = lambda tag: _subgraph(  # noqa: E731
+            f"{tag}_branch", [], [(f"{tag}_out", helper.make_tensor_type_proto(TensorProto.FLOAT, [1]))],
+            [_tensor(f"{tag}_out", TensorProto.FLOAT, [1.0 if tag == "then" else 2.0])])
+        return [("cond", scalar(TensorProto.BOOL))], {"then_branch": branch("then"), "else_branch": branch("else")}
+    if op == "Loop":
+        body = _subgraph(
+            "body",
+            [("iter", scalar(TensorProto.INT64)), ("cond_in", scalar(TensorProto.BOOL)),
+             ("v_in", helper.make_tensor_type_proto(TensorProto.FLOAT, None))],
+            [("cond_in", scalar(TensorProto.BOOL)), ("v_in", helper.make_tensor_type_proto(TensorProto.FLOAT, None))])
+        return ([("M", scalar(TensorProto.INT64)), ("cond", scalar(TensorProto.BOOL)), ("v", f32)],
+                {"body": body})
+    if op == "Scan":
+        # one state, one scan input; the body returns the state and the scan slice unchanged
+        body = _subgraph(
+            "body",
+            [("s_in", helper.make_tensor_type_proto(TensorProto.FLOAT, None)),
+             ("x_in", helper.make_tensor_type_proto(TensorProto.FLOAT, None))],
+            [("s_in", helper.make_tensor_type_proto(TensorProto.FLOAT, None)),
+             ("x_in", helper.make_tensor_type_proto(TensorProto.FLOAT, None))])
+        ins = [("s", f32), ("x", f32)]
+        if v == 8:
+            ins = [("", None)] + ins
+        return ins, {"body": body, "num_scan_inputs": 1}
+    if op == "SequenceMap":
+        body = _subgraph("body", [("e_in", helper.make_tensor_type_proto(TensorProto.FLOAT, None))],
+                         [("e_in", helper.make_tensor_type_proto(TensorProto.FLOAT, None))])
+        return [("seq", type_proto("seq(tensor(float))", None))], {"body": body}
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# model building
+
+SHAPE_LAYOUTS = ["mixed", "rank4", "rank1", "rank2", "scalar", "none"]
+
+
+def _shape(layout: str, input_name: str):
+    if layout == "none":
+        return None
+    if layout == "mixed":
+        return [1] if input_name in SHAPE_LIKE else [1, 4, 4, 4]
+    return {"rank4": [1, 4, 4, 4], "rank1": [4], "rank2": [4, 4], "scalar": []}[layout]
+
+
+def opsets_for(domain: str, v: int) -> list:
+    if domain == "":
+        return [helper.make_opsetid("", v)]
+    return [helper.make_opsetid("", ML_DEFAULT_OPSET), helper.make_opsetid(domain, v)]
+
+
+def build(schema, v: int, types: dict[str, str], layout: str) -> onnx.ModelProto:
+    op, domain = schema.name, schema.domain
+    cf = control_flow(op, v, types, _shape(layout, "x"))
+    graph_inputs: list = []
+    node_inputs: list[str] = []
+    attrs: dict
+    if cf is not None:
+        ins, attrs = cf
+        for name, tp in ins:
+            node_inputs.append(name)
+            if name:
+                graph_inputs.append(helper.make_value_info(name, tp))
+    else:
+        attrs = attributes(op, domain, v, types, schema)
+        formals = list(schema.inputs)
+        keep = KEEP_OPTIONAL.get(op, set())
+        # last formal that must be given (required, or optional but kept)
+        for i, f in enumerate(formals):
+            opt = f.option == onnx.defs.OpSchema.FormalParameterOption.Optional
+            if opt and f.name not in keep:
+                node_inputs.append("")
+                continue
+            count = max(1, f.min_arity) if f.option == onnx.defs.OpSchema.FormalParameterOption.Variadic else 1
+            for k in range(count):
+                name = f.name if count == 1 else f"{f.name}_{k}"
+                t = types.get(f.type_str, f.type_str)
+                shape = _shape(layout, f.name)
+                graph_inputs.append(helper.make_value_info(name, type_proto(t, shape)))
+                node_inputs.append(name)
+        while node_inputs and node_inputs[-1] == "":
+            node_inputs.pop()
+    # outputs: the required ones (one for a variadic output), "" for skipped optional ones
+    node_outputs: list[str] = []
+    for f in schema.outputs:
+        if f.option == onnx.defs.OpSchema.FormalParameterOption.Optional:
+            node_outputs.append("")
+        else:
+            node_outputs.append(f"out_{f.name}")
+    while node_outputs and node_outputs[-1] == "":
+        node_outputs.pop()
+    if not node_outputs:  # all outputs optional: keep the first
+        node_outputs = [f"out_{schema.outputs[0].name}"]
+    node = helper.make_node(op, node_inputs, node_outputs, domain=domain, **attrs)
+    graph = helper.make_graph(
+        [node], f"{op}_{v}", graph_inputs, [helper.make_empty_tensor_value_info(n) for n in node_outputs if n])
+    opsets = opsets_for(domain, v)
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=helper.find_min_ir_version_for(opsets),
+                              producer_name="ort_kernel_probe")
+    # output types: what onnx infers, else the chosen type parameters
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
+        known = {vi.name: vi.type for vi in list(inferred.graph.value_info) + list(inferred.graph.output)}
+    except Exception:  # noqa: BLE001
+        known = {}
+    formal_out = {f"out_{f.name}": f.type_str for f in schema.outputs}
+    for out in model.graph.output:
+        t = known.get(out.name)
+        if t is not None and t.WhichOneof("value") is not None:
+            out.type.CopyFrom(t)
+        else:
+            ts = formal_out[out.name]
+            out.type.CopyFrom(type_proto(types.get(ts, ts), None))
+    return model
+
+
+def local_error(model: onnx.ModelProto) -> str | None:
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except Exception as exc:  # noqa: BLE001
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def choose_types(schema, overrides: dict[str, str] | None = None) -> dict[str, str]:
+    types = {tc.type_param_str: default_type(list(tc.allowed_type_strs)) for tc in schema.type_constraints}
+    # a few ops whose type parameters must differ or match each other
+    if schema.domain == ML and schema.name == "LabelEncoder" and schema.since_version == 1:
+        types["T2"] = "tensor(int64)"
+    if overrides:
+        types.update(overrides)
+    return types
+
+
+def type_alternatives(schema, limit: int = 40) -> list[dict[str, str]]:
+    """Other type assignments: each parameter through its allowed tensor types, then all at once."""
+    base = choose_types(schema)
+    params = [tc for tc in schema.type_constraints]
+    alts: list[dict[str, str]] = []
+    seen = {tuple(sorted(base.items()))}
+
+    def add(over):
+        t = choose_types(schema, over)
+        key = tuple(sorted(t.items()))
+        if key not in seen:
+            seen.add(key)
+            alts.append(over)
+
+    # all parameters with the same element type, where each allows it
+    elems = []
+    for tc in params:
+        for t in tc.allowed_type_strs:
+            if tensor_elem(t) and tensor_elem(t) not in elems:
+                elems.append(tensor_elem(t))
+    for e in elems:
+        over = {tc.type_param_str: f"tensor({e})" for tc in params if f"tensor({e})" in tc.allowed_type_strs}
+        if over:
+            add(over)
+    for tc in params:
+        for t in tc.allowed_type_strs:
+            add({tc.type_param_str: t})
+    return alts[:limit]
+
+
+def schemas_to_probe() -> list:
+    top = {d: max(n[d] for n in NEWEST.values()) for d in ("", ML)}
+    out = []
+    for s in onnx.defs.get_all_schemas_with_history():
+        if s.domain not in ("", ML) or s.deprecated:
+            continue
+        if s.support_level != onnx.defs.OpSchema.SupportType.COMMON:
+            continue
+        if MIN_VERSION[s.domain] <= s.since_version <= top[s.domain]:
+            out.append(s)
+    return sorted(out, key=lambda s: (s.domain, s.name, s.since_version))
+
+
+def key_of(s) -> str:
+    return f"{s.domain or 'ai.onnx'}__{s.name}__{s.since_version}"
+
+
+def make_variants(schema, folder: Path) -> tuple[list[str], list[str], dict[str, str]]:
+    """Write the shape variants (locally valid first) and type variants of one schema.
+
+    Returns (shape variant files, type variant files, {file: description of its types}).
+    """
+    v = schema.since_version
+    base = choose_types(schema)
+    shape_files, bad = [], []
+    seen_bytes = set()
+    for layout in SHAPE_LAYOUTS:
+        try:
+            m = build(schema, v, base, layout)
+        except Exception as exc:  # noqa: BLE001
+            bad.append((layout, None, f"build failed: {exc}"))
+            continue
+        data = m.SerializeToString()
+        if data in seen_bytes:
+            continue
+        seen_bytes.add(data)
+        name = f"{key_of(schema)}__{layout}.onnx"
+        (folder / name).write_bytes(data)
+        (shape_files if local_error(m) is None else bad).append(name if local_error(m) is None else (layout, name, ""))
+    # locally invalid ones last (ORT may still take them)
+    shape_files += [b[1] for b in bad if b[1]]
+    type_files, descr = [], {}
+    for i, over in enumerate(type_alternatives(schema)):
+        types = choose_types(schema, over)
+        for layout in ("mixed", "none"):
+            try:
+                m = build(schema, v, types, layout)
+            except Exception:  # noqa: BLE001
+                continue
+            if local_error(m) is None:
+                name = f"{key_of(schema)}__t{i}_{layout}.onnx"
+                (folder / name).write_bytes(m.SerializeToString())
+                type_files.append(name)
+                descr[name] = ", ".join(f"{k}={t}" for k, t in sorted(types.items()))
+                break
+    return shape_files, type_files, descr
+
+
+# --------------------------------------------------------------------------------------------
+# running
+
+
+def run_loader(release: str, folder: Path, names: list[str], timeout: float = 1800) -> tuple[dict, str]:
+    """{file: (ok, error)} for each name, loaded by one process of the release's python (restarted after a crash)."""
+    python = old_ort.venvs_dir() / release / "bin" / "python"
+    results: dict[str, tuple[bool, str]] = {}
+    version = ""
+    todo = list(names)
+    while todo:
+        listfile = None
+        proc = subprocess.run([str(python), "-c", LOADER, str(folder), *todo],
+                              capture_output=True, text=True, timeout=timeout)
+        started = None
+        for line in proc.stdout.splitlines():
+            if not line.startswith("{"):
+                continue
+            r = json.loads(line)
+            if "ort" in r:
+                version = r["ort"]
+            elif "start" in r:
+                started = r["start"]
+            else:
+                results[r["file"]] = (r["ok"], r.get("error", ""))
+                started = None
+        if started is not None:  # crashed on this file
+            tail = proc.stderr.strip()[-300:]
+            results[started] = (False, f"crash (exit status {proc.returncode}): {tail}")
+        elif proc.returncode != 0 and not results:
+            raise RuntimeError(f"{release}: loader failed: {proc.stderr[-2000:]}")
+        todo = [n for n in todo if n not in results]
+        del listfile
+    return results, version
+
+
+def missing_op(error: str, op: str) -> int | None:
+    m = MISSING_RE.search(error or "")
+    if m and m.group(1) == op:
+        return int(m.group(2))
+    return None
+
+
+def probe_release(release: str, folder: Path, plan: dict, log) -> dict:
+    newest = NEWEST[release]
+    keys = [k for k, p in plan.items() if p["schema"].since_version <= newest[p["schema"].domain]]
+    state = {k: {"i": 0, "stage": "shape", "errors": [], "missing": None, "ok": None} for k in keys}
+    version = ""
+    rounds = 0
+    while True:
+        batch = {}
+        for k in keys:
+            st, p = state[k], plan[k]
+            if st["ok"] is not None:
+                continue
+            files = p["shape"] if st["stage"] == "shape" else p["types"]
+            if st["i"] < len(files):
+                batch[files[st["i"]]] = k
+        if not batch:
+            break
+        rounds += 1
+        results, ver = run_loader(release, folder, sorted(batch))
+        version = version or ver
+        for f, k in batch.items():
+            st, p = state[k], plan[k]
+            ok, err = results[f]
+            op = p["schema"].name
+            if ok:
+                st["ok"] = f
+                continue
+            n = missing_op(err, op)
+            if n is not None:
+                if st["missing"] is None:
+                    st["missing"] = (n, err)
+                if st["stage"] == "shape":  # the model is valid: now try other types
+                    st["stage"], st["i"] = "types", 0
+                    continue
+            elif st["stage"] == "shape":
+                st["errors"].append(err)
+            st["i"] += 1
+        log(f"{release}: round {rounds}: {len(batch)} models")
+    out = {"onnxruntime": version, "missing": {"": {}, ML: {}}, "probe_invalid": {"": {}, ML: {}},
+           "type_limited": {"": {}, ML: {}}, "checked": len(keys)}
+    for k in keys:
+        st, p = state[k], plan[k]
+        s = p["schema"]
+        v = s.since_version
+        if st["ok"] is not None:
+            if st["missing"] is not None:  # first tried types had no kernel, these loaded
+                out["type_limited"][s.domain].setdefault(s.name, {})[str(v)] = p["descr"].get(st["ok"], "")
+            continue
+        if st["missing"] is not None:
+            n, err = st["missing"]
+            out["missing"][s.domain].setdefault(s.name, []).append(v)
+            if n != v:
+                out.setdefault("notes", []).append(f"{s.name}({v}): ORT resolved it as version {n}")
+            continue
+        err = st["errors"][0] if st["errors"] else "no model could be built"
+        out["probe_invalid"][s.domain].setdefault(s.name, {})[str(v)] = err[:200]
+    for part in ("missing", "probe_invalid", "type_limited"):
+        for d in out[part]:
+            out[part][d] = dict(sorted(out[part][d].items()))
+    if not any(out["type_limited"].values()):
+        del out["type_limited"]
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("releases", nargs="*", help="MAJOR.MINOR (default: every working venv with a NEWEST entry)")
+    parser.add_argument("--out", default=str(OUT), help=f"output JSON (default {OUT.relative_to(ROOT)})")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="releases probed at once")
+    parser.add_argument("--keep", help="write the models into this directory (kept) instead of a temporary one")
+    args = parser.parse_args(argv)
+    releases = args.releases or [r for r in old_ort.releases() if r in NEWEST]
+    unknown = [r for r in releases if r not in NEWEST]
+    if unknown:
+        print(f"no NEWEST entry for {unknown}", file=sys.stderr)
+        return 2
+    t0 = time.time()
+    log = lambda msg: print(f"[{time.time() - t0:7.1f}s] {msg}", file=sys.stderr, flush=True)  # noqa: E731
+    with tempfile.TemporaryDirectory(prefix="ort-kernel-probe-") as tmp:
+        folder = Path(args.keep) if args.keep else Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        plan = {}
+        for s in schemas_to_probe():
+            shape, types, descr = make_variants(s, folder)
+            plan[key_of(s)] = {"schema": s, "shape": shape, "types": types, "descr": descr}
+        log(f"built models for {len(plan)} schemas into {folder}")
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            futures = {r: pool.submit(probe_release, r, folder, plan, log) for r in releases}
+            results = {r: f.result() for r, f in futures.items()}
+    results = dict(sorted(results.items(), key=lambda kv: tuple(int(x) for x in kv[0].split("."))))
+    versions = ", ".join(f"{r['onnxruntime']}" for r in results.values())
+    doc = {
+        "source": f"measured by tools/ort_kernel_probe.py on {_dt.date.today().isoformat()} with onnxruntime "
+                  f"{versions} (onnx {onnx.__version__} schemas; CPU EP, graph optimizations disabled)",
+        "releases": results,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    log(f"wrote {out}")
+    for r, res in results.items():
+        nm = sum(len(x) for d in res["missing"].values() for x in d.values())
+        ni = sum(len(x) for d in res["probe_invalid"].values() for x in d.values())
+        print(f"{r} ({res['onnxruntime']}): checked {res['checked']}, missing {nm}, probe_invalid {ni}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
