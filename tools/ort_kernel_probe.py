@@ -135,6 +135,8 @@ def type_proto(text: str, shape) -> onnx.TypeProto:
 
     ``shape`` applies to a top-level tensor only (None: no shape); nested tensors get none.
     """
+    if "(" not in text:  # a map's value type "float" stands for tensor(float)
+        text = f"tensor({text})"
     kind, inner = text.split("(", 1)
     inner = inner[:-1]
     if kind == "tensor":
@@ -183,6 +185,7 @@ SHAPE_LIKE = {
 # optional inputs an op cannot do without (by op, from version): names to keep
 KEEP_OPTIONAL = {
     "Resize": {"scales"},
+    "Optional": {"input"},  # else it needs a 'type' attribute
 }
 
 
@@ -218,6 +221,12 @@ def attributes(op: str, domain: str, v: int, types: dict[str, str], schema) -> d
             a["blocksize"] = 2
         elif op == "Einsum":
             a["equation"] = "abcd->abdc"
+        elif op in ("RNN", "GRU", "LSTM"):
+            a["hidden_size"] = 4  # optional in the schema, required by onnxruntime's kernels
+        elif op == "StringNormalizer":
+            a["locale"] = "C"  # the default, en_US.UTF-8, need not be installed
+        elif op == "MeanVarianceNormalization":
+            a["axes"] = [0, 2, 3]  # its function body refers to the attribute
         elif op == "GroupNormalization":
             a["num_groups"] = 2
         elif op == "LRN":
@@ -225,6 +234,7 @@ def attributes(op: str, domain: str, v: int, types: dict[str, str], schema) -> d
         elif op == "LinearAttention":
             a["q_num_heads"] = 1
             a["kv_num_heads"] = 1
+            a["update_rule"] = "linear"  # the default, gated_delta, needs the optional decay input
         elif op == "MaxRoiPool":
             a["pooled_shape"] = [1, 1]
         elif op in ("RandomNormal", "RandomUniform"):
@@ -301,13 +311,14 @@ def attributes(op: str, domain: str, v: int, types: dict[str, str], schema) -> d
             else:
                 a["cats_int64s"] = [0, 1]
         elif op == "SVMClassifier":
-            a.update(kernel_type="LINEAR", coefficients=[1.0, 1.0, 1.0, 1.0], rho=[0.0])
+            a.update(kernel_type="LINEAR", kernel_params=[0.0, 0.0, 1.0], coefficients=[1.0, 1.0, 1.0, 1.0], rho=[0.0])
             if out_elem == "string":
                 a["classlabels_strings"] = ["a", "b"]
             else:
                 a["classlabels_ints"] = [0, 1]
         elif op == "SVMRegressor":
-            a.update(kernel_type="LINEAR", coefficients=[1.0, 1.0, 1.0, 1.0], rho=[0.0], n_supports=0)
+            a.update(kernel_type="LINEAR", kernel_params=[0.0, 0.0, 1.0], coefficients=[1.0, 1.0, 1.0, 1.0], rho=[0.0],
+                     n_supports=0)
         elif op == "Scaler":
             a.update(offset=[0.0], scale=[1.0])
         elif op == "TreeEnsembleClassifier":
@@ -435,7 +446,9 @@ def build(schema, v: int, types: dict[str, str], layout: str) -> onnx.ModelProto
             node_inputs.pop()
     # outputs: the required ones (one for a variadic output), "" for skipped optional ones
     node_outputs: list[str] = []
-    for f in schema.outputs:
+    if op == "Scan":  # final state and scan output
+        node_outputs = ["out_state", "out_scan"]
+    for f in ([] if node_outputs else schema.outputs):
         if f.option == onnx.defs.OpSchema.FormalParameterOption.Optional:
             node_outputs.append("")
         else:
@@ -457,6 +470,7 @@ def build(schema, v: int, types: dict[str, str], layout: str) -> onnx.ModelProto
     except Exception:  # noqa: BLE001
         known = {}
     formal_out = {f"out_{f.name}": f.type_str for f in schema.outputs}
+    formal_out.update(out_state="tensor(float)", out_scan="tensor(float)")
     for out in model.graph.output:
         t = known.get(out.name)
         if t is not None and t.WhichOneof("value") is not None:
@@ -468,8 +482,18 @@ def build(schema, v: int, types: dict[str, str], layout: str) -> onnx.ModelProto
 
 
 def local_error(model: onnx.ModelProto) -> str | None:
+    """Why onnx rejects the model (checker + strict shape inference), or None.
+
+    The checker wants a shape on every graph input and output; an input without one (unknown
+    rank) is fine for onnxruntime, so that complaint alone is not held against a model.
+    """
     try:
-        onnx.checker.check_model(model, full_check=True)
+        onnx.checker.check_model(model)
+    except Exception as exc:  # noqa: BLE001
+        if "Field 'shape' of 'type' is required but missing" not in str(exc):
+            return f"{type(exc).__name__}: {exc}"
+    try:
+        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
     except Exception as exc:  # noqa: BLE001
         return f"{type(exc).__name__}: {exc}"
     return None
@@ -479,10 +503,16 @@ def choose_types(schema, overrides: dict[str, str] | None = None) -> dict[str, s
     types = {tc.type_param_str: default_type(list(tc.allowed_type_strs)) for tc in schema.type_constraints}
     # a few ops whose type parameters must differ or match each other
     if schema.domain == ML and schema.name == "LabelEncoder" and schema.since_version == 1:
-        types["T2"] = "tensor(int64)"
+        types["T2"] = "tensor(int64)"  # string -> int64 (the two must differ)
+    if schema.domain == ML and schema.name == "CastMap":
+        types["T1"] = "map(int64, float)"
     if overrides:
         types.update(overrides)
     return types
+
+
+def describe_types(types: dict[str, str]) -> str:
+    return ", ".join(f"{k}={t}" for k, t in sorted(types.items()))
 
 
 def type_alternatives(schema, limit: int = 40) -> list[dict[str, str]]:
@@ -544,8 +574,7 @@ def make_variants(schema, folder: Path) -> tuple[list[str], list[str], dict[str,
     for layout in SHAPE_LAYOUTS:
         try:
             m = build(schema, v, base, layout)
-        except Exception as exc:  # noqa: BLE001
-            bad.append((layout, None, f"build failed: {exc}"))
+        except Exception:  # noqa: BLE001 - that layout cannot be built
             continue
         data = m.SerializeToString()
         if data in seen_bytes:
@@ -553,9 +582,12 @@ def make_variants(schema, folder: Path) -> tuple[list[str], list[str], dict[str,
         seen_bytes.add(data)
         name = f"{key_of(schema)}__{layout}.onnx"
         (folder / name).write_bytes(data)
-        (shape_files if local_error(m) is None else bad).append(name if local_error(m) is None else (layout, name, ""))
-    # locally invalid ones last (ORT may still take them)
-    shape_files += [b[1] for b in bad if b[1]]
+        if local_error(m) is None:
+            shape_files.append(name)
+        else:
+            bad.append(name)
+    # locally invalid ones last (onnxruntime may still take them)
+    shape_files += bad
     type_files, descr = [], {}
     for i, over in enumerate(type_alternatives(schema)):
         types = choose_types(schema, over)
@@ -568,7 +600,7 @@ def make_variants(schema, folder: Path) -> tuple[list[str], list[str], dict[str,
                 name = f"{key_of(schema)}__t{i}_{layout}.onnx"
                 (folder / name).write_bytes(m.SerializeToString())
                 type_files.append(name)
-                descr[name] = ", ".join(f"{k}={t}" for k, t in sorted(types.items()))
+                descr[name] = describe_types(types)
                 break
     return shape_files, type_files, descr
 
@@ -609,74 +641,97 @@ def run_loader(release: str, folder: Path, names: list[str], timeout: float = 18
     return results, version
 
 
-def missing_op(error: str, op: str) -> int | None:
+def missing_kernel(error: str) -> tuple[str, int] | None:
+    """(op, version) of a "Could not find an implementation for OP(N) node" error, else None."""
     m = MISSING_RE.search(error or "")
-    if m and m.group(1) == op:
-        return int(m.group(2))
-    return None
+    return (m.group(1), int(m.group(2))) if m else None
 
 
 def probe_release(release: str, folder: Path, plan: dict, log) -> dict:
+    """Load the models of every schema the release should know, in rounds; classify each schema.
+
+    Per schema: its shape variants one per round until one loads or reports a missing kernel
+    (the model then passed graph resolution, so shapes no longer matter); after a missing
+    kernel, or when no shape variant loaded, all its type variants in one more round.
+    """
     newest = NEWEST[release]
     keys = [k for k, p in plan.items() if p["schema"].since_version <= newest[p["schema"].domain]]
-    state = {k: {"i": 0, "stage": "shape", "errors": [], "missing": None, "ok": None} for k in keys}
+    state = {k: {"i": 0, "stage": "shape", "errors": [], "missing": None, "base_missing": False, "ok": None}
+             for k in keys}
     version = ""
     rounds = 0
     while True:
-        batch = {}
+        batch: dict[str, str] = {}
+        sent: dict[str, str] = {}  # key -> the stage whose files went into this round
         for k in keys:
             st, p = state[k], plan[k]
-            if st["ok"] is not None:
+            if st["ok"] is not None or st["stage"] == "done":
                 continue
-            files = p["shape"] if st["stage"] == "shape" else p["types"]
-            if st["i"] < len(files):
-                batch[files[st["i"]]] = k
+            if st["stage"] == "shape" and st["i"] >= len(p["shape"]):
+                st["stage"] = "types"
+            if st["stage"] == "shape":
+                batch[p["shape"][st["i"]]] = k
+                sent[k] = "shape"
+            elif p["types"]:
+                batch.update({f: k for f in p["types"]})
+                sent[k] = "types"
+            else:
+                st["stage"] = "done"
         if not batch:
             break
         rounds += 1
         results, ver = run_loader(release, folder, sorted(batch))
         version = version or ver
-        for f, k in batch.items():
-            st, p = state[k], plan[k]
+        for f in sorted(batch):
+            k = batch[f]
+            st = state[k]
             ok, err = results[f]
-            op = p["schema"].name
+            if st["ok"] is not None:
+                continue
             if ok:
                 st["ok"] = f
                 continue
-            n = missing_op(err, op)
-            if n is not None:
-                if st["missing"] is None:
-                    st["missing"] = (n, err)
-                if st["stage"] == "shape":  # the model is valid: now try other types
-                    st["stage"], st["i"] = "types", 0
-                    continue
-            elif st["stage"] == "shape":
-                st["errors"].append(err)
-            st["i"] += 1
+            miss = missing_kernel(err)
+            if sent[k] == "shape":
+                if miss is not None:
+                    st["missing"], st["base_missing"] = (miss, err), True
+                    st["stage"] = "types"  # the model is valid: try the other types
+                else:
+                    st["errors"].append(err)
+                    st["i"] += 1
+            elif miss is not None and st["missing"] is None:
+                st["missing"] = (miss, err)
+        for k, stage in sent.items():  # the round of type variants is a schema's last
+            if stage == "types":
+                state[k]["stage"] = "done"
         log(f"{release}: round {rounds}: {len(batch)} models")
     out = {"onnxruntime": version, "missing": {"": {}, ML: {}}, "probe_invalid": {"": {}, ML: {}},
-           "type_limited": {"": {}, ML: {}}, "checked": len(keys)}
+           "type_limited": {"": {}, ML: {}}, "missing_via_function": {"": {}, ML: {}}, "checked": len(keys)}
     for k in keys:
         st, p = state[k], plan[k]
         s = p["schema"]
         v = s.since_version
         if st["ok"] is not None:
-            if st["missing"] is not None:  # first tried types had no kernel, these loaded
-                out["type_limited"][s.domain].setdefault(s.name, {})[str(v)] = p["descr"].get(st["ok"], "")
+            if st["base_missing"]:  # the first types tried had no kernel, these loaded
+                out["type_limited"][s.domain].setdefault(s.name, {})[str(v)] = (
+                    f"no kernel for {describe_types(choose_types(s))}; loads with {p['descr'].get(st['ok'], '')}")
             continue
         if st["missing"] is not None:
-            n, err = st["missing"]
+            (op, n), err = st["missing"]
             out["missing"][s.domain].setdefault(s.name, []).append(v)
-            if n != v:
-                out.setdefault("notes", []).append(f"{s.name}({v}): ORT resolved it as version {n}")
+            if op != s.name:  # a function op whose body needs a kernel the release lacks
+                out["missing_via_function"][s.domain].setdefault(s.name, {})[str(v)] = f"{op}({n})"
+            elif n != v:
+                out.setdefault("notes", []).append(f"{s.name}({v}): onnxruntime resolved it as version {n}")
             continue
         err = st["errors"][0] if st["errors"] else "no model could be built"
         out["probe_invalid"][s.domain].setdefault(s.name, {})[str(v)] = err[:200]
-    for part in ("missing", "probe_invalid", "type_limited"):
+    for part in ("missing", "probe_invalid", "type_limited", "missing_via_function"):
         for d in out[part]:
             out[part][d] = dict(sorted(out[part][d].items()))
-    if not any(out["type_limited"].values()):
-        del out["type_limited"]
+    for part in ("type_limited", "missing_via_function"):
+        if not any(out[part].values()):
+            del out[part]
     return out
 
 

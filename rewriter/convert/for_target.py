@@ -26,10 +26,34 @@ def resolve(model: onnx.ModelProto, target_opset, ml_opset, ir_version, target):
     source = traversal.opset_version(model.opset_import)
     source_ml = ml.ml_opset(model.opset_import)
     if target_opset is None and source is not None:
-        target_opset = runtime.opset_for("", source)
+        target_opset = _implemented_opset(model, runtime, runtime.opset_for("", source))
     if ml_opset is None and source_ml is not None:
         ml_opset = runtime.opset_for(ml.ML_DOMAIN, source_ml)
     return target_opset, ml_opset, ir_version, runtime.ir_version, runtime.lacks, runtime
+
+
+def _implemented_opset(model: onnx.ModelProto, runtime, start: int) -> int:
+    """The newest opset from ``start`` down at which the runtime implements every default-domain
+    op of the model (or ONNX gives it a function body to expand): ONNX Runtime 1.15 takes opset
+    19 but has no kernel for Cast-19 or Identity-19, so a model with a Cast goes to 18 for it."""
+    from rewriter.convert import registry
+    from rewriter.convert.expansion import has_function_body
+
+    if runtime.ops is None and not runtime.unsupported:
+        return start
+    ops = {n.op_type for s in traversal.iter_scopes(model) for n in s.body.node if n.domain in ("", "ai.onnx")}
+    low = runtime.min_opsets.get("", 1)
+
+    def fine(opset: int) -> bool:
+        for op in ops:
+            v = registry.schema_version_at(op, opset)
+            if v is None or runtime.lacks("", op, v):
+                versions = registry.schema_versions(op)
+                if not versions or not has_function_body(op, v if v is not None else versions[0]):
+                    return False
+        return True
+
+    return next((o for o in range(start, low - 1, -1) if fine(o)), start)
 
 
 def convert_for(model: onnx.ModelProto, target_opset=None, *, ml_opset=None, ir_version=None, runtime=None,

@@ -42,7 +42,12 @@ class Target:
     source: str = ""
 
     def lacks(self, domain: str, op: str, version: int | None) -> bool:
-        """Whether the runtime lacks ``op`` at schema ``version`` of ``domain``."""
+        """Whether the runtime lacks ``op`` at schema ``version`` of ``domain``.
+
+        A kernel listed as ``[a, None]`` ("a+" in ONNX Runtime's tables) implements schema
+        version ``a`` and no newer schema of the op: ONNX Runtime 1.15 lists Cast "13+" and
+        refuses Cast-19 ("Could not find an implementation"), as the releases themselves show.
+        """
         domain = "" if domain in _DEFAULT else domain
         if op in self.unsupported.get(domain, ()):
             return True
@@ -51,7 +56,13 @@ class Target:
         ranges = self.ops[domain].get(op)
         if ranges is None:
             return True
-        return version is not None and not any(a <= version and (b is None or version <= b) for a, b in ranges)
+        if version is None:
+            return False
+        from rewriter.convert.registry import schema_versions
+
+        later = schema_versions(op, domain)
+        return not any(a <= version and (version <= b if b is not None else
+                                         not any(a < s <= version for s in later)) for a, b in ranges)
 
     def opset_for(self, domain: str, current: int) -> int:
         """The opset to convert a model of opset ``current`` to: kept when the runtime takes it,
@@ -105,7 +116,7 @@ def parse_target(spec: str) -> Target:
     ops = _ranges(entry["cpu_ops"]) if entry.get("cpu_ops") else None
     unsupported = {"": frozenset(entry["unsupported"])} if entry.get("unsupported") else {}
     if runtime == "tensorrt" and entry.get("supported"):
-        ops = {"": {op: [(1, None)] for op in entry["supported"]}}
+        ops = {"": {op: [(1, 1 << 30)] for op in entry["supported"]}}  # every version in its opset range
     return Target(f"{runtime} {key}", opsets, entry.get("ir_version"), low, ops, unsupported,
                   table.get("source", ""))
 

@@ -211,7 +211,7 @@ def random_regressor(rng, n_targets, agg, post="NONE", base=False, multi=True, n
 
 # ---------------------------------------------------------------- TreeEnsemble -> regressor
 
-@pytest.mark.parametrize("seed", range(24))
+@pytest.mark.parametrize("seed", range(40))
 def test_tree_ensemble_becomes_an_equal_regressor(seed):
     rng = np.random.default_rng(seed)
     agg, n_targets = AGGS[seed % 4], 1 + seed % 3
@@ -300,7 +300,7 @@ def test_a_one_leaf_tree_is_the_leaf_its_branches_name():
 
 # ---------------------------------------------------------------- regressor -> TreeEnsemble
 
-@pytest.mark.parametrize("seed", range(24))
+@pytest.mark.parametrize("seed", range(40))
 def test_regressor_becomes_an_equal_tree_ensemble_and_back(seed):
     rng = np.random.default_rng(1000 + seed)
     agg, n_targets = AGGS[seed % 4], 1 + (seed // 4) % 3
@@ -420,18 +420,21 @@ def test_branch_member_is_refused():
 
 
 def test_float16_and_double_are_refused():
-    refused(tree_ensemble_to_regressor, small_te(), "float16", input_elem_type=TensorProto.FLOAT16)
+    refused(tree_ensemble_to_regressor, small_te(), "float16", "does not take", input_elem_type=TensorProto.FLOAT16)
     half = small_te(nodes_splits=numpy_helper.from_array(np.float16([0.5])),
                     leaf_weights=numpy_helper.from_array(np.float16([1, 2])))
     refused(tree_ensemble_to_regressor, half, "nodes_splits", "float16")
     double = small_te(nodes_splits=numpy_helper.from_array(np.float64([0.5])),
                       leaf_weights=numpy_helper.from_array(np.float64([1, 2])))
-    refused(tree_ensemble_to_regressor, double, "nodes_splits", "double")
-    refused(tree_ensemble_to_regressor, small_te(), "double", input_elem_type=TensorProto.DOUBLE)
-    refused(regressor_to_tree_ensemble, small_reg(), "double", input_elem_type=TensorProto.DOUBLE)
+    refused(tree_ensemble_to_regressor, double, "nodes_splits", "double", "always float")
+    refused(tree_ensemble_to_regressor, small_te(), "double", "always float", input_elem_type=TensorProto.DOUBLE)
+    refused(regressor_to_tree_ensemble, small_reg(), "double", "always float", input_elem_type=TensorProto.DOUBLE)
     refused(regressor_to_tree_ensemble, small_reg(), "int64", input_elem_type=TensorProto.INT64)
     refused(regressor_to_tree_ensemble, small_reg(nodes_values=None, nodes_values_as_tensor=numpy_helper.from_array(
-        np.float64([0.5, 0, 0]))), "nodes_values_as_tensor", "double")
+        np.float64([0.5, 0, 0]))), "nodes_values_as_tensor", "double", "outputs float")
+    # float32 *_as_tensor attributes are the float lists
+    as_tensor = small_reg(nodes_values=None, nodes_values_as_tensor=numpy_helper.from_array(np.float32([0.5, 0, 0])))
+    assert regressor_to_tree_ensemble(as_tensor) == regressor_to_tree_ensemble(small_reg())
 
 
 @pytest.mark.parametrize("agg", ["AVERAGE", "MIN", "MAX"])

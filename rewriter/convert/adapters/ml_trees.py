@@ -23,6 +23,12 @@ Semantics, from the schemas and the two runtimes (``onnx.reference`` and onnxrun
 - Only float32 inputs: the regressor's output is always float32 and TreeEnsemble's is its
   input's type, so a double ensemble cannot become a regressor (nor a double-input regressor a
   TreeEnsemble) inside one node; TreeEnsemble takes no integer inputs and the regressor no float16.
+- onnxruntime's regressor takes only trees (a node reached twice on false branches fails to
+  load), so TreeEnsemble nodes or leaves shared by several branches are copied, one per branch
+  (refused past MAX_NODES). TreeEnsemble takes shared nodes, so the other way keeps the sharing.
+- A one-leaf TreeEnsemble tree is the leaf both branches of its root name (schema, onnxruntime);
+  onnx.reference (1.23) takes leaf ``tree_roots[t]`` instead. TreeEnsembles written here have no
+  such roots (a branch to two equal leaves instead), so both runtimes read them alike.
 - Missing-value tracking carries over per branch node (0 or 1 only: onnxruntime tests ``== 1``,
   onnx.reference any non-zero); hitrates carry over for branch nodes (0 for leaves), they do not
   change any output.
@@ -32,7 +38,9 @@ Regressor features TreeEnsemble lacks, and what becomes of them:
 - A leaf with several votes: tree t is written k_t times (k_t its largest vote count), copy c
   casting vote c of every leaf. Where a leaf has fewer votes the copy casts a neutral one: +0.0
   (SUM, AVERAGE) or the leaf's first vote again (MIN, MAX: idempotent, NaN included). Per target
-  the additions happen in the original order, so sums are bit-identical. AVERAGE divides by the
+  the additions happen in the original order, so sums are bit-identical (where onnxruntime runs
+  the trees one after the other: past 80 trees it may split them among threads, and the split
+  then depends on the tree count). AVERAGE divides by the
   tree count, so there every tree gets the same number K of copies, K a power of two, and the
   weights are multiplied by K (exact; refused if it could overflow). With n_targets == 1 this is
   refused: onnxruntime then reads only a leaf's first vote, the schema and onnx.reference add them.
@@ -78,7 +86,10 @@ MAX_NODES = 1 << 22  # regressor nodes written at most when shared TreeEnsemble 
 
 
 def _type_name(t: int) -> str:
-    return TensorProto.DataType.Name(t).lower()
+    try:
+        return TensorProto.DataType.Name(t).lower()
+    except ValueError:
+        return f"element type {t}"
 
 
 class _Refuse:
@@ -310,7 +321,7 @@ def tree_ensemble_to_regressor(node: onnx.NodeProto, input_elem_type: int | None
                 out["target_weights"].append(float(weights[i]))
             else:
                 out["nodes_featureids"].append(features[i])
-                out["nodes_modes"].append(MODES[modes[i]])
+                out["nodes_modes"].append(MODES[5 if modes[i] == 4 else modes[i]])
                 out["nodes_values"].append(float(splits[i]))
                 out["nodes_missing_value_tracks_true"].append(mvt[i])
                 out["nodes_hitrates"].append(float(hitrates[i]) if hitrates is not None else 0.0)
@@ -536,7 +547,7 @@ def regressor_to_tree_ensemble(node: onnx.NodeProto, input_elem_type: int | None
                     vs = votes.get(i, [])
                     if c < len(vs):
                         target, w = vs[c]
-                    elif agg_name in ("XMIN", "XMAX"):
+                    elif agg_name in ("MIN", "MAX"):
                         target, w = vs[0]  # the same vote again: min/max are idempotent
                     else:
                         target, w = (vs[0][0] if vs else 0), np.float32(0.0)
