@@ -48,6 +48,8 @@ def _main(argv: list[str] | None, parsed: list) -> int:
         parsed.append(args)
         directory = os.path.isdir(args.model)
         check_usage(args, directory)
+        if not directory:  # the times printed are the process's own, start-up included
+            args.process_started = time.perf_counter() - (time.time() - _process_start())
     except UsageError as e:
         print(f"error: {one_line(str(e))}", file=sys.stderr)
         return EXIT_ERROR
@@ -64,6 +66,23 @@ def _main(argv: list[str] | None, parsed: list) -> int:
     except BrokenPipeError:  # e.g. `rewriter check model.onnx | head`: the reader left
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return EXIT_OK
+
+
+_IMPORTED = time.time()
+
+
+def _process_start() -> float:
+    """When this process started (seconds since the epoch): from /proc on Linux, else when this
+    module was imported."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        started = time.time() - uptime + ticks / os.sysconf("SC_CLK_TCK")
+        return started if 0 <= _IMPORTED - started < 30 else _IMPORTED  # a clock step: not trusted
+    except (OSError, ValueError, IndexError):
+        return _IMPORTED
 
 
 def _setup_logging(args) -> None:

@@ -92,7 +92,9 @@ def preflight(args) -> None:
 def run_one(args) -> int:
     """Run one command on one model file; errors become one ``error:`` line (and with
     ``--json`` one JSON error document on stdout)."""
-    args.started = time.perf_counter()
+    now = time.perf_counter()
+    args.started = getattr(args, "process_started", None) or now
+    args.startup_s = now - args.started  # the interpreter and imports, before this command began
     try:
         preflight(args)
         return args.handler(args)

@@ -181,7 +181,10 @@ def print_json(doc: dict) -> None:
 def report(args, headline: str, details: list[str], before: ModelStats, after: ModelStats, *,
            changes: dict | None = None, verification: dict | None = None, timings: dict | None = None) -> None:
     """Print a rewrite's result: with ``args.json`` one JSON document, else the headline, the
-    indented detail lines and the before/after table (``-q``: the headline only)."""
+    indented detail lines and the before/after table (``-q``: the headline only). The total time
+    is the process's (interpreter start-up and imports included: ``startup_s``)."""
+    if timings is not None and getattr(args, "startup_s", None) is not None:
+        timings = {**timings, "startup_s": round(args.startup_s, 4)}
     if getattr(args, "json", False):
         print_json(result_document(args.command, model=args.model, output=args.output, before=before,
                                    after=after, changes=changes, verification=verification, timings=timings,

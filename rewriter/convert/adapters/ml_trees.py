@@ -321,7 +321,7 @@ def tree_ensemble_to_regressor(node: onnx.NodeProto, input_elem_type: int | None
                 out["target_weights"].append(float(weights[i]))
             else:
                 out["nodes_featureids"].append(features[i])
-                out["nodes_modes"].append(MODES[5 if modes[i] == 4 else modes[i]])
+                out["nodes_modes"].append(MODES[modes[i]])
                 out["nodes_values"].append(float(splits[i]))
                 out["nodes_missing_value_tracks_true"].append(mvt[i])
                 out["nodes_hitrates"].append(float(hitrates[i]) if hitrates is not None else 0.0)
@@ -449,7 +449,7 @@ def regressor_to_tree_ensemble(node: onnx.NodeProto, input_elem_type: int | None
         if modes[i] == "LEAF":  # both runtimes ignore votes on branch nodes
             votes.setdefault(i, []).append((target, weights[k]))
 
-    if base is not None and np.any(base != 0):  # NaN != 0 too
+    if base is not None and base.size:
         if agg_name != "SUM":
             raise refuse("base_values", f"non-zero under {agg_name}: TreeEnsemble has no base values, and the base is "
                                         f"added after the {agg_name.lower()}, which no TreeEnsemble node can "
