@@ -105,7 +105,10 @@ def convert_ml(model: onnx.ModelProto, target: int, report, lacks=None) -> list[
                                         f"{src_opset}", "no opset"))
                 continue
             if dst is None or (dst != src and onnx.defs.get_schema(op, dst, ML_DOMAIN).deprecated):
-                replaced = _replace(node, op, src, dst, target, label, blockers, report)
+                if types is None:
+                    types = _elem_types(model)
+                replaced = _replace(node, op, src, dst, target, label, blockers, report,
+                                    types.get(node.input[0]) if node.input else None)
                 if replaced is not None:
                     body.node[k].CopyFrom(replaced)
                 continue
@@ -139,7 +142,7 @@ def convert_ml(model: onnx.ModelProto, target: int, report, lacks=None) -> list[
     return blockers
 
 
-def _replace(node, op, src, dst, target, label, blockers, report):
+def _replace(node, op, src, dst, target, label, blockers, report, elem_type):
     """Ops that become another op between ML opsets: TreeEnsembleRegressor <-> TreeEnsemble."""
     try:
         from rewriter.convert.adapters import ml_trees
@@ -147,7 +150,7 @@ def _replace(node, op, src, dst, target, label, blockers, report):
         ml_trees = None
     if op == "TreeEnsemble" and dst is None and ml_trees is not None:
         try:
-            new = ml_trees.tree_ensemble_to_regressor(node)
+            new = ml_trees.tree_ensemble_to_regressor(node, elem_type)
         except ConversionError as e:
             blockers.append(Blocker(label, op, "5 -> 3 (ai.onnx.ml)", str(e), "ML opsets >= 5"))
             return None
@@ -157,7 +160,7 @@ def _replace(node, op, src, dst, target, label, blockers, report):
         return new
     if op == "TreeEnsembleRegressor" and dst is not None and ml_trees is not None:
         try:
-            new = ml_trees.regressor_to_tree_ensemble(node)
+            new = ml_trees.regressor_to_tree_ensemble(node, elem_type)
         except ConversionError as e:
             blockers.append(Blocker(label, op, f"{src} -> {dst} (ai.onnx.ml)", str(e), "ML opsets <= 4"))
             return None

@@ -2,9 +2,10 @@
 
 A :class:`Target` names the newest opset per domain, the newest IR version and the ops a
 runtime implements. ``onnxruntime==1.15`` and ``tensorrt==8.6`` come from
-``rewriter/targets/data/`` (ONNX Runtime's ``docs/Versioning.md`` and the CPU execution
-provider's ``docs/OperatorKernels.md``; onnx-tensorrt's ``docs/operators.md`` on each release
-branch; each file names its commits); a JSON profile file describes any other runtime::
+``rewriter/targets/data/`` (ONNX Runtime's release table and the CPU execution provider's
+``docs/OperatorKernels.md``, with the kernels each release lacks as ``tools/ort_kernel_probe.py``
+measured them; onnx-tensorrt's ``docs/operators.md`` on each release branch; each file names
+its commits); a JSON profile file describes any other runtime::
 
     {"name": "my NPU toolchain 2.1", "opsets": {"": 13, "ai.onnx.ml": 2},
      "min_opsets": {"": 11}, "ir_version": 7, "unsupported": {"": ["LayerNormalization"]}}
@@ -40,6 +41,7 @@ class Target:
     ops: dict | None = None
     unsupported: dict = dataclasses.field(default_factory=dict)  # domain -> ops it does not implement
     source: str = ""
+    missing: dict = dataclasses.field(default_factory=dict)  # domain -> op -> schema versions without a kernel
 
     def lacks(self, domain: str, op: str, version: int | None) -> bool:
         """Whether the runtime lacks ``op`` at schema ``version`` of ``domain``.
@@ -49,7 +51,7 @@ class Target:
         refuses Cast-19 ("Could not find an implementation"), as the releases themselves show.
         """
         domain = "" if domain in _DEFAULT else domain
-        if op in self.unsupported.get(domain, ()):
+        if op in self.unsupported.get(domain, ()) or version in self.missing.get(domain, {}).get(op, ()):
             return True
         if self.ops is None or domain not in self.ops:
             return False
@@ -117,8 +119,10 @@ def parse_target(spec: str) -> Target:
     unsupported = {"": frozenset(entry["unsupported"])} if entry.get("unsupported") else {}
     if runtime == "tensorrt" and entry.get("supported"):
         ops = {"": {op: [(1, 1 << 30)] for op in entry["supported"]}}  # every version in its opset range
+    missing = {(d if d not in _DEFAULT else ""): {op: frozenset(vs) for op, vs in table_.items()}
+               for d, table_ in entry.get("missing_kernels", {}).items()}
     return Target(f"{runtime} {key}", opsets, entry.get("ir_version"), low, ops, unsupported,
-                  table.get("source", ""))
+                  table.get("source", ""), missing)
 
 
 def _profile(path: str) -> Target:

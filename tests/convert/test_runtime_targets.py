@@ -147,3 +147,21 @@ def test_a_dynamo_like_export_converted_for_a_release_loads_and_matches_there(re
     assert there["ok"], there["error"]
     expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_allclose(there["outputs"]["y"], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_the_kernel_tables_agree_with_what_the_releases_lack():
+    """The documented kernel ranges (an 'a+' range implements schema a only) already say what
+    the releases' own loading found missing at their newest opset (the probe's data); where the
+    documents list a kernel the release does not have, the measured list says so."""
+    table = json.load(open("rewriter/targets/data/onnxruntime.json"))["releases"]
+    t = parse_target("onnxruntime==1.15")
+    probed = table["1.15"]["missing_kernels"][""]
+    for op, versions in probed.items():
+        for v in versions:
+            assert t.lacks("", op, v), (op, v)
+    # the documents alone already say each of the 15 kernels 1.15 lacks at opset 19
+    docs_only = parse_target("onnxruntime==1.15")
+    object.__setattr__(docs_only, "missing", {})
+    assert len(probed) == 15 and {op for op in probed if docs_only.lacks("", op, 19)} == set(probed)
+    assert not t.lacks("", "Resize", 19) and not t.lacks("", "LayerNormalization", 17)
+    assert parse_target("onnxruntime==1.20").lacks("ai.onnx.ml", "TreeEnsemble", 5)

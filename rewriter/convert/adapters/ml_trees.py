@@ -449,7 +449,7 @@ def regressor_to_tree_ensemble(node: onnx.NodeProto, input_elem_type: int | None
         if modes[i] == "LEAF":  # both runtimes ignore votes on branch nodes
             votes.setdefault(i, []).append((target, weights[k]))
 
-    if base is not None and base.size:
+    if base is not None and np.any(base != 0):  # NaN != 0 too
         if agg_name != "SUM":
             raise refuse("base_values", f"non-zero under {agg_name}: TreeEnsemble has no base values, and the base is "
                                         f"added after the {agg_name.lower()}, which no TreeEnsemble node can "
