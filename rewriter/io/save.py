@@ -236,6 +236,8 @@ def check_output(path: str | os.PathLike) -> str:
         raise RewriterError(f"{path}: is a directory")
     if not os.path.isdir(directory):
         raise RewriterError(f"{path}: directory {directory} does not exist")
+    if not os.access(directory, os.W_OK | os.X_OK):  # the temporary file is made there first
+        raise RewriterError(f"{path}: directory {directory} is not writable; refused before any work")
     try:
         st = os.stat(path)
     except FileNotFoundError:
