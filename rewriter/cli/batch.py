@@ -43,11 +43,20 @@ class FileResult:
     stderr: str
     completed: bool = True  # False when interrupted before its output was in place
 
+    headline: str = ""  # the command's summary line (it names the file: the name is cut off)
+
     @property
     def message(self) -> str:
-        lines = [ln for ln in (self.stderr if self.status else self.stdout).splitlines() if ln.strip()]
-        errors = [ln for ln in lines if ln.startswith("error:")]
-        return (errors or lines or [""])[-1 if errors else 0].strip()
+        """One line for the file: its error, else its summary line (check: its verdict)."""
+        if self.status:
+            lines = [ln for ln in self.stderr.splitlines() if ln.strip()]
+            errors = [ln for ln in lines if ln.startswith("error:")]
+            text = (errors or lines or [""])[-1].strip()
+            return text[len("error: "):] if text.startswith("error: ") else text
+        if self.headline:
+            return self.headline
+        lines = [ln for ln in self.stdout.splitlines() if ln.strip()]
+        return lines[-1].strip() if lines else ""
 
 
 def find_models(root: str, exclude: str | None = None) -> list[str]:
@@ -89,8 +98,10 @@ def _run_one(args: argparse.Namespace, relpath: str) -> FileResult:
             print(f"error: internal error: {type(e).__name__}: {e}", file=sys.stderr)
             status = EXIT_ERROR
     prefix = one.model + ": "  # the summary line names the file already
+    headline = next((ln[len(prefix):].strip() for ln in out.getvalue().splitlines()
+                     if ln.startswith(prefix) and ln[len(prefix):].strip()), "")
     return FileResult(relpath, status, out.getvalue().replace(prefix, ""), err.getvalue().replace(prefix, ""),
-                      completed)
+                      completed, headline)
 
 
 def _worker_init() -> None:
@@ -132,6 +143,9 @@ def run_directory(args: argparse.Namespace) -> int:
     if writes:
         if os.path.exists(args.output) and not os.path.isdir(args.output):
             raise UsageError(f"{args.model} is a directory, so -o must be one too: {args.output} is a file")
+        if not os.path.exists(args.output) and args.output.endswith(".onnx"):
+            raise UsageError(f"{args.model} is a directory, so -o must be one too: {args.output} looks like a model "
+                             "file (a directory of that name would be made); give a directory name")
         parent = os.path.dirname(os.path.abspath(args.output))
         if not os.path.isdir(parent):
             raise UsageError(f"-o {args.output}: directory {parent} does not exist")
@@ -176,7 +190,7 @@ def run_directory(args: argparse.Namespace) -> int:
             docs.append({"file": rel, "exit_status": r.status, "result": doc,
                          "error": r.message if r.status else None})
         print(json.dumps({"schema": "rewriter.batch/1", "command": args.command, "ok": not failed,
-                          "files": docs}, indent=2))
+                          "exit_status": EXIT_PROBLEM if failed else EXIT_OK, "files": docs}, indent=2))
         return EXIT_PROBLEM if failed else EXIT_OK
     for rel in files:
         r = results[rel]

@@ -88,7 +88,11 @@ def _process_start() -> float:
 def _setup_logging(args) -> None:
     """warning lines on stderr; with -v also every INFO message of rewriter.* (each step taken)."""
     import logging
+    import warnings
 
+    # the keys rewriter adds to tensors it reads lazily are its own (they are never written):
+    # onnx's loader, handed such a tensor, is told nothing it needs to say
+    warnings.filterwarnings("ignore", message=r"Ignoring unknown external data key")
     handler = logging.StreamHandler()
     handler.setFormatter(_LowercaseLevel("%(levelname)s: %(message)s"))  # "warning: ..." like ours
     logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)

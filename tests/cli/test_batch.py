@@ -116,3 +116,32 @@ def test_directory_usage_errors(tree, tmp_path, capsys, argv, fragment):
     assert rc == 2 and len(err.splitlines()) == 1 and err.startswith("error: ") and fragment in err, err
     assert (tmp_path / "file.onnx").read_bytes() == b"keep"
     assert not (tmp_path / "o").exists()
+
+
+def test_directory_lines_say_what_each_file_did_and_json_has_a_status(tmp_path, capsys):
+    import json as _json
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.onnx").write_bytes(open("models/mixed_opset13.onnx", "rb").read())
+    (src / "bad.onnx").write_bytes(b"not a model")
+    assert cli.main(["convert", str(src), "--opset", "18", "-o", str(tmp_path / "out"), "--verify"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert any(ln.startswith("ok    a.onnx: opset 13 -> 18, written to") for ln in lines), lines
+    bad = next(ln for ln in lines if "bad.onnx" in ln)
+    assert bad.startswith("FAIL  bad.onnx: ") and "error:" not in bad
+    assert cli.main(["check", str(src)]) == 1
+    assert "ok    a.onnx: OK: 1 ReduceProd node(s) checked" in capsys.readouterr().out
+    assert cli.main(["convert", str(src), "--opset", "18", "-o", str(tmp_path / "out2"), "--json"]) == 1
+    doc = _json.loads(capsys.readouterr().out)
+    assert doc["exit_status"] == 1 and not doc["ok"]
+    assert all(not (f["error"] or "").startswith("error:") for f in doc["files"])
+
+
+def test_a_directory_refuses_an_output_named_like_a_model(tmp_path, capsys):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.onnx").write_bytes(open("models/mixed_opset13.onnx", "rb").read())
+    assert cli.main(["fold", str(src), "-o", str(tmp_path / "folded.onnx")]) == 2
+    assert "looks like a model file" in capsys.readouterr().err
+    assert not (tmp_path / "folded.onnx").exists()
