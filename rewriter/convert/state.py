@@ -84,6 +84,7 @@ class ConversionState:
                 if s is not None and self._roots[i] is None:  # graphs; function bodies on demand
                     self._types[i] = {}
                     _collect_types(s.body, self._types[i])
+                    _schema_types(s.body, self._types[i], self.original.opset_import)
             for i, s in enumerate(inferred):  # subgraphs ONNX's inference did not look into
                 if s is not None and self._roots[i] is None and s.parent is not None and \
                         any(o and o not in self._types[i] for n in s.body.node for o in n.output):
@@ -247,6 +248,36 @@ def _common_type(a: onnx.TypeProto, b: onnx.TypeProto | None) -> onnx.TypeProto 
     if ta.HasField("shape") and tb.HasField("shape") and len(ta.shape.dim) == len(tb.shape.dim):
         return onnx.helper.make_tensor_type_proto(ta.elem_type, [None] * len(ta.shape.dim))
     return onnx.helper.make_tensor_type_proto(ta.elem_type, None)
+
+
+_SCHEMA_DOMAINS = ("ai.onnx.ml",)  # domains whose ops ONNX's inference often leaves untyped
+
+
+def _schema_types(graph: onnx.GraphProto, types: dict[str, onnx.TypeProto], opset_import) -> None:
+    """Outputs of ``ai.onnx.ml`` nodes that inference left untyped, typed from the op's schema
+    when it allows one type only (SVMClassifier's scores are tensor(float)), so the default-domain
+    nodes behind them (a Cast, a Flatten) can take type-only steps."""
+    opsets = {o.domain: o.version for o in opset_import}
+    for node in graph.node:
+        if node.domain not in _SCHEMA_DOMAINS or node.domain not in opsets:
+            continue
+        try:
+            schema = onnx.defs.get_schema(node.op_type, opsets[node.domain], node.domain)
+        except onnx.defs.SchemaError:
+            continue
+        allowed = {c.type_param_str: list(c.allowed_type_strs) for c in schema.type_constraints}
+        for formal, name in zip(schema.outputs, node.output):
+            if not name or name in types:
+                continue
+            options = allowed.get(formal.type_str, [formal.type_str])
+            if len(options) == 1 and options[0].startswith("tensor(") and options[0].endswith(")"):
+                elem = _ELEM_TYPES.get(options[0][len("tensor("):-1])
+                if elem is not None:
+                    types[name] = onnx.helper.make_tensor_type_proto(elem, None)
+
+
+_ELEM_TYPES = {onnx.helper.tensor_dtype_to_string(t)[len("TensorProto."):].lower(): t
+               for t in onnx.TensorProto.DataType.values() if t}
 
 
 def _collect_types(graph: onnx.GraphProto, types: dict[str, onnx.TypeProto]) -> None:

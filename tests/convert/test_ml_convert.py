@@ -138,3 +138,21 @@ def test_a_model_importing_only_ai_onnx_ml_converts():
     assert result.ir_version == 3  # ai.onnx.ml 1 came with IR 3
     x = {"x": np.arange(6, dtype=np.float32).reshape(2, 3)}
     np.testing.assert_allclose(_run(result, x)[0], _run(model, x)[0])
+
+
+def test_a_cast_behind_an_ml_op_goes_down_with_the_type_its_schema_gives():
+    # SVMClassifier's scores are tensor(float) by its schema; ONNX's inference leaves them untyped
+    svm = helper.make_node("SVMClassifier", ["x"], ["label", "scores"], domain=ML, name="svm",
+                           classlabels_ints=[0, 1], coefficients=[1.0, -1.0], kernel_type="LINEAR",
+                           kernel_params=[0.0, 0.0, 0.0], rho=[0.1], support_vectors=[1.0, 2.0, -1.0, 0.5],
+                           vectors_per_class=[1, 1])
+    cast = helper.make_node("Cast", ["scores"], ["y"], to=TensorProto.DOUBLE, name="cast")
+    graph = helper.make_graph([svm, cast], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 2])],
+                              [helper.make_tensor_value_info("label", TensorProto.INT64, [3]),
+                               helper.make_tensor_value_info("y", TensorProto.DOUBLE, [3, "c"])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(ML, 1)])
+    result, _ = convert_model(model, 7)
+    assert result.opset_import[0].version == 7
+    x = {"x": np.array([[1.0, 2.0], [-0.5, 0.25], [3.0, -1.0]], np.float32)}
+    for a, b in zip(_run(result, x), _run(model, x)):
+        np.testing.assert_array_equal(a, b)
