@@ -156,3 +156,27 @@ def test_a_cast_behind_an_ml_op_goes_down_with_the_type_its_schema_gives():
     x = {"x": np.array([[1.0, 2.0], [-0.5, 0.25], [3.0, -1.0]], np.float32)}
     for a, b in zip(_run(result, x), _run(model, x)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_regressor_goes_to_tree_ensemble_at_5_and_back_computing_the_same():
+    model = _regressor([0.25, 0.0, 0.0], TensorProto.FLOAT)
+    up, report = convert_model(model, None, ml_opset=5)
+    assert [n.op_type for n in up.graph.node] == ["TreeEnsemble"] and report.changes["TreeEnsembleRegressor -> TreeEnsemble"]
+    feeds = {"x": np.array([[0.1], [0.25], [0.3], [np.nan]], dtype=np.float32)}
+    np.testing.assert_array_equal(_run(up, feeds)[0], _run(model, feeds)[0])
+    down, _ = convert_model(up, None, ml_opset=3)
+    assert [n.op_type for n in down.graph.node] == ["TreeEnsembleRegressor"]
+    np.testing.assert_array_equal(_run(down, feeds)[0], _run(model, feeds)[0])
+
+
+def test_a_classifier_cannot_go_to_5_and_says_so():
+    kw = dict(nodes_treeids=[0, 0, 0], nodes_nodeids=[0, 1, 2], nodes_featureids=[0, 0, 0],
+              nodes_modes=["BRANCH_LEQ", "LEAF", "LEAF"], nodes_values=[0.5, 0.0, 0.0], nodes_truenodeids=[1, 0, 0],
+              nodes_falsenodeids=[2, 0, 0], class_treeids=[0, 0], class_nodeids=[1, 2], class_ids=[0, 1],
+              class_weights=[1.0, 1.0], classlabels_int64s=[0, 1])
+    node = helper.make_node("TreeEnsembleClassifier", ["x"], ["label", "probs"], domain=ML, name="clf", **kw)
+    model = _model(node, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 1])],
+                   [helper.make_tensor_value_info("label", TensorProto.INT64, [4]),
+                    helper.make_tensor_value_info("probs", TensorProto.FLOAT, [4, 2])], 3)
+    with pytest.raises(ConversionError, match=r"node 'clf'.*deprecated at ML opset 5.*would work for ML opsets <= 4"):
+        convert_model(model, None, ml_opset=5)

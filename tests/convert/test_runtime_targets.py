@@ -165,3 +165,18 @@ def test_the_kernel_tables_agree_with_what_the_releases_lack():
     assert len(probed) == 15 and {op for op in probed if docs_only.lacks("", op, 19)} == set(probed)
     assert not t.lacks("", "Resize", 19) and not t.lacks("", "LayerNormalization", 17)
     assert parse_target("onnxruntime==1.20").lacks("ai.onnx.ml", "TreeEnsemble", 5)
+
+
+def test_the_tensorrt_rows_are_what_their_operator_lists_say():
+    table = json.load(open("rewriter/targets/data/tensorrt.json"))["releases"]
+    for release, entry in table.items():
+        low, high = entry["opsets"][""]
+        assert f"{high}" in entry["header"] and low <= high, release  # "... up to Opset 17" / "opset 9 to opset 20"
+        assert not set(entry["supported"]) & set(entry["unsupported"]), release
+        t = parse_target(f"tensorrt=={release}")
+        for op in entry["unsupported"]:
+            assert t.lacks("", op, 13), (release, op)
+        for op in entry["supported"]:
+            assert not t.lacks("", op, 13), (release, op)
+    assert parse_target("tensorrt==8.5").lacks("", "LayerNormalization", 17)
+    assert not parse_target("tensorrt==8.6").lacks("", "LayerNormalization", 17)
