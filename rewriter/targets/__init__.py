@@ -41,19 +41,24 @@ class Target:
     ops: dict | None = None
     unsupported: dict = dataclasses.field(default_factory=dict)  # domain -> ops it does not implement
     source: str = ""
-    missing: dict = dataclasses.field(default_factory=dict)  # domain -> op -> schema versions without a kernel
+    # domain -> op -> schema versions without a kernel, as the release's loading showed (None: not measured)
+    missing: dict | None = None
 
     def lacks(self, domain: str, op: str, version: int | None) -> bool:
         """Whether the runtime lacks ``op`` at schema ``version`` of ``domain``.
 
-        A kernel listed as ``[a, None]`` ("a+" in ONNX Runtime's tables) implements schema
-        version ``a`` and no newer schema of the op: ONNX Runtime 1.15 lists Cast "13+" and
-        refuses Cast-19 ("Could not find an implementation"), as the releases themselves show.
+        Where the release's own loading was measured (``missing``: every schema version from 7
+        to its newest opset tried), that says it. Else the documented kernels: one listed as
+        ``[a, None]`` ("a+" in ONNX Runtime's tables) implements schema version ``a`` and no
+        newer schema of the op (ONNX Runtime 1.15 lists Cast "13+" and refuses Cast-19, as its
+        loading shows); Constant needs no kernel (the runtime makes it an initializer).
         """
         domain = "" if domain in _DEFAULT else domain
-        if op in self.unsupported.get(domain, ()) or version in self.missing.get(domain, {}).get(op, ()):
+        if op in self.unsupported.get(domain, ()):
             return True
-        if self.ops is None or domain not in self.ops:
+        if self.missing is not None and domain in self.missing:
+            return version in self.missing[domain].get(op, ())
+        if self.ops is None or domain not in self.ops or (domain == "" and op == "Constant"):
             return False
         ranges = self.ops[domain].get(op)
         if ranges is None:
@@ -119,8 +124,9 @@ def parse_target(spec: str) -> Target:
     unsupported = {"": frozenset(entry["unsupported"])} if entry.get("unsupported") else {}
     if runtime == "tensorrt" and entry.get("supported"):
         ops = {"": {op: [(1, 1 << 30)] for op in entry["supported"]}}  # every version in its opset range
-    missing = {(d if d not in _DEFAULT else ""): {op: frozenset(vs) for op, vs in table_.items()}
-               for d, table_ in entry.get("missing_kernels", {}).items()}
+    missing = None if "missing_kernels" not in entry else {
+        (d if d not in _DEFAULT else ""): {op: frozenset(vs) for op, vs in table_.items()}
+        for d, table_ in {"": {}, "ai.onnx.ml": {}, **entry["missing_kernels"]}.items()}
     return Target(f"{runtime} {key}", opsets, entry.get("ir_version"), low, ops, unsupported,
                   table.get("source", ""), missing)
 
