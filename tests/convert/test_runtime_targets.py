@@ -164,6 +164,7 @@ def test_the_kernel_tables_agree_with_what_the_releases_lack():
     object.__setattr__(docs_only, "missing", None)
     assert len(probed) == 15 and {op for op in probed if docs_only.lacks("", op, 19)} == set(probed)
     assert not t.lacks("", "Resize", 19) and not t.lacks("", "LayerNormalization", 17)
+    assert not t.lacks("", "Constant", 13) and not docs_only.lacks("", "Constant", 19)  # no kernel needed
     assert parse_target("onnxruntime==1.20").lacks("ai.onnx.ml", "TreeEnsemble", 5)
 
 
