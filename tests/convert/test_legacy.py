@@ -68,3 +68,23 @@ def test_prelu_slope_below_7(slope_shape, ok):
         converts(down, LATEST, {"x": X}, expected=reference(m, {"x": X}))
     else:
         refused(m, 6, "'prelu'", "7 -> 6", "broadcasts the slope only from opset 7")
+
+
+def test_refusals_write_shapes_as_people_read_them():
+    from onnx import TensorProto, helper
+
+    from rewriter.convert import convert_model
+    from rewriter.errors import ConversionError
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 256])
+    s = helper.make_tensor_value_info("s", TensorProto.FLOAT, [3, "k"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    model = helper.make_model(helper.make_graph([helper.make_node("PRelu", ["x", "s"], ["y"], name="p")], "g",
+                                                [x, s], [y]), opset_imports=[helper.make_opsetid("", 9)])
+    try:
+        convert_model(model, 6)
+    except ConversionError as e:
+        message = str(e)
+    else:
+        raise AssertionError("PRelu with a broadcasting slope converted to 6")
+    assert "[?,256]" in message and "[3,?]" in message and "None" not in message, message

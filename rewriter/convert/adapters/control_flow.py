@@ -5,6 +5,7 @@ from __future__ import annotations
 import onnx
 
 from rewriter.convert.registry import register
+from rewriter.verify.shape_rule import format_shape
 
 __all__: list[str] = []
 
@@ -28,7 +29,7 @@ def if_11_1(node, ctx) -> None:
         shape = _static_shape(a)
         if shape is None or shape != _static_shape(b):
             ctx.block(f"below opset 11 both branches must declare output '{a.name}' with one static shape; "
-                      f"they declare {_static_shape(a)} and {_static_shape(b)}")
+                      f"they declare {format_shape(_static_shape(a))} and {format_shape(_static_shape(b))}")
 
 
 @register("If", 1, 11, kind="type-only")

@@ -23,6 +23,7 @@ import onnx
 from rewriter.convert.adapters.feature_support import add_typed_constant, attr_value, check_types, record_type, set_attr
 from rewriter.convert.attrs import get_attr, remove_attr
 from rewriter.convert.registry import register
+from rewriter.verify.shape_rule import format_shape
 
 __all__ = ["dims", "old_broadcast", "OLD_BROADCAST_OPS"]
 
@@ -71,11 +72,11 @@ def old_broadcast(a: list | None, b: list | None, out: list | None):
         hi -= 1
     run = b[lo:hi]
     if any(x != 1 and not isinstance(y, int) for x, y in zip(b, a[start:])):
-        return f"the first input's shape {a} is not static where the second input's {b} is not 1"
+        return f"the first input's shape {format_shape(a)} is not static where the second input's {format_shape(b)} is not 1"
     if any(x != 1 and x != y for x, y in zip(b, a[start:])):
-        return f"the shapes {a} and {b} do not broadcast"
+        return f"the shapes {format_shape(a)} and {format_shape(b)} do not broadcast"
     if list(a[start + lo:start + hi]) != run:
-        return (f"the second input {b} stretches dims of 1 inside its run of dims, which broadcast=1 "
+        return (f"the second input {format_shape(b)} stretches dims of 1 inside its run of dims, which broadcast=1 "
                 f"cannot express")
     axis = start + lo
     if hi == len(b):  # already aligned to the end

@@ -18,6 +18,7 @@ import numpy as np
 from rewriter.convert.adapters.feature_support import attr_value, check_types, set_attr
 from rewriter.convert.attrs import get_attr, remove_attr
 from rewriter.convert.registry import register
+from rewriter.verify.shape_rule import format_shape
 
 __all__: list[str] = []
 
@@ -91,5 +92,5 @@ def prelu_7_6(node, ctx) -> None:
         return
     if x is not None and slope is not None and x == slope and None not in x:
         return
-    ctx.block(f"the slope's shape {slope} is neither X's shape {x} nor one element: PRelu broadcasts "
+    ctx.block(f"the slope's shape {format_shape(slope)} is neither X's shape {format_shape(x)} nor one element: PRelu broadcasts "
               f"the slope only from opset 7")
