@@ -4,27 +4,62 @@ lists of onnx-tensorrt's release branches), check that nothing in the result is 
 list says the release lacks, and compare the result with the source in ONNX Runtime (TensorRT
 itself needs a GPU).
 
-    python tools/corpus/tensorrt_report.py
+    python tools/corpus/tensorrt_report.py [--corpus /work/corpus/torch]
 """
-import glob, os, collections, json, numpy as np, onnx, onnxruntime as ort
-from rewriter.convert import convert_for
-from rewriter.targets import parse_target, blockers
-res = collections.defaultdict(collections.Counter); why = collections.Counter()
-for path in sorted(glob.glob("/work/corpus/torch/*.onnx")):
-    m = onnx.load(path); feeds = dict(np.load(path[:-5]+".npz"))
-    ref = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
-    for rel in ["8.5", "8.6", "10.0", "10.16"]:
-        t = parse_target(f"tensorrt=={rel}")
-        res[rel]["as is ok"] += not blockers(m, t)
-        try:
-            r, rep = convert_for(m, runtime=t)
-        except Exception as e:
-            res[rel]["refused"] += 1; s=str(e); why[(rel, s[s.find("block it"):][:140])] += 1; continue
-        left = blockers(r, t)
-        out = ort.InferenceSession(r.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
-        ok = all(np.allclose(a, b, rtol=1e-4, atol=1e-5) for a, b in zip(ref, out))
-        res[rel]["converted, nothing left blocking" if not left else "converted, still blocked"] += 1
-        res[rel]["match (ORT)" if ok else "MISMATCH"] += 1
-        if rep.expanded: res[rel]["with expansions"] += 1
-for rel, c in res.items(): print(rel, dict(c))
-for k, n in why.most_common(8): print(n, k)
+
+from __future__ import annotations
+
+import argparse
+import collections
+import glob
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+
+RELEASES = ["8.5", "8.6", "10.0", "10.16"]
+
+
+def main(argv=None) -> int:
+    import onnx
+    import onnxruntime as ort
+
+    from rewriter.convert import convert_for
+    from rewriter.targets import blockers, parse_target
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--corpus", default="/work/corpus/torch")
+    args = ap.parse_args(argv)
+    counts = collections.defaultdict(collections.Counter)
+    refusals = collections.Counter()
+    for path in sorted(glob.glob(os.path.join(args.corpus, "*.onnx"))):
+        model = onnx.load(path)
+        feeds = dict(np.load(path[:-5] + ".npz"))
+        reference = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)
+        for release in RELEASES:
+            target = parse_target(f"tensorrt=={release}")
+            c = counts[release]
+            c["models"] += 1
+            c["nothing blocking as they were"] += not blockers(model, target)
+            try:
+                result, report = convert_for(model, runtime=target)
+            except Exception as e:  # noqa: BLE001 - a refusal is a finding
+                c["refused"] += 1
+                refusals[(release, " ".join(str(e).split())[:160])] += 1
+                continue
+            c["converted, nothing left blocking" if not blockers(result, target) else "converted, STILL BLOCKED"] += 1
+            c["with an op expanded"] += bool(report.expanded)
+            out = ort.InferenceSession(result.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+            same = all(np.allclose(a, b, rtol=1e-4, atol=1e-5) for a, b in zip(reference, out))
+            c["match in ONNX Runtime" if same else "MISMATCH"] += 1
+    for release, c in counts.items():
+        print(f"tensorrt {release}: " + ", ".join(f"{k} {v}" for k, v in c.items()))
+    for (release, why), n in refusals.most_common():
+        print(f"  {release}: {n} x {why}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
