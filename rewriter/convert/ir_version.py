@@ -216,6 +216,7 @@ def _inline(model: onnx.ModelProto, ir_version: int) -> str:
     names = sorted({n for _, n, _ in ids})
     keep_meta = [(f.name, list(f.metadata_props)) for f in model.functions if (f.domain, f.name, f.overload) in ids
                  and f.metadata_props]
+    _write_defaults(model, [f for f in model.functions if (f.domain, f.name, f.overload) in ids])
     inlined = onnx.inliner.inline_selected_functions(model, [(d, n) for d, n, _ in ids])
     model.CopyFrom(inlined)
     if overloaded:
@@ -225,6 +226,19 @@ def _inline(model: onnx.ModelProto, ir_version: int) -> str:
     for name, props in keep_meta:
         _stash(model, f"function:{name}", props)
     return f"inlined {len(ids)} model-local function(s) ({', '.join(names)})"
+
+
+def _write_defaults(model: onnx.ModelProto, functions) -> None:
+    """Each call of a function to be inlined gets the function's attribute default values it
+    does not set itself (the inliner reads only the call's own attributes)."""
+    defaults = {(f.domain, f.name, f.overload): list(f.attribute_proto) for f in functions if f.attribute_proto}
+    if not defaults:
+        return
+    for scope in traversal.iter_scopes(model):
+        for node in scope.body.node:
+            for a in defaults.get((node.domain, node.op_type, node.overload), ()):
+                if not any(x.name == a.name for x in node.attribute):
+                    node.attribute.add().CopyFrom(a)
 
 
 def _stash(model: onnx.ModelProto, key: str, props) -> None:

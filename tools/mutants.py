@@ -1,0 +1,357 @@
+#!/usr/bin/env python3
+"""Hand-written mutants of core modules, and whether the tests that cover each one kill it.
+
+Each mutant is one exact substring of one source file and its replacement. For each in turn
+the script backs the file up (a copy in a temporary directory), writes the mutant, runs the
+covering test files with ``python -m pytest -q -x -p no:cacheprovider FILES``, and puts the
+original back byte for byte (in a ``finally``: also on Ctrl-C, SIGTERM or a timeout), then
+checks it. A mutant is KILLED when the tests fail (pytest exit 1, or 2 when the mutant breaks
+collection), SURVIVED when they pass, TIMEOUT (counted as killed) when they run too long.
+
+    python tools/mutants.py --list            # the mutants, nothing run
+    python tools/mutants.py                   # every mutant
+    python tools/mutants.py cse-shape 7 ...   # some, by name or number
+    python tools/mutants.py --baseline        # first check the covering tests pass unmutated
+
+Safety: a mutant stays on disk only while its tests run. Bytecode is not written while a
+mutant is applied (PYTHONDONTWRITEBYTECODE), so no stale .pyc can outlive it. If someone else
+changed the file while the mutant was applied, only the mutated text is reverted in their
+version (and a warning printed) instead of overwriting their change. Exit status: 0 when every
+mutant run was killed, 1 when some survived or could not be applied, 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutant:
+    name: str
+    file: str  # relative to the repository root
+    original: str  # exact substring, present once in the file
+    replacement: str
+    tests: tuple[str, ...]
+    what: str = ""
+
+
+def M(name, file, original, replacement, tests, what=""):  # noqa: N802 - a table row
+    return Mutant(name, file, original, replacement, tuple(tests.split()), what)
+
+
+MUTANTS: list[Mutant] = [
+    # ---------------------------------------------------------------- the seven of the brief
+    M("fold-hide-overridable", "rewriter/optimize/constant_folding.py",
+      "hidden = hide_overridable(model)\n        try:\n            return super().call(model)",
+      "hidden = []\n        try:\n            return super().call(model)",
+      "tests/optimize/test_constant_folding.py tests/optimize/test_overridable_inputs_and_cse_keys.py",
+      "the standalone fold pass reads overridable initializers as constants"),
+    M("cse-shape", "rewriter/optimize/cse.py",
+      "return (tuple(array.shape), str(tensor.dtype), array.tobytes())",
+      "return (str(tensor.dtype), array.tobytes())",
+      "tests/optimize/test_passes.py tests/optimize/test_overridable_inputs_and_cse_keys.py",
+      "CSE merges tensor constants of equal bytes but different shapes"),
+    M("save-align", "rewriter/io/save.py",
+      "pad = -position % ALIGN", "pad = 0",
+      "tests/io/test_model_io.py tests/io/test_save_policy.py tests/io/test_data_file_alignment.py",
+      "external tensors packed without 64-byte alignment"),
+    M("numerics-nan-mask", "rewriter/verify/numerics.py",
+      "if not np.array_equal(nan_x, nan_y):", "if not np.array_equal(nan_x, nan_x):",
+      "tests/verify/test_numerics.py tests/verify/test_nan_positions.py",
+      "NaN in different places is not a mismatch"),
+    M("kernel-flip-kept", "rewriter/kernels/__init__.py",
+      "fk = [kept_sorted.index(i) for i in flips if i in kept_sorted]", "fk = []",
+      "tests/kernels/test_kernels.py tests/kernels/test_strided_views.py",
+      "ReduceProd of a negatively strided view: the kept axes are not flipped back"),
+    M("softmax-symbolic-ones", "rewriter/convert/adapters/softmax.py",
+      "return all(d == 1 for d in shape[axis % len(shape) + 1:])",
+      "return all(d in (1, None) for d in shape[axis % len(shape) + 1:])",
+      "tests/convert/test_softmax.py tests/convert/test_softmax_symbolic_dims_and_ir_down.py",
+      "a symbolic dim after Softmax's axis counts as 1"),
+    M("planner-ir-down", "rewriter/convert/planner.py",
+      "natural = tolerated if down else max(model.ir_version, tolerated)",
+      "natural = max(model.ir_version, tolerated)",
+      "tests/convert/test_ir_version.py tests/convert/test_softmax_symbolic_dims_and_ir_down.py",
+      "going down keeps the input's newer IR version"),
+    # ---------------------------------------------------------------- IR versions
+    M("ir-bfloat16", "rewriter/convert/ir_version.py",
+      "_TYPE_IR = {16: 4, 17: 9,", "_TYPE_IR = {16: 3, 17: 9,",
+      "tests/convert/test_ir_version.py tests/convert/test_ir_version_rewrites.py",
+      "bfloat16 counted as IR 3's"),
+    M("ir-int4", "rewriter/convert/ir_version.py",
+      "20: 9, 21: 10, 22: 10,", "20: 9, 21: 9, 22: 10,",
+      "tests/convert/test_ir_version.py tests/convert/test_ir_version_rewrites.py",
+      "int4 counted as IR 9's"),
+    M("ir-sparse-coo", "rewriter/convert/ir_version.py",
+      "dense[tuple(indices.T)] = values", "dense[tuple(indices)] = values",
+      "tests/convert/test_ir_version.py tests/convert/test_ir_version_rewrites.py",
+      "COO sparse indices read as rows of axes, not one row per value"),
+    M("ir-function-attr-default", "rewriter/convert/ir_version.py",
+      'add(Feature(9, "attribute default values", where, "inlined"))',
+      'add(Feature(8, "attribute default values", where, "inlined"))',
+      "tests/convert/test_ir_version.py tests/convert/test_ir_version_rewrites.py",
+      "function attribute defaults (IR 9's) counted as IR 8's: kept, not inlined, for IR 8"),
+    M("ir-metadata-kept", "rewriter/convert/ir_version.py",
+      "            del holder.metadata_props[:]", "            pass",
+      "tests/convert/test_ir_version.py tests/convert/test_ir_version_rewrites.py",
+      "moved metadata is copied but not removed from where the old IR has no place for it"),
+    M("ir-lower-above", "rewriter/convert/ir_version.py",
+      "above = [f for f in found if f.ir_version > ir_version]",
+      "above = [f for f in found if f.ir_version >= ir_version]",
+      "tests/convert/test_ir_version.py tests/convert/test_ir_version_rewrites.py",
+      "a feature the target IR holds is treated as one it cannot"),
+    M("ir-subgraph-initializers", "rewriter/convert/ir_version.py",
+      "        if body is not main:\n            keep",
+      "        if False:\n            keep",
+      "tests/convert/test_ir_version.py tests/convert/test_ir_version_rewrites.py",
+      "a subgraph's initializers stay in the subgraph for IR 3"),
+    # ---------------------------------------------------------------- ai.onnx.ml
+    M("ml-le-values-permuted", "rewriter/convert/adapters/ml.py",
+      "if values != list(range(len(keys))):", "if sorted(values) != list(range(len(keys))):",
+      "tests/convert/test_ml_convert.py tests/convert/test_ml_attribute_exactness.py",
+      "LabelEncoder 2 -> 1 accepts string -> index maps whose indices are permuted"),
+    M("ml-le-keys-permuted", "rewriter/convert/adapters/ml.py",
+      "if keys != list(range(len(values))):", "if sorted(keys) != list(range(len(values))):",
+      "tests/convert/test_ml_convert.py tests/convert/test_ml_attribute_exactness.py",
+      "LabelEncoder 2 -> 1 accepts index -> string maps whose keys are permuted"),
+    M("ml-le-default-int", "rewriter/convert/adapters/ml.py",
+      '_V1_DEFAULT_INT, _V1_DEFAULT_STRING = -1, "_Unused"', '_V1_DEFAULT_INT, _V1_DEFAULT_STRING = 0, "_Unused"',
+      "tests/convert/test_ml_convert.py tests/convert/test_ml_attribute_exactness.py",
+      "LabelEncoder-1's default_int64 taken as 0"),
+    M("ml-tree-float32-exact", "rewriter/convert/adapters/ml.py",
+      "(as_float.astype(np.float64) != values)", "(as_float != values.astype(np.float32))",
+      "tests/convert/test_ml_convert.py tests/convert/test_ml_attribute_exactness.py",
+      "doubles float32 cannot hold exactly go to TreeEnsemble-1's float lists"),
+    M("ml-lacks-src", "rewriter/convert/ml.py",
+      "lacks(ML_DOMAIN, op, dst)", "lacks(ML_DOMAIN, op, src)",
+      "tests/convert/test_ml_convert.py tests/convert/test_ml_attribute_exactness.py",
+      "a runtime's lack is asked of the source schema, not the target's"),
+    # ---------------------------------------------------------------- runtime targets
+    M("targets-a-plus", "rewriter/targets/__init__.py",
+      "not any(a < s <= version for s in later)", "True",
+      "tests/convert/test_runtime_targets.py tests/convert/test_runtime_target_rules.py",
+      "an 'a+' kernel range counted as every later schema too"),
+    M("targets-range-start", "rewriter/targets/__init__.py",
+      "return not any(a <= version and", "return not any(a < version and",
+      "tests/convert/test_runtime_targets.py tests/convert/test_runtime_target_rules.py",
+      "a kernel range's first schema counted as lacking"),
+    M("targets-opset-high", "rewriter/targets/__init__.py",
+      "target = current if high is None else min(current, high)",
+      "target = current if high is None else max(current, high)",
+      "tests/convert/test_runtime_targets.py tests/convert/test_runtime_target_rules.py",
+      "opset_for raises a model to the runtime's newest opset"),
+    M("targets-opset-low", "rewriter/targets/__init__.py",
+      "return target if low is None else max(target, low)",
+      "return target",
+      "tests/convert/test_runtime_targets.py tests/convert/test_runtime_target_rules.py",
+      "opset_for ignores the runtime's oldest opset"),
+    M("targets-unlisted-op", "rewriter/targets/__init__.py",
+      "        if ranges is None:\n            return True",
+      "        if ranges is None:\n            return False",
+      "tests/convert/test_runtime_targets.py tests/convert/test_runtime_target_rules.py",
+      "an op absent from the kernel table counted as implemented"),
+    # ---------------------------------------------------------------- static shapes
+    M("shapes-negative-dynamic", "rewriter/graph/static_shapes.py",
+      'return d.WhichOneof("value") != "dim_value" or d.dim_value < 0',
+      'return d.WhichOneof("value") != "dim_value"',
+      "tests/graph/test_static_shapes.py tests/graph/test_static_shapes_rules.py",
+      "a declared -1 counted as static"),
+    M("shapes-symbols-fixed-only", "rewriter/graph/static_shapes.py",
+      'if d.WhichOneof("value") == "dim_param" and d.dim_param in symbols:',
+      'if d.WhichOneof("value") == "dim_param" and d.dim_param in fixed:',
+      "tests/graph/test_static_shapes.py tests/graph/test_static_shapes_rules.py",
+      "an input shape's symbols not replaced elsewhere (only --fix-dim ones)"),
+    M("shapes-symbol-conflict", "rewriter/graph/static_shapes.py",
+      "given = symbols.setdefault(d.dim_param, size)", "given = size",
+      "tests/graph/test_static_shapes.py tests/graph/test_static_shapes_rules.py",
+      "a symbol given two sizes is not refused"),
+    # ---------------------------------------------------------------- interrupts
+    M("interrupts-armed", "rewriter/cli/interrupts.py",
+      '    if _state["armed"]:\n        _state["armed"] = False',
+      '    if True:\n        _state["armed"] = False',
+      "tests/cli/test_interrupts.py tests/cli/test_interrupt_handler.py",
+      "the handler raises even when not armed"),
+    M("interrupts-disarmed-before", "rewriter/cli/interrupts.py",
+      'if before and _state["pending"]:', 'if _state["pending"]:',
+      "tests/cli/test_interrupts.py tests/cli/test_interrupt_handler.py",
+      "leaving a disarmed block raises even when it was entered unarmed"),
+    M("interrupts-second-signal", "rewriter/cli/interrupts.py",
+      '        _state["armed"] = False  # a second signal', '        pass  # a second signal',
+      "tests/cli/test_interrupts.py tests/cli/test_interrupt_handler.py",
+      "a second interrupt can land in the clean-up of the first"),
+]
+
+
+class _Terminated(BaseException):
+    pass
+
+
+def _on_term(signum, frame):
+    raise _Terminated()
+
+
+def _pytest(files, timeout: float, env_extra: dict | None = None) -> tuple[str, int | None, str, float]:
+    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *files]
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", **(env_extra or {}))
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # its own process group: only what this run started
+        out, _ = proc.communicate()
+        return "TIMEOUT", None, out, time.monotonic() - start
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return "", proc.returncode, out, time.monotonic() - start
+
+
+def _last_line(out: str) -> str:
+    lines = [line for line in out.strip().splitlines() if line.strip()]
+    return lines[-1].strip("= ") if lines else ""
+
+
+def _first_failure(out: str) -> str:
+    for line in out.splitlines():
+        if line.startswith(("FAILED ", "ERROR ")):
+            return line.split(" - ")[0]
+    return ""
+
+
+def _restore(path: str, backup: str, original: bytes, mutated: bytes, m: Mutant) -> None:
+    """Put the file back as it was; if someone changed it meanwhile, revert only the mutant."""
+    with open(path, "rb") as f:
+        now = f.read()
+    if now == mutated:
+        shutil.copy2(backup, path)  # bytes and mode and times
+    else:
+        rep, orig = m.replacement.encode(), m.original.encode()
+        if now.count(rep) == 1:
+            fixed = now.replace(rep, orig)
+        else:
+            fixed = None
+        print(f"  WARNING: {m.file} changed while the mutant was applied; "
+              + ("only the mutated text was reverted in the new version" if fixed is not None
+                 else f"the mutated text is not found once: left as it is now, the original is at {backup}"),
+              file=sys.stderr)
+        if fixed is None:
+            raise SystemExit(3)
+        with open(path, "wb") as f:
+            f.write(fixed)
+        return
+    with open(path, "rb") as f:
+        if f.read() != original:
+            raise SystemExit(f"  ERROR: {m.file} is not restored (the original is at {backup})")
+
+
+def run_mutant(m: Mutant, timeout: float, tmpdir: str) -> tuple[str, str]:
+    path = os.path.join(ROOT, m.file)
+    with open(path, "rb") as f:
+        original = f.read()
+    count = original.count(m.original.encode())
+    if count != 1:
+        return "NOT APPLIED", f"the original text occurs {count} times in {m.file}"
+    tests = [t for t in m.tests if os.path.exists(os.path.join(ROOT, t))]
+    if not tests:
+        return "NOT APPLIED", "none of its test files exists"
+    backup = os.path.join(tmpdir, m.name + "." + os.path.basename(m.file))
+    shutil.copy2(path, backup)
+    mutated = original.replace(m.original.encode(), m.replacement.encode())
+    try:
+        with open(path, "wb") as f:
+            f.write(mutated)
+        status, rc, out, secs = _pytest(tests, timeout)
+    finally:
+        _restore(path, backup, original, mutated, m)
+    os.unlink(backup)
+    if status == "TIMEOUT":
+        return "TIMEOUT", f"over {timeout:.0f} s"
+    detail = f"{_last_line(out)} ({secs:.1f} s)"
+    if rc == 0:
+        return "SURVIVED", detail
+    if rc in (1, 2):
+        first = _first_failure(out)
+        how = "" if rc == 1 else "pytest exit 2 (interrupted, or a collection error); "
+        return "KILLED", how + (first + "; " if first else "") + detail
+    return "ERROR", f"pytest exit {rc}: {detail}"
+
+
+def _select(names: list[str]) -> list[Mutant]:
+    if not names:
+        return list(MUTANTS)
+    chosen = []
+    for n in names:
+        if n.isdigit() and 1 <= int(n) <= len(MUTANTS):
+            chosen.append(MUTANTS[int(n) - 1])
+            continue
+        found = [m for m in MUTANTS if m.name == n]
+        if not found:
+            raise SystemExit(f"no mutant {n!r} (see --list)")
+        chosen.extend(found)
+    return chosen
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", help="mutants to run, by name or number (default: all)")
+    parser.add_argument("--list", action="store_true", help="print the mutants, run nothing")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds for one mutant's tests")
+    parser.add_argument("--baseline", action="store_true",
+                        help="first run each covering test set unmutated (they must pass)")
+    args = parser.parse_args(argv)
+    chosen = _select(args.names)
+    if args.list:
+        for i, m in enumerate(MUTANTS, 1):
+            if m in chosen:
+                with open(os.path.join(ROOT, m.file), encoding="utf-8") as f:
+                    count = f.read().count(m.original)
+                found = "" if count == 1 else f"  [the original text occurs {count} times: not applicable]"
+                print(f"{i:2d}. {m.name}: {m.file}{found}\n      {m.original!r}\n   -> {m.replacement!r}\n"
+                      f"      {m.what}\n      tests: {' '.join(m.tests)}")
+        return 0
+    signal.signal(signal.SIGTERM, _on_term)
+    if args.baseline:
+        for files in dict.fromkeys(m.tests for m in chosen):
+            status, rc, out, secs = _pytest(files, args.timeout)
+            ok = status != "TIMEOUT" and rc == 0
+            print(f"baseline {'ok  ' if ok else 'FAIL'} {' '.join(files)}: {_last_line(out)} ({secs:.1f} s)",
+                  flush=True)
+            if not ok:
+                print("the covering tests do not pass unmutated: fix that first", file=sys.stderr)
+                return 1
+    results = []
+    with tempfile.TemporaryDirectory(prefix="rewriter-mutants-") as tmpdir:
+        for i, m in enumerate(chosen, 1):
+            print(f"[{i}/{len(chosen)}] {m.name} ({m.file}) ...", flush=True)
+            try:
+                status, detail = run_mutant(m, args.timeout, tmpdir)
+            except (KeyboardInterrupt, _Terminated):
+                print("interrupted: the file is restored", file=sys.stderr)
+                return 130
+            results.append((m, status))
+            print(f"  {status}: {detail}", flush=True)
+    print()
+    print("summary:")
+    for m, status in results:
+        print(f"  {status:11s} {m.name}")
+    counts = {s: sum(1 for _, st in results if st == s) for s in ("KILLED", "TIMEOUT", "SURVIVED", "NOT APPLIED",
+                                                                  "ERROR")}
+    print(", ".join(f"{n} {s.lower()}" for s, n in counts.items() if n or s in ("KILLED", "SURVIVED")))
+    return 0 if counts["SURVIVED"] + counts["NOT APPLIED"] + counts["ERROR"] == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
