@@ -302,6 +302,7 @@ def verify_rewrite(original, rewritten, args) -> dict:
         report = verify_numerics(original, rewritten, seed=getattr(args, "seed", None) or 0,
                                  rtol=getattr(args, "rtol", None), atol=getattr(args, "atol", None),
                                  input_shapes=dict(getattr(args, "input_shape", None) or []),
+                                 input_values=dict(getattr(args, "input_value", None) or []),
                                  base_dirs=(base, base))
         done["numerics"] = report.to_dict()
         args.result_ort_ok = report.ok and report.backend_rewritten == "onnxruntime"  # the gate need not ask again

@@ -108,6 +108,18 @@ def _add_static_shapes(p: argparse.ArgumentParser) -> None:
                    "e.g. batch=1, for toolchains that need static shapes; repeat for several symbols")
 
 
+def _input_value_arg(text: str) -> tuple[str, list[float]]:
+    name, sep, values = text.rpartition(":")
+    try:
+        numbers = [float(v) for v in values.split(",") if v.strip()]
+    except ValueError:
+        numbers = []
+    if not sep or not name or not numbers:
+        raise argparse.ArgumentTypeError(f"--input-value must be NAME:VALUES such as sr:16000 or mask:1,1,0, "
+                                         f"got {text!r}")
+    return name, numbers
+
+
 def _add_verify_flags(p: argparse.ArgumentParser, static: bool = False) -> None:
     p.add_argument("--no-verify", action="store_true",
                    help="skip the shape verification of the result (default: a ReduceProd shape "
@@ -126,6 +138,10 @@ def _add_verify_flags(p: argparse.ArgumentParser, static: bool = False) -> None:
                    "dynamic dim), as onnxsim's --overwrite-input-shape; --verify uses it too" if static else
                    "--verify: the shape of graph input NAME, e.g. x:1,3,224,224; its symbolic dims take these "
                    "sizes everywhere (default: every unpinned dynamic dim is 2)") + "; repeat for several inputs")
+    p.add_argument("--input-value", type=_input_value_arg, action="append", default=None, metavar="NAME:VALUES",
+                   help="--verify: feed graph input NAME these values instead of random ones (e.g. a sample "
+                   "rate sr:16000; as many values as the input has elements, or one for a scalar); repeat "
+                   "for several inputs")
 
 
 def _bytes_arg(text: str) -> int:
@@ -263,6 +279,7 @@ def check_usage(args: argparse.Namespace, directory: bool) -> None:
     if not getattr(args, "verify", False):
         given = [flag for flag, value in (("--seed", getattr(args, "seed", None)), ("--rtol", getattr(args, "rtol", None)),
                                           ("--atol", getattr(args, "atol", None)),
+                                          ("--input-value", getattr(args, "input_value", None)),
                                           ("--input-shape", getattr(args, "input_shape", None)
                                            if args.command == "fold" else None))
                  if value is not None]

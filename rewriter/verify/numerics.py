@@ -89,6 +89,7 @@ class NumericsReport:
     backend_rewritten: str
     seed: int
     error: str = ""  # set when the rewritten model failed to run
+    fallback: str = ""  # why ONNX Runtime did not run them, when onnx.reference did instead
 
     @property
     def ok(self) -> bool:
@@ -98,12 +99,14 @@ class NumericsReport:
         """A JSON-ready summary: ok, seed, engines, error, one entry per output."""
         return {"ok": self.ok, "seed": self.seed, "backend_original": self.backend_original,
                 "backend_rewritten": self.backend_rewritten, "error": self.error or None,
+                "fallback": self.fallback or None,
                 "outputs": [o.to_dict() for o in self.outputs]}
 
     def summary_lines(self) -> list[str]:
         backends = (self.backend_original if self.backend_original == self.backend_rewritten
                     else f"{self.backend_original} (original) / {self.backend_rewritten} (rewritten)")
-        lines = [f"numerical check on random inputs (seed {self.seed}, {backends}):"]
+        why = f"; onnx.reference because ONNX Runtime could not: {self.fallback}" if self.fallback else ""
+        lines = [f"numerical check on random inputs (seed {self.seed}, {backends}{why}):"]
         if self.error:
             lines.append(f"rewritten model failed to run: {self.error}")
         lines.extend(o.line() for o in self.outputs)
@@ -237,7 +240,8 @@ def _run_reference(model, feeds: dict) -> list[np.ndarray]:
 
     evaluator = ReferenceEvaluator(model)
     names = set(evaluator.input_names)
-    return evaluator.run(None, {k: v for k, v in feeds.items() if k in names})
+    with np.errstate(all="ignore"):  # numpy's overflow warnings are not findings: the comparison says
+        return evaluator.run(None, {k: v for k, v in feeds.items() if k in names})
 
 
 def _has_external_data(model: onnx.ModelProto) -> bool:
@@ -330,7 +334,8 @@ def _compare_floats(name, dtype, tol, x, y, rtol, atol) -> OutputComparison:
 
 def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = None,
                     atol: float | None = None, input_shapes: dict[str, list[int]] | None = None,
-                    base_dirs: tuple[str | None, str | None] = (None, None)) -> NumericsReport:
+                    base_dirs: tuple[str | None, str | None] = (None, None),
+                    input_values: dict[str, list] | None = None) -> NumericsReport:
     """Run both models on the same random inputs and compare every output (see module doc).
 
     Args:
@@ -338,6 +343,8 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
         seed: seed of the random inputs.
         rtol, atol: tolerances for every float output instead of the per-type defaults.
         input_shapes: graph input name -> dims, pinning dynamic dims (default: each symbol 2).
+        input_values: graph input name -> values (a list, or one number for a scalar input) fed
+            instead of random ones (a sample rate, a flag, token ids).
         base_dirs: directories the two models' external data is relative to, when the
             references do not carry it (models from :func:`rewriter.io.load_model` do).
 
@@ -351,13 +358,21 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
         raise RewriterError("cannot verify numerically on random inputs: graph input "
                             f"{'; '.join(axes_inputs)} (random axes are not valid axes)")
     feeds = random_inputs(a, seed, input_shapes)
+    for name, values in (input_values or {}).items():
+        if name not in feeds:
+            raise RewriterError(f"--input-value: the model has no graph input {name!r} "
+                                f"(inputs: {', '.join(sorted(feeds)) or 'none'})")
+        given = np.asarray(values, dtype=feeds[name].dtype)
+        if given.size == feeds[name].size:
+            given = given.reshape(feeds[name].shape)
+        feeds[name] = given
     with tempfile.TemporaryDirectory(prefix="rewriter-verify-") as directory:
         with _runnable(a, base_dirs[0], directory, "original.onnx") as ra_src, \
                 _runnable(b, base_dirs[1], directory, "rewritten.onnx") as rb_src:
             pair = _run_pair((a, ra_src), (b, rb_src), feeds, seed)
     if isinstance(pair, NumericsReport):
         return pair
-    outs_a, be_a, outs_b, be_b = pair
+    outs_a, be_a, outs_b, be_b, fallback = pair
     names_a = [o.name for o in a.graph.output]
     names_b = [o.name for o in b.graph.output]
     comparisons = []
@@ -370,7 +385,7 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
         elem = a.graph.output[i].type.tensor_type.elem_type or _elem_of(outs_a[i])
         label = name if by_name or names_b[j] == name else f"{name} / {names_b[j]}"
         comparisons.append(_compare(label, elem, outs_a[i], outs_b[j], rtol, atol))
-    return NumericsReport(comparisons, be_a, be_b, seed)
+    return NumericsReport(comparisons, be_a, be_b, seed, fallback=fallback)
 
 
 def _run_pair(first, second, feeds, seed):
@@ -386,13 +401,28 @@ def _run_pair(first, second, feeds, seed):
         ra = attempt(src_a, backend)
         rb = attempt(src_b, backend)
         if ra is not None and rb is not None:
-            return ra, backend, rb, backend
+            return ra, backend, rb, backend, _fallback_reason(cache, src_a, src_b, backend, opsets)
     got_a = [(r, be) for be in ("onnxruntime", "reference") if (r := attempt(src_a, be)) is not None]
     if not got_a:
         errors = "; ".join(f"{be}: {cache[(id(src_a), be)][1]}" for be in ("onnxruntime", "reference"))
-        raise RewriterError(f"cannot verify numerically: the original model does not run ({errors})")
+        dynamic = any(d.WhichOneof("value") != "dim_value" or d.dim_value < 0
+                      for vi in a.graph.input for d in vi.type.tensor_type.shape.dim)
+        hint = (f"; random inputs give every dynamic dim the size {SYMBOL_SIZE}: give real sizes with "
+                "--input-shape NAME:DIMS (and fixed values with --input-value NAME:VALUES)") if dynamic else ""
+        raise RewriterError(f"cannot verify numerically: the original model does not run ({errors}){hint}")
     got_b = [(r, be) for be in ("onnxruntime", "reference") if (r := attempt(src_b, be)) is not None]
     if not got_b:
         errors = "; ".join(f"{be}: {cache[(id(src_b), be)][1]}" for be in ("onnxruntime", "reference"))
         return NumericsReport([], got_a[0][1], "none", seed, error=errors)
-    return got_a[0][0], got_a[0][1], got_b[0][0], got_b[0][1]
+    return got_a[0][0], got_a[0][1], got_b[0][0], got_b[0][1], _fallback_reason(cache, src_a, src_b, "", opsets)
+
+
+def _fallback_reason(cache, src_a, src_b, backend, opsets) -> str:
+    """Why ONNX Runtime did not run a model it should have (opset >= 7), when another engine did."""
+    if backend == "onnxruntime":
+        return ""
+    for src in (src_a, src_b):
+        entry = cache.get((id(src), "onnxruntime"))
+        if entry is not None and entry[0] is None and opsets[id(src)] >= 7:
+            return entry[1]
+    return ""
