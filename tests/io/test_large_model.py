@@ -111,3 +111,22 @@ def test_axes_stored_as_external_data_is_read(tmp_path, capsys):
     # ONNX Runtime cannot run m18 itself ("Cannot parse data from external tensors"): numpy is the oracle
     got = ort.InferenceSession(str(tmp_path / "m13.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
     np.testing.assert_array_equal(got, np.prod(x, axis=(0, 2), keepdims=True))
+
+
+@pytest.mark.parametrize("command", ["convert", "optimize"])
+def test_static_shapes_for_a_model_over_2_gib(big_model, capsys, command):
+    # onnxsim's --overwrite-input-shape and onnxruntime's make_dynamic_shape_fixed refuse models
+    # over 2 GiB (they serialize the whole model); only declared shapes change here
+    m = onnx.load(str(big_model), load_external_data=False)
+    for vi in (m.graph.input[0], m.graph.output[0]):
+        vi.type.tensor_type.shape.dim[0].dim_param = "rows"
+    onnx.save(m, str(big_model))
+    out = big_model.parent / "static.onnx"
+    args = [command, str(big_model), "-o", str(out), "--fix-dim", f"rows={DIMS[0]}"]
+    if command == "convert":
+        args[2:2] = ["--opset", "18"]
+    assert cli.main(args) == 0, capsys.readouterr().err
+    written = onnx.load(str(out), load_external_data=False)
+    assert [d.dim_value for d in written.graph.input[0].type.tensor_type.shape.dim] == DIMS
+    assert [d.dim_value for d in written.graph.output[0].type.tensor_type.shape.dim] == DIMS
+    _assert_weights_copied(out)
