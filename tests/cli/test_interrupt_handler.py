@@ -1,4 +1,6 @@
-"""Mutation-killing tests for the SIGINT handler: when it raises and when it only remembers.
+"""SIGINT handler: when it raises and when it only remembers.
+
+(Written so that the one-line mutants of tools/mutants.py that the older tests missed fail.)
 
 Oracle: real SIGINTs sent to this process (os.kill), and whether KeyboardInterrupt comes.
 The handler and its state are put back after each test.
@@ -13,15 +15,6 @@ import time
 import pytest
 
 from rewriter.cli import interrupts
-
-
-@pytest.fixture
-def handler():
-    saved = signal.getsignal(signal.SIGINT)
-    state = dict(interrupts._state)
-    yield
-    signal.signal(signal.SIGINT, saved)
-    interrupts._state.update(state)
 
 
 def _sigint() -> None:
@@ -40,7 +33,7 @@ def _held_sigint() -> None:
         pytest.fail("the interrupt raised though the handler was not armed")
 
 
-def test_an_unarmed_handler_only_remembers(handler):
+def test_an_unarmed_handler_only_remembers(sigint_handler):
     interrupts.install(armed=False)
     interrupts._state["pending"] = False
     _held_sigint()
@@ -48,7 +41,7 @@ def test_an_unarmed_handler_only_remembers(handler):
     assert interrupts.pending()
 
 
-def test_a_second_interrupt_after_the_first_raised_is_only_remembered(handler):
+def test_a_second_interrupt_after_the_first_raised_is_only_remembered(sigint_handler):
     """The first interrupt raises and disarms: a second one cannot land in its clean-up."""
     interrupts.install(armed=True)
     interrupts._state["pending"] = False
@@ -59,7 +52,7 @@ def test_a_second_interrupt_after_the_first_raised_is_only_remembered(handler):
     assert interrupts.pending()
 
 
-def test_leaving_a_disarmed_block_entered_unarmed_does_not_raise(handler):
+def test_leaving_a_disarmed_block_entered_unarmed_does_not_raise(sigint_handler):
     """Outside any armed block an interrupt is only remembered: a disarmed block inside that
     leaves it so (the interrupt raises at the next armed block instead)."""
     interrupts.install(armed=False)
@@ -75,7 +68,7 @@ def test_leaving_a_disarmed_block_entered_unarmed_does_not_raise(handler):
             pytest.fail("the block ran though an interrupt was pending")
 
 
-def test_leaving_a_disarmed_block_entered_armed_raises(handler):
+def test_leaving_a_disarmed_block_entered_armed_raises(sigint_handler):
     """Control: entered armed, the held interrupt raises on leaving."""
     interrupts.install(armed=True)
     interrupts._state["pending"] = False

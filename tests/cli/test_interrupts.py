@@ -18,15 +18,6 @@ from rewriter.cli import interrupts
 from rewriter.cli import runner
 
 
-@pytest.fixture
-def sigint_handler():
-    saved = signal.getsignal(signal.SIGINT)
-    state = dict(interrupts._state)
-    yield
-    signal.signal(signal.SIGINT, saved)
-    interrupts._state.update(state)
-
-
 def test_an_interrupt_outside_an_armed_block_is_held(sigint_handler):
     interrupts.install(armed=False)
     interrupts._state["pending"] = False

@@ -1,5 +1,7 @@
-"""Mutation-killing tests for lowering the IR version: sparse tensors made dense, the features
+"""Lowering the IR version: sparse tensors made dense, the features
 a pinned IR holds, the IR each element type came with.
+
+(Written so that the one-line mutants of tools/mutants.py that the older tests missed fail.)
 
 Oracles: ONNX Runtime running the original (which reads its sparse initializers itself) against
 the lowered result; dense arrays written out by hand from the spec's index formats; the

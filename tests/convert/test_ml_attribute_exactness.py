@@ -1,5 +1,7 @@
-"""Mutation-killing tests for ai.onnx.ml conversion: LabelEncoder's index maps and defaults,
+"""Ai.onnx.ml conversion: LabelEncoder's index maps and defaults,
 and a runtime's lacks asked of the schema the node ends at.
+
+(Written so that the one-line mutants of tools/mutants.py that the older tests missed fail.)
 
 Oracle: ONNX Runtime (which implements ai.onnx.ml 1..5) running the original and the
 converted model on the same feeds, unknown keys included; a conversion may refuse, but what

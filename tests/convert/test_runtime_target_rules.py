@@ -1,5 +1,7 @@
-"""Mutation-killing tests for runtime targets: the opset chosen between a runtime's oldest and
+"""Runtime targets: the opset chosen between a runtime's oldest and
 newest, and which schema versions a kernel range covers.
+
+(Written so that the one-line mutants of tools/mutants.py that the older tests missed fail.)
 
 Oracles: the rules as the profile format and ONNX Runtime's kernel tables state them (a range
 ``[a, b]`` covers schemas a..b; ``[a, None]``, "a+", covers schema a and no newer one, as

@@ -1,4 +1,6 @@
-"""Mutation-killing tests for conversion: Softmax's axis with symbolic dims, the IR version chosen.
+"""Conversion: Softmax's axis with symbolic dims, the IR version chosen.
+
+(Written so that the one-line mutants of tools/mutants.py that the older tests missed fail.)
 
 Oracles: ONNX Runtime runs the original and the converted model on the same feeds;
 ``onnx.helper.find_min_ir_version_for`` says which IR an opset needs; the checker with

@@ -1,5 +1,7 @@
-"""Mutation-killing tests for static shapes: which dims are dynamic, symbols replaced
+"""Static shapes: which dims are dynamic, symbols replaced
 wherever they appear, a symbol given two sizes refused.
+
+(Written so that the one-line mutants of tools/mutants.py that the older tests missed fail.)
 
 Oracles: the dims as the TensorShapeProto holds them (a dim_value >= 0 is the only static
 kind), and ONNX Runtime running the fixed model against the dynamic one.

@@ -1,4 +1,6 @@
-"""Mutation-killing tests for saving: each external tensor starts at an aligned offset.
+"""Saving: each external tensor starts at an aligned offset.
+
+(Written so that the one-line mutants of tools/mutants.py that the older tests missed fail.)
 
 The oracle is the file system and onnx itself: the offsets are read back from the written
 model's ``external_data`` entries, the bytes at each offset from the data file, and the model

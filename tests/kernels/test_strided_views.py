@@ -1,4 +1,6 @@
-"""Mutation-killing tests for the ReduceProd kernel on non-contiguous views.
+"""ReduceProd kernel on non-contiguous views.
+
+(Written so that the one-line mutants of tools/mutants.py that the older tests missed fail.)
 
 The oracle is exact arithmetic: Python integers (``math.prod`` over object arrays) for the
 integer types, and for floats small integers whose products float64 and float32 hold

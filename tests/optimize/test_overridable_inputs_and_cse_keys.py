@@ -1,4 +1,6 @@
-"""Mutation-killing tests for the optimizer: overridable initializers, CSE of tensor constants.
+"""Optimizer: overridable initializers, CSE of tensor constants.
+
+(Written so that the one-line mutants of tools/mutants.py that the older tests missed fail.)
 
 Each test checks the rewriter's result against an independent oracle (ONNX Runtime run on
 the original model, with the same feeds), never against the rewriter itself.

@@ -1,4 +1,6 @@
-"""Mutation-killing tests for the numerical check: NaN in different places is a mismatch.
+"""Numerical check: NaN in different places is a mismatch.
+
+(Written so that the one-line mutants of tools/mutants.py that the older tests missed fail.)
 
 The oracle: numpy on the very feeds the check uses (``random_inputs`` with the same seed),
 and ONNX Runtime running each model, say where the NaNs are; the report must agree.
