@@ -21,12 +21,15 @@ class Blocker:
     reason: str
     works: str  # the targets for which this node would convert, in words
     key: tuple | None = dataclasses.field(default=None, repr=False, compare=False)  # (id(body), outputs)
+    name: str = ""  # the node's own name ("" when it has none)
+    where: str = ""  # the scope it is in ("main graph", "function 'f'", ...)
 
     def line(self) -> str:
         return f"{self.node}: {self.op} {self.step}: {self.reason} (would work for {self.works})"
 
     def to_dict(self) -> dict:
-        return {"node": self.node, "op": self.op, "step": self.step, "reason": self.reason, "works": self.works}
+        return {"node": self.node, "name": self.name, "where": self.where, "op": self.op, "step": self.step,
+                "reason": self.reason, "works": self.works}
 
 
 class Label:
@@ -36,6 +39,14 @@ class Label:
 
     def __init__(self, node, scope):
         self._node, self._scope, self._text = node, scope, None
+
+    @property
+    def name(self) -> str:
+        return self._node.name
+
+    @property
+    def where(self) -> str:
+        return self._scope.location if self._scope is not None else ""
 
     def __str__(self) -> str:
         if self._text is None:

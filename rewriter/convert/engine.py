@@ -307,9 +307,10 @@ class Engine(Expansion):
         return [node]
 
     def _block(self, label, op, step, reason, works) -> None:
+        name, where = getattr(label, "name", ""), getattr(label, "where", "")
         label = str(label)
         if self._expansions:
             label = f"{label} (from the function body of {self._expansions[-1]})"
-        self.blockers.append(Blocker(label, op, step, reason, works, key=self._current))
+        self.blockers.append(Blocker(label, op, step, reason, works, key=self._current, name=name, where=where))
         self._steps()[(op, "blocked")] += 1
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import onnx
 
 from rewriter.convert import registry
-from rewriter.convert.blockers import Blocker
+from rewriter.convert.blockers import Blocker, Label
 from rewriter.errors import ConversionError
 from rewriter.graph import traversal
 
@@ -41,6 +41,10 @@ def latest() -> int:
 
 def ml_opset(opset_import) -> int | None:
     return traversal.opset_version(opset_import, ML_DOMAIN)
+
+
+def _blocker(label: Label, op: str, step: str, reason: str, works: str) -> Blocker:
+    return Blocker(str(label), op, step, reason, works, name=label.name, where=label.where)
 
 
 def _steps(op: str, src: int, dst: int) -> list[tuple[int, int]]:
@@ -96,12 +100,12 @@ def convert_ml(model: onnx.ModelProto, target: int, report, lacks=None) -> list[
                 continue
             op = node.op_type
             report.nodes[op] += 1
-            label = traversal.node_label(node, scope)
+            label = Label(node, scope)
             versions = registry.schema_versions(op, ML_DOMAIN)
             src = registry.schema_version_at_domain(op, src_opset, ML_DOMAIN)
             dst = registry.schema_version_at_domain(op, target, ML_DOMAIN)
             if not versions or src is None:
-                blockers.append(Blocker(label, op, "-", f"{op} is not an operator of {ML_DOMAIN} at opset "
+                blockers.append(_blocker(label, op, "-", f"{op} is not an operator of {ML_DOMAIN} at opset "
                                         f"{src_opset}", "no opset"))
                 continue
             if dst is None or (dst != src and onnx.defs.get_schema(op, dst, ML_DOMAIN).deprecated):
@@ -124,7 +128,7 @@ def convert_ml(model: onnx.ModelProto, target: int, report, lacks=None) -> list[
                     adapter(node, _Ctx(types or {}, (a, b)))
                 except ConversionError as e:
                     works = f"ML opsets >= {a}" if b < a else f"ML opsets <= {b - 1}"
-                    blockers.append(Blocker(label, op, f"{a} -> {b} (ai.onnx.ml)", str(e), works))
+                    blockers.append(_blocker(label, op, f"{a} -> {b} (ai.onnx.ml)", str(e), works))
                     break
                 report.steps[(op, registry.kind(op, a, b, domain=ML_DOMAIN))] += 1
                 report.changes[f"{op} {a} -> {b}"] += 1
@@ -132,7 +136,7 @@ def convert_ml(model: onnx.ModelProto, target: int, report, lacks=None) -> list[
                 if _steps(op, src, dst):
                     report.own[op] += 1
             if lacks is not None and dst is not None and lacks(ML_DOMAIN, op, dst):
-                blockers.append(Blocker(label, op, "-", f"the runtime targeted does not implement {op}-{dst} of "
+                blockers.append(_blocker(label, op, "-", f"the runtime targeted does not implement {op}-{dst} of "
                                         f"{ML_DOMAIN}", "a runtime that implements it"))
     if not blockers:
         for opsets in [model.opset_import, *(f.opset_import for f in model.functions)]:
@@ -152,7 +156,7 @@ def _replace(node, op, src, dst, target, label, blockers, report, elem_type):
         try:
             new = ml_trees.tree_ensemble_to_regressor(node, elem_type)
         except ConversionError as e:
-            blockers.append(Blocker(label, op, "5 -> 3 (ai.onnx.ml)", str(e), "ML opsets >= 5"))
+            blockers.append(_blocker(label, op, "5 -> 3 (ai.onnx.ml)", str(e), "ML opsets >= 5"))
             return None
         report.changes["TreeEnsemble -> TreeEnsembleRegressor"] += 1
         report.steps[(op, "replaced by TreeEnsembleRegressor")] += 1
@@ -162,7 +166,7 @@ def _replace(node, op, src, dst, target, label, blockers, report, elem_type):
         try:
             new = ml_trees.regressor_to_tree_ensemble(node, elem_type)
         except ConversionError as e:
-            blockers.append(Blocker(label, op, f"{src} -> {dst} (ai.onnx.ml)", str(e), "ML opsets <= 4"))
+            blockers.append(_blocker(label, op, f"{src} -> {dst} (ai.onnx.ml)", str(e), "ML opsets <= 4"))
             return None
         report.changes["TreeEnsembleRegressor -> TreeEnsemble"] += 1
         report.steps[(op, "replaced by TreeEnsemble")] += 1
@@ -171,9 +175,9 @@ def _replace(node, op, src, dst, target, label, blockers, report, elem_type):
     if dst is None:
         first = registry.schema_versions(op, ML_DOMAIN)[0]
         reason = f"{op} exists only from ML opset {first} and has no older equivalent rewriter can write"
-        blockers.append(Blocker(label, op, "expand", reason, f"ML opsets >= {first}"))
+        blockers.append(_blocker(label, op, "expand", reason, f"ML opsets >= {first}"))
     else:
         reason = (f"{op}-{dst} is deprecated at ML opset {target} (TreeEnsemble replaces it) and rewriter does "
                   f"not rewrite {op} as TreeEnsemble")
-        blockers.append(Blocker(label, op, f"{src} -> {dst} (ai.onnx.ml)", reason, "ML opsets <= 4"))
+        blockers.append(_blocker(label, op, f"{src} -> {dst} (ai.onnx.ml)", reason, "ML opsets <= 4"))
     return None

@@ -103,3 +103,22 @@ def test_plan_counts_the_steps_of_the_models_nodes_apart_from_those_the_conversi
     assert main(["convert", src, "--opset", "13", "--plan"]) == 0
     out = capsys.readouterr().out
     assert "steps of the nodes the conversion makes" in out and "  Relu: 1 node(s): type-only x1" in out
+
+
+def test_plan_json_has_its_schema_status_and_structured_blockers(tmp_path, capsys):
+    import json as _json
+
+    import onnx as _onnx
+    from onnx import helper as _h
+
+    model = _h.make_model(_h.make_graph([_h.make_node("DFT", ["x"], ["y"], name="dft")], "g",
+                                        [_h.make_tensor_value_info("x", 1, [1, 8, 1])],
+                                        [_h.make_tensor_value_info("y", 1, [1, 8, 2])]),
+                          opset_imports=[_h.make_opsetid("", 18)])
+    path = str(tmp_path / "dft.onnx")
+    _onnx.save(model, path)
+    assert main(["convert", path, "--opset", "16", "--plan", "--json"]) == 2
+    doc = _json.loads(capsys.readouterr().out)
+    assert doc["schema"] == "rewriter.plan/1" and doc["exit_status"] == 2 and not doc["ok"]
+    blocker = doc["blockers"][0]
+    assert blocker["name"] == "dft" and blocker["where"] == "main graph" and blocker["op"] == "DFT"
