@@ -111,10 +111,19 @@ def parse_target(spec: str) -> Target:
     key = ".".join(parts[:2])
     table = _table(runtime)
     entry = table["releases"].get(key)
+    name = f"{runtime} {key}"
     if entry is None:
         known = releases(runtime)
-        raise RewriterError(f"--target {spec}: {runtime} {key} is not in the data shipped with rewriter "
-                            f"(known: {known[0]} .. {known[-1]}); describe it with a profile .json file")
+        try:
+            wanted = tuple(int(p) for p in key.split("."))
+        except ValueError:
+            wanted = ()
+        older = [r for r in known if tuple(int(p) for p in r.split(".")) < wanted]
+        if len(wanted) != 2 or not older or wanted > tuple(int(p) for p in known[-1].split(".")):
+            raise RewriterError(f"--target {spec}: {runtime} {key} is not in the data shipped with rewriter "
+                                f"(known: {', '.join(known)}); describe it with a profile .json file")
+        # a release between two the data knows: the older one's limits, which it also meets
+        entry, name = table["releases"][older[-1]], f"{runtime} {key} (as {older[-1]}, the newest older release known)"
     opsets = {d if d not in _DEFAULT else "": v for d, v in entry.get("opsets", {}).items()}
     low = {}
     for d, v in list(opsets.items()):
@@ -127,7 +136,7 @@ def parse_target(spec: str) -> Target:
     missing = None if "missing_kernels" not in entry else {
         (d if d not in _DEFAULT else ""): {op: frozenset(vs) for op, vs in table_.items()}
         for d, table_ in {"": {}, "ai.onnx.ml": {}, **entry["missing_kernels"]}.items()}
-    return Target(f"{runtime} {key}", opsets, entry.get("ir_version"), low, ops, unsupported,
+    return Target(name, opsets, entry.get("ir_version"), low, ops, unsupported,
                   table.get("source", ""), missing)
 
 

@@ -53,9 +53,12 @@ def test_releases_are_in_order_and_names_are_checked():
     known = releases("onnxruntime")
     assert known[0] == "1.0" and known.index("1.15") < known.index("1.20")
     assert parse_target("ort==1.15.1").name == "onnxruntime 1.15"
-    for bad in ("onnxruntime==0.9", "onnxruntime", "tflite==2.0"):
+    for bad in ("onnxruntime==0.9", "onnxruntime", "tflite==2.0", "onnxruntime==9.0", "tensorrt==7.2"):
         with pytest.raises(RewriterError):
             parse_target(bad)
+    # a release between two the data knows takes the older one's limits (which it meets too)
+    between = parse_target("tensorrt==10.8")
+    assert between.opsets == parse_target("tensorrt==10.1").opsets and "as 10.1" in between.name
 
 
 @needs_old
