@@ -182,17 +182,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
-    p = sub.add_parser("convert", help="migrate a model to another default-domain opset",
-                       description="Migrate MODEL to opset N (1..latest, up or down). Every node, in the "
+    p = sub.add_parser("convert", help="migrate a model to other opsets, an IR version or a runtime release",
+                       description="Migrate MODEL to opset N (1..latest, up or down), the ai.onnx.ml opset M, "
+                       "IR version K, or what a runtime release loads (--target). Every node, in the "
                        "main graph, in If/Loop/Scan bodies and in model-local functions, goes through "
                        "each schema step of its op: steps that only changed the allowed types keep the "
                        "node when its types are allowed at N; attributes that became inputs (and back) "
                        "move; new optional features are dropped when unused and rewritten with older ops "
-                       "when that is exact; ops newer than N are expanded into their ONNX function "
-                       "bodies. The whole model is planned first: when some node cannot be converted, "
-                       "nothing is written and the error names every blocking node, why, and the "
-                       "opsets where it would work. --plan shows the plan without writing anything.",
+                       "when that is exact; ops newer than N, or that the runtime lacks, are expanded into "
+                       "their ONNX function bodies. Going down, the IR version becomes the lowest the "
+                       "result needs. The whole model is planned first: when something cannot be "
+                       "converted, nothing is written and the error names every blocking node, why, and "
+                       "the opsets where it would work. --plan shows the plan without writing anything.",
                        epilog="Examples: rewriter convert model.onnx --opset 13 -o model13.onnx; "
+                       "rewriter convert model.onnx --target onnxruntime==1.15 -o for_ort115.onnx; "
                        "rewriter convert model.onnx --opset 11 --plan")
     p.add_argument("model", metavar="MODEL", help="input .onnx file, or a directory: every .onnx file below it")
     p.add_argument("--opset", type=_opset_arg, default=None, metavar="N",
@@ -254,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_static_shapes(p)
     p.set_defaults(handler=commands.cmd_optimize)
 
-    p = sub.add_parser("check", help="verify every ReduceProd output's shape",
+    p = sub.add_parser("check", help="verify shapes (every ReduceProd output), and with --target whether a runtime loads the model",
                        description="Run ONNX strict shape inference and check every ReduceProd output "
                        "(main graph, If/Loop/Scan bodies, model-local functions) against rewriter's own "
                        "shape rule and the declared shapes. Prints one row per ReduceProd and a verdict.",
