@@ -34,10 +34,12 @@ class ModelStats:
     quiet run never walks the model for them); rewrites never change their input, and the
     result is counted as written."""
 
-    def __init__(self, model, opset: int | None, ir_version: int, size: int, files: list[str]):
+    def __init__(self, model, opset: int | None, ir_version: int, size: int, files: list[str],
+                 ml_opset: int | None = None):
         self._model = model
         self._ops: collections.Counter | None = None
         self.opset = opset  # the default-domain opset import
+        self.ml_opset = ml_opset  # the ai.onnx.ml opset import, when there is one
         self.ir_version = ir_version
         self.size = size  # bytes on disk: the model file and every external data file it uses
         self.files = files
@@ -55,7 +57,8 @@ class ModelStats:
 
     def to_dict(self) -> dict:
         return {"ops": dict(sorted(self.ops.items())), "node_count": sum(self.ops.values()),
-                "opset": self.opset, "ir_version": self.ir_version, "size_bytes": self.size,
+                "opset": self.opset, "ml_opset": self.ml_opset, "ir_version": self.ir_version,
+                "size_bytes": self.size,
                 "files": self.files}
 
 
@@ -75,7 +78,8 @@ def model_stats(model, files: list[str]) -> ModelStats:
             size += os.path.getsize(f)
         except OSError:
             pass
-    return ModelStats(model, traversal.opset_version(model.opset_import), model.ir_version, size, files)
+    return ModelStats(model, traversal.opset_version(model.opset_import), model.ir_version, size, files,
+                      traversal.opset_version(model.opset_import, "ai.onnx.ml"))
 
 
 @dataclasses.dataclass
@@ -129,6 +133,8 @@ def table_lines(before: ModelStats, after: ModelStats, *, elapsed: float | None 
     rows.append(("(nodes)", str(sum(before.ops.values())), str(sum(after.ops.values()))))
     rows.append(("opset", str(before.opset if before.opset is not None else "-"),
                  str(after.opset if after.opset is not None else "-")))
+    if before.ml_opset is not None or after.ml_opset is not None:
+        rows.append(("ai.onnx.ml opset", str(before.ml_opset or "-"), str(after.ml_opset or "-")))
     rows.append(("IR version", str(before.ir_version), str(after.ir_version)))
     rows.append(("size", _size(before.size), _size(after.size)))
     if elapsed is not None:
