@@ -180,3 +180,15 @@ def test_a_classifier_cannot_go_to_5_and_says_so():
                     helper.make_tensor_value_info("probs", TensorProto.FLOAT, [4, 2])], 3)
     with pytest.raises(ConversionError, match=r"node 'clf'.*deprecated at ML opset 5.*would work for ML opsets <= 4"):
         convert_model(model, None, ml_opset=5)
+
+
+def test_the_cli_table_shows_the_ml_opset_change(tmp_path, capsys):
+    from rewriter import cli
+
+    path, out = str(tmp_path / "m.onnx"), str(tmp_path / "o.onnx")
+    onnx.save(_string_to_int(), path)
+    assert cli.main(["convert", path, "--ml-opset", "2", "-o", out]) == 0
+    text = capsys.readouterr().out
+    assert "ai.onnx.ml 1 -> 2" in text.splitlines()[0]
+    row = next(ln for ln in text.splitlines() if ln.strip().startswith("ai.onnx.ml opset"))
+    assert row.split()[-3:] == ["1", "2", "*"]
