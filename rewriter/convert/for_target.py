@@ -26,31 +26,38 @@ def resolve(model: onnx.ModelProto, target_opset, ml_opset, ir_version, target):
     source = traversal.opset_version(model.opset_import)
     source_ml = ml.ml_opset(model.opset_import)
     if target_opset is None and source is not None:
-        target_opset = _implemented_opset(model, runtime, runtime.opset_for("", source))
+        target_opset = _implemented_opset(model, runtime, "", runtime.opset_for("", source))
     if ml_opset is None and source_ml is not None:
-        ml_opset = runtime.opset_for(ml.ML_DOMAIN, source_ml)
+        ml_opset = _implemented_opset(model, runtime, ml.ML_DOMAIN, runtime.opset_for(ml.ML_DOMAIN, source_ml))
     return target_opset, ml_opset, ir_version, runtime.ir_version, runtime.lacks, runtime
 
 
-def _implemented_opset(model: onnx.ModelProto, runtime, start: int) -> int:
-    """The newest opset from ``start`` down at which the runtime implements every default-domain
-    op of the model (or ONNX gives it a function body to expand): ONNX Runtime 1.15 takes opset
-    19 but has no kernel for Cast-19 or Identity-19, so a model with a Cast goes to 18 for it."""
+def _implemented_opset(model: onnx.ModelProto, runtime, domain: str, start: int) -> int:
+    """The newest opset of ``domain`` from ``start`` down at which the runtime implements every
+    op of the model in it, or the conversion can write it with ops it has (a function body; the
+    TreeEnsembleRegressor a TreeEnsemble becomes): ONNX Runtime 1.15 takes opset 19 but has no
+    kernel for Cast-19 or Identity-19, so a model with a Cast goes to 18 for it; ONNX Runtime 1.20
+    takes ai.onnx.ml 5 but has no TreeEnsemble-5 kernel."""
     from rewriter.convert import registry
     from rewriter.convert.expansion import has_function_body
 
-    if runtime.ops is None and not runtime.unsupported:
+    if runtime.ops is None and not runtime.unsupported and not runtime.missing:
         return start
-    ops = {n.op_type for s in traversal.iter_scopes(model) for n in s.body.node if n.domain in ("", "ai.onnx")}
-    low = runtime.min_opsets.get("", 1)
+    domains = ("", "ai.onnx") if domain == "" else (domain,)
+    ops = {n.op_type for s in traversal.iter_scopes(model) for n in s.body.node if n.domain in domains}
+    low = runtime.min_opsets.get(domain, 1)
+
+    def writable(op: str, v: int | None) -> bool:
+        if domain == ml.ML_DOMAIN:
+            return v is None and op in ml.REPLACED
+        versions = registry.schema_versions(op)
+        return bool(versions) and has_function_body(op, v if v is not None else versions[0])
 
     def fine(opset: int) -> bool:
         for op in ops:
-            v = registry.schema_version_at(op, opset)
-            if v is None or runtime.lacks("", op, v):
-                versions = registry.schema_versions(op)
-                if not versions or not has_function_body(op, v if v is not None else versions[0]):
-                    return False
+            v = registry.schema_version_at_domain(op, opset, domain)
+            if (v is None or runtime.lacks(domain, op, v)) and not writable(op, v):
+                return False
         return True
 
     return next((o for o in range(start, low - 1, -1) if fine(o)), start)

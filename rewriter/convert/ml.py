@@ -18,7 +18,7 @@ from rewriter.convert.blockers import Blocker, Label
 from rewriter.errors import ConversionError
 from rewriter.graph import traversal
 
-__all__ = ["ML_DOMAIN", "ML_STEPS", "convert_ml", "ml_opset", "latest"]
+__all__ = ["ML_DOMAIN", "ML_STEPS", "REPLACED", "convert_ml", "ml_opset", "latest"]
 
 ML_DOMAIN = "ai.onnx.ml"
 
@@ -32,6 +32,10 @@ ML_STEPS = {
     ("TreeEnsembleClassifier", 3, 5): "replace", ("TreeEnsembleClassifier", 5, 3): "keep",
     ("TreeEnsembleRegressor", 3, 5): "replace", ("TreeEnsembleRegressor", 5, 3): "keep",
 }
+
+
+# ops that become another op where they do not exist (TreeEnsemble below ML opset 5)
+REPLACED = frozenset({"TreeEnsemble"})
 
 
 def latest() -> int:

@@ -184,3 +184,31 @@ def test_the_tensorrt_rows_are_what_their_operator_lists_say():
             assert not t.lacks("", op, 13), (release, op)
     assert parse_target("tensorrt==8.5").lacks("", "LayerNormalization", 17)
     assert not parse_target("tensorrt==8.6").lacks("", "LayerNormalization", 17)
+
+
+def _tree_ensemble_5():
+    from tests.convert.test_ml_convert import _regressor
+
+    model = _regressor([0.25, 0.0, 0.0], TensorProto.FLOAT)
+    up, _ = convert_for(model, ml_opset=5)
+    up.opset_import[0].version = 21
+    return up
+
+
+def test_an_ml_op_the_release_lacks_takes_the_ml_opset_down():
+    # ONNX Runtime 1.20 takes ai.onnx.ml 5 but has no TreeEnsemble-5 kernel
+    result, _ = convert_for(_tree_ensemble_5(), runtime="onnxruntime==1.20")
+    assert [(o.domain, o.version) for o in result.opset_import if o.domain] == [("ai.onnx.ml", 4)]
+    assert [n.op_type for n in result.graph.node] == ["TreeEnsembleRegressor"]
+
+
+@pytest.mark.skipif("1.20" not in INSTALLED, reason="no onnxruntime 1.20 venv")
+def test_a_tree_ensemble_converted_for_1_20_runs_there():
+    model = _tree_ensemble_5()
+    x = {"x": np.array([[0.1], [0.3], [0.25], [-1.0]], np.float32)}
+    assert not old_ort.loads("1.20", model)[0]
+    result, _ = convert_for(model, runtime="onnxruntime==1.20")
+    there = old_ort.run("1.20", result, x)
+    expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, x)[0]
+    assert there["ok"], there["error"]
+    np.testing.assert_array_equal(there["outputs"]["y"], expected)
