@@ -15,6 +15,10 @@ __all__ = ["main", "entry"]
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit status (0 ok, 1 problem, 2 bad input/usage, 130 interrupted)."""
     interrupts.install(armed=True)  # first: Ctrl-C while the libraries load is one line too
+    # ONNX Runtime (1.29 and newer) starts telemetry on import, which warns when the home directory
+    # is not writable and connects out; a model converter has no business with either. Setting the
+    # variable to 0 before running rewriter keeps ONNX Runtime's own default.
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
     parsed: list = []
     started = time.time()
     try:

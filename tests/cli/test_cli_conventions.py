@@ -410,3 +410,14 @@ def test_a_declared_shape_the_input_gets_wrong_is_named_when_folding_moves_it(tm
     assert rc == 1 and not (tmp_path / "o.onnx").exists()
     line = [ln for ln in err.splitlines() if ln.startswith("error:")][0]
     assert "the input has shape problems too" in line and "node 'rp' (ReduceProd)" in line
+
+
+def test_onnx_runtime_telemetry_is_off_unless_asked_for(tmp_path):
+    code = ("import os, sys; from rewriter.cli.main import main; main(['check', 'models/mixed_opset13.onnx', '-q']);"
+            "print(os.environ.get('ORT_DISABLE_TELEMETRY'))")
+    env = {k: v for k, v in os.environ.items() if k != "ORT_DISABLE_TELEMETRY"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env).stdout
+    assert out.strip().splitlines()[-1] == "1"
+    env["ORT_DISABLE_TELEMETRY"] = "0"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env).stdout
+    assert out.strip().splitlines()[-1] == "0"
