@@ -421,3 +421,20 @@ def test_onnx_runtime_telemetry_is_off_unless_asked_for(tmp_path):
     env["ORT_DISABLE_TELEMETRY"] = "0"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env).stdout
     assert out.strip().splitlines()[-1] == "0"
+
+
+def test_an_output_directory_that_is_not_writable_is_refused_before_any_work(tmp_path, monkeypatch, capsys):
+    from rewriter.io import save as save_module
+
+    real_access = os.access
+    locked = str(tmp_path / "locked")
+    os.mkdir(locked)
+    monkeypatch.setattr(save_module.os, "access",
+                        lambda p, mode: False if os.path.abspath(p) == locked else real_access(p, mode))
+    from rewriter.convert import for_target
+
+    called = []
+    monkeypatch.setattr(for_target, "convert_model", lambda *a, **k: called.append(1))
+    rc, _, err = _run(["convert", "models/mixed_opset13.onnx", "--opset", "18", "-o", os.path.join(locked, "o.onnx")],
+                      capsys)
+    assert rc == 2 and "is not writable; refused before any work" in err and not called
