@@ -196,8 +196,8 @@ def convert_model(
             raise RewriterError(f"{name} must be in {ir_versions.LOWEST}..{onnx.IR_VERSION} (IR 1 and 2 have "
                                 f"no opset imports; {onnx.IR_VERSION} is the newest this onnx knows), got {value}")
     if source is None and ml_opset is None:
-        raise ConversionError("the model does not import the default ONNX domain: nothing to convert "
-                              + ("(its ai.onnx.ml opset converts with an ML opset)" if source_ml else ""))
+        raise ConversionError("the model does not import the default ONNX domain: nothing to convert"
+                              + (" (its ai.onnx.ml opset converts with --ml-opset)" if source_ml else ""))
     result = onnx.ModelProto()
     result.CopyFrom(model)
     report = ConvertReport(source, target_opset)
