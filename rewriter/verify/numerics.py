@@ -45,6 +45,7 @@ import onnx
 from rewriter.graph import traversal
 from rewriter.errors import RewriterError
 from rewriter.io.tensors import EXTERNAL, all_tensors
+from rewriter.verify.random_inputs import SYMBOL_SIZE, axes_from_inputs, random_inputs
 
 __all__ = ["OutputComparison", "NumericsReport", "verify_numerics", "random_inputs", "TOLERANCES"]
 
@@ -56,7 +57,6 @@ TOLERANCES = {  # elem_type -> (rtol, atol)
     onnx.TensorProto.FLOAT: (1e-4, 1e-6),
     onnx.TensorProto.DOUBLE: (1e-10, 1e-12),
 }
-SYMBOL_SIZE = 2
 
 
 @dataclasses.dataclass
@@ -111,101 +111,6 @@ class NumericsReport:
             lines.append(f"rewritten model failed to run: {self.error}")
         lines.extend(o.line() for o in self.outputs)
         return lines
-
-
-def _np_dtype(elem: int):
-    return onnx.helper.tensor_dtype_to_np_dtype(elem)
-
-
-def random_inputs(model: onnx.ModelProto, seed: int = 0,
-                  input_shapes: dict[str, list[int]] | None = None) -> dict[str, np.ndarray]:
-    """Random feeds (numpy arrays, 0-d for rank-0 inputs) for every graph input that is not an
-    initializer. ``input_shapes`` pins an input's shape (name -> dims); the symbols its declared
-    shape uses take those sizes for every other input too."""
-    rng = np.random.default_rng(seed)
-    inits = {t.name for t in model.graph.initializer}
-    pinned = dict(input_shapes or {})
-    names = {vi.name for vi in model.graph.input if vi.name not in inits}
-    unknown = sorted(set(pinned) - names)
-    if unknown:
-        raise RewriterError(f"--input-shape: the model has no graph input {', '.join(map(repr, unknown))} "
-                            f"(inputs: {', '.join(sorted(names)) or 'none'})")
-    symbols: dict[str, int] = {}
-    for vi in model.graph.input:  # pinned shapes first: their symbols bind every other input
-        if vi.name in pinned:
-            dims = vi.type.tensor_type.shape.dim
-            if vi.type.tensor_type.HasField("shape") and len(dims) != len(pinned[vi.name]):
-                raise RewriterError(f"--input-shape {vi.name}: {len(pinned[vi.name])} dim(s) given, "
-                                    f"the input has rank {len(dims)}")
-            for d, size in zip(dims, pinned[vi.name]):
-                if _static(d) and d.dim_value != size:
-                    raise RewriterError(f"--input-shape {vi.name}: dim {size} contradicts the declared "
-                                        f"{d.dim_value}")
-                if d.WhichOneof("value") == "dim_param":
-                    symbols.setdefault(d.dim_param, size)
-    feeds = {}
-    for vi in model.graph.input:
-        if vi.name in inits:
-            continue
-        tp = vi.type
-        if tp.WhichOneof("value") != "tensor_type" or not tp.tensor_type.elem_type:
-            raise RewriterError(f"graph input '{vi.name}': cannot generate random values "
-                                f"for a non-tensor or untyped input")
-        elem = tp.tensor_type.elem_type
-        if vi.name in pinned:
-            shape = list(pinned[vi.name])
-        else:
-            shape = []
-            for d in tp.tensor_type.shape.dim:
-                if _static(d):
-                    shape.append(d.dim_value)
-                elif d.WhichOneof("value") == "dim_param":
-                    shape.append(symbols.setdefault(d.dim_param, SYMBOL_SIZE))
-                else:
-                    shape.append(SYMBOL_SIZE)
-        feeds[vi.name] = np.asarray(_random_array(rng, elem, tuple(shape), vi.name))
-    return feeds
-
-
-def _static(d) -> bool:
-    """A declared size; a negative one (exporters write -1) is a dynamic dim."""
-    return d.WhichOneof("value") == "dim_value" and d.dim_value >= 0
-
-
-def _axes_from_inputs(model: onnx.ModelProto) -> list[str]:
-    """'input' -> 'node' descriptions of graph inputs that give a ReduceProd its axes."""
-    inputs = {vi.name for vi in model.graph.input} - {t.name for t in model.graph.initializer}
-    found = []
-    for scope in traversal.iter_scopes(model):
-        if scope.is_function or (scope.opset or 0) < 18:
-            continue
-        for node in scope.body.node:
-            if (node.op_type == "ReduceProd" and node.domain in ("", "ai.onnx") and len(node.input) > 1
-                    and node.input[1] in inputs
-                    and traversal.definition(node.input[1], scope)[0] == "input"):
-                found.append(f"'{node.input[1]}' gives {traversal.node_label(node, scope)} its axes")
-    return found
-
-
-def _random_array(rng, elem: int, shape: tuple, name: str) -> np.ndarray:
-    if elem == onnx.TensorProto.STRING:
-        return rng.choice(np.array(["a", "b", "c"], dtype=object), size=shape)
-    if elem == onnx.TensorProto.BOOL:
-        return rng.random(shape) < 0.5
-    try:
-        dtype = np.dtype(_np_dtype(elem))
-    except (KeyError, TypeError, ValueError):
-        raise RewriterError(f"graph input '{name}': cannot generate random values of type "
-                            f"{onnx.TensorProto.DataType.Name(elem)}") from None
-    if elem in TOLERANCES:
-        values = rng.uniform(0.5, 1.5, shape) * rng.choice([-1.0, 1.0], shape)
-        return values.astype(dtype)
-    if np.issubdtype(dtype, np.unsignedinteger):
-        return rng.integers(0, 4, shape).astype(dtype)
-    if np.issubdtype(dtype, np.integer):
-        return rng.integers(-3, 4, shape).astype(dtype)
-    raise RewriterError(f"graph input '{name}': cannot generate random values of type "
-                        f"{onnx.TensorProto.DataType.Name(elem)}")
 
 
 def _default_opset(model: onnx.ModelProto) -> int:
@@ -353,7 +258,7 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
             ReduceProd its axes; a pinned shape does not fit; no backend runs it).
     """
     a, b = traversal.as_proto(original), traversal.as_proto(rewritten)
-    axes_inputs = _axes_from_inputs(a)
+    axes_inputs = axes_from_inputs(a)
     if axes_inputs:
         raise RewriterError("cannot verify numerically on random inputs: graph input "
                             f"{'; '.join(axes_inputs)} (random axes are not valid axes)")
