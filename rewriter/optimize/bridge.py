@@ -36,6 +36,9 @@ class Carry:
     # the optimizer inferred would only grow the file: 91 entries for ResNet-18, 448 for a Paddle
     # classifier, where the input had none)
     graph_value_info: frozenset = frozenset()
+    # output name -> the name of the input's node that made it: a node a rewrite made in its place
+    # (Flatten rewritten as Reshape) carries that name, as convert's rewrites do
+    node_names: dict = dataclasses.field(default_factory=dict)
 
 
 def _key(t: onnx.TensorProto) -> tuple[str, int, int]:
@@ -54,7 +57,9 @@ def to_ir(model: onnx.ModelProto, base_dir: str | None = None) -> tuple[ir.Model
                   {(f.domain, f.name, f.overload): [onnx.ValueInfoProto.FromString(v.SerializeToString())
                                                     for v in f.value_info] for f in model.functions},
                   frozenset(v.name for s in traversal.iter_scopes(model) if not s.is_function
-                            for v in s.body.value_info))
+                            for v in s.body.value_info),
+                  {o: n.name for s in traversal.iter_scopes(model) for n in s.body.node if n.name
+                   for o in n.output if o})
     if model.training_info:
         model = _without_training_info(model)
     with warnings.catch_warnings():  # the private entries are ours; to_proto puts them back
@@ -119,12 +124,29 @@ def to_proto(model: ir.Model, carry: Carry) -> onnx.ModelProto:
             kept = [v for v in scope.body.value_info if v.name in carry.graph_value_info]
             del scope.body.value_info[:]
             scope.body.value_info.extend(kept)
+    _carry_node_names(proto, carry.node_names)
     for fn in proto.functions:
         kept = carry.function_value_info.get((fn.domain, fn.name, fn.overload), [])
         names = {o for n in fn.node for o in n.output} | set(fn.input) | set(fn.output)
         del fn.value_info[:]
         fn.value_info.extend(v for v in kept if v.name in names)
     return proto
+
+
+def _carry_node_names(proto: onnx.ModelProto, names: dict[str, str]) -> None:
+    """An unnamed node that makes an output a named node of the input made gets that name, when
+    no node of the result has it."""
+    if not names:
+        return
+    nodes = [n for s in traversal.iter_scopes(proto) for n in s.body.node]
+    taken = {n.name for n in nodes if n.name}
+    for node in nodes:
+        if node.name:
+            continue
+        name = next((names[o] for o in node.output if o in names and names[o] not in taken), None)
+        if name is not None:
+            node.name = name
+            taken.add(name)
 
 
 def training_reads(carry: Carry) -> set[str]:

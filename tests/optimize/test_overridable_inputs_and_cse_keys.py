@@ -179,3 +179,27 @@ def test_cse_pass_alone_merges_truly_equal_constants():
     x = rng.standard_normal((2, 2)).astype(np.float32)
     for w, g in zip(_ort(model, {"x": x}), _ort(result, {"x": x})):
         np.testing.assert_array_equal(g, w)
+
+
+def test_a_node_a_rewrite_makes_in_anothers_place_keeps_its_name():
+    """Flatten of a static shape becomes a Reshape: the node that makes the output keeps the name."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper
+
+    from rewriter import optimize_model
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 1, 1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["r"], name="/relu"),
+                               helper.make_node("Flatten", ["r"], ["y"], name="/Flatten")], "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    result = optimize_model(model)
+    maker = next(n for n in result.graph.node if "y" in n.output)
+    assert maker.name == "/Flatten", [(n.op_type, n.name) for n in result.graph.node]
+    assert all(n.name for n in result.graph.node)
+    import onnxruntime as ort
+
+    feeds = {"x": np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3, 1, 1)}
+    run = lambda m: ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]  # noqa: E731
+    np.testing.assert_array_equal(run(result), run(model))
