@@ -17,11 +17,19 @@ import onnx
 from rewriter.errors import RewriterError
 from rewriter.graph import traversal
 
-__all__ = ["fix_shapes", "is_dynamic"]
+__all__ = ["fix_shapes", "is_dynamic", "symbol", "ANONYMOUS"]
 
 
 def is_dynamic(d: onnx.TensorShapeProto.Dimension) -> bool:
     return d.WhichOneof("value") != "dim_value" or d.dim_value < 0
+
+
+ANONYMOUS = frozenset({"", "?"})  # symbols that name no particular dim (Paddle exports write "?")
+
+
+def symbol(d: onnx.TensorShapeProto.Dimension) -> str | None:
+    """The dim's symbol when it names one (two dims with it are the same size)."""
+    return d.dim_param if d.WhichOneof("value") == "dim_param" and d.dim_param not in ANONYMOUS else None
 
 
 def _symbol_sizes(graph: onnx.GraphProto, input_shapes: dict, fixed: dict) -> dict[str, int]:
@@ -43,7 +51,7 @@ def _symbol_sizes(graph: onnx.GraphProto, input_shapes: dict, fixed: dict) -> di
         for i, (d, size) in enumerate(zip(dims, sizes)):
             if not is_dynamic(d) and d.dim_value != size:
                 raise RewriterError(f"--input-shape {name}: dim {i} is declared {d.dim_value}, not {size}")
-            if d.WhichOneof("value") == "dim_param" and d.dim_param:
+            if symbol(d):
                 given = symbols.setdefault(d.dim_param, size)
                 if given != size:
                     raise RewriterError(f"--input-shape {name}: dim {i} is '{d.dim_param}', which is {given} "
@@ -72,7 +80,7 @@ def fix_shapes(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None
             continue
         for d, size in zip(tensor.shape.dim, sizes):
             if is_dynamic(d):
-                if d.WhichOneof("value") == "dim_param":
+                if symbol(d):
                     seen.add(d.dim_param)
                 d.dim_value = size
                 changed += 1
@@ -84,7 +92,7 @@ def fix_shapes(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None
             if tp.WhichOneof("value") != "tensor_type" or not tp.tensor_type.HasField("shape"):
                 continue
             for d in tp.tensor_type.shape.dim:
-                if d.WhichOneof("value") == "dim_param" and d.dim_param in symbols:
+                if symbol(d) and d.dim_param in symbols:
                     seen.add(d.dim_param)
                     d.dim_value = symbols[d.dim_param]
                     changed += 1

@@ -10,6 +10,7 @@ from onnx_ir.passes.common import DeduplicateInitializersPass, LiftConstantsToIn
 
 from rewriter.optimize.report import OptimizeOptions, OptimizeReport
 from rewriter.optimize.batched_gemm import BatchedMatMulAddToGemmPass
+from rewriter.optimize.batchnorm_parameters import LiftBatchNormParametersPass
 from rewriter.optimize.constant_folding import FoldConstantsPass, hide_overridable, restore
 from rewriter.optimize.cse import CommonSubexpressionEliminationPass
 from rewriter.optimize.fusions import FusionsPass
@@ -81,11 +82,12 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
     cse = CommonSubexpressionEliminationPass()
     unused = RemoveUnusedPass(allow_removing_custom_ops=options.allow_removing_custom_ops, keep=keep)
     skipped: dict = {}
+    modified = LiftBatchNormParametersPass()(model).modified  # fused in the first round, not the next run
     hidden = hide_overridable(model)  # no rule may read an overridable initializer as a constant
     try:
         passes = (fold, shapes, fusions, neutral, noops, slices, unsqueezes, upsample, sandwiches, units, gemm, cse,
                   unused)
-        modified = _rounds(model, options, report, passes, skipped)
+        modified |= _rounds(model, options, report, passes, skipped)
     finally:
         restore(hidden)
     finals: list = []

@@ -9,6 +9,7 @@ import onnx
 
 from rewriter.errors import RewriterError
 from rewriter.graph import traversal
+from rewriter.graph.static_shapes import ANONYMOUS
 
 __all__ = ["random_inputs", "axes_from_inputs", "SYMBOL_SIZE"]
 
@@ -45,7 +46,7 @@ def random_inputs(model: onnx.ModelProto, seed: int = 0,
                 if _static(d) and d.dim_value != size:
                     raise RewriterError(f"--input-shape {vi.name}: dim {size} contradicts the declared "
                                         f"{d.dim_value}")
-                if d.WhichOneof("value") == "dim_param":
+                if d.WhichOneof("value") == "dim_param" and d.dim_param not in ANONYMOUS:
                     symbols.setdefault(d.dim_param, size)
     feeds = {}
     for vi in model.graph.input:
@@ -63,7 +64,7 @@ def random_inputs(model: onnx.ModelProto, seed: int = 0,
             for d in tp.tensor_type.shape.dim:
                 if _static(d):
                     shape.append(d.dim_value)
-                elif d.WhichOneof("value") == "dim_param":
+                elif d.WhichOneof("value") == "dim_param" and d.dim_param not in ANONYMOUS:
                     shape.append(symbols.setdefault(d.dim_param, SYMBOL_SIZE))
                 else:
                     shape.append(SYMBOL_SIZE)

@@ -101,3 +101,24 @@ def test_convert_with_an_input_shape_writes_static_inputs(tmp_path):
     assert cli.main(["convert", src, "--opset", "11", "-o", out, "--input-shape", "x:2,4"]) == 0
     result = onnx.load(out)
     assert _dims(result.graph.input[0]) == [2, 4] and result.opset_import[0].version == 11
+
+
+def test_a_question_mark_symbol_names_no_dim():
+    """Paddle exports write dim_param "?" for every unknown dim: two of them are not the same size."""
+    x = helper.make_tensor_value_info("x", F, ["?", 3, "?", "?"])
+    y = helper.make_tensor_value_info("y", F, ["?", 3, "?", "?"])
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 13)])
+    fix_shapes(model, {"x": [1, 3, 48, 192]})
+    assert _dims(model.graph.input[0]) == [1, 3, 48, 192]
+    assert _dims(model.graph.output[0]) == ["?", 3, "?", "?"]  # nothing says they are x's dims
+
+    from rewriter.verify.random_inputs import random_inputs
+
+    two = helper.make_model(helper.make_graph([helper.make_node("Add", ["a", "b"], ["c"])], "g",
+                                              [helper.make_tensor_value_info("a", F, ["?", 4]),
+                                               helper.make_tensor_value_info("b", F, ["?", "?"])],
+                                              [helper.make_tensor_value_info("c", F, None)]),
+                            opset_imports=[helper.make_opsetid("", 13)])
+    feeds = random_inputs(two, input_shapes={"a": [5, 4]})
+    assert feeds["a"].shape == (5, 4) and feeds["b"].shape == (2, 2)

@@ -203,3 +203,31 @@ def test_a_node_a_rewrite_makes_in_anothers_place_keeps_its_name():
     feeds = {"x": np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3, 1, 1)}
     run = lambda m: ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]  # noqa: E731
     np.testing.assert_array_equal(run(result), run(model))
+
+
+def test_conv_and_batchnorm_with_constant_node_parameters_fuse_in_one_run():
+    """Paddle exports give Conv and BatchNormalization their parameters by Constant nodes."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from rewriter import optimize_model
+
+    rng = np.random.default_rng(0)
+    consts = {"w": rng.standard_normal((4, 3, 3, 3)).astype(np.float32),
+              "scale": rng.uniform(0.5, 1.5, 4).astype(np.float32), "bias": rng.standard_normal(4).astype(np.float32),
+              "mean": rng.standard_normal(4).astype(np.float32), "var": rng.uniform(0.5, 1.5, 4).astype(np.float32)}
+    nodes = [helper.make_node("Constant", [], [k], value=numpy_helper.from_array(v), name=f"c_{k}")
+             for k, v in consts.items()]
+    nodes += [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+              helper.make_node("BatchNormalization", ["c", "scale", "bias", "mean", "var"], ["y"], name="bn")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    once = optimize_model(model)
+    assert [n.op_type for n in once.graph.node] == ["Conv"]
+    assert [n.op_type for n in optimize_model(once).graph.node] == ["Conv"]  # nothing left for a second run
+    x = {"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)}
+    run = lambda m: ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, x)[0]  # noqa: E731
+    np.testing.assert_allclose(run(once), run(model), rtol=1e-4, atol=1e-5)
