@@ -97,20 +97,14 @@ def _setup_logging(args) -> None:
     # the keys rewriter adds to tensors it reads lazily are its own (they are never written):
     # onnx's loader, handed such a tensor, is told nothing it needs to say
     warnings.filterwarnings("ignore", message=r"Ignoring unknown external data key")
-    handler = logging.StreamHandler()
-    handler.setFormatter(_LowercaseLevel("%(levelname)s: %(message)s"))  # "warning: ..." like ours
-    logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
-    logging.getLogger("rewriter").setLevel(logging.INFO if getattr(args, "verbose", False) else logging.WARNING)
-
-
-def _LowercaseLevel(fmt: str):
-    import logging
-
-    class LowercaseLevel(logging.Formatter):
+    class LowercaseLevel(logging.Formatter):  # "warning: ..." like rewriter's own lines
         def format(self, record: logging.LogRecord) -> str:
             return super().format(record).replace(record.levelname, record.levelname.lower(), 1)
 
-    return LowercaseLevel(fmt)
+    handler = logging.StreamHandler()
+    handler.setFormatter(LowercaseLevel("%(levelname)s: %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
+    logging.getLogger("rewriter").setLevel(logging.INFO if getattr(args, "verbose", False) else logging.WARNING)
 
 
 def entry() -> None:
