@@ -52,7 +52,7 @@ def _main(argv: list[str] | None, parsed: list) -> int:
         parsed.append(args)
         directory = os.path.isdir(args.model)
         check_usage(args, directory)
-        if not directory:  # the times printed are the process's own, start-up included
+        if not directory and _AS_PROCESS:  # the times printed are the process's, start-up included
             args.process_started = time.perf_counter() - (time.time() - _process_start())
     except UsageError as e:
         print(f"error: {one_line(str(e))}", file=sys.stderr)
@@ -73,6 +73,7 @@ def _main(argv: list[str] | None, parsed: list) -> int:
 
 
 _IMPORTED = time.time()
+_AS_PROCESS = False  # set by entry(): main() is the whole process, so its start-up counts
 
 
 def _process_start() -> float:
@@ -112,6 +113,8 @@ def entry() -> None:
     status; an interrupt after the command ended does not change the status."""
     import signal
 
+    global _AS_PROCESS
+    _AS_PROCESS = True
     status = main()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if status == 130:
