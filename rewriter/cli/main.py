@@ -12,8 +12,11 @@ from rewriter.cli.interrupts import written_since
 __all__ = ["main", "entry"]
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status (0 ok, 1 problem, 2 bad input/usage, 130 interrupted)."""
+def main(argv: list[str] | None = None, *, as_process: bool = False) -> int:
+    """Run the command line; returns the exit status (0 ok, 1 problem, 2 bad input/usage, 130 interrupted).
+
+    ``as_process``: this call is the whole process (the console script, ``python -m rewriter``),
+    so the times printed count its start-up too."""
     interrupts.install(armed=True)  # first: Ctrl-C while the libraries load is one line too
     # ONNX Runtime (1.29 and newer) starts telemetry on import, which warns when the home directory
     # is not writable and connects out; a model converter has no business with either. Setting the
@@ -22,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     parsed: list = []
     started = time.time()
     try:
-        return _main(argv, parsed)
+        return _main(argv, parsed, as_process)
     except KeyboardInterrupt:
         args = parsed[0] if parsed else None
         output = getattr(args, "output", None)
@@ -42,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _main(argv: list[str] | None, parsed: list) -> int:
+def _main(argv: list[str] | None, parsed: list, as_process: bool) -> int:
     from rewriter.cli.parser import build_parser, check_usage
     from rewriter.cli.runner import EXIT_ERROR, EXIT_OK, UsageError, one_line, run_one
 
@@ -52,7 +55,7 @@ def _main(argv: list[str] | None, parsed: list) -> int:
         parsed.append(args)
         directory = os.path.isdir(args.model)
         check_usage(args, directory)
-        if not directory and _AS_PROCESS:  # the times printed are the process's, start-up included
+        if not directory and as_process:  # the times printed are the process's, start-up included
             args.process_started = time.perf_counter() - (time.time() - _process_start())
     except UsageError as e:
         print(f"error: {one_line(str(e))}", file=sys.stderr)
@@ -73,7 +76,6 @@ def _main(argv: list[str] | None, parsed: list) -> int:
 
 
 _IMPORTED = time.time()
-_AS_PROCESS = False  # set by entry(): main() is the whole process, so its start-up counts
 
 
 def _process_start() -> float:
@@ -113,9 +115,7 @@ def entry() -> None:
     status; an interrupt after the command ended does not change the status."""
     import signal
 
-    global _AS_PROCESS
-    _AS_PROCESS = True
-    status = main()
+    status = main(as_process=True)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if status == 130:
         # A KeyboardInterrupt that passed through code a C extension ran (pybind11 modules being
