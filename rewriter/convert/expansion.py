@@ -1,7 +1,9 @@
 """Ops the target lacks (or has only as a deprecated schema): the engine's side that expands a
 node into its ONNX function body (built for the node's types and attributes, then converted
 node by node), renames an op that was an older one renamed (Resize-10 is Upsample-9), or
-replaces a node of constant inputs by its value; else blocks naming the op's first opset."""
+replaces a node of constant inputs by its value, or takes an exact decomposition of an op ONNX
+defines without a body (``rewriter.convert.decompositions``); else blocks naming the op's first
+opset."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ import logging
 
 import onnx
 
-from rewriter.convert import registry
+from rewriter.convert import decompositions, registry
+from rewriter.convert.context import NodeContext
 from rewriter.convert.function_bodies import evaluate_constant_node, fold_shape_arithmetic, function_body, inline
 from rewriter.errors import ConversionError
 from rewriter.graph import traversal
@@ -70,6 +73,9 @@ class Expansion:
                 self.report.changes[f"{op} of constant inputs -> Constant"] += 1
                 self.taken[(op, src, src, "evaluated (constant inputs)")] += 1
                 return self._named(self.convert(const, scope, opset), node, node.name, node.output[0], removed=True)
+            found = decompositions.lookup(op)
+            if found is not None:
+                return self._decompose(node, scope, src, label, *found)
             dst = registry.schema_version_at(op, self.target)
             if dst is not None and self.lacks is not None and self.lacks(op, dst):
                 self._block(label, op, "expand", f"the runtime targeted does not implement {op}-{dst} and ONNX "
@@ -111,6 +117,37 @@ class Expansion:
                             self.state.register_scope(sub)
                             self._convert_body(sub, clear=False)
             result = [m for n in nodes for m in self.convert(n, scope, version)]
+        finally:
+            self._expanding -= 1
+            self._expansions.pop()
+        return self._named(result, node, original_name, original_out, removed=True)
+
+    def _decompose(self, node, scope, src, label, version, fn) -> list[onnx.NodeProto]:
+        """``node`` replaced by the nodes of its exact decomposition (valid at ``version``),
+        converted onward to the target; a failed exactness condition blocks with its reason."""
+        op = node.op_type
+        first = registry.schema_versions(op)[0]
+        ctx = NodeContext(self.state, node, scope, (src, version), self.target)
+        try:
+            fn(node, ctx)
+        except ConversionError as e:
+            self._block(label, op, "decompose", str(e), f"targets >= {first}")
+            return [node]
+        if not ctx.removed:
+            raise AssertionError(f"the decomposition of {op} did not replace the node")
+        nodes = [*ctx.before, *ctx.after]
+        for n in nodes:
+            self.state.pending.update((o, n) for o in n.output if o)
+        self.report.decomposed[op] += 1
+        self._steps()[(op, "decomposed")] += 1
+        self.taken[(op, src, version, "decomposed exactly")] += 1
+        logger.debug("%s: %s decomposed (%d nodes, opset %d)", label, op, len(nodes), version)
+        original_name, original_out = node.name, node.output[0] if node.output else None
+        self._expanding += 1
+        self._expansions.append(str(label))
+        try:
+            result = [m for n in nodes for m in self.convert(
+                n, scope, self.target if id(n) in ctx.at_target else version)]
         finally:
             self._expanding -= 1
             self._expansions.pop()

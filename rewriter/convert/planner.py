@@ -63,6 +63,8 @@ class ConvertReport:
     delegated: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # op -> nodes
     type_only: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # op -> nodes
     expanded: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # op -> nodes
+    # op -> nodes replaced by an exact decomposition (ops without a function body)
+    decomposed: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     steps: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # (op, how) -> steps
     # the steps of nodes the conversion made (function bodies, rewrites' nodes): (op, how) -> steps
     derived_steps: collections.Counter = dataclasses.field(default_factory=collections.Counter)
@@ -87,6 +89,9 @@ class ConvertReport:
         if self.expanded:
             ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.expanded.items()))
             lines.append(f"newer than the target, expanded into their ONNX function bodies: {ops}")
+        if self.decomposed:
+            ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.decomposed.items()))
+            lines.append(f"newer than the target, decomposed exactly into older ops: {ops}")
         if self.type_only:
             ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.type_only.items()))
             lines.append(f"type-only schema changes (kept as they are): {ops}")

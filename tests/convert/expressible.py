@@ -32,6 +32,9 @@ node is truly not expressible at the target. It is written independently of
    ``start``/``end`` via Slice, Reduce*'s ``noop_with_empty_axes``, Pad's ``axes`` with a
    known rank and constant axes, Resize's ``axes`` likewise). These are counted expressible,
    so a converter that refuses them is reported (strict side).
+6. **Exact routes** (``tests/convert/routes.py``): a node that rules 1-5 call inexpressible is
+   expressible when a route derived there applies (Einsum, DFT and STFT in older ops; types an
+   older schema lacks, computed by other ops).
 
 Conservative choices (documented, deliberate): meaning changes with an identical signature
 (Softmax's axis at 13, negative axes at 11, broadcasting of the variadic ops at 8) count as
@@ -52,6 +55,8 @@ import numpy as np
 import onnx
 import onnx.defs
 from onnx import numpy_helper
+
+from tests.convert.routes import ROUTES
 
 __all__ = ["why_inexpressible", "why_model_inexpressible", "schema_at", "default_opset", "moved_to_attribute",
            "absent_at_target"]
@@ -213,6 +218,16 @@ def why_inexpressible(node: onnx.NodeProto, source: int, target: int, types, con
     src = schema_at(op, source, deprecated_ok=True)
     if src is None:
         return f"{op} does not exist at the source opset {source}"
+    why = _rules(node, op, src, source, target, types, constants, _depth)
+    if why is None:
+        return None
+    for route in ROUTES.get(op, ()):  # 6. an exact route in older ops (tests/convert/routes.py)
+        if route(node, source, target, types, constants) is None:
+            return None
+    return why
+
+
+def _rules(node, op, src, source, target, types, constants, _depth) -> str | None:
     dst = schema_at(op, target)
     if dst is None:
         replacement = REPLACED_BY.get(op)
