@@ -11,7 +11,18 @@ optimization call (model in memory -> model in memory; imports excluded), peak R
 process, and whether the result is valid (onnx.checker full_check, loads in ONNX Runtime) and
 computes the same outputs as the original on random inputs (ONNX Runtime, rtol 1e-4).
 
-    python bench/bench_optimize.py [--reps 5] [--models DIR] [--tools rewriter,onnxscript,onnxsim,onnxslim]
+    python bench/bench_optimize.py [--reps 5] [--tools rewriter,onnxscript,onnxsim,onnxslim]
+
+With ``--models DIR ...`` it benches the real models in those folders instead (bench/optimize_real.py):
+each tool as a user runs it (``rewriter optimize IN -o OUT``, ``onnxslim IN OUT``, ``onnxsim IN OUT``,
+``onnxscript.optimizer.optimize`` in a small script), whole-process wall and CPU time, validity,
+numerics on the sample input, a second ``rewriter optimize`` of its own result, and ONNX Runtime
+latency of the source and of every result (one thread, interleaved runs). onnxslim and onnxsim come
+from a separate venv (``--bench-venv``, default /work/venvs/bench: ``pip install onnxslim onnxsim
+onnxruntime onnx``), so the project's python stays clean.
+
+    python bench/bench_optimize.py --models /work/corpus/torch /work/corpus/pypi --reps 3 --runs 15 \
+        [--only SUBSTR ...] [--skip SUBSTR ...] [--keep DIR] [--json-out FILE]
 """
 
 from __future__ import annotations
@@ -297,7 +308,21 @@ def main(argv=None) -> int:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--tools", default=",".join(TOOLS))
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--models", nargs="+", metavar="DIR", help="bench the *.onnx files in these folders")
+    parser.add_argument("--only", nargs="+", metavar="SUBSTR", help="with --models: names containing one of these")
+    parser.add_argument("--skip", nargs="+", metavar="SUBSTR", help="with --models: skip names containing these")
+    parser.add_argument("--runs", type=int, default=15, help="with --models: ORT runs per session")
+    parser.add_argument("--keep", metavar="DIR", help="with --models: write the results here")
+    parser.add_argument("--json-out", metavar="FILE", help="with --models: every figure as JSON")
+    parser.add_argument("--bench-venv", default="/work/venvs/bench", help="venv holding onnxslim and onnxsim")
     args = parser.parse_args(argv)
+    if args.models:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import optimize_real
+
+        if args.tools == ",".join(TOOLS):
+            args.tools = "rewriter,onnxslim,onnxsim,onnxscript"
+        return optimize_real.main(args)
     tools = [t for t in args.tools.split(",") if _available(t)]
     missing = [t for t in args.tools.split(",") if t not in tools]
     results: dict = {}
