@@ -189,6 +189,23 @@ MUTANTS: list[Mutant] = [
       '        _state["armed"] = False  # a second signal', '        pass  # a second signal',
       "tests/cli/test_interrupts.py tests/cli/test_interrupt_handler.py",
       "a second interrupt can land in the clean-up of the first"),
+    # ---------------------------------------------------------------- optimizer shape chains
+    M("shapes-no-inference", "rewriter/optimize/shape_arithmetic.py",
+      "                infer_node(node, opset)", "                pass",
+      "tests/optimize/test_shape_chains.py", "dims after a folded Reshape are not inferred in the same walk"),
+    M("shapes-sub-swapped", "rewriter/optimize/shape_arithmetic.py",
+      'p - q if op == "Sub"', 'q - p if op == "Sub"',
+      "tests/optimize/test_shape_chains.py", "Sub of known dims computed backwards"),
+    M("shapes-div-negative", "rewriter/optimize/shape_arithmetic.py",
+      'not all(p >= 0 and q > 0 for p, q in zip(x, y))', 'not all(q > 0 for p, q in zip(x, y))',
+      "tests/optimize/test_shape_chains.py", "a negative dividend floor-divided (ONNX Runtime truncates)"),
+    M("shapes-div-floor-as-true", "rewriter/optimize/shape_arithmetic.py",
+      "p * q if op == \"Mul\" else p // q", "p * q if op == \"Mul\" else -(-p // q)",
+      "tests/optimize/test_shape_chains.py", "Div of known dims rounds up"),
+    M("inference-overwrites-known", "rewriter/optimize/node_inference.py",
+      "if _unknown(a) and not _unknown(b):", "if not _unknown(b):",
+      "tests/optimize/test_shape_chains.py tests/optimize/test_node_inference.py",
+      "an inferred dim replaces a known one"),
 ]
 
 

@@ -30,6 +30,7 @@ import logging
 import numpy as np
 import onnx_ir as ir
 
+from rewriter.optimize.node_inference import infer_node
 from rewriter.optimize.values import add_constant
 from rewriter.optimize.scopes import graphs_and_functions
 
@@ -87,6 +88,35 @@ def _attr_int(node: ir.Node, name: str, default):
     return attr.as_int()
 
 
+_ARITHMETIC = ("Add", "Sub", "Mul", "Div")
+
+
+def _fits(elements: list[int], dtype: ir.DataType) -> bool:
+    info = np.iinfo(dtype.numpy())
+    return all(info.min <= e <= info.max for e in elements)
+
+
+def _arithmetic(op: str, a, b):
+    """``a op b`` on shape vectors whose elements are all known ints (a scalar broadcasts):
+    exact integer arithmetic; Div only of non-negative ints by positive ones (where C's
+    truncating division, ONNX Runtime's, and floor division agree)."""
+    if a is None or b is None or not all(isinstance(e, int) for e in a[0] + b[0]):
+        return None
+    (x, x_scalar), (y, y_scalar) = a, b
+    if len(x) != len(y):
+        if x_scalar and len(x) == 1:
+            x = x * len(y)
+        elif y_scalar and len(y) == 1:
+            y = y * len(x)
+        else:
+            return None
+    if op == "Div" and not all(p >= 0 and q > 0 for p, q in zip(x, y)):
+        return None
+    result = [p + q if op == "Add" else p - q if op == "Sub" else p * q if op == "Mul" else p // q
+              for p, q in zip(x, y)]
+    return result, x_scalar and y_scalar
+
+
 class FoldShapeArithmeticPass(ir.passes.InPlacePass):
     """Fold shape vectors built from partly symbolic shapes (see the module doc)."""
 
@@ -97,22 +127,28 @@ class FoldShapeArithmeticPass(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.folded = self.reshapes = 0
+        opset = model.opset_imports.get("", None)
         for graph in graphs_and_functions(model):
-            self._graph(graph)
+            if isinstance(graph, ir.Function):
+                opset = graph.opset_imports.get("", opset)
+            self._graph(graph, opset)
         modified = bool(self.folded or self.reshapes)
         if modified:
             logger.info("folded %d shape value(s), gave %d Reshape(s) a constant shape", self.folded, self.reshapes)
         return ir.passes.PassResult(model, modified=modified)
 
     # ------------------------------------------------------------ the walk
-    def _graph(self, graph) -> None:
+    def _graph(self, graph, opset: int | None) -> None:
         self._vectors: dict = {}
         outputs = frozenset(graph.outputs)
         for node in list(graph):
-            if node.domain not in ("", "ai.onnx") or len(node.outputs) != 1:
+            if node.domain not in ("", "ai.onnx"):
                 continue
             if node.op_type == "Reshape":
                 self._reshape(graph, node)
+            if opset is not None:  # the dims after a Reshape given a constant shape are known now
+                infer_node(node, opset)
+            if len(node.outputs) != 1 or node.op_type == "Reshape":
                 continue
             found = self._evaluate(node)
             if found is None:
@@ -121,7 +157,7 @@ class FoldShapeArithmeticPass(ir.passes.InPlacePass):
             self._vectors[out] = found
             elements, scalar = found
             if (node.op_type != "Constant" and out not in outputs and out.dtype in _INTS
-                    and all(isinstance(e, int) for e in elements)):
+                    and all(isinstance(e, int) for e in elements) and _fits(elements, out.dtype)):
                 array = np.array(elements if not scalar else elements[0], dtype=out.dtype.numpy())
                 out.replace_all_uses_with(add_constant(graph, node, array, f"{out.name}_folded"))
                 self.folded += 1
@@ -191,6 +227,8 @@ class FoldShapeArithmeticPass(ir.passes.InPlacePass):
             return data[0][starts[0][0]:ends[0][0]], False
         if op == "Constant":
             return _ints(node.outputs[0])
+        if op in _ARITHMETIC and len(inputs) == 2:
+            return _arithmetic(op, self._vector(inputs[0]), self._vector(inputs[1]))
         return None
 
     def _reshape(self, graph, node: ir.Node) -> None:

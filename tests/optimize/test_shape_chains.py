@@ -1,0 +1,156 @@
+"""Shape chains of legacy exports with a symbolic batch (ShuffleNet's channel shuffle, x.chunk):
+each stage's Reshape shape is computed from ``Shape`` of a value that a dynamic Reshape made.
+One optimize run folds the whole chain (the dims after a Reshape given a constant shape are
+inferred in the same walk; the shape pass computes integer arithmetic of known dims), and a
+second run changes nothing. Results compared with ONNX Runtime on the original at several
+batch sizes."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+from rewriter.optimize import OptimizeOptions, optimize_proto
+from tests import oracle
+
+F, I64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
+
+
+def _i(name, values):
+    return nh.from_array(np.asarray(values, np.int64), name)
+
+
+def _shuffle(nodes, x, stage, groups=2):
+    """torch legacy export of channel_shuffle(x, groups) on [N, C, H, W], its shape read at run
+    time: Reshape(x, [N, g, C/g, H, W]) -> Transpose -> Reshape(., [N, C, H, W])."""
+    p = f"s{stage}_"
+    dims = [f"{p}d{i}" for i in range(4)]
+    nodes.append(h.make_node("Shape", [x], [p + "shape"]))
+    for i in range(4):
+        nodes.append(h.make_node("Gather", [p + "shape", f"i{i}"], [dims[i]], axis=0))
+        nodes.append(h.make_node("Unsqueeze", [dims[i], "zero"], [dims[i] + "_u"]))
+    nodes.append(h.make_node("Div", [dims[1], "groups"], [p + "per"]))
+    nodes.append(h.make_node("Unsqueeze", [p + "per", "zero"], [p + "per_u"]))
+    nodes.append(h.make_node("Concat", [dims[0] + "_u", "groups_1d", p + "per_u", dims[2] + "_u", dims[3] + "_u"],
+                             [p + "five"], axis=0))
+    nodes.append(h.make_node("Reshape", [x, p + "five"], [p + "r5"]))
+    nodes.append(h.make_node("Transpose", [p + "r5"], [p + "t"], perm=[0, 2, 1, 3, 4]))
+    nodes.append(h.make_node("Concat", [dims[0] + "_u", dims[1] + "_u", dims[2] + "_u", dims[3] + "_u"],
+                             [p + "four"], axis=0))
+    nodes.append(h.make_node("Reshape", [p + "t", p + "four"], [p + "out"]))
+    return p + "out"
+
+
+def _chunk(nodes, x, stage):
+    """x.chunk(2, dim=1) in a legacy export: Slice ends from Div(Gather(Shape(x), 1), 2)."""
+    p = f"c{stage}_"
+    nodes += [h.make_node("Shape", [x], [p + "shape"]),
+              h.make_node("Gather", [p + "shape", "i1"], [p + "c"], axis=0),
+              h.make_node("Div", [p + "c", "groups"], [p + "half"]),
+              h.make_node("Unsqueeze", [p + "half", "zero"], [p + "half_u"]),
+              h.make_node("Slice", [x, "zero", p + "half_u", "one"], [p + "a"]),
+              h.make_node("Slice", [x, p + "half_u", "big", "one"], [p + "b"]),
+              h.make_node("Relu", [p + "b"], [p + "rb"]),
+              h.make_node("Concat", [p + "a", p + "rb"], [p + "out"], axis=1)]
+    return p + "out"
+
+
+def _model(stages=3):
+    nodes, x = [], "x"
+    for s in range(stages):
+        x = _shuffle(nodes, _chunk(nodes, x, s), s)
+    nodes.append(h.make_node("Identity", [x], ["y"]))
+    inits = [_i(f"i{i}", i) for i in range(4)] + [_i("zero", [0]), _i("one", [1]), _i("big", [2 ** 62]),
+                                                   _i("groups", 2), _i("groups_1d", [2])]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", F, ["batch", 8, 4, 4])],
+                         [h.make_tensor_value_info("y", F, ["batch", 8, 4, 4])], inits)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+    model.ir_version = 7
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _run(model, x):
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {"x": x})[0]
+
+
+def test_a_chain_of_shuffles_folds_in_one_run_to_constant_shapes():
+    model = _model(stages=3)
+    result, _ = optimize_proto(model, OptimizeOptions())
+    oracle.assert_valid(result)
+    ops = [n.op_type for n in result.graph.node]
+    assert "Shape" not in ops and "Gather" not in ops and "Div" not in ops and "Concat" in ops
+    shapes = [nh.to_array(t).tolist() for t in result.graph.initializer if t.name.endswith("shape_folded")]
+    assert {tuple(s) for s in shapes} == {(0, 2, 4, 4, 4), (0, 8, 4, 4)}
+    rng = np.random.default_rng(0)
+    for batch in (1, 3, 0):
+        x = rng.standard_normal((batch, 8, 4, 4)).astype(np.float32)
+        np.testing.assert_array_equal(_run(result, x), _run(model, x))
+
+
+def test_a_second_run_changes_nothing():
+    first, _ = optimize_proto(_model(stages=4), OptimizeOptions())
+    second, _ = optimize_proto(first, OptimizeOptions())
+    assert [n.op_type for n in second.graph.node] == [n.op_type for n in first.graph.node]
+
+
+def test_the_chain_folds_within_the_first_round():
+    result, report = optimize_proto(_model(stages=5), OptimizeOptions(iterations=1))
+    assert report.rounds == 1 and report.folded["shape arithmetic"] > 0
+    assert "Shape" not in [n.op_type for n in result.graph.node]
+
+
+def _arith_model(op, a, b):
+    """y = Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [a op b])) where a is dim 1 of x
+    (static) and b a constant: the shape pass computes a op b."""
+    nodes = [h.make_node("Shape", ["x"], ["s"]),
+             h.make_node("Gather", ["s", "i0"], ["n"], axis=0),
+             h.make_node("Gather", ["s", "i1"], ["c"], axis=0),
+             h.make_node(op, ["c", "b"], ["v"]),
+             h.make_node("Unsqueeze", ["n", "zero"], ["nu"]),
+             h.make_node("Unsqueeze", ["v", "zero"], ["vu"]),
+             h.make_node("Concat", ["nu", "vu"], ["shape"], axis=0),
+             h.make_node("Shape", ["shape"], ["y"])]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", F, ["batch", a])],
+                         [h.make_tensor_value_info("y", I64, [1]), h.make_tensor_value_info("shape", I64, [2])],
+                         [_i("i0", 0), _i("i1", 1), _i("zero", [0]), _i("b", b)])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+    model.ir_version = 7
+    return model
+
+
+def test_integer_arithmetic_of_known_dims_is_exact():
+    for op, a, b in (("Add", 6, 3), ("Sub", 6, 8), ("Mul", 6, 3), ("Div", 7, 2), ("Div", 6, 3)):
+        model = _arith_model(op, a, b)
+        result, _ = optimize_proto(model, OptimizeOptions())
+        x = np.zeros((2, a), np.float32)
+        session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        want = session.run(["shape"], {"x": x})[0]
+        session = ort.InferenceSession(result.SerializeToString(), providers=["CPUExecutionProvider"])
+        np.testing.assert_array_equal(session.run(["shape"], {"x": x})[0], want)
+        assert op not in [n.op_type for n in result.graph.node], op
+
+
+def test_a_division_of_a_negative_dim_difference_is_left_to_run_time_or_truncates():
+    """(c - 10) / 4 with c = 3: -7 / 4 is -1 in ONNX Runtime (C division truncates), -2 as a
+    floor division: whatever folds it must give ONNX Runtime's value."""
+    nodes = [h.make_node("Shape", ["x"], ["s"]),
+             h.make_node("Gather", ["s", "i1"], ["c"], axis=0),
+             h.make_node("Sub", ["c", "ten"], ["d"]),
+             h.make_node("Div", ["d", "four"], ["q"]),
+             h.make_node("Gather", ["s", "i0"], ["n"], axis=0),
+             h.make_node("Add", ["n", "q"], ["y"])]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", F, ["batch", 3])],
+                         [h.make_tensor_value_info("y", I64, [])],
+                         [_i("i0", 0), _i("i1", 1), _i("ten", 10), _i("four", 4)])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+    model.ir_version = 7
+    result, _ = optimize_proto(model, OptimizeOptions())
+    x = np.zeros((5, 3), np.float32)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    got = ort.InferenceSession(result.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    assert int(want[0]) == 4 and int(got[0]) == 4
