@@ -206,6 +206,10 @@ MUTANTS: list[Mutant] = [
       "if _unknown(a) and not _unknown(b):", "if not _unknown(b):",
       "tests/optimize/test_shape_chains.py tests/optimize/test_node_inference.py",
       "an inferred dim replaces a known one"),
+    M("fusion-roots-domain", "rewriter/optimize/fusions.py",
+      'return "" if domain in (None, "", "ai.onnx") else domain', 'return domain or "?"',
+      "tests/optimize/test_fusion_dispatch.py", "rules are never tried at default-domain nodes"),
+
 ]
 
 

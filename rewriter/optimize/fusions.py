@@ -9,6 +9,12 @@ Conv/ConvTranspose/Gemm, MatMul+Add -> Gemm on rank-2 operands. Subgraphs and fu
 rewritten too. Folding BatchNormalization into the weights rounds once per weight in the
 weights' type (float32: relative differences ~1e-7 per weight; the same arithmetic
 onnxslim and onnxsim do).
+
+onnxscript's rule set tries every rule at every node (45 rules: ~95,000 matcher calls on a
+1,200-node ViT); here each rule is tried only at nodes of its pattern's root op type, read
+from the rule's target pattern (``RewriteRule._target_pattern.output_nodes``, a private
+attribute of onnxscript 0.7: a test checks that every rule's roots are found; a rule whose
+roots are not found is tried everywhere, as onnxscript does).
 """
 
 from __future__ import annotations
@@ -39,8 +45,44 @@ RULE_NAMES = (
 )
 
 
-def _rules():
-    return [getattr(rules, name) for name in RULE_NAMES if hasattr(rules, name)]
+def rule_roots(rule) -> frozenset[tuple[str, str]] | None:
+    """The (domain, op type) pairs a match of ``rule`` ends at (its pattern's output nodes), or
+    None when they cannot be read (then the rule is tried at every node)."""
+    pattern = getattr(rule, "_target_pattern", None)
+    nodes = getattr(pattern, "output_nodes", None)
+    if not nodes:
+        return None
+    roots = set()
+    for node in nodes:
+        identifier = node.op_identifier() if hasattr(node, "op_identifier") else None
+        if not identifier or not isinstance(identifier[1], str) or not identifier[1]:
+            return None
+        roots.add((_domain(identifier[0]), identifier[1]))
+    return frozenset(roots)
+
+
+def _domain(domain: str | None) -> str:
+    return "" if domain in (None, "", "ai.onnx") else domain
+
+
+class _TriedAtRoots:
+    """``rule``, tried only at nodes of its roots' op types (everything else is the rule's)."""
+
+    def __init__(self, rule, roots: frozenset[tuple[str, str]]):
+        self._rule, self._roots = rule, roots
+
+    def __getattr__(self, name):
+        return getattr(self._rule, name)
+
+    def try_rewrite(self, model, graph_or_function, node, **kwargs):
+        if (_domain(node.domain), node.op_type) not in self._roots:
+            return None
+        return self._rule.try_rewrite(model, graph_or_function, node, **kwargs)
+
+
+def _tried_at_roots(rule):
+    roots = rule_roots(rule)
+    return rule if roots is None else _TriedAtRoots(rule, roots)
 
 
 class FusionsPass(ir.passes.InPlacePass):
@@ -48,7 +90,7 @@ class FusionsPass(ir.passes.InPlacePass):
 
     def __init__(self, rule_names: tuple[str, ...] = RULE_NAMES):
         super().__init__()
-        self.rule_set = RewriteRuleSet([getattr(rules, n) for n in rule_names if hasattr(rules, n)])
+        self.rule_set = RewriteRuleSet([_tried_at_roots(getattr(rules, n)) for n in rule_names if hasattr(rules, n)])
         # onnxscript's own unused-node sweep would remove custom-domain nodes: RemoveUnusedPass does it
         self.rule_set.remove_unused_nodes = False
         self.applied = 0
