@@ -6,7 +6,8 @@
 - 6 <-> 11: ``min``/``max`` moved to optional inputs of the data's type. Up: present attributes
   become constant scalar inputs (the data's type must be known); down: constant scalar inputs
   become the attributes when a float32 attribute holds them exactly; a computed one blocks.
-(11 <-> 12 integers, 12 <-> 13 bfloat16: types.)
+- 12 -> 11: Clip-11 takes floats only (integers from 12): see :func:`clip_12_11`.
+(11 -> 12 integers, 12 <-> 13 bfloat16: types.)
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from rewriter.convert.adapters.feature_support import attr_value
+from rewriter.convert.adapters.elementwise import dims
+from rewriter.convert.adapters.feature_support import add_typed_constant, attr_value, record_type
 from rewriter.convert.adapters.moves import check_types, constant_input, float_exact, set_input, trim_inputs
 from rewriter.convert.attrs import remove_attr
 from rewriter.convert.registry import register
+from rewriter.convert.adapters.type_routes import EXACT_IN_DOUBLE, WIDE_INTEGERS, type_name, where_extreme
 
 __all__: list[str] = []
 
@@ -70,3 +73,75 @@ def clip_11_6(node, ctx) -> None:
     if values:
         ctx.record("Clip min/max inputs -> attributes")
     check_types(node, ctx)
+
+
+_CLIP_11 = frozenset(onnx.defs.get_schema("Clip", 11).type_constraints[0].allowed_type_strs)
+
+
+@register("Clip", 12, 11, kind="type-only")
+def clip_12_11(node, ctx) -> None:
+    """Clip-11 takes floats only. Integer Clip, which is ``Min(max, Max(x, min))`` (so ``max``
+    wins when min > max), is rewritten exactly:
+
+    - targets 9-11: ``y = Where(Less(x, min), min, x)``, then ``Where(Less(max, y), max, y)``,
+      written for the target (Less takes every integer type and Where exists from opset 9;
+      comparison and selection are exact on integers); an absent bound is skipped, no bound at
+      all is an Identity. A bound that is not known to be 0-D is reshaped to a scalar, so that it
+      cannot broadcast a 0-D x.
+    - below 9, integers of up to 32 bits: Clip on doubles between two Casts (a double holds every
+      such value: exact both ways); the bounds then become Clip-6's float attributes, which needs
+      them constant and exact in float32. 64-bit integers below 9: refused.
+    """
+    elem = ctx.elem_type(node.input[0])
+    if not elem or "tensor(" + type_name(elem) + ")" in _CLIP_11 or elem not in EXACT_IN_DOUBLE | WIDE_INTEGERS:
+        check_types(node, ctx)
+        return
+    x, bounds = node.input[0], [node.input[i] if i < len(node.input) else "" for i in (1, 2)]
+    original = node.output[0]
+    if not any(bounds):
+        ctx.to_identity(node)
+        ctx.record("integer Clip without bounds -> Identity")
+        return
+    if ctx.target is not None and ctx.target >= 9:
+        y = x
+        for k, bound in enumerate(bounds):
+            if not bound:
+                continue
+            if ctx.rank(bound) != 0:
+                value = ctx.constant(bound)
+                if value is not None and np.asarray(value).size == 1:
+                    bound = add_typed_constant(ctx, f"{bound}_scalar", np.asarray(value).reshape([]))
+                else:
+                    shape = add_typed_constant(ctx, "clip_scalar_shape", np.zeros([0], np.int64))
+                    bound = ctx.insert_before_at_target("Reshape", [bound, shape]).output[0]
+                    record_type(ctx, bound, elem, [])
+            last = not any(bounds[k + 1:])
+            # min: the larger of x and min; max: the smaller of y and max
+            y = where_extreme(ctx, y, bound, k == 0, elem, original if last else None)
+        ctx.remove()
+        ctx.record("integer Clip -> Where/Less")
+        return
+    if elem not in EXACT_IN_DOUBLE:
+        ctx.block(f"Clip on {type_name(elem)} exists only from opset 12; a double does not hold every "
+                  f"{type_name(elem)} exactly, and the exact route Where(Less(x, min), min, x) needs Where, "
+                  f"which exists only from opset 9")
+    for i, name in enumerate(node.input):
+        if not name:
+            continue
+        value = ctx.constant(name) if i else None
+        if value is not None:
+            node.input[i] = add_typed_constant(ctx, f"{name}_double", np.asarray(value).astype(np.float64))
+            ctx.maybe_unused(name)
+            continue
+        c = ctx.insert_before("Cast", [name], to=onnx.TensorProto.DOUBLE)
+        record_type(ctx, c.output[0], onnx.TensorProto.DOUBLE, dims(ctx, name))
+        node.input[i] = c.output[0]
+    inner = ctx.redirect_output(0)
+    record_type(ctx, inner, onnx.TensorProto.DOUBLE, dims(ctx, original))
+    ctx.insert_after("Cast", [inner], [original], to=elem)
+    ctx.record("integer Clip -> through double")
+
+
+@register("Clip", 11, 12, kind="type-only")
+def clip_11_12(node, ctx) -> None:
+    """12 only added the integer types: every Clip-11 node is a Clip-12 node."""

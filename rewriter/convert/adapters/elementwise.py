@@ -1,6 +1,7 @@
 """Binary elementwise ops across opset 7 (numpy broadcasting replaced ``broadcast``/``axis``),
-Add/Sub/Mul/Div across 6 (``consumed_inputs`` dropped, integer types added), Pow across 12
-(the exponent got its own type parameter).
+Add/Sub/Mul/Div across 6 (``consumed_inputs`` dropped, integer types added); Mod across 28,
+Equal across 11, Greater/Less across 9 (types). Pow and Max/Min across 12 are in
+``type_routes.py``.
 
 Before 7 the shapes had to be equal unless ``broadcast=1``; then only B broadcast, and B's shape
 had to be a contiguous run of A's shape starting at ``axis`` (default: aligned to the end), or B
@@ -174,21 +175,6 @@ for _op in ("Add", "Sub", "Mul", "Div"):
     register(_op, 6, 1, kind="type-only")(_types_down)
 
 
-@register("Pow", 7, 12, kind="type-only")
-def pow_7_12(node, ctx) -> None:
-    """12 gave the exponent its own type parameter: every Pow-7 node is a Pow-12 node."""
-
-
-@register("Pow", 12, 7, kind="type-only")
-def pow_12_7(node, ctx) -> None:
-    """Pow-7 takes base and exponent of one float type."""
-    ta, tb = ctx.elem_type(node.input[0]), ctx.elem_type(node.input[1])
-    if ta is None or tb is None or ta != tb:
-        ctx.block("below opset 12 the base and the exponent must have one type; here they are "
-                  f"{'unknown' if ta is None or tb is None else 'different'}")
-    check_types(node, ctx)
-
-
 _SUB_13 = frozenset(onnx.defs.get_schema("Sub", 13).type_constraints[0].allowed_type_strs)
 
 
@@ -334,33 +320,3 @@ def _compare_9_7(node, ctx) -> None:
 
 for _op in ("Greater", "Less"):
     register(_op, 9, 7, kind="type-only")(_compare_9_7)
-
-
-_MAX_8 = frozenset(onnx.defs.get_schema("Max", 8).type_constraints[0].allowed_type_strs)
-
-
-def _extreme_12_8(node, ctx) -> None:
-    """Max/Min-8 take floats only (integers from 12): integers of up to 32 bits go through double
-    (exact both ways)."""
-    elem = ctx.elem_type(node.output[0]) or ctx.elem_type(node.input[0])
-    if elem is None:
-        ctx.block(f"the type of '{node.input[0]}' is unknown, and {node.op_type}-8 takes floats only")
-    if "tensor(" + _type_name(elem) + ")" in _MAX_8:
-        return
-    if elem not in _EXACT_IN_DOUBLE:
-        ctx.block(f"{node.op_type} on {_type_name(elem)} exists only from opset 12 (a double does not hold "
-                  f"every {_type_name(elem)} exactly)")
-    for i, name in enumerate(node.input):
-        c = ctx.insert_before("Cast", [name], to=onnx.TensorProto.DOUBLE)
-        record_type(ctx, c.output[0], onnx.TensorProto.DOUBLE, dims(ctx, name))
-        node.input[i] = c.output[0]
-    original = node.output[0]
-    inner = ctx.redirect_output(0)
-    record_type(ctx, inner, onnx.TensorProto.DOUBLE, dims(ctx, original))
-    ctx.insert_after("Cast", [inner], [original], to=elem)
-    ctx.record(f"{node.op_type} on integers -> through double")
-
-
-for _op in ("Max", "Min"):
-    register(_op, 12, 8, kind="type-only")(_extreme_12_8)
-    register(_op, 8, 12, kind="type-only")(_types_added)
