@@ -5,9 +5,10 @@ cos/sin matrices (``spectral_matrices.py``).
 - **DFT**: the axis is transposed next to the real/imaginary dim, the two are flattened together
   (Reshape), one MatMul with the ``[n * channels, bins * parts]`` matrix computes every output
   bin's real and imaginary parts, a Reshape splits them and a Transpose puts the axis back. A
-  ``dft_length`` other than the signal length crops or zero-pads inside the matrix. Needs: the
-  input's rank, its last dim (1 or 2) and its length along the axis static; ``dft_length`` and
-  DFT-20's ``axis`` absent or constant.
+  ``dft_length`` other than the signal length crops or zero-pads inside the matrix; with a
+  dynamic length along the axis, a Pad by ``dft_length`` zeros and a Slice to ``dft_length``
+  come first. Needs: the input's rank and its last dim (1 or 2) static, its length along the
+  axis static or a ``dft_length`` given; ``dft_length`` and DFT-20's ``axis`` absent or constant.
 - **STFT**: with a static signal length, the frames are gathered with a constant index matrix
   (Gather) and multiplied by the matrix (MatMul); with a dynamic one (as audio front ends export
   it), a strided Conv whose filters are the matrix's columns computes frames and transform at
@@ -18,7 +19,7 @@ cos/sin matrices (``spectral_matrices.py``).
   real one, as ONNX Runtime does (the ONNX docs define rank 3 only).
 
 Types: float and double are computed in their own type; float16 and bfloat16 are cast to float
-and the result cast back (bfloat16 needs a target >= 13, where Cast takes it). Inserted nodes are
+and the result cast back (float16 needs a target >= 6, bfloat16 one >= 13, where Cast takes them). Inserted nodes are
 written for opset 13 (Cast, Reshape, Transpose, MatMul, Gather, Conv, Mul; the engine takes them
 to the target).
 
@@ -71,6 +72,9 @@ def _compute_type(ctx, name: str, what: str) -> int:
     if elem in (TensorProto.FLOAT, TensorProto.DOUBLE):
         return elem
     if elem == TensorProto.FLOAT16:
+        if ctx.target is not None and ctx.target < 6:
+            ctx.block(f"the {what} is float16, computed in float (float16 sums of n terms stray beyond the op's "
+                      f"tolerance), and Cast takes a numeric 'to' only from opset 6")
         return TensorProto.FLOAT
     if elem == TensorProto.BFLOAT16:
         if ctx.target is not None and ctx.target < 13:
@@ -109,8 +113,27 @@ def _cast_in(chain: _Chain, compute: int) -> None:
         chain.then("Cast", [], chain.dims, elem=compute, to=compute)
 
 
+def _declared(ctx, output: str, dims: list) -> None:
+    """Correct a static dim that the scope declares for ``output`` when it contradicts ``dims``:
+    onnx's shape inference (1.23) takes STFT's absent ``onesided`` as 0 (the default is 1) and
+    writes ``frame_length`` bins where STFT computes ``frame_length // 2 + 1``."""
+    body = ctx.scope.body
+    values = [*body.value_info] if ctx.scope.is_function else [*body.output, *body.value_info]
+    for vi in values:
+        if vi.name != output or not vi.type.tensor_type.HasField("shape"):
+            continue
+        declared = vi.type.tensor_type.shape.dim
+        if len(declared) != len(dims):
+            ctx.block(f"'{output}' is declared of rank {len(declared)}, but the op computes rank {len(dims)}")
+        for d, want in zip(declared, dims):
+            if want is not None and d.HasField("dim_value") and d.dim_value != want:
+                d.dim_value = want
+                ctx.record(f"{ctx.node.op_type} output's declared shape corrected to what the op computes")
+
+
 def _finish(chain: _Chain, elem: int, output: str, op: str, extra, dims, **attrs) -> None:
     """The last node(s): ``op`` producing ``output``, through a Cast back when computing in float."""
+    _declared(chain.ctx, output, dims)
     if chain.elem != elem:
         chain.then(op, extra, dims, **attrs)
         chain.then("Cast", [], dims, elem=elem, output=output, to=elem)
@@ -141,27 +164,36 @@ def dft(node, ctx) -> None:
     if not (-rank <= axis <= -2 or 0 <= axis <= rank - 2):
         ctx.block(f"axis {axis} is out of range for input of rank {rank}")
     axis %= rank
-    n = shape[axis]
-    if n is None:
-        ctx.block(f"the length of input '{x}' along axis {axis} is not static (the DFT matrix needs it)")
-    if n < 1:
-        ctx.block(f"the length of input '{x}' along axis {axis} is {n}")
     inverse, onesided = bool(_attr(node, "inverse", 0)), bool(_attr(node, "onesided", 0))
     if onesided and not inverse and channels == 2:
         ctx.block("onesided=1 with inverse=0 (RFFT) takes real input only, and the input is complex")
     if onesided and inverse and channels == 1:
         ctx.block("onesided=1 with inverse=1 (IRFFT) takes complex input only, and the input is real")
+    n = shape[axis]
     length = _scalar(ctx, node, 1, "dft_length")
+    if n is None and length is None:
+        ctx.block(f"the length of input '{x}' along axis {axis} is not static and no dft_length is given (the "
+                  f"DFT matrix needs one of them)")
+    if n is not None and n < 1:
+        ctx.block(f"the length of input '{x}' along axis {axis} is {n}")
     if length is None:
         length = 2 * (n - 1) if inverse and onesided else n
     if length < 1:
         ctx.block(f"dft_length is {length}")
+    chain = _Chain(ctx, x, elem, shape)
+    if n is None:  # a dynamic length: zero-padded by dft_length, then cut to it (the DFT's own crop/pad)
+        padded = list(shape)
+        padded[axis] = None
+        pads = [0] * (2 * rank)
+        pads[rank + axis] = length
+        chain.then("Pad", [ctx.ints_constant("dft_pads", tuple(pads))], padded)
+        padded[axis] = n = length
+        chain.then("Slice", [ctx.ints_constant("dft_starts", (0,)), ctx.ints_constant("dft_ends", (length,)),
+                             ctx.ints_constant("dft_axes", (axis,))], padded)
     a = dft_matrix(n, channels, length, inverse, onesided)
     _matrix(ctx, a, "DFT")
     bins, parts = a.shape[2], a.shape[3]
     matrix = ctx.add_constant("dft_matrix", a.reshape(n * channels, bins * parts).astype(_NP[compute]))
-
-    chain = _Chain(ctx, x, elem, shape)
     _cast_in(chain, compute)
     inner = [d for i, d in enumerate(shape[:-1]) if i != axis]  # the other dims, in order
     perm = [i for i in range(rank - 1) if i != axis] + [axis, rank - 1]
