@@ -209,6 +209,15 @@ MUTANTS: list[Mutant] = [
     M("fusion-roots-domain", "rewriter/optimize/fusions.py",
       'return "" if domain in (None, "", "ai.onnx") else domain', 'return domain or "?"',
       "tests/optimize/test_fusion_dispatch.py", "rules are never tried at default-domain nodes"),
+    M("conv-bias-channel-dim", "rewriter/optimize/conv_bias.py",
+      "if any(d != 1 for i, d in enumerate(dims) if i != 1)", "if any(d != 1 for i, d in enumerate(dims) if i != 0)",
+      "tests/optimize/test_conv_bias.py", "the bias is read along the batch dim"),
+    M("conv-bias-other-readers", "rewriter/optimize/conv_bias.py",
+      "or len(out.uses()) != 1", "or len(out.uses()) > 2",
+      "tests/optimize/test_conv_bias.py", "a Conv output read elsewhere gets the bias too"),
+    M("conv-bias-transpose-groups", "rewriter/optimize/conv_bias.py",
+      "return w.shape.dims[1] * (group.as_int() if group is not None else 1)", "return w.shape.dims[1]",
+      "tests/optimize/test_conv_bias.py", "a grouped ConvTranspose's channel count"),
 
 ]
 

@@ -11,6 +11,7 @@ from onnx_ir.passes.common import DeduplicateInitializersPass, LiftConstantsToIn
 from rewriter.optimize.report import OptimizeOptions, OptimizeReport
 from rewriter.optimize.batched_gemm import BatchedMatMulAddToGemmPass
 from rewriter.optimize.batchnorm_parameters import LiftBatchNormParametersPass
+from rewriter.optimize.conv_bias import FoldAddIntoConvBiasPass
 from rewriter.optimize.constant_folding import FoldConstantsPass, hide_overridable, restore
 from rewriter.optimize.cse import CommonSubexpressionEliminationPass
 from rewriter.optimize.fusions import FusionsPass
@@ -70,6 +71,7 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
     names = {n.name for n in original}
     fold = FoldConstantsPass(fold_limit=options.fold_limit, int_overflow=options.int_overflow)
     fusions = FusionsPass()
+    conv_bias = FoldAddIntoConvBiasPass()
     shapes = FoldShapeArithmeticPass()
     neutral = RemoveNeutralArithmeticPass()
     gemm = BatchedMatMulAddToGemmPass()
@@ -85,8 +87,8 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
     modified = LiftBatchNormParametersPass()(model).modified  # fused in the first round, not the next run
     hidden = hide_overridable(model)  # no rule may read an overridable initializer as a constant
     try:
-        passes = (fold, shapes, fusions, neutral, noops, slices, unsqueezes, upsample, sandwiches, units, gemm, cse,
-                  unused)
+        passes = (fold, shapes, fusions, conv_bias, neutral, noops, slices, unsqueezes, upsample, sandwiches, units,
+                  gemm, cse, unused)
         modified |= _rounds(model, options, report, passes, skipped)
     finally:
         restore(hidden)
@@ -113,7 +115,8 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
 
 def _rounds(model, options, report, passes, skipped) -> bool:
     """Run ``passes`` in rounds until a round changes nothing (at most ``options.iterations``)."""
-    fold, shapes, fusions, neutral, noops, slices, unsqueezes, upsample, sandwiches, units, gemm, cse, unused = passes
+    fold, shapes, fusions, conv_bias, neutral, noops, slices, unsqueezes, upsample, sandwiches, units, gemm, cse, \
+        unused = passes
     modified = False
     for round_ in range(max(1, options.iterations)):
         changed = False
@@ -125,7 +128,7 @@ def _rounds(model, options, report, passes, skipped) -> bool:
                     skipped.setdefault(key, item)
             elif p is shapes and shapes.folded:
                 report.folded["shape arithmetic"] += shapes.folded
-        report.fused += (fusions.applied + neutral.removed + noops.removed + slices.merged + unsqueezes.merged
+        report.fused += (fusions.applied + conv_bias.folded + neutral.removed + noops.removed + slices.merged + unsqueezes.merged
                          + upsample.removed + sandwiches.removed + units.rewritten + gemm.rewritten + shapes.reshapes)
         report.merged += cse.removed
         report.removed_nodes += unused.removed_nodes

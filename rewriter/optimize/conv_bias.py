@@ -1,0 +1,103 @@
+"""``Add(Conv(x, W), b)`` with a constant per-channel ``b`` becomes ``Conv(x, W, b)`` (also
+ConvTranspose; ``Add(b, Conv(...))`` likewise), as Paddle and TensorFlow exports write a Conv
+without bias followed by an Add.
+
+Conditions: the Conv has no bias input; its output is read by the Add alone and is not a graph
+output; ``b`` is a constant (not an overridable graph input) of the Conv's element type whose
+shape, aligned to the Conv output from the right, is 1 everywhere but the channel dim (dim 1),
+where it is the channel count or 1 (``[1, C, 1, 1]``, ``[C, 1, 1]``, ``[1]``, a scalar), and
+it broadcasts to nothing bigger than the Conv output (its rank is at most the output's). The
+channel count is W's dim 0 (Conv) or dim 1 times ``group`` (ConvTranspose). The bias then holds
+``b`` flattened (or repeated for a single value). ONNX Runtime adds a Conv's bias to each
+output value once, as the Add did: the same sums up to where the bias enters the accumulation
+(differences of float rounding, ~1e-7 relative, as for a BatchNormalization folded into the
+weights).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import onnx_ir as ir
+
+from rewriter.optimize.scopes import graphs_and_functions
+from rewriter.optimize.values import add_constant, constant_array
+
+__all__ = ["FoldAddIntoConvBiasPass"]
+
+logger = logging.getLogger(__name__)
+
+_CONVS = frozenset({"Conv", "ConvTranspose"})
+
+
+def _channels(conv: ir.Node) -> int | None:
+    w = conv.inputs[1] if len(conv.inputs) > 1 else None
+    if w is None or w.shape is None or len(w.shape) < 2 or not all(isinstance(d, int) for d in w.shape.dims[:2]):
+        return None
+    if conv.op_type == "Conv":
+        return w.shape.dims[0]
+    group = conv.attributes.get("group")
+    if group is not None and group.is_ref():
+        return None
+    return w.shape.dims[1] * (group.as_int() if group is not None else 1)
+
+
+def _bias(conv: ir.Node, constant: np.ndarray) -> np.ndarray | None:
+    """``constant`` as the Conv's 1-D bias, or None when it is not a per-channel constant."""
+    channels = _channels(conv)
+    w = conv.inputs[1]
+    if channels is None or w.dtype is None or constant.dtype != w.dtype.numpy():
+        return None
+    rank = len(w.shape)  # the Conv output's rank is W's
+    if rank < 3 or constant.ndim > rank:
+        return None
+    dims = [1] * (rank - constant.ndim) + list(constant.shape)
+    if any(d != 1 for i, d in enumerate(dims) if i != 1) or dims[1] not in (1, channels):
+        return None
+    return np.broadcast_to(constant.reshape(-1), (channels,)).astype(constant.dtype)
+
+
+class FoldAddIntoConvBiasPass(ir.passes.InPlacePass):
+    """Give a bias-less Conv/ConvTranspose the per-channel constant an Add after it adds (see
+    the module doc); ``self.folded`` counts them."""
+
+    def __init__(self):
+        super().__init__()
+        self.folded = 0
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        self.folded = 0
+        for graph in graphs_and_functions(model):
+            outputs = frozenset(graph.outputs)
+            for node in list(graph):
+                if node.op_type == "Add" and node.domain in ("", "ai.onnx") and len(node.inputs) == 2:
+                    self._fold(graph, node, outputs)
+        if self.folded:
+            logger.info("folded %d Add(s) into the bias of the Conv before", self.folded)
+        return ir.passes.PassResult(model, modified=bool(self.folded))
+
+    def _fold(self, graph, add: ir.Node, outputs) -> None:
+        for pos in (0, 1):
+            out, other = add.inputs[pos], add.inputs[1 - pos]
+            conv = out.producer() if out is not None else None
+            if (conv is None or conv.op_type not in _CONVS or conv.domain not in ("", "ai.onnx")
+                    or conv.graph is not add.graph or len(conv.outputs) != 1 or out in outputs
+                    or len(out.uses()) != 1 or (len(conv.inputs) > 2 and conv.inputs[2] is not None)):
+                continue
+            constant = constant_array(other)
+            bias = _bias(conv, constant) if constant is not None else None
+            if bias is None:
+                continue
+            bias_value = add_constant(graph, conv, bias, f"{conv.name or 'conv'}_bias")
+            if len(conv.inputs) == 2:
+                conv.resize_inputs(3)
+            conv.replace_input_with(2, bias_value)
+            result = add.outputs[0]
+            # the Conv now produces the Add's value: the Add's output name (and its readers) stay
+            result.replace_all_uses_with(out, replace_graph_outputs=True)
+            name = result.name
+            graph.remove(add, safe=True)
+            out.name = name
+            self.folded += 1
+            return
