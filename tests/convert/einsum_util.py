@@ -13,7 +13,7 @@ from tests.convert.expressible import why_inexpressible
 F = TensorProto.FLOAT
 NP = {TensorProto.FLOAT: np.float32, TensorProto.DOUBLE: np.float64, TensorProto.FLOAT16: np.float16,
       TensorProto.INT32: np.int32, TensorProto.INT64: np.int64, TensorProto.INT8: np.int8,
-      TensorProto.UINT8: np.uint8, TensorProto.UINT32: np.uint32, TensorProto.UINT64: np.uint64}
+      TensorProto.UINT8: np.uint8, TensorProto.INT16: np.int16, TensorProto.UINT32: np.uint32, TensorProto.UINT64: np.uint64}
 
 
 def einsum_model(equation, shapes, elem=F, opset=12, out_rank=None, name="e"):

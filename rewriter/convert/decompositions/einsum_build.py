@@ -232,7 +232,7 @@ class TermBuilder:
     def _matmul(self, a, b, batch, contr, fa, fb, final) -> Term:
         def orders(t, labels):
             got = [[x for x in t.labels if x in labels]]
-            if final is not None:
+            if final is not None and set(labels) <= set(final):
                 got.append([x for x in final if x in labels])
             return got
 
