@@ -15,12 +15,12 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from rewriter.convert.adapters.elementwise import dims
 from rewriter.convert.adapters.feature_support import add_typed_constant, attr_value, record_type
 from rewriter.convert.adapters.moves import check_types, constant_input, float_exact, set_input, trim_inputs
 from rewriter.convert.attrs import remove_attr
 from rewriter.convert.registry import register
-from rewriter.convert.adapters.type_routes import EXACT_IN_DOUBLE, WIDE_INTEGERS, type_name, where_extreme
+from rewriter.convert.adapters.type_routes import (EXACT_IN_DOUBLE, WIDE_INTEGERS, cast_to, compute_as, type_name,
+                                                   where_extreme)
 
 __all__: list[str] = []
 
@@ -75,6 +75,7 @@ def clip_11_6(node, ctx) -> None:
     check_types(node, ctx)
 
 
+_EXACT_IN_FLOAT = {onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16}
 _CLIP_11 = frozenset(onnx.defs.get_schema("Clip", 11).type_constraints[0].allowed_type_strs)
 
 
@@ -88,9 +89,10 @@ def clip_12_11(node, ctx) -> None:
       comparison and selection are exact on integers); an absent bound is skipped, no bound at
       all is an Identity. A bound that is not known to be 0-D is reshaped to a scalar, so that it
       cannot broadcast a 0-D x.
-    - below 9, integers of up to 32 bits: Clip on doubles between two Casts (a double holds every
-      such value: exact both ways); the bounds then become Clip-6's float attributes, which needs
-      them constant and exact in float32. 64-bit integers below 9: refused.
+    - below 9, integers of up to 32 bits: Clip on floats (8/16-bit integers) or doubles (32-bit)
+      between two Casts (that type holds every such value: exact both ways); the bounds then
+      become Clip-6's float attributes, which needs them constant and exact in float32. 64-bit
+      integers below 9: refused.
     """
     elem = ctx.elem_type(node.input[0])
     if not elem or "tensor(" + type_name(elem) + ")" in _CLIP_11 or elem not in EXACT_IN_DOUBLE | WIDE_INTEGERS:
@@ -125,21 +127,28 @@ def clip_12_11(node, ctx) -> None:
         ctx.block(f"Clip on {type_name(elem)} exists only from opset 12; a double does not hold every "
                   f"{type_name(elem)} exactly, and the exact route Where(Less(x, min), min, x) needs Where, "
                   f"which exists only from opset 9")
-    for i, name in enumerate(node.input):
-        if not name:
-            continue
-        value = ctx.constant(name) if i else None
+    if ctx.target is not None and ctx.target < 11:  # the bounds become Clip-6's float attributes
+        for name in bounds:
+            value = ctx.constant(name) if name else None
+            if name and value is None:
+                ctx.block(f"bound '{name}' is not a constant, and below opset 11 (integer Clip below 9 goes "
+                          f"through Clip-6) it must become a float attribute")
+            if name and (np.asarray(value).size != 1 or float(np.float32(np.asarray(value).reshape(-1)[0]))
+                         != int(np.asarray(value).reshape(-1)[0])):
+                ctx.block(f"bound '{name}' = {np.asarray(value).reshape(-1).tolist()} is not a scalar exactly "
+                          f"a float32, as Clip-6's attributes are (integer Clip below 9 goes through Clip-6)")
+    wide = onnx.TensorProto.FLOAT if elem in _EXACT_IN_FLOAT else onnx.TensorProto.DOUBLE
+    dtype = onnx.helper.tensor_dtype_to_np_dtype(wide)
+    inputs = [cast_to(ctx, x, wide)]
+    for name in bounds:
+        value = ctx.constant(name) if name else None
         if value is not None:
-            node.input[i] = add_typed_constant(ctx, f"{name}_double", np.asarray(value).astype(np.float64))
             ctx.maybe_unused(name)
-            continue
-        c = ctx.insert_before("Cast", [name], to=onnx.TensorProto.DOUBLE)
-        record_type(ctx, c.output[0], onnx.TensorProto.DOUBLE, dims(ctx, name))
-        node.input[i] = c.output[0]
-    inner = ctx.redirect_output(0)
-    record_type(ctx, inner, onnx.TensorProto.DOUBLE, dims(ctx, original))
-    ctx.insert_after("Cast", [inner], [original], to=elem)
-    ctx.record("integer Clip -> through double")
+            inputs.append(add_typed_constant(ctx, f"{name}_{dtype.name}", np.asarray(value).astype(dtype)))
+        else:
+            inputs.append(cast_to(ctx, name, wide) if name else "")
+    compute_as(node, ctx, inputs, wide)
+    ctx.record("integer Clip -> through float" if wide == onnx.TensorProto.FLOAT else "integer Clip -> through double")
 
 
 @register("Clip", 11, 12, kind="type-only")

@@ -20,7 +20,7 @@ from rewriter.convert.adapters.elementwise import dims
 from rewriter.convert.adapters.feature_support import add_typed_constant, check_types, record_type
 from rewriter.convert.registry import register
 
-__all__ = ["where_extreme", "broadcast_dims", "type_name", "EXACT_IN_DOUBLE", "WIDE_INTEGERS"]
+__all__ = ["where_extreme", "cast_to", "compute_as", "broadcast_dims", "type_name", "EXACT_IN_DOUBLE", "WIDE_INTEGERS"]
 
 _T = onnx.TensorProto
 EXACT_IN_DOUBLE = frozenset({_T.INT8, _T.INT16, _T.INT32, _T.UINT8, _T.UINT16, _T.UINT32})
@@ -42,6 +42,27 @@ def broadcast_dims(a: list | None, b: list | None) -> list | None:
     n = max(len(a), len(b))
     a, b = [1] * (n - len(a)) + list(a), [1] * (n - len(b)) + list(b)
     return [y if x == 1 else x if y == 1 or x == y else None for x, y in zip(a, b)]
+
+
+def cast_to(ctx, name: str, elem: int) -> str:
+    """Insert Cast(name, to=elem) (valid at the step's destination) and return its output."""
+    cast = ctx.insert_before("Cast", [name], to=elem).output[0]
+    record_type(ctx, cast, elem, dims(ctx, name))
+    return cast
+
+
+def compute_as(node, ctx, inputs: list[str], elem: int) -> None:
+    """The node's op on ``inputs`` (of type ``elem``), inserted before it (valid at the step's
+    destination, converted onward by the engine); the node itself becomes the Cast of that
+    result back to its output's type, so it keeps its name and outputs."""
+    out = ctx.elem_type(node.output[0]) or ctx.elem_type(node.input[0])
+    inner = ctx.insert_before(node.op_type, inputs).output[0]
+    record_type(ctx, inner, elem, dims(ctx, node.output[0]))
+    del node.input[:]
+    del node.attribute[:]
+    node.op_type = "Cast"
+    node.input.append(inner)
+    node.attribute.append(onnx.helper.make_attribute("to", out))
 
 
 def where_extreme(ctx, a: str, b: str, largest: bool, elem: int, out: str | None = None) -> str:
@@ -80,14 +101,7 @@ def _extreme_12_8(node, ctx) -> None:
         return
     if elem not in EXACT_IN_DOUBLE:
         ctx.block(f"{node.op_type} on {type_name(elem)} exists only from opset 12")
-    for i, name in enumerate(node.input):
-        c = ctx.insert_before("Cast", [name], to=_T.DOUBLE)
-        record_type(ctx, c.output[0], _T.DOUBLE, dims(ctx, name))
-        node.input[i] = c.output[0]
-    original = node.output[0]
-    inner = ctx.redirect_output(0)
-    record_type(ctx, inner, _T.DOUBLE, dims(ctx, original))
-    ctx.insert_after("Cast", [inner], [original], to=elem)
+    compute_as(node, ctx, [cast_to(ctx, name, _T.DOUBLE) for name in node.input], _T.DOUBLE)
     ctx.record(f"{node.op_type} on integers -> through double")
 
 
@@ -195,12 +209,8 @@ def pow_12_7(node, ctx) -> None:
                   f"{type_name(tb)} nor double holds every value of the {type_name(te)} exponent '{exponent}' "
                   f"exactly{'' if ctx.constant(exponent) is None else ' (checked element by element)'}")
     if tb != _T.DOUBLE:
-        cast = ctx.insert_before("Cast", [base], to=_T.DOUBLE)
-        record_type(ctx, cast.output[0], _T.DOUBLE, dims(ctx, base))
-        node.input[0] = cast.output[0]
-        original = node.output[0]
-        inner = ctx.redirect_output(0)
-        record_type(ctx, inner, _T.DOUBLE, dims(ctx, original))
-        ctx.insert_after("Cast", [inner], [original], to=tb)
+        compute_as(node, ctx, [cast_to(ctx, base, _T.DOUBLE), node.input[1]], _T.DOUBLE)
+        ctx.record(f"Pow of {type_name(tb)} ** {type_name(te)} -> through double")
+        return
     ctx.record(f"Pow of {type_name(tb)} ** {type_name(te)} -> through double")
-    check_types(node, ctx)
+    check_types(node, ctx)  # a double base: the node stays Pow
