@@ -11,7 +11,7 @@ from onnx_ir.passes.common import DeduplicateInitializersPass, LiftConstantsToIn
 from rewriter.optimize.report import OptimizeOptions, OptimizeReport
 from rewriter.optimize.batched_gemm import BatchedMatMulAddToGemmPass
 from rewriter.optimize.batchnorm_parameters import LiftBatchNormParametersPass
-from rewriter.optimize.conv_bias import FoldAddIntoConvBiasPass
+from rewriter.optimize.conv_affine import FoldChannelAffineIntoConvPass
 from rewriter.optimize.constant_folding import FoldConstantsPass, hide_overridable, restore
 from rewriter.optimize.cse import CommonSubexpressionEliminationPass
 from rewriter.optimize.fusions import FusionsPass
@@ -71,7 +71,7 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
     names = {n.name for n in original}
     fold = FoldConstantsPass(fold_limit=options.fold_limit, int_overflow=options.int_overflow)
     fusions = FusionsPass()
-    conv_bias = FoldAddIntoConvBiasPass()
+    conv_affine = FoldChannelAffineIntoConvPass()
     shapes = FoldShapeArithmeticPass()
     neutral = RemoveNeutralArithmeticPass()
     gemm = BatchedMatMulAddToGemmPass()
@@ -87,7 +87,7 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
     modified = LiftBatchNormParametersPass()(model).modified  # fused in the first round, not the next run
     hidden = hide_overridable(model)  # no rule may read an overridable initializer as a constant
     try:
-        passes = (fold, shapes, fusions, conv_bias, neutral, noops, slices, unsqueezes, upsample, sandwiches, units,
+        passes = (fold, shapes, fusions, conv_affine, neutral, noops, slices, unsqueezes, upsample, sandwiches, units,
                   gemm, cse, unused)
         modified |= _rounds(model, options, report, passes, skipped)
     finally:
@@ -115,7 +115,7 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
 
 def _rounds(model, options, report, passes, skipped) -> bool:
     """Run ``passes`` in rounds until a round changes nothing (at most ``options.iterations``)."""
-    fold, shapes, fusions, conv_bias, neutral, noops, slices, unsqueezes, upsample, sandwiches, units, gemm, cse, \
+    fold, shapes, fusions, conv_affine, neutral, noops, slices, unsqueezes, upsample, sandwiches, units, gemm, cse, \
         unused = passes
     modified = False
     for round_ in range(max(1, options.iterations)):
@@ -128,7 +128,8 @@ def _rounds(model, options, report, passes, skipped) -> bool:
                     skipped.setdefault(key, item)
             elif p is shapes and shapes.folded:
                 report.folded["shape arithmetic"] += shapes.folded
-        report.fused += (fusions.applied + conv_bias.folded + neutral.removed + noops.removed + slices.merged + unsqueezes.merged
+        report.fused += (fusions.applied + conv_affine.folded + neutral.removed + noops.removed + slices.merged
+                         + unsqueezes.merged
                          + upsample.removed + sandwiches.removed + units.rewritten + gemm.rewritten + shapes.reshapes)
         report.merged += cse.removed
         report.removed_nodes += unused.removed_nodes

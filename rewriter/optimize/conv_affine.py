@@ -1,6 +1,8 @@
 """``Add(Conv(x, W), b)`` with a constant per-channel ``b`` becomes ``Conv(x, W, b)`` (also
 ConvTranspose; ``Add(b, Conv(...))`` likewise), as Paddle and TensorFlow exports write a Conv
-without bias followed by an Add.
+without bias followed by an Add; ``Mul(Conv(x, W, B), g)`` with a constant per-channel ``g``
+becomes ``Conv(x, W * g, B * g)`` (Conv only; W and B constants), as ConvNeXt's layer scale
+after its last pointwise Conv.
 
 Conditions: the Conv has no bias input; its output is read by the Add alone and is not a graph
 output; ``b`` is a constant (not an overridable graph input) of the Conv's element type whose
@@ -11,7 +13,8 @@ channel count is W's dim 0 (Conv) or dim 1 times ``group`` (ConvTranspose). The 
 ``b`` flattened (or repeated for a single value). ONNX Runtime adds a Conv's bias to each
 output value once, as the Add did: the same sums up to where the bias enters the accumulation
 (differences of float rounding, ~1e-7 relative, as for a BatchNormalization folded into the
-weights).
+weights). The scaled weights round once per weight (W * g in W's type), as a
+BatchNormalization folded into them does.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import onnx_ir as ir
 from rewriter.optimize.scopes import graphs_and_functions
 from rewriter.optimize.values import add_constant, constant_array
 
-__all__ = ["FoldAddIntoConvBiasPass"]
+__all__ = ["FoldChannelAffineIntoConvPass"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,9 +61,9 @@ def _bias(conv: ir.Node, constant: np.ndarray) -> np.ndarray | None:
     return np.broadcast_to(constant.reshape(-1), (channels,)).astype(constant.dtype)
 
 
-class FoldAddIntoConvBiasPass(ir.passes.InPlacePass):
-    """Give a bias-less Conv/ConvTranspose the per-channel constant an Add after it adds (see
-    the module doc); ``self.folded`` counts them."""
+class FoldChannelAffineIntoConvPass(ir.passes.InPlacePass):
+    """Fold a per-channel constant Add (into the bias of a bias-less Conv/ConvTranspose) or Mul
+    (into a Conv's weights and bias) after it (see the module doc); ``self.folded`` counts them."""
 
     def __init__(self):
         super().__init__()
@@ -71,33 +74,50 @@ class FoldAddIntoConvBiasPass(ir.passes.InPlacePass):
         for graph in graphs_and_functions(model):
             outputs = frozenset(graph.outputs)
             for node in list(graph):
-                if node.op_type == "Add" and node.domain in ("", "ai.onnx") and len(node.inputs) == 2:
+                if node.op_type in ("Add", "Mul") and node.domain in ("", "ai.onnx") and len(node.inputs) == 2:
                     self._fold(graph, node, outputs)
         if self.folded:
-            logger.info("folded %d Add(s) into the bias of the Conv before", self.folded)
+            logger.info("folded %d Add/Mul node(s) into the Conv before", self.folded)
         return ir.passes.PassResult(model, modified=bool(self.folded))
 
-    def _fold(self, graph, add: ir.Node, outputs) -> None:
+    def _fold(self, graph, node: ir.Node, outputs) -> None:
         for pos in (0, 1):
-            out, other = add.inputs[pos], add.inputs[1 - pos]
+            out, other = node.inputs[pos], node.inputs[1 - pos]
             conv = out.producer() if out is not None else None
             if (conv is None or conv.op_type not in _CONVS or conv.domain not in ("", "ai.onnx")
-                    or conv.graph is not add.graph or len(conv.outputs) != 1 or out in outputs
-                    or len(out.uses()) != 1 or (len(conv.inputs) > 2 and conv.inputs[2] is not None)):
+                    or conv.graph is not node.graph or len(conv.outputs) != 1 or out in outputs
+                    or len(out.uses()) != 1):
                 continue
+            has_bias = len(conv.inputs) > 2 and conv.inputs[2] is not None
             constant = constant_array(other)
-            bias = _bias(conv, constant) if constant is not None else None
-            if bias is None:
+            per_channel = _bias(conv, constant) if constant is not None else None
+            if per_channel is None:
                 continue
-            bias_value = add_constant(graph, conv, bias, f"{conv.name or 'conv'}_bias")
-            if len(conv.inputs) == 2:
-                conv.resize_inputs(3)
-            conv.replace_input_with(2, bias_value)
-            result = add.outputs[0]
-            # the Conv now produces the Add's value: the Add's output name (and its readers) stay
+            if node.op_type == "Add":
+                if has_bias:
+                    continue
+                self._set_input(graph, conv, 2, per_channel, "bias")
+            else:
+                weights = constant_array(conv.inputs[1], max_size=1 << 26)
+                bias = constant_array(conv.inputs[2]) if has_bias else None
+                if conv.op_type != "Conv" or weights is None or (has_bias and bias is None):
+                    continue
+                scale = per_channel.reshape((-1,) + (1,) * (weights.ndim - 1))
+                self._set_input(graph, conv, 1, (weights * scale).astype(weights.dtype), "weights")
+                if has_bias:
+                    self._set_input(graph, conv, 2, (bias * per_channel).astype(bias.dtype), "bias")
+            result = node.outputs[0]
+            # the Conv now produces the node's value: its output name (and its readers) stay
             result.replace_all_uses_with(out, replace_graph_outputs=True)
             name = result.name
-            graph.remove(add, safe=True)
+            graph.remove(node, safe=True)
             out.name = name
             self.folded += 1
             return
+
+    @staticmethod
+    def _set_input(graph, conv: ir.Node, index: int, array: np.ndarray, what: str) -> None:
+        value = add_constant(graph, conv, array, f"{conv.name or 'conv'}_{what}")
+        if len(conv.inputs) <= index:
+            conv.resize_inputs(index + 1)
+        conv.replace_input_with(index, value)
