@@ -24,6 +24,13 @@ exporter (``dynamo=False``), dynamic batch and sequence axes:
 - ``<m>_qdq_a16w8_u16`` / ``_s16``: activations QUInt16 / QInt16, weights QInt8 per channel
   (onnxruntime raises such models to opset 21, where 16-bit Q/DQ exist).
 
+``--part report`` (the project's python, where ``rewriter`` is installed): converts every model
+with ``rewriter convert IN -o OUT --opset N --verify`` (to 11, and the 16-bit QDQ ones also to
+13, 15, 17, 19) and prints a table: converted or why not, the max abs diff of the result vs the
+original on the sample input in ONNX Runtime (graph optimizations off, and on: with them on,
+ONNX Runtime fuses the original's per-channel QDQ into integer kernels, which the arithmetic
+form at opset 11 cannot be), the node counts.
+
 No weights are downloaded (torch.manual_seed(0), random init). Writes ``<out>/<name>.onnx``,
 ``<out>/<name>.npz`` (a sample input, one array per graph input) and ``<out>/manifest.json``.
 """
@@ -159,12 +166,64 @@ def _qdq_part(out: str, manifest: dict) -> None:
             print("wrote", dst, flush=True)
 
 
+def _report(out: str) -> None:
+    import glob
+    import subprocess
+
+    import onnx
+    import onnxruntime as ort
+
+    def outputs(path, feeds, optimize):
+        options = ort.SessionOptions()
+        options.log_severity_level = 4
+        if not optimize:
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        return session.run(None, feeds)
+
+    rows = []
+    for path in sorted(glob.glob(os.path.join(out, "*.onnx"))):
+        name = os.path.basename(path)[:-5]
+        feeds = dict(np.load(os.path.join(out, name + ".npz")))
+        source = onnx.load(path)
+        opset = next(o.version for o in source.opset_import if o.domain in ("", "ai.onnx"))
+        targets = [11] + ([13, 15, 17, 19] if opset >= 21 else [])
+        for target in targets:
+            dst = f"/tmp/type_routes_{name}_{target}.onnx"
+            proc = subprocess.run(["rewriter", "convert", path, "-o", dst, "--opset", str(target), "--verify"],
+                                  capture_output=True, text=True)
+            verify = next((line.strip() for line in proc.stdout.splitlines() + proc.stderr.splitlines()
+                           if "max abs diff" in line), "")
+            if proc.returncode == 1:  # --verify (ONNX Runtime, optimizations on) found a difference: measure it
+                proc = subprocess.run(["rewriter", "convert", path, "-o", dst, "--opset", str(target)],
+                                      capture_output=True, text=True)
+            if proc.returncode != 0:
+                rows.append((name, opset, target, "refused" if proc.returncode == 2 else f"exit {proc.returncode}",
+                             "", "", len(source.graph.node), "", proc.stderr.strip().splitlines()[-1][:150]))
+                continue
+            diffs = []
+            for optimize in (False, True):
+                a, b = outputs(path, feeds, optimize), outputs(dst, feeds, optimize)
+                diffs.append(max(float(np.max(np.abs(x.astype(np.float64) - y.astype(np.float64)))) if x.size else 0.0
+                                 for x, y in zip(a, b)))
+            rows.append((name, opset, target, "yes", f"{diffs[0]:.3g}", f"{diffs[1]:.3g}", len(source.graph.node),
+                         len(onnx.load(dst).graph.node), verify.replace("(tolerance rtol=0.0001, atol=1e-06) ", "")[:80]))
+    print("| model | from | to | converted | max abs diff (ORT, opt. off) | (ORT, opt. on) | nodes before "
+          "| nodes after | --verify |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(str(c) for c in row) + " |")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--part", choices=["torch", "qdq"], required=True)
+    p.add_argument("--part", choices=["torch", "qdq", "report"], required=True)
     p.add_argument("--out", default=OUT)
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    if args.part == "report":
+        _report(args.out)
+        return 0
     path = os.path.join(args.out, f"manifest_{args.part}.json")
     manifest = {"versions": {"python": sys.version.split()[0], "numpy": np.__version__}, "models": [], "failures": []}
     (_torch_part if args.part == "torch" else _qdq_part)(args.out, manifest)
