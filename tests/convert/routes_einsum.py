@@ -10,7 +10,8 @@ ReduceSum). So a node is expressible at ``target`` when:
 
 - ``7 <= target < 12`` (Mul broadcasts NumPy-style from opset 7; from 12 Einsum itself
   exists, and this route does not cover a type Einsum-12 lacks);
-- every input's rank is known and the equation is valid for those ranks (the letters of a term
+- every input's rank is known, or its term has no ellipsis (then it has one axis per letter, or
+  Einsum itself fails), and the equation is valid for those ranks (the letters of a term
   fit its operand, an ellipsis covers the rest, every ellipsis covers as many dims, the output's
   letters are distinct and occur on the left, the output has an ellipsis when the ellipses
   cover any dims);
@@ -77,15 +78,19 @@ def _labels(equation: str, ranks: list[int]):
 def _einsum(node, source, target, types, constants):
     if not 7 <= target < 12:
         return "the Einsum route covers targets 7 to 11"
-    shapes = []
-    for name in node.input:
-        t = types(name) if name else None
-        if t is None or not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
-            return f"the rank of '{name}' is unknown"
-        shapes.append([d.dim_value if d.HasField("dim_value") else None for d in t.tensor_type.shape.dim])
     equation = next((a.s.decode() for a in node.attribute if a.name == "equation"), None)
     if equation is None:
         return "no equation"
+    terms = equation.replace(" ", "").partition("->")[0].split(",")
+    shapes = []
+    for k, name in enumerate(node.input):
+        t = types(name) if name else None
+        if t is None or not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
+            if k < len(terms) and "..." not in terms[k]:  # the docs: one letter per axis of that input
+                shapes.append([None] * len(terms[k]))
+                continue
+            return f"the rank of '{name}' is unknown"
+        shapes.append([d.dim_value if d.HasField("dim_value") else None for d in t.tensor_type.shape.dim])
     parsed = _labels(equation, [len(s) for s in shapes])
     if isinstance(parsed, str):
         return parsed
@@ -100,7 +105,7 @@ def _einsum(node, source, target, types, constants):
     if any(len(v) > 1 for v in sizes.values()):
         return "label sizes do not broadcast"
     t = types(node.input[0])
-    if not t.tensor_type.elem_type:
+    if t is None or not t.tensor_type.elem_type:
         return "unknown element type"
     type_str = "tensor(" + onnx.TensorProto.DataType.Name(t.tensor_type.elem_type).lower() + ")"
     needed = ["Transpose"] + (["Mul"] if len(inputs) > 1 else [])

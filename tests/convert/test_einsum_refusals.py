@@ -5,6 +5,7 @@ with the converter on each."""
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto
@@ -12,6 +13,7 @@ from onnx import TensorProto
 import rewriter
 from rewriter.convert import convert_model
 from tests.convert.einsum_util import close, einsum_model, oracle, ort_run, random_feeds
+from tests.convert.expressible import why_inexpressible
 from tests.oracle import assert_valid
 
 SYMBOLIC = [  # (equation, declared shapes, shapes to run with)
@@ -44,6 +46,28 @@ def test_symbolic_dims(eq, declared, runs):
     assert oracle(m, 11) is None
 
 
+@pytest.mark.parametrize("eq,shapes", [("ij,jk->ik", [(2, 3), (3, 4)]), ("bqhd,bkhd->bhqk", [(2, 3, 2, 4), (2, 5, 2, 4)]),
+                                       ("bld,dhk->blhk", [(2, 3, 4), (4, 5, 6)]), ("i,j->ij", [(3,), (4,)])])
+def test_unknown_ranks_from_terms_without_ellipsis(eq, shapes):
+    """ONNX's inference leaves a Reshape below 14 with a computed shape rankless (legacy exports at
+    opset 12 are full of them): a term without an ellipsis still binds one label per axis."""
+    m = einsum_model(eq, [tuple(f"d{i}_{j}" for j in range(len(s))) for i, s in enumerate(shapes)],
+                     out_rank=len(eq.split("->")[1]))
+    for i, s in enumerate(shapes):  # x_i -> Reshape(x_i, shape_i) -> Einsum: the Reshape's output has no rank
+        m.graph.input.append(onnx.helper.make_tensor_value_info(f"s{i}", TensorProto.INT64, [len(s)]))
+        m.graph.node.insert(0, onnx.helper.make_node("Reshape", [f"x{i}", f"s{i}"], [f"r{i}"]))
+        m.graph.node[-1].input[i] = f"r{i}"
+    inferred = onnx.shape_inference.infer_shapes(m)
+    assert not [v for v in inferred.graph.value_info if v.name.startswith("r") and v.type.tensor_type.HasField("shape")]
+    result, _ = convert_model(m, 11)
+    assert_valid(result)
+    feeds = random_feeds(shapes)
+    feeds.update({f"s{i}": np.array(s, np.int64) for i, s in enumerate(shapes)})
+    close(np.einsum(eq, *[feeds[f"x{i}"] for i in range(len(shapes))]), ort_run(result, feeds)[0], np.float32)
+    types = {v.name: v.type for v in [*inferred.graph.input, *inferred.graph.value_info]}
+    assert why_inexpressible(m.graph.node[-1], 12, 11, types.get, lambda name: None) is None
+
+
 def test_run_time_shape_when_two_symbolic_sizes_meet():
     m = einsum_model("bxyk,bkz->bxyz", [("B", "X", "Y", 4), ("B", 4, 5)], out_rank=4)
     result, _ = convert_model(m, 11)
@@ -71,7 +95,7 @@ def test_a_run_time_broadcast_of_a_contracted_label_is_never_a_wrong_value():
 
 
 REFUSED = [  # (equation, shapes, element type, target, fragments of the reason)
-    ("ij,jk->ik", [None, (3, 4)], TensorProto.FLOAT, 11, ["rank of input 'x0' is unknown"]),
+    ("...ij,jk->...ik", [None, (3, 4)], TensorProto.FLOAT, 11, ["rank of input 'x0' is unknown and its term has an ellipsis"]),
     ("ii->i", [("N", "N")], TensorProto.FLOAT, 11, ["diagonal of i (repeated in term 0) needs one static size"]),
     ("ij,jk->ik", [(2, 3), (3, 4)], TensorProto.INT8, 11, ["needs Mul, which does not allow int8 at opset 11"]),
     ("ij->i", [(2, 3)], TensorProto.UINT8, 11, ["needs ReduceSum, which does not allow uint8 at opset 11"]),

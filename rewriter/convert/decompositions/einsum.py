@@ -15,7 +15,7 @@ import onnx
 from rewriter.convert import registry, type_only
 from rewriter.convert.decompositions import decomposition
 from rewriter.convert.decompositions.einsum_build import Term, TermBuilder
-from rewriter.convert.decompositions.einsum_equation import parse_equation, shown
+from rewriter.convert.decompositions.einsum_equation import implied_ranks, parse_equation, shown
 
 __all__ = ["einsum_to_11"]
 
@@ -59,8 +59,9 @@ def einsum_to_11(node: onnx.NodeProto, ctx) -> None:
 
     Exact when (else refused with the reason):
 
-    - every input has a known rank (the labels are bound to axes) and the equation is valid for
-      those ranks (as NumPy's ``einsum`` reads it);
+    - every input has a known rank, or its term has no ellipsis (then the term's letters are its
+      axes: Einsum refuses an input of another rank), and the equation is valid for those ranks
+      (as NumPy's ``einsum`` reads it);
     - a label repeated within one operand has one static size there (the diagonal is a Gather of
       static indices); the static sizes of a label other than 1 agree;
     - the element type is allowed by every op the equation needs at opset 11 and at the target:
@@ -85,10 +86,14 @@ def einsum_to_11(node: onnx.NodeProto, ctx) -> None:
         ctx.block("the equation attribute is missing")
     equation = attr.s.decode()
     dims = []
-    for name in node.input:
+    implied = implied_ranks(equation)
+    for k, name in enumerate(node.input):
         found = _dims(ctx, name)
+        if found is None and k < len(implied) and implied[k] is not None:
+            found = [None] * implied[k]  # a term without an ellipsis has one label per axis
         if found is None:
-            ctx.block(f"the rank of input '{name}' is unknown: the equation's labels cannot be bound to axes")
+            ctx.block(f"the rank of input '{name}' is unknown and its term has an ellipsis: the equation's "
+                      f"labels cannot be bound to axes")
         dims.append(found)
     try:
         eq = parse_equation(equation, [len(d) for d in dims])

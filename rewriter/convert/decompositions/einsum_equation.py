@@ -19,7 +19,7 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass
 
-__all__ = ["Equation", "ellipsis_label", "parse_equation", "shown"]
+__all__ = ["Equation", "ellipsis_label", "implied_ranks", "parse_equation", "shown"]
 
 _LETTERS = frozenset(string.ascii_letters)
 
@@ -51,6 +51,13 @@ def _split_term(term: str, where: str) -> tuple[str, str, bool]:
         if c not in _LETTERS:
             raise ValueError(f"{where} has the character {c!r}, which is neither a letter nor part of '...'")
     return before, after, bool(has)
+
+
+def implied_ranks(equation: str) -> list[int | None]:
+    """Per term, the rank its operand must have when the term has no ellipsis (its number of
+    letters), else None."""
+    terms = equation.replace(" ", "").partition("->")[0].split(",")
+    return [None if "..." in t else len(t) for t in terms]
 
 
 def parse_equation(equation: str, ranks: list[int]) -> Equation:
