@@ -315,6 +315,8 @@ def main(argv=None) -> int:
     parser.add_argument("--keep", metavar="DIR", help="with --models: write the results here")
     parser.add_argument("--json-out", metavar="FILE", help="with --models: every figure as JSON")
     parser.add_argument("--bench-venv", default="/work/venvs/bench", help="venv holding onnxslim and onnxsim")
+    parser.add_argument("--rewriter-src", metavar="DIR", help="with --models: run `python -m rewriter` from this "
+                        "folder (e.g. `git archive HEAD rewriter | tar -x -C DIR`), not the installed one")
     args = parser.parse_args(argv)
     if args.models:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -35,11 +35,15 @@ _ONNXSCRIPT = ("import sys, onnx, onnxscript.optimizer\n"
                "onnx.save(m, sys.argv[2])\n")
 
 
-def commands(bench_venv: str) -> dict:
-    """tool -> argv template with {src} and {dst}."""
+def commands(bench_venv: str, rewriter_src: str | None = None) -> dict:
+    """tool -> argv template with {src} and {dst}. With ``rewriter_src`` (a folder holding a
+    ``rewriter`` package, e.g. a ``git archive`` of one commit) rewriter runs as
+    ``python -m rewriter`` from there, so edits others make to the checkout meanwhile do not
+    leak into the run."""
     here = os.path.dirname(sys.executable)
     venv = os.path.join(bench_venv, "bin")
-    return {"rewriter": [os.path.join(here, "rewriter"), "optimize", "{src}", "-o", "{dst}"],
+    rewriter = [sys.executable, "-m", "rewriter"] if rewriter_src else [os.path.join(here, "rewriter")]
+    return {"rewriter": [*rewriter, "optimize", "{src}", "-o", "{dst}"],
             "onnxslim": [os.path.join(venv, "onnxslim"), "{src}", "{dst}"],
             "onnxsim": [os.path.join(venv, "onnxsim"), "{src}", "{dst}"],
             "onnxscript": [sys.executable, "-c", _ONNXSCRIPT, "{src}", "{dst}"]}
@@ -190,11 +194,14 @@ def latency(paths: dict, feeds, runs: int) -> dict:
     return out
 
 
+_ENV = dict(os.environ)
+
+
 def run_tool(argv, timeout=900) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=_ENV)
     except subprocess.TimeoutExpired:
         return {"error": f"timeout {timeout}s"}
     wall = time.perf_counter() - t
@@ -390,10 +397,25 @@ def latency_table(results, tools) -> str:
     return "\n".join(lines)
 
 
+def _versions(bench_venv) -> dict:
+    code = "import importlib.metadata as m, sys\nfor p in sys.argv[1:]:\n    try: print(p, m.version(p))\n    except Exception: pass"
+    out = {}
+    for py, pkgs in ((sys.executable, ["onnx", "onnxruntime", "onnxscript", "onnx-ir"]),
+                     (os.path.join(bench_venv, "bin", "python"), ["onnxslim", "onnxsim"])):
+        try:
+            done = subprocess.run([py, "-c", code, *pkgs], capture_output=True, text=True, timeout=60)
+            out.update(line.split(" ", 1) for line in done.stdout.splitlines())
+        except OSError:
+            pass
+    return out
+
+
 def main(args) -> int:
     """Entry from bench_optimize.py --models DIR ..."""
     tools = [t for t in args.tools.split(",")]
-    cmds = commands(args.bench_venv)
+    cmds = commands(args.bench_venv, args.rewriter_src)
+    if args.rewriter_src:
+        _ENV["PYTHONPATH"] = os.path.abspath(args.rewriter_src)
     for t in tools:
         if not os.path.exists(cmds[t][0]):
             raise SystemExit(f"{t}: {cmds[t][0]} not found (install it in {args.bench_venv})")
@@ -407,12 +429,15 @@ def main(args) -> int:
     results = bench(models, tools, cmds, args.reps, args.runs, out_dir, log)
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t0)), "seconds": time.time() - t0,
             "load_start": load0, "load_end": os.getloadavg(), "argv": sys.argv, "tools": tools,
-            "commands": cmds, "reps": args.reps, "runs": args.runs}
+            "commands": cmds, "reps": args.reps, "runs": args.runs, "rewriter_src": args.rewriter_src,
+            "versions": _versions(args.bench_venv)}
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump({"meta": meta, "results": results}, f, indent=1)
     print(f"bench_optimize --models {' '.join(args.models)}  ({meta['date']}, {meta['seconds'] / 60:.1f} min, "
           f"load average {load0[0]:.2f} -> {meta['load_end'][0]:.2f})")
+    print("versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items())
+          + (f"; rewriter from {args.rewriter_src}" if args.rewriter_src else ""))
     print(report(results, tools, args.reps, args.runs))
     print()
     print(latency_table(results, tools))
