@@ -225,7 +225,25 @@ MUTANTS: list[Mutant] = [
     M("conv-scale-bias", "rewriter/optimize/conv_affine.py",
       "(bias * per_channel).astype(bias.dtype)", "bias",
       "tests/optimize/test_conv_affine.py", "the bias is not scaled"),
-
+    M("where-extreme-swapped", "rewriter/convert/adapters/type_routes.py",
+      "[less, b, a] if largest else [less, a, b]", "[less, a, b] if largest else [less, b, a]",
+      "tests/convert/test_type_routes_minmax.py", "int64 Max computes Min and Min Max"),
+    M("clip-where-bound-order", "rewriter/convert/adapters/clip.py",
+      "y = where_extreme(ctx, y, bound, k == 0, elem", "y = where_extreme(ctx, y, bound, k == 1, elem",
+      "tests/convert/test_type_routes_minmax.py", "integer Clip takes the smaller of x and min"),
+    M("pow-float-holds-wide-ints", "rewriter/convert/adapters/type_routes.py",
+      "return max(-int(i.min), int(i.max)) <= 2 ** (w.nmant + 1)", "return max(-int(i.min), int(i.max)) <= 2 ** (w.nmant + 8)",
+      "tests/convert/test_type_routes_pow.py", "an int32 exponent Cast to float32 (the parity of 2**30 + 1 lost)"),
+    M("dq-sub-sign", "rewriter/convert/adapters/quantize_arith.py",
+      'insert("Sub", [values, _float_column(ctx, zero_point, trailing, insert)])',
+      'insert("Sub", [_float_column(ctx, zero_point, trailing, insert), values])',
+      "tests/convert/test_type_routes_quantize.py", "DequantizeLinear computes zero_point - x"),
+    M("q-axis-trailing", "rewriter/convert/adapters/quantize_arith.py",
+      "return [1] * (x_rank - 1 - axis % x_rank)", "return [1] * (x_rank - axis % x_rank)",
+      "tests/convert/test_type_routes_quantize.py", "the per-axis scale broadcast along the next axis"),
+    M("q-floor-not-round", "rewriter/convert/adapters/quantize_arith.py",
+      'values = op("Round", [op("Div"', 'values = op("Floor", [op("Div"',
+      "tests/convert/test_type_routes_quantize.py", "QuantizeLinear rounds down instead of half to even"),
 ]
 
 
