@@ -15,7 +15,7 @@ import logging
 import onnx
 import onnx_ir as ir
 
-__all__ = ["infer_node"]
+__all__ = ["infer_node", "fill_shape"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +47,16 @@ def _merged(known: ir.Shape | None, inferred: ir.Shape) -> ir.Shape | None:
         if _unknown(a) and not _unknown(b):
             dims[i], gained = b, True
     return ir.Shape(dims) if gained else None
+
+
+def fill_shape(value: ir.Value, shape: ir.Shape) -> bool:
+    """Fill ``value``'s unknown dims (all of them when its rank is unknown) from ``shape``;
+    returns whether anything was filled."""
+    merged = _merged(value.shape, shape)
+    if merged is None:
+        return False
+    value.shape = merged
+    return True
 
 
 def infer_node(node: ir.Node, opset: int) -> bool:
@@ -81,9 +91,6 @@ def infer_node(node: ir.Node, opset: int) -> bool:
             out.type = ir.serde.deserialize_type_proto_for_type(proto)
             filled = True
         shape = ir.serde.deserialize_type_proto_for_shape(proto)
-        if shape is not None:
-            merged = _merged(out.shape, shape)
-            if merged is not None:
-                out.shape = merged
-                filled = True
+        if shape is not None and fill_shape(out, shape):
+            filled = True
     return filled

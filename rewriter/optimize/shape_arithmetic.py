@@ -30,7 +30,7 @@ import logging
 import numpy as np
 import onnx_ir as ir
 
-from rewriter.optimize.node_inference import infer_node
+from rewriter.optimize.node_inference import fill_shape, infer_node
 from rewriter.optimize.values import add_constant
 from rewriter.optimize.scopes import graphs_and_functions
 
@@ -148,6 +148,8 @@ class FoldShapeArithmeticPass(ir.passes.InPlacePass):
                 self._reshape(graph, node)
             if opset is not None:  # the dims after a Reshape given a constant shape are known now
                 infer_node(node, opset)
+            if node.op_type == "Reshape":
+                self._reshape_dims(node)
             if len(node.outputs) != 1 or node.op_type == "Reshape":
                 continue
             found = self._evaluate(node)
@@ -230,6 +232,29 @@ class FoldShapeArithmeticPass(ir.passes.InPlacePass):
         if op in _ARITHMETIC and len(inputs) == 2:
             return _arithmetic(op, self._vector(inputs[0]), self._vector(inputs[1]))
         return None
+
+    def _reshape_dims(self, node: ir.Node) -> None:
+        """The dims of a Reshape's output from its shape vector when ONNX's inference could not
+        tell them (a shape computed at run time): its rank is the vector's length; an element
+        known as an int > 0 is that dim, 0 copies the input's dim, a named symbolic dim is
+        that dim; the others (-1, run-time values) are unknown."""
+        data = node.inputs[0] if node.inputs else None
+        found = self._vector(node.inputs[1] if len(node.inputs) > 1 else None)
+        out = node.outputs[0]
+        if data is None or found is None or found[1] or _attr_int(node, "allowzero", 0) != 0:
+            return
+        dims = []
+        for p, e in enumerate(found[0]):
+            if isinstance(e, int):
+                copied = e == 0 and data.shape is not None and p < len(data.shape)
+                dims.append(e if e > 0 else data.shape.dims[p] if copied else ir.SymbolicDim(None))
+            elif e[0] == "sym":
+                dims.append(ir.SymbolicDim(e[1]))
+            else:
+                dims.append(ir.SymbolicDim(None))
+        if out.type is None and data.type is not None:
+            out.type = data.type
+        fill_shape(out, ir.Shape(dims))
 
     def _reshape(self, graph, node: ir.Node) -> None:
         data = node.inputs[0] if node.inputs else None

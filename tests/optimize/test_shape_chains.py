@@ -154,3 +154,73 @@ def test_a_division_of_a_negative_dim_difference_is_left_to_run_time_or_truncate
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     got = ort.InferenceSession(result.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     assert int(want[0]) == 4 and int(got[0]) == 4
+
+
+def _view_last(n_static=16):
+    """GPT-2's Conv1D in a legacy export: ``x.view(-1, x.size(-1))`` where x comes out of a
+    Reshape whose shape is computed at run time (here from two int64 inputs), so ONNX's
+    inference knows nothing of x; the shape vector says x has rank 3 and last dim 16."""
+    nodes = [h.make_node("Unsqueeze", ["a", "zero"], ["au"]),
+             h.make_node("Unsqueeze", ["b", "zero"], ["bu"]),
+             h.make_node("Concat", ["au", "bu", "last"], ["shape"], axis=0),
+             h.make_node("Reshape", ["x", "shape"], ["r"]),
+             h.make_node("Shape", ["r"], ["rs"]),
+             h.make_node("Slice", ["rs", "minus_one", "big", "zero"], ["tail"]),
+             h.make_node("Concat", ["minus_one", "tail"], ["flat"], axis=0),
+             h.make_node("Reshape", ["r", "flat"], ["y"])]
+    inits = [_i("zero", [0]), _i("last", [n_static]), _i("minus_one", [-1]), _i("big", [2 ** 63 - 1])]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", F, ["n", n_static * 3]),
+                                      h.make_tensor_value_info("a", I64, []), h.make_tensor_value_info("b", I64, [])],
+                         [h.make_tensor_value_info("y", F, None)], inits)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+    model.ir_version = 7
+    return model
+
+
+def test_a_reshape_of_a_computed_shape_has_the_rank_and_static_dims_of_its_vector():
+    model = _view_last()
+    result, _ = optimize_proto(model, OptimizeOptions())
+    oracle.assert_valid(result)
+    # x.view(-1, 16) of a Reshape: the pair is one Reshape (onnxscript's rule, once the shape is known)
+    assert [n.op_type for n in result.graph.node] == ["Reshape"]
+    flat = next(t for t in result.graph.initializer if t.name == result.graph.node[-1].input[1])
+    assert nh.to_array(flat).tolist() == [-1, 16]
+    x = np.random.default_rng(1).standard_normal((4, 48)).astype(np.float32)
+    feeds = {"x": x, "a": np.array(3, np.int64), "b": np.array(4, np.int64)}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = ort.InferenceSession(result.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    np.testing.assert_array_equal(got[0], want[0])
+
+
+def test_a_named_dim_in_a_computed_reshape_shape_stays_that_dim():
+    """r = Reshape(x, [N, a, b, 16]) (N = x's named dim "n", a and b run-time inputs): r's dim 0
+    is "n", so Reshape(x, [Gather(Shape(r), 0), -1]) is Reshape(x, [0, -1])."""
+    nodes = [h.make_node("Shape", ["x"], ["xs"]),
+             h.make_node("Gather", ["xs", "i0"], ["n"], axis=0),
+             h.make_node("Unsqueeze", ["n", "zero"], ["nu"]),
+             h.make_node("Unsqueeze", ["a", "zero"], ["au"]),
+             h.make_node("Unsqueeze", ["b", "zero"], ["bu"]),
+             h.make_node("Concat", ["nu", "au", "bu", "last"], ["shape"], axis=0),
+             h.make_node("Reshape", ["x", "shape"], ["r"]),
+             h.make_node("Shape", ["r"], ["rs"]),
+             h.make_node("Gather", ["rs", "i0"], ["rn"], axis=0),
+             h.make_node("Unsqueeze", ["rn", "zero"], ["rnu"]),
+             h.make_node("Concat", ["rnu", "minus_one"], ["flat"], axis=0),
+             h.make_node("Reshape", ["x", "flat"], ["y"]),
+             h.make_node("Relu", ["r"], ["z"])]
+    inits = [_i("i0", 0), _i("zero", [0]), _i("last", [16]), _i("minus_one", [-1])]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", F, ["n", 48]),
+                                      h.make_tensor_value_info("a", I64, []), h.make_tensor_value_info("b", I64, [])],
+                         [h.make_tensor_value_info("y", F, None), h.make_tensor_value_info("z", F, None)], inits)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+    model.ir_version = 7
+    result, _ = optimize_proto(model, OptimizeOptions())
+    oracle.assert_valid(result)
+    flat = [n for n in result.graph.node if n.output[0] == "y"][0]
+    assert nh.to_array(next(t for t in result.graph.initializer if t.name == flat.input[1])).tolist() == [0, -1]
+    feeds = {"x": np.arange(5 * 48, dtype=np.float32).reshape(5, 48), "a": np.array(3, np.int64),
+             "b": np.array(1, np.int64)}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    got = ort.InferenceSession(result.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(g, w)
