@@ -159,13 +159,14 @@ def stft_route(node, source, target, types, constants) -> str | None:
     window = node.input[2] if len(node.input) > 2 and node.input[2] else None
     computed_window = False
     if window:
-        w = _dims(types, window)
+        value = constants(window)
+        w = list(value.shape) if value is not None else _dims(types, window)
         if w is None or len(w) != 1 or w[0] is None:
             return "the window's length is not static"
         if frame is not None and frame != w[0]:
             return "the window's length differs from frame_length"
         frame = w[0]
-        computed_window = constants(window) is None
+        computed_window = value is None
     if frame is None:
         frame = total
     if frame is None or frame < 1:

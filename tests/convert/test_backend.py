@@ -230,9 +230,18 @@ def _outputs_mismatch(got, want, rtol, atol, exact_values) -> str | None:
 UNVERIFIED = "unverified"  # neither runtime runs the original nor the converted model
 
 
+# Ops whose exact decomposition sums in another order (DFT/STFT as MatMul or Conv with constant
+# matrices): their atol is at least this times max|expected| (test_dft_inverse expects exact zeros
+# that only float32 FFT arithmetic gives; the float64 inverse is 1.4e-6 off them, ONNX Runtime 1.9e-5).
+REORDERED_SUMS = {"DFT": 1e-6, "STFT": 1e-6}
+
+
 def _check_numerics(case, original, converted, feeds, expected) -> str | None:
     """None when the converted model computes what the case expects (see the module doc)."""
     exact = _deterministic(original.graph.node[0])
+    if original.graph.node[0].op_type in REORDERED_SUMS:
+        scale = REORDERED_SUMS[original.graph.node[0].op_type] * max(float(np.abs(e).max()) for e in expected)
+        case = type("Loosened", (), {"rtol": case.rtol, "atol": max(case.atol, scale), "name": case.name})()
     rt, got = _run(converted, feeds)
     if rt is None:
         # Neither runtime runs it: allowed only when neither runs the original either.

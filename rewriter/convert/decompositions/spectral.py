@@ -103,9 +103,16 @@ def _attr(node, name: str, default: int) -> int:
     return next((a.i for a in node.attribute if a.name == name), default)
 
 
-def _matrix(ctx, a: np.ndarray, what: str) -> None:
-    if a.size > MAX_ELEMENTS:
-        ctx.block(f"the {what} matrix would hold {a.size} elements (the decomposition's limit is {MAX_ELEMENTS})")
+def _size(ctx, n: int, channels: int, length: int, inverse: bool, onesided: bool) -> None:
+    """Blocks when the matrix of :func:`dft_matrix` would exceed :data:`MAX_ELEMENTS` (checked
+    before it is built)."""
+    if inverse and onesided:
+        bins, parts = length, 1
+    else:
+        bins, parts = (length // 2 + 1 if onesided else length), 2
+    size = n * channels * bins * parts
+    if size > MAX_ELEMENTS:
+        ctx.block(f"the DFT matrix would hold {size} elements (the decomposition's limit is {MAX_ELEMENTS})")
 
 
 def _cast_in(chain: _Chain, compute: int) -> None:
@@ -180,6 +187,7 @@ def dft(node, ctx) -> None:
         length = 2 * (n - 1) if inverse and onesided else n
     if length < 1:
         ctx.block(f"dft_length is {length}")
+    _size(ctx, length if n is None else n, channels, length, inverse, onesided)
     chain = _Chain(ctx, x, elem, shape)
     if n is None:  # a dynamic length: zero-padded by dft_length, then cut to it (the DFT's own crop/pad)
         padded = list(shape)
@@ -191,7 +199,6 @@ def dft(node, ctx) -> None:
         chain.then("Slice", [ctx.ints_constant("dft_starts", (0,)), ctx.ints_constant("dft_ends", (length,)),
                              ctx.ints_constant("dft_axes", (axis,))], padded)
     a = dft_matrix(n, channels, length, inverse, onesided)
-    _matrix(ctx, a, "DFT")
     bins, parts = a.shape[2], a.shape[3]
     matrix = ctx.add_constant("dft_matrix", a.reshape(n * channels, bins * parts).astype(_NP[compute]))
     _cast_in(chain, compute)
@@ -263,8 +270,8 @@ def stft(node, ctx) -> None:
     if total is not None and total < n:
         ctx.block(f"the frame length {n} exceeds the signal's length {total}")
     onesided = bool(_attr(node, "onesided", 1))
+    _size(ctx, n, channels, n, False, onesided)
     a = dft_matrix(n, channels, n, False, onesided)
-    _matrix(ctx, a, "DFT")
     if window_value is not None:
         a = a * window_value.astype(np.float64)[:, None, None, None]
     bins = a.shape[2]
