@@ -117,6 +117,31 @@ def _arithmetic(op: str, a, b):
     return result, x_scalar and y_scalar
 
 
+def _equal(a, b):
+    """``a == b`` on shape vectors when every pair is decided: two known ints compare; a dim
+    (of a Shape: never negative) differs from a negative int (``x.expand(N, -1)`` exports
+    ``Where(Equal(shape, -1), 1, shape)``). Run-time values of other ops decide nothing."""
+    if a is None or b is None:
+        return None
+    (x, x_scalar), (y, y_scalar) = a, b
+    if len(x) != len(y):
+        if x_scalar and len(x) == 1:
+            x = x * len(y)
+        elif y_scalar and len(y) == 1:
+            y = y * len(x)
+        else:
+            return None
+    result = []
+    for p, q in zip(x, y):
+        if isinstance(p, int) and isinstance(q, int):
+            result.append(p == q)
+        elif isinstance(p, int) and p < 0 and q[0] != "opaque" or isinstance(q, int) and q < 0 and p[0] != "opaque":
+            result.append(False)
+        else:
+            return None
+    return result, x_scalar and y_scalar
+
+
 class FoldShapeArithmeticPass(ir.passes.InPlacePass):
     """Fold shape vectors built from partly symbolic shapes (see the module doc)."""
 
@@ -158,8 +183,9 @@ class FoldShapeArithmeticPass(ir.passes.InPlacePass):
             out = node.outputs[0]
             self._vectors[out] = found
             elements, scalar = found
-            if (node.op_type != "Constant" and out not in outputs and out.dtype in _INTS
-                    and all(isinstance(e, int) for e in elements) and _fits(elements, out.dtype)):
+            if (node.op_type != "Constant" and out not in outputs and all(isinstance(e, int) for e in elements)
+                    and (out.dtype in _INTS and _fits(elements, out.dtype)
+                         or out.dtype == ir.DataType.BOOL and node.op_type == "Equal")):
                 array = np.array(elements if not scalar else elements[0], dtype=out.dtype.numpy())
                 out.replace_all_uses_with(add_constant(graph, node, array, f"{out.name}_folded"))
                 self.folded += 1
@@ -231,6 +257,8 @@ class FoldShapeArithmeticPass(ir.passes.InPlacePass):
             return _ints(node.outputs[0])
         if op in _ARITHMETIC and len(inputs) == 2:
             return _arithmetic(op, self._vector(inputs[0]), self._vector(inputs[1]))
+        if op == "Equal" and len(inputs) == 2:
+            return _equal(self._vector(inputs[0]), self._vector(inputs[1]))
         return None
 
     def _reshape_dims(self, node: ir.Node) -> None:

@@ -224,3 +224,42 @@ def test_a_named_dim_in_a_computed_reshape_shape_stays_that_dim():
     got = ort.InferenceSession(result.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     for w, g in zip(want, got):
         np.testing.assert_array_equal(g, w)
+
+
+def _expand_model(against, swap=False):
+    """cls_token.expand(N, -1, -1) as legacy exports write it: Where(Equal(shape, c), 1, shape)."""
+    nodes = [h.make_node("Shape", ["x"], ["xs"]),
+             h.make_node("Gather", ["xs", "i0"], ["n"], axis=0),
+             h.make_node("Unsqueeze", ["n", "zero"], ["nu"]),
+             h.make_node("Concat", ["nu", "minus_one", "minus_one"], ["shape"], axis=0),
+             h.make_node("Equal", ["against", "shape"] if swap else ["shape", "against"], ["eq"]),
+             h.make_node("Where", ["eq", "ones", "shape"], ["sizes"]),
+             h.make_node("Expand", ["token", "sizes"], ["y"])]
+    inits = [_i("i0", 0), _i("zero", [0]), _i("minus_one", [-1]), _i("against", against), _i("ones", [1, 1, 1]),
+             nh.from_array(np.arange(4, dtype=np.float32).reshape(1, 1, 4), "token")]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", F, ["n", 3])],
+                         [h.make_tensor_value_info("y", F, None)], inits)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+    model.ir_version = 7
+    return model
+
+
+def test_a_dim_never_equals_a_negative_constant():
+    for swap in (False, True):
+        model = _expand_model([-1, -1, -1], swap)
+        result, _ = optimize_proto(model, OptimizeOptions())
+        oracle.assert_valid(result)
+        assert "Equal" not in [n.op_type for n in result.graph.node]
+        for batch in (2, 0):
+            x = np.zeros((batch, 3), np.float32)
+            np.testing.assert_array_equal(_run(result, x), _run(model, x))
+
+
+def test_a_dim_may_equal_zero_or_a_positive_constant():
+    for against, swap in (([0, -1, -1], False), ([0, -1, -1], True), ([2, -1, -1], False)):
+        model = _expand_model(against, swap)
+        result, _ = optimize_proto(model, OptimizeOptions())
+        assert "Equal" in [n.op_type for n in result.graph.node], against
+        for batch in (0, 2, 3):
+            x = np.zeros((batch, 3), np.float32)
+            np.testing.assert_array_equal(_run(result, x), _run(model, x))
