@@ -136,3 +136,40 @@ def test_runtime_target_without_einsum(tmp_path):
     assert "Einsum" not in [n.op_type for n in result.graph.node]
     feeds = random_feeds([(2, 2, 3), (2, 3, 4)])
     close(np.einsum("bij,bjk->bik", *feeds.values()), ort_run(result, feeds)[0], np.float32)
+
+
+def test_in_a_function_and_an_if_branch():
+    """Constants of a diagonal become Constant nodes in a function; If branches convert too."""
+    from onnx import helper as h
+
+    fn = h.make_function("local", "Diag", ["a"], ["y"], [h.make_node("Einsum", ["a"], ["y"], equation="bii->bi")],
+                         [h.make_opsetid("", 12)])
+    then = h.make_graph([h.make_node("Einsum", ["x0", "x1"], ["t"], equation="ij,jk->ik")], "then", [],
+                        [h.make_tensor_value_info("t", TensorProto.FLOAT, [2, 4])])
+    other = h.make_graph([h.make_node("Einsum", ["x0", "x1"], ["e"], equation="ij,jk->ki"),
+                          h.make_node("Transpose", ["e"], ["e2"], perm=[1, 0])], "else", [],
+                         [h.make_tensor_value_info("e2", TensorProto.FLOAT, [2, 4])])
+    g = h.make_graph([h.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other),
+                      h.make_node("Diag", ["x2"], ["d"], domain="local")], "g",
+                     [h.make_tensor_value_info("c", TensorProto.BOOL, []),
+                      h.make_tensor_value_info("x0", TensorProto.FLOAT, [2, 3]),
+                      h.make_tensor_value_info("x1", TensorProto.FLOAT, [3, 4]),
+                      h.make_tensor_value_info("x2", TensorProto.FLOAT, [2, 3, 3])],
+                     [h.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4]),
+                      h.make_tensor_value_info("d", TensorProto.FLOAT, [2, 3])])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 12), h.make_opsetid("local", 1)], functions=[fn])
+    m.ir_version = 8
+    result, _ = convert_model(m, 11)
+    assert_valid(result)
+    assert [n.op_type for n in result.functions[0].node] == ["Constant", "Constant", "Reshape", "Gather"]
+    feeds = random_feeds([(2, 3), (3, 4), (2, 3, 3)])
+    for c in (True, False):
+        y, d = ort_run(result, dict(feeds, c=np.array(c)))
+        close(feeds["x0"] @ feeds["x1"], y, np.float32)
+        close(np.einsum("bii->bi", feeds["x2"]), d, np.float32)
+
+
+@pytest.mark.parametrize("eq,shapes", [("ij,jk->ik", [(2, 0), (0, 4)]), ("ijk,jkl->il", [(2, 0, 3), (0, 3, 4)]),
+                                       ("ii->i", [(0, 0)]), ("bij,bjk->bik", [(0, 2, 3), (0, 3, 4)])])
+def test_zero_size_dims(eq, shapes):
+    _check(eq, shapes, 11)
