@@ -221,3 +221,33 @@ def test_float_to_integer_cast_is_folded_by_the_runtime_not_numpy():
         [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.INT32, [4])],
         [onnx.numpy_helper.from_array(values, "k")]), opset_imports=[onnx.helper.make_opsetid("", 13)])
     optimize_and_compare(m)  # the folded values are ORT's own (its saturating/NaN rules), compared on ORT
+
+
+def test_the_private_onnxscript_hooks_the_folder_overrides_exist():
+    """FoldConstantsPass overrides onnxscript 0.7's private ``process_node`` and
+    ``_do_inference`` (pinned below 0.8 in pyproject.toml): a rename would silently bypass them."""
+    from onnxscript.optimizer import _constant_folding
+
+    from rewriter.optimize.constant_folding import FoldConstantsPass
+
+    for name in ("process_node", "_do_inference"):
+        assert callable(getattr(_constant_folding.FoldConstantsPass, name, None)), name
+        assert name in vars(FoldConstantsPass), name
+
+
+def test_inference_is_skipped_only_for_outputs_already_typed_and_static(monkeypatch):
+    import onnx_ir as ir
+    from onnxscript.optimizer import _constant_folding
+
+    from rewriter.optimize.constant_folding import FoldConstantsPass
+
+    calls = []
+    monkeypatch.setattr(_constant_folding.FoldConstantsPass, "_do_inference",
+                        lambda self, node: calls.append(node.op_type))
+    folder = FoldConstantsPass()
+    static = ir.Value(name="a", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape([2]))
+    symbolic = ir.Value(name="b", type=ir.TensorType(ir.DataType.FLOAT), shape=ir.Shape(["n"]))
+    untyped = ir.Value(name="c")
+    for op, out in (("Relu", static), ("Sigmoid", symbolic), ("Tanh", untyped)):
+        folder._do_inference(ir.Node("", op, [], outputs=[out]))
+    assert calls == ["Sigmoid", "Tanh"]
