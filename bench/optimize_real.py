@@ -220,8 +220,10 @@ def _describe(path) -> dict:
             "interface": interface(m)}
 
 
-def bench(models, tools, cmds, reps, runs, out_dir, log=print) -> dict:
-    """The whole run; returns {model: {...}} (see module docstring)."""
+def bench(models, tools, cmds, reps, runs, out_dir, log=print, save=None) -> dict:
+    """The whole run; returns {model: {...}} (see module docstring). ``save(results, done)`` is
+    called after each model of the first repetition and after each repetition, so that a run
+    stopped early keeps what it measured."""
     results = {}
     for name, path, sample in models:
         m = onnx.load(path)
@@ -248,6 +250,11 @@ def bench(models, tools, cmds, reps, runs, out_dir, log=print) -> dict:
             if rep == 0:
                 _first_rep_checks(name, path, sample, res, tools, cmds, out_dir, runs)
                 log(_progress(name, res, tools))
+                if save:
+                    save(results, f"repetition 1 of {reps}, {i + 1} of {len(models)} models")
+        log(f"repetition {rep + 1} of {reps} done")
+        if save:
+            save(results, f"{rep + 1} of {reps} repetitions")
     return results
 
 
@@ -426,8 +433,14 @@ def main(args) -> int:
     load0 = os.getloadavg()
     t0 = time.time()
     log(f"{len(models)} models; load average at start {load0[0]:.2f}; results in {out_dir}")
-    results = bench(models, tools, cmds, args.reps, args.runs, out_dir, log)
-    meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t0)), "seconds": time.time() - t0,
+    def save(results, done):
+        if args.json_out:
+            with open(args.json_out + ".partial", "w") as f:
+                json.dump({"meta": {"done": done, "argv": sys.argv, "tools": tools}, "results": results}, f)
+            os.replace(args.json_out + ".partial", args.json_out)
+
+    results = bench(models, tools, cmds, args.reps, args.runs, out_dir, log, save)
+    meta = {"done": "all", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t0)), "seconds": time.time() - t0,
             "load_start": load0, "load_end": os.getloadavg(), "argv": sys.argv, "tools": tools,
             "commands": cmds, "reps": args.reps, "runs": args.runs, "rewriter_src": args.rewriter_src,
             "versions": _versions(args.bench_venv)}
