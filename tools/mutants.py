@@ -189,6 +189,10 @@ MUTANTS: list[Mutant] = [
       '        _state["armed"] = False  # a second signal', '        pass  # a second signal',
       "tests/cli/test_interrupts.py tests/cli/test_interrupt_handler.py",
       "a second interrupt can land in the clean-up of the first"),
+    M("verify-ort-fusions-on", "rewriter/verify/numerics.py",
+      "    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL\n    source = model",
+      "    source = model",
+      "tests/verify/test_numerics.py", "the numerical check compares ORT's fused QDQ kernels"),
     # ---------------------------------------------------------------- optimizer shape chains
     M("shapes-no-inference", "rewriter/optimize/shape_arithmetic.py",
       "                infer_node(node, opset)", "                pass",

@@ -293,3 +293,44 @@ def test_onnx_runtime_logs_nothing_on_the_terminal(capfd):
         verify_numerics(model, model, seed=0)
     captured = capfd.readouterr()
     assert "onnxruntime" not in captured.err and "sequential_executor" not in captured.err, captured.err
+
+
+def _qdq_conv():
+    """A per-channel QDQ Conv as onnxruntime.quantization writes it (opset 13): ONNX Runtime's
+    graph optimizations fuse it into an integer QLinearConv, whose requantization rounds
+    differently from the float arithmetic ONNX defines."""
+    from onnx import TensorProto as T
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    rng = np.random.default_rng(0)
+    w_scale = (rng.random(8) * 0.01 + 0.001).astype(np.float32)
+    inits = [nh.from_array(np.array(0.02, np.float32), "xs"), nh.from_array(np.array(128, np.uint8), "xz"),
+             nh.from_array(rng.integers(-127, 128, (8, 3, 3, 3)).astype(np.int8), "w"),
+             nh.from_array(w_scale, "ws"), nh.from_array(np.zeros(8, np.int8), "wz"),
+             nh.from_array(rng.integers(-1000, 1000, 8).astype(np.int32), "b"),
+             nh.from_array(w_scale * np.float32(0.02), "bs"), nh.from_array(np.zeros(8, np.int32), "bz"),
+             nh.from_array(np.array(0.05, np.float32), "ys"), nh.from_array(np.array(128, np.uint8), "yz")]
+    nodes = [h.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             h.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+             h.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0),
+             h.make_node("DequantizeLinear", ["b", "bs", "bz"], ["bd"], axis=0),
+             h.make_node("Conv", ["xd", "wd", "bd"], ["c"], pads=[1, 1, 1, 1]),
+             h.make_node("QuantizeLinear", ["c", "ys", "yz"], ["cq"]),
+             h.make_node("DequantizeLinear", ["cq", "ys", "yz"], ["y"])]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 8, 8])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [1, 8, 8, 8])], inits)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+    model.ir_version = 7
+    return model
+
+
+def test_a_quantized_model_is_compared_as_onnx_defines_it():
+    """Converted to 11, the per-axis DequantizeLinear is Cast/Sub/Mul, which ORT does not fuse:
+    with ORT's fusions on, the original alone would differ by whole quantization steps (1.65)."""
+    import rewriter
+
+    model = _qdq_conv()
+    report = rewriter.verify_numerics(model, rewriter.convert_opset(model, 11))
+    assert report.ok and report.backend_original == "onnxruntime", report
+    assert max(o.max_abs_diff for o in report.outputs) == 0.0
