@@ -173,3 +173,20 @@ def test_in_a_function_and_an_if_branch():
                                        ("ii->i", [(0, 0)]), ("bij,bjk->bik", [(0, 2, 3), (0, 3, 4)])])
 def test_zero_size_dims(eq, shapes):
     _check(eq, shapes, 11)
+
+
+@pytest.mark.parametrize("eq,a,b", [
+    ("ij,k->ik", [[0.0, 1.0]], [np.inf]),  # a label of one operand summed before the product
+    ("ij,jk->ik", [[np.inf]], [[0.0], [1.0]]),  # a size-1 contracted label: the other side summed first
+    ("ij,jk->ik", [[np.inf, 1.0]], [[0.0], [2.0]]),  # a plain contraction: the sum of the products (NaN)
+])
+def test_non_finite_values_as_numpy_and_onnx_runtime(eq, a, b):
+    """With an inf, sum(a * b) and a * sum(b) differ (NaN against inf): the decomposition sums where
+    numpy and ONNX Runtime's Einsum do."""
+    a, b = np.array(a, np.float32), np.array(b, np.float32)
+    m = einsum_model(eq, [a.shape, b.shape])
+    result, _ = convert_model(m, 11)
+    feeds = {"x0": a, "x1": b}
+    expected = np.einsum(eq, a, b)
+    np.testing.assert_array_equal(ort_run(m, feeds)[0], expected)
+    np.testing.assert_array_equal(ort_run(result, feeds)[0], expected)

@@ -68,8 +68,8 @@ def einsum_to_11(node: onnx.NodeProto, ctx) -> None:
       Mul for a product, ReduceSum for a sum (no 8- or 16-bit integers then); a contraction is a
       MatMul where the type allows it (integers from opset 9), else Mul then ReduceSum.
 
-    Sizes: a static 1 broadcasts (the axis is squeezed out); symbolic sizes broadcast where the
-    ops do it as Einsum does (batch labels of MatMul, Mul). A contracted label whose sizes are
+    Sizes: a contracted label of static size 1 in one operand is squeezed out of it and the other
+    operand summed over it first; other labels broadcast in Mul and MatMul as in Einsum. A contracted label whose sizes are
     not known to be equal (the same static size or dim_param) is MatMul's merged inner axis only
     when it is the only such label, so that a size-1 broadcast of it at run time fails with
     MatMul's shape error rather than computing something else; others such stay batch axes,
@@ -78,8 +78,10 @@ def einsum_to_11(node: onnx.NodeProto, ctx) -> None:
     that a Reshape would have to write are refused).
 
     Numerics: integers are exact (wrapping as Einsum's products and sums do); float sums run in
-    MatMul's and ReduceSum's order rather than Einsum's, so results agree within rounding (each
-    product and the set of terms summed are the same).
+    MatMul's and ReduceSum's order rather than Einsum's, so results agree within rounding. A label
+    that one operand alone has is summed before the product (``a * sum(b)``, not ``sum(a * b)``),
+    as numpy's and ONNX Runtime's Einsum do: with an inf they give the same inf where the
+    written-out sum of products would be NaN.
     """
     attr = next((a for a in node.attribute if a.name == "equation"), None)
     if attr is None:

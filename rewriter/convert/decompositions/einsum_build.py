@@ -6,8 +6,10 @@ term by inserting one node (a few for a run-time shape) valid at opset 11.
   transposed last, flattened into one of ``n**r`` elements by Reshape (the other dims copied
   with ``0``), and Gather takes the elements ``i * (1 + n + ... + n**(r-1))``: a copy, exact.
 - **Sum** over labels: ReduceSum with ``keepdims=0``.
-- **Size-1 broadcast** of a label in a product: the size-1 axis is squeezed out (the term is
-  constant along that label), so the label belongs to the other operand only.
+- **Size-1 broadcast** of a contracted label (static size 1 in one operand only): the size-1 axis
+  is squeezed out (the term is constant along that label) and the other operand summed over it
+  first, as numpy and ONNX Runtime compute it (with an inf, ``sum(a * b)`` would be NaN where
+  ``a * sum(b)`` is inf). Other labels broadcast in Mul and MatMul as in Einsum.
 - **Product without a contraction**, or where one side has no free label: both terms are
   transposed into one label order, size-1 axes inserted (Unsqueeze) where the other has a label,
   multiplied with broadcasting (Mul), and the contracted labels summed (ReduceSum): the
@@ -192,18 +194,17 @@ class TermBuilder:
         """The product of ``a`` and ``b`` summed over the labels they share that ``later``
         (the output's and the remaining operands' labels) lacks. ``final``: the output's order
         when this is the last product (orders are chosen to save the last Transpose)."""
-        drop_a = [x for x in a.labels if x in b.labels and a.dims[a.labels.index(x)] == 1
+        # a contracted label of static size 1 on one side only: that side is constant along it,
+        # so it is squeezed out and the other side summed first (as numpy and ONNX Runtime do)
+        drop_a = [x for x in a.labels if x in b.labels and x not in later and a.dims[a.labels.index(x)] == 1
                   and b.dims[b.labels.index(x)] != 1]
-        drop_b = [x for x in b.labels if x in a.labels and b.dims[b.labels.index(x)] == 1
+        drop_b = [x for x in b.labels if x in a.labels and x not in later and b.dims[b.labels.index(x)] == 1
                   and a.dims[a.labels.index(x)] != 1]
-        la, lb = [x for x in a.labels if x not in drop_a], [x for x in b.labels if x not in drop_b]
-        matmul = self.matmul and all(_classify(la, lb, later)[1:])  # a contraction with free labels each side
-        if matmul:  # MatMul does not broadcast the inner axis: size-1 broadcasts squeezed out first
-            a, b = self.squeeze(a, drop_a), self.squeeze(b, drop_b)
+        a, b = self.squeeze(a, drop_a), self.squeeze(b, drop_b)
         a = self.reduce(a, [x for x in a.labels if x not in b.labels and x not in later])
         b = self.reduce(b, [x for x in b.labels if x not in a.labels and x not in later])
         batch, contr, fa, fb = _classify(a.labels, b.labels, later)
-        if matmul:
+        if self.matmul and contr and fa and fb:  # batch labels broadcast in MatMul as in Einsum
             unverified = [x for x in contr if not known_equal(a.dims[a.labels.index(x)], b.dims[b.labels.index(x)])]
             extra = unverified[1:]  # merged with another unverified size, a broadcast could hide: batch them
             contr = [x for x in contr if x not in extra]
