@@ -278,6 +278,25 @@ MUTANTS: list[Mutant] = [
     M("einsum-matmul-types-at-11-only", "rewriter/convert/decompositions/einsum.py",
       "opsets = sorted({_WRITTEN_AT, min(ctx.target or _WRITTEN_AT, _WRITTEN_AT)})", "opsets = [_WRITTEN_AT]",
       "tests/convert/test_einsum_equations.py tests/convert/test_einsum_refusals.py", "types checked at opset 11 only: integer MatMul written for targets below 9"),
+    # ---------------------------------------------------------------- DFT/STFT decompositions
+    M("dft-forward-sign", "rewriter/convert/decompositions/spectral_matrices.py",
+      "a[:used, 0, :, 0], a[:used, 0, :, 1] = cos, -sin", "a[:used, 0, :, 0], a[:used, 0, :, 1] = cos, sin",
+      "tests/convert/test_spectral_dft.py tests/convert/test_spectral_stft.py", "the forward DFT's imaginary part of the wrong sign"),
+    M("dft-irfft-nyquist", "rewriter/convert/decompositions/spectral_matrices.py",
+      "weight[length // 2] = 1.0", "weight[length // 2] = 2.0",
+      "tests/convert/test_spectral_dft.py", "IRFFT counts an even length's Nyquist bin twice"),
+    M("dft-crop-rows", "rewriter/convert/decompositions/spectral_matrices.py",
+      "used = min(n, length)\n", "used = n\n",
+      "tests/convert/test_spectral_dft.py", "a dft_length shorter than the signal does not crop it"),
+    M("dft-back-perm", "rewriter/convert/decompositions/spectral.py",
+      "back = [perm.index(i) for i in range(rank)]", "back = perm",
+      "tests/convert/test_spectral_dft.py", "the axis put back with the forward permutation instead of its inverse"),
+    M("stft-conv-layout", "rewriter/convert/decompositions/spectral_matrices.py",
+      "a.transpose(2, 3, 1, 0)", "a.transpose(3, 2, 1, 0)",
+      "tests/convert/test_spectral_stft.py", "the Conv filters' output channels in part-major order, read as bin-major"),
+    M("stft-frame-check", "rewriter/convert/decompositions/spectral.py",
+      "if total is not None and total < n:", "if total is not None and total < n - 1:",
+      "tests/convert/test_spectral_stft.py", "a signal one sample shorter than the frame (no frame) is not refused"),
 ]
 
 

@@ -184,6 +184,8 @@ def test_refused_no_frame_length_and_dynamic_signal():
 def test_refused_frame_longer_than_signal():
     m = _stft(REAL[:, :8], 4, HANN)
     refused(m, 13, "the frame length 12 exceeds the signal's length 8")
+    refused(_stft(REAL[:, :11], 1, HANN), 13, "the frame length 12 exceeds the signal's length 11")  # no frame
+    _both(_stft(REAL[:, :12], 5, HANN), {"x": REAL[:, :12]}, step=5, window=HANN)  # one frame
 
 
 def test_refused_window_length_not_frame_length():
