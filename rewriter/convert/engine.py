@@ -48,6 +48,7 @@ class Engine(Expansion):
         self.delegated: set[tuple[str, ...]] = set()  # outputs of the nodes for onnx (value names are unique)
         self._expanding = 0
         self._expansions: list[str] = []  # labels of the nodes being expanded
+        self._makers: list[str] = []  # labels of the nodes whose adapters' new nodes are being converted
         self._current: tuple | None = None
         self.taken: collections.Counter = collections.Counter()  # (op, a, b, kind) -> nodes
         self._paths: dict = {}
@@ -222,9 +223,13 @@ class Engine(Expansion):
                 if ctx.before or ctx.after:
                     for n in [*ctx.before, *ctx.after]:
                         self.state.pending.update((o, n) for o in n.output if o)
-                    new_before = [m for n in ctx.before for m in self.convert(
-                        n, scope, self.target if id(n) in ctx.at_target else b)]
-                    new_after = [m for n in ctx.after for m in self.convert(n, scope, b)]
+                    self._makers.append(str(label))  # a blocker of these names the node they replace
+                    try:
+                        new_before = [m for n in ctx.before for m in self.convert(
+                            n, scope, self.target if id(n) in ctx.at_target else b)]
+                        new_after = [m for n in ctx.after for m in self.convert(n, scope, b)]
+                    finally:
+                        self._makers.pop()
                     before += new_before
                     after = new_after + after
                 if ctx.removed:
@@ -311,6 +316,8 @@ class Engine(Expansion):
         label = str(label)
         if self._expansions:
             label = f"{label} (from the function body of {self._expansions[-1]})"
+        elif self._makers:
+            label = f"{label} (made converting {self._makers[0]})"
         self.blockers.append(Blocker(label, op, step, reason, works, key=self._current, name=name, where=where))
         self._steps()[(op, "blocked")] += 1
 

@@ -130,8 +130,9 @@ class Expansion:
         ctx = NodeContext(self.state, node, scope, (src, version), self.target)
         try:
             fn(node, ctx)
-        except ConversionError as e:
-            self._block(label, op, "decompose", str(e), f"targets >= {first}")
+        except ConversionError as e:  # the op itself may not take the node's types at its first version
+            self._block(label, op, "decompose", str(e), f"targets that have {op} for these inputs "
+                        f"(from opset {first})")
             return [node]
         if not ctx.removed:
             raise AssertionError(f"the decomposition of {op} did not replace the node")

@@ -62,15 +62,17 @@ def test_convert_without_output_or_plan_is_a_usage_error(tmp_path, capsys):
 
 @pytest.mark.parametrize("count", [25])
 def test_a_refusal_lists_twenty_blockers_then_a_count(tmp_path, capsys, count):
-    nodes = [helper.make_node("DFT", ["x"], [f"d{i}"], name=f"dft{i}") for i in range(count)]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 1])],
-                              [helper.make_tensor_value_info(f"d{i}", TensorProto.FLOAT, [2, 3, 2])
+    # GridSample (opset 16) has no function body and no decomposition: blocked at 13
+    nodes = [helper.make_node("GridSample", ["x", "grid"], [f"d{i}"], name=f"gs{i}") for i in range(count)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 2]),
+                                           helper.make_tensor_value_info("grid", TensorProto.FLOAT, [1, 2, 2, 2])],
+                              [helper.make_tensor_value_info(f"d{i}", TensorProto.FLOAT, [1, 1, 2, 2])
                                for i in range(count)])
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), tmp_path / "m.onnx")
     assert main(["convert", str(tmp_path / "m.onnx"), "--opset", "13", "-o", str(tmp_path / "o.onnx")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{count} node(s) block it" in err
-    assert err.count("(DFT)") == 20 and f"and {count - 20} more" in err
+    assert err.count("(GridSample)") == 20 and f"and {count - 20} more" in err
     assert not (tmp_path / "o.onnx").exists()
 
 
@@ -111,14 +113,15 @@ def test_plan_json_has_its_schema_status_and_structured_blockers(tmp_path, capsy
     import onnx as _onnx
     from onnx import helper as _h
 
-    model = _h.make_model(_h.make_graph([_h.make_node("DFT", ["x"], ["y"], name="dft")], "g",
-                                        [_h.make_tensor_value_info("x", 1, [1, 8, 1])],
-                                        [_h.make_tensor_value_info("y", 1, [1, 8, 2])]),
+    model = _h.make_model(_h.make_graph([_h.make_node("GridSample", ["x", "grid"], ["y"], name="dft")], "g",
+                                        [_h.make_tensor_value_info("x", 1, [1, 1, 2, 2]),
+                                         _h.make_tensor_value_info("grid", 1, [1, 2, 2, 2])],
+                                        [_h.make_tensor_value_info("y", 1, [1, 1, 2, 2])]),
                           opset_imports=[_h.make_opsetid("", 18)])
     path = str(tmp_path / "dft.onnx")
     _onnx.save(model, path)
-    assert main(["convert", path, "--opset", "16", "--plan", "--json"]) == 2
+    assert main(["convert", path, "--opset", "15", "--plan", "--json"]) == 2
     doc = _json.loads(capsys.readouterr().out)
     assert doc["schema"] == "rewriter.plan/1" and doc["exit_status"] == 2 and not doc["ok"]
     blocker = doc["blockers"][0]
-    assert blocker["name"] == "dft" and blocker["where"] == "main graph" and blocker["op"] == "DFT"
+    assert blocker["name"] == "dft" and blocker["where"] == "main graph" and blocker["op"] == "GridSample"

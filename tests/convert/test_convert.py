@@ -378,8 +378,8 @@ def test_op_newer_than_the_target_is_expanded_into_its_function_body():
 
 def test_op_without_function_body_missing_at_target_names_the_node():
     model = reduce_model(18, np.float32, [1], 1)
-    model.graph.node.append(helper.make_node("DFT", ["out"], ["m"], name="dft"))
-    with pytest.raises(rewriter.RewriterError, match=r"'dft'.*DFT exists only from opset 17 and ONNX "
+    model.graph.node.append(helper.make_node("GridSample", ["out", "out"], ["m"], name="grid"))
+    with pytest.raises(rewriter.RewriterError, match=r"'grid'.*GridSample exists only from opset 16 and ONNX "
                                                      r"defines no function body"):
         convert_model(model, 13)
 
