@@ -131,8 +131,7 @@ class Expansion:
         try:
             fn(node, ctx)
         except ConversionError as e:  # the op itself may not take the node's types at its first version
-            self._block(label, op, "decompose", str(e), f"targets that have {op} for these inputs "
-                        f"(from opset {first})")
+            self._block(label, op, "decompose", str(e), f"targets >= {first} whose {op} takes these inputs")
             return [node]
         if not ctx.removed:
             raise AssertionError(f"the decomposition of {op} did not replace the node")
