@@ -71,7 +71,8 @@ def test_stft_with_a_computed_window(target):
     m.graph.input.extend(keep)
     result = converted(m, target)
     assert "Mul" in {n.op_type for n in result.graph.node}
-    np.testing.assert_allclose(ort(result, feeds)[0], expected[0], rtol=case.rtol, atol=1e-6 * np.abs(expected[0]).max())
+    np.testing.assert_allclose(ort(result, feeds)[0], expected[0], rtol=case.rtol,
+                               atol=1e-6 * np.abs(expected[0]).max())
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if len(c.model.graph.input) > 1], ids=lambda c: c.name)

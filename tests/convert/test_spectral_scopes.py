@@ -39,7 +39,8 @@ def test_dft_in_if_branches():
         return helper.make_graph([helper.make_node("DFT", ["x"], [name], axis=1, inverse=inverse)], name, [],
                                  [helper.make_tensor_value_info(name, TensorProto.FLOAT, [2, 32, 2])])
 
-    g = helper.make_graph([helper.make_node("If", ["c"], ["y"], then_branch=branch("t", 0), else_branch=branch("e", 1))],
+    node = helper.make_node("If", ["c"], ["y"], then_branch=branch("t", 0), else_branch=branch("e", 1))
+    g = helper.make_graph([node],
                           "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 32, 1]),
                                 helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
                           [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 32, 2])])

@@ -155,7 +155,8 @@ def report(out: str) -> int:
             src = os.path.join(out, e["file"])
             feeds = dict(np.load(os.path.join(out, e["sample"])))
             want = dict(np.load(os.path.join(out, e["expected"])))
-            shapes = [a for k, v in e["input_shapes"].items() for a in ("--input-shape", f"{k}:{','.join(map(str, v))}")]
+            shapes = [a for k, v in e["input_shapes"].items()
+                      for a in ("--input-shape", f"{k}:{','.join(map(str, v))}")]
             values = [a for k, v in feeds.items() if v.dtype.kind == "i"
                       for a in ("--input-value", f"{k}:{','.join(map(str, v.reshape(-1)))}")]
             for target in TARGETS:

@@ -19,9 +19,13 @@ cos/sin matrices (``spectral_matrices.py``).
   real one, as ONNX Runtime does (the ONNX docs define rank 3 only).
 
 Types: float and double are computed in their own type; float16 and bfloat16 are cast to float
-and the result cast back (float16 needs a target >= 6, bfloat16 one >= 13, where Cast takes them). Inserted nodes are
-written for opset 13 (Cast, Reshape, Transpose, MatMul, Gather, Conv, Mul; the engine takes them
-to the target).
+and the result cast back (float16 needs a target >= 6, bfloat16 one >= 13, where Cast takes
+them). A double STFT of dynamic length is a double Conv: valid ONNX, but ONNX Runtime's CPU
+kernels have no double Conv. Inserted nodes are written for opset 13 (Cast, Pad, Slice, Reshape,
+Transpose, MatMul, Gather, Conv, Mul; the engine takes them to the target). Refused as the docs
+leave them undefined: RFFT (onesided, forward) of complex input, IRFFT of real input. A declared
+output dim that contradicts what the op computes is corrected (onnx 1.23's shape inference gives
+an STFT without ``onesided`` ``frame_length`` bins, the default 1 computes ``frame_length//2+1``).
 
 **Exactness.** Not bit for bit: the matrix entries are the float64 cos/sin values rounded to the
 compute type, and the sums are taken in another order than an FFT's (a dot product of ``n * channels``
@@ -34,7 +38,6 @@ matrices are refused above :data:`MAX_ELEMENTS` elements.
 from __future__ import annotations
 
 import numpy as np
-import onnx
 from onnx import TensorProto, helper
 
 from rewriter.convert.decompositions import decomposition
