@@ -291,7 +291,6 @@ def _delegate(result: onnx.ModelProto, delegated: set, target: int) -> None:
     """Run onnx.version_converter on the bodies holding delegated nodes, every other
     default-domain node held out of its reach in a private domain."""
     scopes = list(traversal.iter_scopes(result))
-    marked = {id(s.body): s for s in scopes}
     wanted = set(delegated)  # the outputs of each delegated node (value names are unique)
     holding = set()  # bodies whose nodes (or whose subgraphs' nodes) the converter must see
     for scope in scopes:
@@ -308,7 +307,6 @@ def _delegate(result: onnx.ModelProto, delegated: set, target: int) -> None:
             if any(id(g) in holding for g in traversal.subgraphs(node)):
                 continue  # a control-flow node whose body needs the converter goes with it
             node.domain = HOLD_DOMAIN
-    del marked
     if id(result.graph) in holding:
         delegate.convert_main_graph(result, target)
     for fn in result.functions:

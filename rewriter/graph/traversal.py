@@ -15,7 +15,6 @@ import onnx
 
 __all__ = [
     "as_proto",
-    "may_hold",
     "GRAPH_KINDS",
     "TENSOR_KINDS",
     "Scope",
@@ -111,16 +110,6 @@ def ops_with(kinds: frozenset) -> frozenset:
     """The default-domain ops whose schemas declare an attribute of one of ``kinds``: for loops
     that test many nodes (``node.domain not in ("", "ai.onnx") or node.op_type in ops_with(k)``)."""
     return _default_ops_with(kinds)
-
-
-def may_hold(node: onnx.NodeProto, kinds: frozenset) -> bool:
-    """Whether ``node`` can have an attribute of one of ``kinds`` (GRAPH_KINDS, TENSOR_KINDS):
-    any custom-domain node can; a default-domain one only if a schema of its op declares one.
-
-    Reading two strings is cheaper than walking every node's attributes on big graphs.
-    """
-    domain = node.domain
-    return (domain != "" and domain != "ai.onnx") or node.op_type in _default_ops_with(kinds)
 
 
 def subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:

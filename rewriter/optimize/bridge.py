@@ -11,7 +11,6 @@ untouched weights from where they were and the training info survives.
 from __future__ import annotations
 
 import dataclasses
-import os
 import warnings
 
 import onnx
@@ -171,6 +170,3 @@ def _all_nodes(graph: onnx.GraphProto):
             for g in attr.graphs:
                 yield from _all_nodes(g)
 
-
-def base_dir_of(path: str | os.PathLike | None) -> str | None:
-    return None if path is None else os.path.dirname(os.path.abspath(os.fspath(path)))
