@@ -53,7 +53,7 @@ def find_models(dirs, only=None, skip=None) -> list:
     """(name, path, sample npz or None) for every *.onnx directly in each dir."""
     found = []
     for d in dirs:
-        for path in sorted(glob.glob(os.path.join(d, "*.onnx"))):
+        for path in sorted(glob.glob(os.path.join(os.path.abspath(d), "*.onnx"))):
             stem = os.path.splitext(os.path.basename(path))[0]
             if only and not any(s in stem for s in only):
                 continue
@@ -195,13 +195,16 @@ def latency(paths: dict, feeds, runs: int) -> dict:
 
 
 _ENV = dict(os.environ)
+_CWD = ["/"]
 
 
 def run_tool(argv, timeout=900) -> dict:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=_ENV)
+        # cwd: `python -m` puts the working directory first on sys.path, so a run started in a
+        # checkout would import that checkout's rewriter instead of --rewriter-src
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=_ENV, cwd=_CWD[0])
     except subprocess.TimeoutExpired:
         return {"error": f"timeout {timeout}s"}
     wall = time.perf_counter() - t
@@ -427,8 +430,9 @@ def main(args) -> int:
         if not os.path.exists(cmds[t][0]):
             raise SystemExit(f"{t}: {cmds[t][0]} not found (install it in {args.bench_venv})")
     models = find_models(args.models, args.only, args.skip)
-    out_dir = args.keep or os.path.join("/tmp", f"bench_optimize_{os.getpid()}")
+    out_dir = os.path.abspath(args.keep or os.path.join("/tmp", f"bench_optimize_{os.getpid()}"))
     os.makedirs(out_dir, exist_ok=True)
+    _CWD[0] = out_dir
     log = (lambda s: print(s, file=sys.stderr, flush=True))
     load0 = os.getloadavg()
     t0 = time.time()
