@@ -16,7 +16,7 @@ from tests.convert.expressible import why_inexpressible
 from tests.convert.spectral_util import F, close, dft_numpy, graph_model, ort, stft_numpy
 from tests.oracle import assert_valid
 
-SETTINGS = settings(max_examples=70, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 def _oracle(m, target):
