@@ -17,16 +17,13 @@ MatMul then Add by the rounding of the final addition (~1 ulp).
 
 from __future__ import annotations
 
-import logging
 
 import numpy as np
 import onnx_ir as ir
 
-from rewriter.optimize.scopes import graphs_and_functions
+from rewriter.optimize.node_pass import GraphScope, NodeRewritePass
 
 __all__ = ["BatchedMatMulAddToGemmPass"]
-
-logger = logging.getLogger(__name__)
 
 _GEMM_TYPES = frozenset({ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16})
 
@@ -42,20 +39,13 @@ def _single_use(value: ir.Value):
     return uses[0] if len(uses) == 1 else None
 
 
-class BatchedMatMulAddToGemmPass(ir.passes.InPlacePass):
+class BatchedMatMulAddToGemmPass(NodeRewritePass):
     """Rewrite rank >= 3 MatMul + Add read by Reshapes into shared Reshape + Gemm (see the module doc)."""
 
-    def __init__(self):
-        super().__init__()
-        self.rewritten = 0
+    DONE = "rewrote %d MatMul+Add into Gemm"
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        self.rewritten = 0
-        for graph in graphs_and_functions(model):
-            self._graph(graph)
-        if self.rewritten:
-            logger.info("rewrote %d MatMul+Add into Gemm", self.rewritten)
-        return ir.passes.PassResult(model, modified=bool(self.rewritten))
+    def visit_graph(self, scope: GraphScope) -> None:
+        self._graph(scope.graph)
 
     def _graph(self, graph) -> None:
         outputs = frozenset(graph.outputs)
@@ -84,7 +74,7 @@ class BatchedMatMulAddToGemmPass(ir.passes.InPlacePass):
             for reader in readers:
                 reader.replace_input_with(0, gemm.outputs[0])
             graph.remove([add, matmul], safe=True)
-            self.rewritten += 1
+            self.count += 1
 
     def _constant(self, graph, anchor: ir.Node, array: np.ndarray, hint: str) -> ir.Value:
         tensor = ir.tensor(array)

@@ -19,17 +19,14 @@ BatchNormalization folded into them does.
 
 from __future__ import annotations
 
-import logging
 
 import numpy as np
 import onnx_ir as ir
 
-from rewriter.optimize.scopes import graphs_and_functions
+from rewriter.optimize.node_pass import GraphScope, NodeRewritePass
 from rewriter.optimize.values import add_constant, constant_array
 
 __all__ = ["FoldChannelAffineIntoConvPass"]
-
-logger = logging.getLogger(__name__)
 
 _CONVS = frozenset({"Conv", "ConvTranspose"})
 
@@ -61,24 +58,16 @@ def _bias(conv: ir.Node, constant: np.ndarray) -> np.ndarray | None:
     return np.broadcast_to(constant.reshape(-1), (channels,)).astype(constant.dtype)
 
 
-class FoldChannelAffineIntoConvPass(ir.passes.InPlacePass):
+class FoldChannelAffineIntoConvPass(NodeRewritePass):
     """Fold a per-channel constant Add (into the bias of a bias-less Conv/ConvTranspose) or Mul
-    (into a Conv's weights and bias) after it (see the module doc); ``self.folded`` counts them."""
+    (into a Conv's weights and bias) after it (see the module doc); ``self.count`` counts them."""
 
-    def __init__(self):
-        super().__init__()
-        self.folded = 0
+    OPS = frozenset({"Add", "Mul"})
+    DONE = 'folded %d Add/Mul node(s) into the Conv before'
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        self.folded = 0
-        for graph in graphs_and_functions(model):
-            outputs = frozenset(graph.outputs)
-            for node in list(graph):
-                if node.op_type in ("Add", "Mul") and node.domain in ("", "ai.onnx") and len(node.inputs) == 2:
-                    self._fold(graph, node, outputs)
-        if self.folded:
-            logger.info("folded %d Add/Mul node(s) into the Conv before", self.folded)
-        return ir.passes.PassResult(model, modified=bool(self.folded))
+    def visit(self, scope: GraphScope, node: ir.Node) -> None:
+        if len(node.inputs) == 2:
+            self._fold(scope.graph, node, scope.outputs)
 
     def _fold(self, graph, node: ir.Node, outputs) -> None:
         for pos in (0, 1):
@@ -112,7 +101,7 @@ class FoldChannelAffineIntoConvPass(ir.passes.InPlacePass):
             name = result.name
             graph.remove(node, safe=True)
             out.name = name
-            self.folded += 1
+            self.count += 1
             return
 
     @staticmethod

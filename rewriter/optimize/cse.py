@@ -9,15 +9,12 @@ elements, and a node whose output is a graph output (its name is part of the int
 
 from __future__ import annotations
 
-import logging
 
 import onnx_ir as ir
 
-from rewriter.optimize.scopes import graphs_and_functions
+from rewriter.optimize.node_pass import GraphScope, NodeRewritePass
 
 __all__ = ["CommonSubexpressionEliminationPass"]
-
-logger = logging.getLogger(__name__)
 
 _NON_DETERMINISTIC = frozenset("RandomUniform RandomNormal RandomUniformLike RandomNormalLike "
                                "Multinomial Bernoulli".split())
@@ -57,21 +54,18 @@ def _key(node: ir.Node, size_limit: int):
             tuple(id(v) for v in node.inputs), tuple(attrs))
 
 
-class CommonSubexpressionEliminationPass(ir.passes.InPlacePass):
-    """Drop nodes that repeat an earlier node of the same scope (see the module doc)."""
+class CommonSubexpressionEliminationPass(NodeRewritePass):
+    """Drop nodes that repeat an earlier node of the same scope (see the module doc);
+    ``self.count`` counts them."""
+
+    DONE = "merged %d repeated node(s)"
 
     def __init__(self, size_limit: int = 1024):
         super().__init__()
         self.size_limit = size_limit
-        self.removed = 0
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        self.removed = 0
-        for graph in graphs_and_functions(model):
-            self.removed += self._graph(graph)
-        if self.removed:
-            logger.info("merged %d repeated node(s)", self.removed)
-        return ir.passes.PassResult(model, modified=bool(self.removed))
+    def visit_graph(self, scope: GraphScope) -> None:
+        self.count += self._graph(scope.graph)
 
     def _graph(self, graph) -> int:
         seen: dict = {}

@@ -19,17 +19,14 @@ equal names are equal sizes). The region's values get A as their shape.
 
 from __future__ import annotations
 
-import logging
 
 import numpy as np
 import onnx_ir as ir
 
-from rewriter.optimize.scopes import graphs_and_functions
+from rewriter.optimize.node_pass import GraphScope, NodeRewritePass
 from rewriter.optimize.values import constant_array
 
 __all__ = ["RemoveElementwiseReshapesPass"]
-
-logger = logging.getLogger(__name__)
 
 _UNARY = frozenset("""Relu Tanh Sigmoid Erf Exp Log Neg Abs Sqrt Reciprocal Floor Ceil Round Sign
 Softplus Softsign Elu Selu LeakyRelu HardSigmoid HardSwish Gelu Mish Identity Not IsNaN Sin Cos
@@ -104,23 +101,14 @@ def _scalar_constant(value: ir.Value | None, rank: int) -> bool:
     return array is not None and array.size == 1 and array.ndim <= rank
 
 
-class RemoveElementwiseReshapesPass(ir.passes.InPlacePass):
-    """Remove a Reshape pair around element-wise ops (see the module doc); ``self.removed`` counts Reshapes."""
+class RemoveElementwiseReshapesPass(NodeRewritePass):
+    """Remove a Reshape pair around element-wise ops (see the module doc); ``self.count`` counts Reshapes."""
 
-    def __init__(self):
-        super().__init__()
-        self.removed = 0
+    OPS = frozenset({"Reshape"})
+    DONE = 'removed %d Reshape(s) around element-wise ops'
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        self.removed = 0
-        for graph in graphs_and_functions(model):
-            outputs = frozenset(graph.outputs)
-            for node in list(graph):
-                if node.graph is not None and node.op_type == "Reshape" and node.domain in ("", "ai.onnx"):
-                    self._try(graph, node, outputs)
-        if self.removed:
-            logger.info("removed %d Reshape(s) around element-wise ops", self.removed)
-        return ir.passes.PassResult(model, modified=bool(self.removed))
+    def visit(self, scope: GraphScope, node: ir.Node) -> None:
+        self._try(scope.graph, node, scope.outputs)
 
     def _try(self, graph, first: ir.Node, outputs) -> None:
         x, start = first.inputs[0] if first.inputs else None, first.outputs[0]
@@ -178,7 +166,7 @@ class RemoveElementwiseReshapesPass(ir.passes.InPlacePass):
         for end in ends:
             end.outputs[0].replace_all_uses_with(end.inputs[0] if end.inputs[0] is not start else x)
         graph.remove([*ends, first], safe=True)
-        self.removed += 1 + len(ends)
+        self.count += 1 + len(ends)
 
     @staticmethod
     def _reaches(value: ir.Value, start: ir.Value) -> bool:

@@ -10,17 +10,14 @@ result is read by the second one only and is not a graph output. The merged list
 
 from __future__ import annotations
 
-import logging
 
 import numpy as np
 import onnx_ir as ir
 
-from rewriter.optimize.scopes import graphs_and_functions
+from rewriter.optimize.node_pass import GraphScope, NodeRewritePass
 from rewriter.optimize.values import add_constant, constant_array
 
 __all__ = ["MergeSlicesPass"]
-
-logger = logging.getLogger(__name__)
 
 
 def _ints(value: ir.Value | None):
@@ -49,27 +46,15 @@ def _params(node: ir.Node, rank: int | None):
     return starts, ends, axes, steps
 
 
-class MergeSlicesPass(ir.passes.InPlacePass):
-    """Merge chains of Slices on disjoint axes (see the module doc); ``self.merged`` counts them."""
+class MergeSlicesPass(NodeRewritePass):
+    """Merge chains of Slices on disjoint axes (see the module doc); ``self.count`` counts them."""
 
-    def __init__(self):
-        super().__init__()
-        self.merged = 0
+    OPS = frozenset({"Slice"})
+    DONE = "merged %d Slice pair(s)"
+    MIN_OPSET = 10  # Slice's parameters are inputs from 10
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        self.merged = 0
-        for graph in graphs_and_functions(model):
-            imports = graph.opset_imports if isinstance(graph, ir.Function) else model.opset_imports
-            if imports.get("", imports.get("ai.onnx", 1)) < 10:
-                continue
-            outputs = frozenset(graph.outputs)
-            for node in list(graph):
-                if node.graph is None:  # merged away earlier in this walk
-                    continue
-                self._merge(graph, node, outputs)
-        if self.merged:
-            logger.info("merged %d Slice pair(s)", self.merged)
-        return ir.passes.PassResult(model, modified=bool(self.merged))
+    def visit(self, scope: GraphScope, node: ir.Node) -> None:
+        self._merge(scope.graph, node, scope.outputs)
 
     def _merge(self, graph, second: ir.Node, outputs) -> None:
         if second.op_type != "Slice" or second.domain not in ("", "ai.onnx") or not second.inputs:
@@ -96,4 +81,4 @@ class MergeSlicesPass(ir.passes.InPlacePass):
             second.replace_input_with(i, v)
         second.replace_input_with(0, x)
         graph.remove(first, safe=True)
-        self.merged += 1
+        self.count += 1

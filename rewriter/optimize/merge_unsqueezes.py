@@ -11,17 +11,14 @@ second Unsqueeze and is not a graph output.
 
 from __future__ import annotations
 
-import logging
 
 import numpy as np
 import onnx_ir as ir
 
-from rewriter.optimize.scopes import graphs_and_functions
+from rewriter.optimize.node_pass import GraphScope, NodeRewritePass
 from rewriter.optimize.values import add_constant, constant_array
 
 __all__ = ["MergeUnsqueezesPass"]
-
-logger = logging.getLogger(__name__)
 
 
 def _axes(node: ir.Node, opset: int):
@@ -48,25 +45,14 @@ def _normalized(axes: list[int], rank: int | None):
     return sorted(axes)
 
 
-class MergeUnsqueezesPass(ir.passes.InPlacePass):
-    """Merge chained Unsqueezes (see the module doc); ``self.merged`` counts them."""
+class MergeUnsqueezesPass(NodeRewritePass):
+    """Merge chained Unsqueezes (see the module doc); ``self.count`` counts them."""
 
-    def __init__(self):
-        super().__init__()
-        self.merged = 0
+    OPS = frozenset({"Unsqueeze"})
+    DONE = 'merged %d Unsqueeze pair(s)'
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        self.merged = 0
-        for graph in graphs_and_functions(model):
-            imports = graph.opset_imports if isinstance(graph, ir.Function) else model.opset_imports
-            opset = imports.get("", imports.get("ai.onnx", 1))
-            outputs = frozenset(graph.outputs)
-            for node in list(graph):
-                if node.graph is not None and node.op_type == "Unsqueeze" and node.domain in ("", "ai.onnx"):
-                    self._try(graph, node, outputs, opset)
-        if self.merged:
-            logger.info("merged %d Unsqueeze pair(s)", self.merged)
-        return ir.passes.PassResult(model, modified=bool(self.merged))
+    def visit(self, scope: GraphScope, node: ir.Node) -> None:
+        self._try(scope.graph, node, scope.outputs, scope.opset)
 
     def _try(self, graph, second: ir.Node, outputs, opset: int) -> None:
         mid = second.inputs[0] if second.inputs else None
@@ -97,4 +83,4 @@ class MergeUnsqueezesPass(ir.passes.InPlacePass):
             second.attributes["axes"] = ir.AttrInt64s("axes", merged)
         second.replace_input_with(0, x)
         graph.remove(first, safe=True)
-        self.merged += 1
+        self.count += 1

@@ -16,16 +16,13 @@ that are graph outputs (their name is the interface) stay.
 
 from __future__ import annotations
 
-import logging
 
 import numpy as np
 import onnx_ir as ir
 
-from rewriter.optimize.scopes import graphs_and_functions
+from rewriter.optimize.node_pass import GraphScope, NodeRewritePass
 
 __all__ = ["RemoveNeutralArithmeticPass"]
-
-logger = logging.getLogger(__name__)
 
 _NEUTRAL = {"Mul": (1, (0, 1)), "Div": (1, (1,)), "Add": (0, (0, 1)), "Sub": (0, (1,)),
             "And": (True, (0, 1)), "Or": (False, (0, 1))}
@@ -49,36 +46,26 @@ def _keeps_shape(x: ir.Value, constant: np.ndarray, out: ir.Value) -> bool:
     return all(c == 1 or (isinstance(d, int) and d == c) for c, d in zip(constant.shape, dims))
 
 
-class RemoveNeutralArithmeticPass(ir.passes.InPlacePass):
+class RemoveNeutralArithmeticPass(NodeRewritePass):
     """Remove Mul/Div by ones and Add/Sub of zeros that change nothing (see the module doc)."""
 
-    def __init__(self):
-        super().__init__()
-        self.removed = 0
+    OPS = frozenset(_NEUTRAL)
+    DONE = "removed %d neutral arithmetic node(s)"
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        self.removed = 0
-        for graph in graphs_and_functions(model):
-            outputs = frozenset(graph.outputs)
-            for node in list(graph):
-                if node.domain not in ("", "ai.onnx") or node.op_type not in _NEUTRAL or len(node.inputs) != 2:
-                    continue
-                neutral, positions = _NEUTRAL[node.op_type]
-                out = node.outputs[0]
-                if out in outputs:
-                    continue
-                for pos in positions:
-                    array = _constant(node.inputs[pos])
-                    other = node.inputs[1 - pos]
-                    if array is None or other is None or not _keeps_shape(other, array, out):
-                        continue
-                    if array.dtype.kind not in "fiub" or (array.dtype.kind == "b") != (node.op_type in ("And", "Or")) \
-                            or not np.all(array == neutral):
-                        continue
-                    out.replace_all_uses_with(other)
-                    graph.remove(node, safe=True)
-                    self.removed += 1
-                    break
-        if self.removed:
-            logger.info("removed %d neutral arithmetic node(s)", self.removed)
-        return ir.passes.PassResult(model, modified=bool(self.removed))
+    def visit(self, scope: GraphScope, node: ir.Node) -> None:
+        out = node.outputs[0]
+        if len(node.inputs) != 2 or out in scope.outputs:
+            return
+        neutral, positions = _NEUTRAL[node.op_type]
+        for pos in positions:
+            array = _constant(node.inputs[pos])
+            other = node.inputs[1 - pos]
+            if array is None or other is None or not _keeps_shape(other, array, out):
+                continue
+            if array.dtype.kind not in "fiub" or (array.dtype.kind == "b") != (node.op_type in ("And", "Or")) \
+                    or not np.all(array == neutral):
+                continue
+            out.replace_all_uses_with(other)
+            scope.graph.remove(node, safe=True)
+            self.count += 1
+            return

@@ -128,10 +128,9 @@ def _rounds(model, options, report, passes, skipped) -> bool:
                     skipped.setdefault(key, item)
             elif p is shapes and shapes.folded:
                 report.folded["shape arithmetic"] += shapes.folded
-        report.fused += (fusions.applied + conv_affine.folded + neutral.removed + noops.removed + slices.merged
-                         + unsqueezes.merged
-                         + upsample.removed + sandwiches.removed + units.rewritten + gemm.rewritten + shapes.reshapes)
-        report.merged += cse.removed
+        report.fused += fusions.applied + shapes.reshapes + sum(
+            p.count for p in (conv_affine, neutral, noops, slices, unsqueezes, upsample, sandwiches, units, gemm))
+        report.merged += cse.count
         report.removed_nodes += unused.removed_nodes
         report.removed_initializers += unused.removed_initializers
         report.rounds = round_ + 1

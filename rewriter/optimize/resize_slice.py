@@ -16,18 +16,15 @@ result is not a graph output. The Resize stays while something else reads it.
 
 from __future__ import annotations
 
-import logging
 import math
 from fractions import Fraction
 
 import onnx_ir as ir
 
-from rewriter.optimize.scopes import graphs_and_functions
+from rewriter.optimize.node_pass import GraphScope, NodeRewritePass
 from rewriter.optimize.values import constant_array
 
 __all__ = ["RemoveUpsampleSubsamplePass"]
-
-logger = logging.getLogger(__name__)
 
 _MODES = ("asymmetric", "half_pixel", "pytorch_half_pixel", "tf_half_pixel_for_nn")
 
@@ -106,23 +103,14 @@ def _slice_indices(node: ir.Node, shape: list[int]):
     return kept
 
 
-class RemoveUpsampleSubsamplePass(ir.passes.InPlacePass):
+class RemoveUpsampleSubsamplePass(NodeRewritePass):
     """Replace ``Slice(Resize(x))`` that gives back ``x`` by ``x`` (see the module doc)."""
 
-    def __init__(self):
-        super().__init__()
-        self.removed = 0
+    OPS = frozenset({"Slice"})
+    DONE = 'removed %d Slice(s) that undo a nearest upsample'
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        self.removed = 0
-        for graph in graphs_and_functions(model):
-            outputs = frozenset(graph.outputs)
-            for node in list(graph):
-                if node.op_type == "Slice" and node.domain in ("", "ai.onnx") and node.graph is not None:
-                    self._try(graph, node, outputs)
-        if self.removed:
-            logger.info("removed %d Slice(s) that undo a nearest upsample", self.removed)
-        return ir.passes.PassResult(model, modified=bool(self.removed))
+    def visit(self, scope: GraphScope, node: ir.Node) -> None:
+        self._try(scope.graph, node, scope.outputs)
 
     def _try(self, graph, node: ir.Node, outputs) -> None:
         up = node.inputs[0] if node.inputs else None
@@ -158,4 +146,4 @@ class RemoveUpsampleSubsamplePass(ir.passes.InPlacePass):
             return
         node.outputs[0].replace_all_uses_with(x)
         graph.remove(node, safe=True)
-        self.removed += 1
+        self.count += 1

@@ -16,17 +16,14 @@ stays (its name is the interface), and so does anything outside the default doma
 
 from __future__ import annotations
 
-import logging
 
 import numpy as np
 import onnx_ir as ir
 
-from rewriter.optimize.scopes import graphs_and_functions
+from rewriter.optimize.node_pass import GraphScope, NodeRewritePass
 from rewriter.optimize.values import constant_array
 
 __all__ = ["RemoveStaticNoOpsPass"]
-
-logger = logging.getLogger(__name__)
 
 
 def _const_ints(value: ir.Value | None):
@@ -83,36 +80,20 @@ def _dropout_is_identity(node: ir.Node, opset: int) -> bool:
     return _attr_int(node, "is_test", 0) == 1
 
 
-class RemoveStaticNoOpsPass(ir.passes.InPlacePass):
-    """Drop identity Reshapes and inference Dropouts (see the module doc); ``self.removed`` counts them."""
+class RemoveStaticNoOpsPass(NodeRewritePass):
+    """Drop identity Reshapes and inference Dropouts (see the module doc); ``self.count`` counts them."""
 
-    def __init__(self):
-        super().__init__()
-        self.removed = 0
+    OPS = frozenset({"Reshape", "Dropout"})
+    DONE = "removed %d identity Reshape/Dropout node(s)"
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        self.removed = 0
-        for graph in graphs_and_functions(model):
-            imports = graph.opset_imports if isinstance(graph, ir.Function) else model.opset_imports
-            opset = imports.get("", imports.get("ai.onnx", 1))
-            outputs = frozenset(graph.outputs)
-            for node in list(graph):
-                if node.domain not in ("", "ai.onnx") or node.outputs[0] in outputs:
-                    continue
-                if node.op_type == "Reshape":
-                    same = _reshape_is_identity(node)
-                elif node.op_type == "Dropout":
-                    same = _dropout_is_identity(node, opset)
-                else:
-                    continue
-                if not same or any(o in outputs for o in node.outputs):
-                    continue
-                out, data = node.outputs[0], node.inputs[0]
-                if out.dtype is not None and data.dtype is not None and out.dtype != data.dtype:
-                    continue
-                out.replace_all_uses_with(data)
-                graph.remove(node, safe=True)
-                self.removed += 1
-        if self.removed:
-            logger.info("removed %d identity Reshape/Dropout node(s)", self.removed)
-        return ir.passes.PassResult(model, modified=bool(self.removed))
+    def visit(self, scope: GraphScope, node: ir.Node) -> None:
+        outputs = scope.outputs
+        if any(o in outputs for o in node.outputs):
+            return
+        same = _reshape_is_identity(node) if node.op_type == "Reshape" else _dropout_is_identity(node, scope.opset)
+        out, data = node.outputs[0], node.inputs[0]
+        if not same or out.dtype is not None and data.dtype is not None and out.dtype != data.dtype:
+            return
+        out.replace_all_uses_with(data)
+        scope.graph.remove(node, safe=True)
+        self.count += 1

@@ -19,15 +19,12 @@ Reshape's result name and readers are kept.
 
 from __future__ import annotations
 
-import logging
 
 import onnx_ir as ir
 
-from rewriter.optimize.scopes import graphs_and_functions
+from rewriter.optimize.node_pass import GraphScope, NodeRewritePass
 
 __all__ = ["FoldUnitReshapesIntoTransposePass"]
-
-logger = logging.getLogger(__name__)
 
 
 def _dims(value: ir.Value | None):
@@ -76,23 +73,14 @@ def _perm(node: ir.Node, rank: int):
     return list(attr.as_ints())
 
 
-class FoldUnitReshapesIntoTransposePass(ir.passes.InPlacePass):
+class FoldUnitReshapesIntoTransposePass(NodeRewritePass):
     """Replace unit-dim Reshape -> Transpose -> Reshape by one Transpose (see the module doc)."""
 
-    def __init__(self):
-        super().__init__()
-        self.rewritten = 0
+    OPS = _RESHAPES
+    DONE = 'folded %d Reshape/Transpose/Reshape chain(s) into a Transpose'
 
-    def call(self, model: ir.Model) -> ir.passes.PassResult:
-        self.rewritten = 0
-        for graph in graphs_and_functions(model):
-            outputs = frozenset(graph.outputs)
-            for node in list(graph):
-                if node.graph is not None and node.op_type in _RESHAPES and node.domain in ("", "ai.onnx"):
-                    self._try(graph, node, outputs)
-        if self.rewritten:
-            logger.info("folded %d Reshape/Transpose/Reshape chain(s) into a Transpose", self.rewritten)
-        return ir.passes.PassResult(model, modified=bool(self.rewritten))
+    def visit(self, scope: GraphScope, node: ir.Node) -> None:
+        self._try(scope.graph, node, scope.outputs)
 
     def _try(self, graph, first: ir.Node, outputs) -> None:
         if not first.inputs or first.inputs[0] is None:
@@ -133,4 +121,4 @@ class FoldUnitReshapesIntoTransposePass(ir.passes.InPlacePass):
         out.replace_all_uses_with(new)
         graph.remove([last, transpose, first], safe=True)
         new.name = out.name
-        self.rewritten += 1
+        self.count += 1
