@@ -317,7 +317,15 @@ def main(argv=None) -> int:
     parser.add_argument("--bench-venv", default="/work/venvs/bench", help="venv holding onnxslim and onnxsim")
     parser.add_argument("--rewriter-src", metavar="DIR", help="with --models: run `python -m rewriter` from this "
                         "folder (e.g. `git archive HEAD rewriter | tar -x -C DIR`), not the installed one")
+    parser.add_argument("--from-json", metavar="FILE", help="print the report of a saved --json-out file (also a "
+                        "partial one) and exit; with --markdown also as a Markdown table")
+    parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args(argv)
+    if args.from_json:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import optimize_real
+
+        return optimize_real.from_json(args.from_json, args.markdown)
     if args.models:
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         import optimize_real

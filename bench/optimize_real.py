@@ -420,6 +420,48 @@ def _versions(bench_venv) -> dict:
     return out
 
 
+def markdown(results, tools) -> str:
+    """Per model nodes in / each tool (bold: fewest among valid results; '!' invalid or
+    different), whole-process wall median, ORT latency ratio vs the source."""
+    head = "| model | nodes in | " + " | ".join(tools) + " | " + " | ".join(f"{t} s" for t in tools) + \
+        " | " + " | ".join(f"{t} ORT x" for t in tools) + " |"
+    lines = [head, "|" + "---|" * (2 + 3 * len(tools))]
+    for name, r in results.items():
+        valid = [r["tools"][t]["nodes"] for t in tools if r["tools"][t].get("valid")]
+        best = min(valid) if valid else None
+        cells = []
+        for t in tools:
+            tr = r["tools"][t]
+            if "nodes" not in tr:
+                cells.append("error")
+                continue
+            c = str(tr["nodes"]) + ("" if tr.get("valid") else "!")
+            cells.append(f"**{c}**" if tr.get("valid") and tr["nodes"] == best else c)
+        secs = [f"{med(r['tools'][t]['wall']):.2f}" if r["tools"][t]["wall"] else "-" for t in tools]
+        src = r["source"].get("ort_run")
+        lat = [f"{med(r['tools'][t]['ort_run']) / med(src):.2f}" if src and r["tools"][t].get("ort_run") else "-"
+               for t in tools]
+        lines.append(f"| {name} | {r['source']['nodes']} | " + " | ".join(cells) + " | " + " | ".join(secs)
+                     + " | " + " | ".join(lat) + " |")
+    return "\n".join(lines)
+
+
+def from_json(path, markdown_too=False) -> int:
+    """Print the report of a saved (possibly partial) --json-out file."""
+    data = json.load(open(path))
+    meta, results = data["meta"], data["results"]
+    tools = meta["tools"]
+    done = {n: r for n, r in results.items() if all("nodes" in r["tools"][t] or "error" in r["tools"][t] for t in tools)}
+    print(f"from {path}: {meta.get('done', '?')}; {len(done)} of {len(results)} models measured")
+    print(report(done, tools, meta.get("reps", "?"), meta.get("runs", "?")))
+    print()
+    print(latency_table(done, tools))
+    if markdown_too:
+        print()
+        print(markdown(done, tools))
+    return 0
+
+
 def main(args) -> int:
     """Entry from bench_optimize.py --models DIR ..."""
     tools = [t for t in args.tools.split(",")]
