@@ -22,6 +22,7 @@ import numpy as np
 import onnx_ir as ir
 
 from rewriter.optimize.node_pass import GraphScope, NodeRewritePass
+from rewriter.optimize.values import add_constant
 
 __all__ = ["BatchedMatMulAddToGemmPass"]
 
@@ -37,6 +38,10 @@ def _const(value: ir.Value | None):
 def _single_use(value: ir.Value):
     uses = value.uses()
     return uses[0] if len(uses) == 1 else None
+
+
+def _constant(graph, anchor: ir.Node, array: np.ndarray, hint: str) -> ir.Value:
+    return add_constant(graph, anchor, array, f"{anchor.outputs[0].name}_{hint}")
 
 
 class BatchedMatMulAddToGemmPass(NodeRewritePass):
@@ -58,7 +63,7 @@ class BatchedMatMulAddToGemmPass(NodeRewritePass):
             key = (x, k)
             flat = flattened.get(key)
             if flat is None:
-                shape = self._constant(graph, matmul, np.array([-1, k], dtype=np.int64), "flat_shape")
+                shape = _constant(graph, matmul, np.array([-1, k], dtype=np.int64), "flat_shape")
                 reshape = ir.node("Reshape", [x, shape], name=f"{matmul.name}_flatten" if matmul.name else "")
                 graph.insert_before(matmul, reshape)
                 flat = reshape.outputs[0]
@@ -66,7 +71,7 @@ class BatchedMatMulAddToGemmPass(NodeRewritePass):
                 flattened[key] = flat
             b = bias
             if len(bias.shape) != 1:
-                b = self._constant(graph, matmul, bias.const_value.numpy().reshape(-1), "bias")
+                b = _constant(graph, matmul, bias.const_value.numpy().reshape(-1), "bias")
             gemm = ir.node("Gemm", [flat, w, b], name=matmul.name)
             gemm.metadata_props.update(matmul.metadata_props)
             graph.insert_before(matmul, gemm)
@@ -75,18 +80,6 @@ class BatchedMatMulAddToGemmPass(NodeRewritePass):
                 reader.replace_input_with(0, gemm.outputs[0])
             graph.remove([add, matmul], safe=True)
             self.count += 1
-
-    def _constant(self, graph, anchor: ir.Node, array: np.ndarray, hint: str) -> ir.Value:
-        tensor = ir.tensor(array)
-        if isinstance(graph, ir.Graph):
-            value = ir.Value(name=None, type=ir.TensorType(tensor.dtype), shape=tensor.shape, const_value=tensor)
-            graph.register_initializer(_named(value, graph, anchor, hint))
-            return value
-        node = ir.node("Constant", [], attributes={"value": tensor})
-        graph.insert_before(anchor, node)
-        out = node.outputs[0]
-        out.const_value, out.dtype, out.shape = tensor, tensor.dtype, tensor.shape
-        return out
 
     def _match(self, matmul: ir.Node, outputs):
         if matmul.op_type != "MatMul" or matmul.domain not in ("", "ai.onnx") or len(matmul.inputs) != 2:
@@ -129,11 +122,3 @@ class BatchedMatMulAddToGemmPass(NodeRewritePass):
         return x, w, add, bias, readers, k
 
 
-def _named(value: ir.Value, graph: ir.Graph, anchor: ir.Node, hint: str) -> ir.Value:
-    base = f"{anchor.outputs[0].name}_{hint}"
-    name, i = base, 0
-    while name in graph.initializers:
-        i += 1
-        name = f"{base}_{i}"
-    value.name = name
-    return value

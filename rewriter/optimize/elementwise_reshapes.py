@@ -24,7 +24,7 @@ import numpy as np
 import onnx_ir as ir
 
 from rewriter.optimize.node_pass import GraphScope, NodeRewritePass
-from rewriter.optimize.values import constant_array
+from rewriter.optimize.values import constant_array, named_dims
 
 __all__ = ["RemoveElementwiseReshapesPass"]
 
@@ -34,27 +34,12 @@ Tan Asin Acos Atan Sinh Cosh Asinh Acosh Atanh ThresholdedRelu Celu""".split())
 _BINARY = frozenset("Add Sub Mul Div Pow Max Min".split())
 
 
-def _named(value: ir.Value | None):
-    """Dims as ints or ("sym", name) (equal names are equal sizes); None if any is unknown."""
-    if value is None or value.shape is None:
-        return None
-    dims = []
-    for d in value.shape.dims:
-        if isinstance(d, int):
-            dims.append(d)
-        elif isinstance(d, ir.SymbolicDim) and d.value:
-            dims.append(("sym", d.value))
-        else:
-            return None
-    return tuple(dims)
-
-
 def _gives(node: ir.Node, data_shape: tuple, expected: tuple) -> bool:
     """Whether the Reshape ``node`` turns ``data_shape`` into ``expected``: computed from its
     constant shape when every dim is static, else read from its (inferred) output shape."""
     if all(isinstance(d, int) for d in data_shape):
         return _reshape_target(node, data_shape) == expected
-    return _reshape_target_known(node) and _named(node.outputs[0]) == expected
+    return _reshape_target_known(node) and named_dims(node.outputs[0]) == expected
 
 
 def _reshape_target_known(node: ir.Node) -> bool:
@@ -112,8 +97,8 @@ class RemoveElementwiseReshapesPass(NodeRewritePass):
 
     def _try(self, graph, first: ir.Node, outputs) -> None:
         x, start = first.inputs[0] if first.inputs else None, first.outputs[0]
-        a = _named(x)
-        b = _named(start)
+        a = named_dims(x)
+        b = named_dims(start)
         if a is None or b is None or a == b or not _gives(first, a, b) or start in outputs:
             return
         rank = min(len(a), len(b))
@@ -145,7 +130,7 @@ class RemoveElementwiseReshapesPass(NodeRewritePass):
                 else:
                     return
                 out = node.outputs[0]
-                if out in outputs or _named(out) not in (None, b):
+                if out in outputs or named_dims(out) not in (None, b):
                     return
                 region.append(node)
                 inside.add(out)

@@ -15,26 +15,19 @@ import numpy as np
 import onnx_ir as ir
 
 from rewriter.optimize.node_pass import GraphScope, NodeRewritePass
-from rewriter.optimize.values import add_constant, constant_array
+from rewriter.optimize.values import add_constant, const_ints
 
 __all__ = ["MergeSlicesPass"]
-
-
-def _ints(value: ir.Value | None):
-    array = constant_array(value, max_size=64)
-    if array is None or array.dtype not in (np.int64, np.int32) or array.ndim != 1:
-        return None
-    return [int(v) for v in array]
 
 
 def _params(node: ir.Node, rank: int | None):
     """(starts, ends, axes, steps) with non-negative axes, or None."""
     inputs = list(node.inputs) + [None] * (5 - len(node.inputs))
-    starts, ends = _ints(inputs[1]), _ints(inputs[2])
+    starts, ends = const_ints(inputs[1]), const_ints(inputs[2])
     if starts is None or ends is None or len(starts) != len(ends):
         return None
-    axes = list(range(len(starts))) if inputs[3] is None else _ints(inputs[3])
-    steps = [1] * len(starts) if inputs[4] is None else _ints(inputs[4])
+    axes = list(range(len(starts))) if inputs[3] is None else const_ints(inputs[3])
+    steps = [1] * len(starts) if inputs[4] is None else const_ints(inputs[4])
     if axes is None or steps is None or len(axes) != len(starts) or len(steps) != len(starts):
         return None
     if any(a < 0 for a in axes):

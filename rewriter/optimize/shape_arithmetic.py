@@ -96,12 +96,9 @@ def _fits(elements: list[int], dtype: ir.DataType) -> bool:
     return all(info.min <= e <= info.max for e in elements)
 
 
-def _arithmetic(op: str, a, b):
-    """``a op b`` on shape vectors whose elements are all known ints (a scalar broadcasts):
-    exact integer arithmetic; Div only of non-negative ints by positive ones (where C's
-    truncating division, ONNX Runtime's, and floor division agree)."""
-    if a is None or b is None or not all(isinstance(e, int) for e in a[0] + b[0]):
-        return None
+def _aligned(a, b):
+    """Two shape vectors as element lists of one length (a scalar or a 1-element vector
+    broadcasts), and whether the result is a scalar; None when they do not broadcast."""
     (x, x_scalar), (y, y_scalar) = a, b
     if len(x) != len(y):
         if x_scalar and len(x) == 1:
@@ -110,11 +107,24 @@ def _arithmetic(op: str, a, b):
             y = y * len(x)
         else:
             return None
+    return x, y, x_scalar and y_scalar
+
+
+def _arithmetic(op: str, a, b):
+    """``a op b`` on shape vectors whose elements are all known ints (a scalar broadcasts):
+    exact integer arithmetic; Div only of non-negative ints by positive ones (where C's
+    truncating division, ONNX Runtime's, and floor division agree)."""
+    if a is None or b is None or not all(isinstance(e, int) for e in a[0] + b[0]):
+        return None
+    aligned = _aligned(a, b)
+    if aligned is None:
+        return None
+    x, y, scalar = aligned
     if op == "Div" and not all(p >= 0 and q > 0 for p, q in zip(x, y)):
         return None
     result = [p + q if op == "Add" else p - q if op == "Sub" else p * q if op == "Mul" else p // q
               for p, q in zip(x, y)]
-    return result, x_scalar and y_scalar
+    return result, scalar
 
 
 def _equal(a, b):
@@ -123,14 +133,10 @@ def _equal(a, b):
     ``Where(Equal(shape, -1), 1, shape)``). Run-time values of other ops decide nothing."""
     if a is None or b is None:
         return None
-    (x, x_scalar), (y, y_scalar) = a, b
-    if len(x) != len(y):
-        if x_scalar and len(x) == 1:
-            x = x * len(y)
-        elif y_scalar and len(y) == 1:
-            y = y * len(x)
-        else:
-            return None
+    aligned = _aligned(a, b)
+    if aligned is None:
+        return None
+    x, y, scalar = aligned
     result = []
     for p, q in zip(x, y):
         if isinstance(p, int) and isinstance(q, int):
@@ -139,7 +145,7 @@ def _equal(a, b):
             result.append(False)
         else:
             return None
-    return result, x_scalar and y_scalar
+    return result, scalar
 
 
 class FoldShapeArithmeticPass(ir.passes.InPlacePass):

@@ -17,20 +17,12 @@ stays (its name is the interface), and so does anything outside the default doma
 from __future__ import annotations
 
 
-import numpy as np
 import onnx_ir as ir
 
 from rewriter.optimize.node_pass import GraphScope, NodeRewritePass
-from rewriter.optimize.values import constant_array
+from rewriter.optimize.values import const_ints, constant_array
 
 __all__ = ["RemoveStaticNoOpsPass"]
-
-
-def _const_ints(value: ir.Value | None):
-    array = constant_array(value, max_size=64)
-    if array is None or array.dtype not in (np.int64, np.int32) or array.ndim != 1:
-        return None
-    return [int(v) for v in array]
 
 
 def _attr_int(node: ir.Node, name: str, default: int) -> int | None:
@@ -43,7 +35,7 @@ def _attr_int(node: ir.Node, name: str, default: int) -> int | None:
 def _reshape_is_identity(node: ir.Node) -> bool:
     if len(node.inputs) != 2 or node.inputs[0] is None:
         return False
-    data, target = node.inputs[0], _const_ints(node.inputs[1])
+    data, target = node.inputs[0], const_ints(node.inputs[1])
     allowzero = _attr_int(node, "allowzero", 0)
     if target is None or allowzero is None or data.shape is None or len(target) != len(data.shape):
         return False

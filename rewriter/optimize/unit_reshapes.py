@@ -23,24 +23,9 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from rewriter.optimize.node_pass import GraphScope, NodeRewritePass
+from rewriter.optimize.values import named_dims
 
 __all__ = ["FoldUnitReshapesIntoTransposePass"]
-
-
-def _dims(value: ir.Value | None):
-    """The dims of ``value``: ints, or names of symbolic dims (equal names are equal sizes);
-    None when the rank or an unnamed dim is unknown."""
-    if value is None or value.shape is None:
-        return None
-    dims = []
-    for d in value.shape.dims:
-        if isinstance(d, int):
-            dims.append(d)
-        elif isinstance(d, ir.SymbolicDim) and d.value:
-            dims.append(("sym", d.value))
-        else:
-            return None
-    return dims
 
 
 def _big(dims: list[int]) -> list[int]:
@@ -73,6 +58,10 @@ def _perm(node: ir.Node, rank: int):
     return list(attr.as_ints())
 
 
+def _as_list(dims):
+    return None if dims is None else list(dims)
+
+
 class FoldUnitReshapesIntoTransposePass(NodeRewritePass):
     """Replace unit-dim Reshape -> Transpose -> Reshape by one Transpose (see the module doc)."""
 
@@ -94,7 +83,7 @@ class FoldUnitReshapesIntoTransposePass(NodeRewritePass):
             return
         if last.outputs[0] in outputs or transpose.graph is not first.graph or last.graph is not first.graph:
             return  # a reader inside a subgraph stays where it is
-        a, b, t, c = (_dims(v) for v in (x, first.outputs[0], transpose.outputs[0], last.outputs[0]))
+        a, b, t, c = (_as_list(named_dims(v)) for v in (x, first.outputs[0], transpose.outputs[0], last.outputs[0]))
         if a is None or b is None or t is None or c is None or len(a) != len(c):
             return
         perm = _perm(transpose, len(b))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import onnx_ir as ir
 
-__all__ = ["constant_array", "add_constant"]
+__all__ = ["constant_array", "add_constant", "const_ints", "named_dims"]
 
 _LIST_ATTRS = {"value_ints": np.int64, "value_floats": np.float32}
 _SCALAR_ATTRS = {"value_int": np.int64, "value_float": np.float32}
@@ -57,3 +57,27 @@ def add_constant(graph, anchor: ir.Node, array: np.ndarray, hint: str) -> ir.Val
     out = node.outputs[0]
     out.const_value, out.dtype, out.shape = tensor, tensor.dtype, tensor.shape
     return out
+
+
+def const_ints(value: ir.Value | None) -> list[int] | None:
+    """A short constant 1-D int64/int32 vector (axes, starts, a shape) as a list of ints."""
+    array = constant_array(value, max_size=64)
+    if array is None or array.dtype not in (np.int64, np.int32) or array.ndim != 1:
+        return None
+    return [int(v) for v in array]
+
+
+def named_dims(value: ir.Value | None) -> tuple | None:
+    """The dims of ``value`` as ints or ``("sym", name)`` (equal names are equal sizes); None
+    when the rank or an unnamed dim is unknown."""
+    if value is None or value.shape is None:
+        return None
+    dims = []
+    for d in value.shape.dims:
+        if isinstance(d, int):
+            dims.append(d)
+        elif isinstance(d, ir.SymbolicDim) and d.value:
+            dims.append(("sym", d.value))
+        else:
+            return None
+    return tuple(dims)
