@@ -256,7 +256,8 @@ def verify_shapes(model: ModelLike) -> list[ShapeProblem]:
 
 
 def verify_numerics(original: ModelLike, rewritten: ModelLike, *, seed: int = 0, rtol: float | None = None,
-                    atol: float | None = None, input_shapes: dict[str, list[int]] | None = None) -> NumericsReport:
+                    atol: float | None = None, input_shapes: dict[str, list[int]] | None = None,
+                    input_values: dict[str, Any] | None = None) -> NumericsReport:
     """Run two models on the same random inputs and compare every output.
 
     ONNX Runtime runs both when it can, ``onnx.reference`` otherwise. Floats compare with a
@@ -268,6 +269,11 @@ def verify_numerics(original: ModelLike, rewritten: ModelLike, *, seed: int = 0,
         seed: seed of the random inputs.
         rtol, atol: tolerances for every float output instead of the per-type defaults.
         input_shapes: graph input name -> dims, pinning dynamic dims (default: each symbol is 2).
+        input_values: graph input name -> values (a list, or one number for a scalar) fed instead
+            of random ones (a sample rate, a length, token ids), as ``--input-value`` does.
+
+    ONNX Runtime runs in a child process: a crash there (random inputs can make a model divide
+    an integer by zero) is reported as a reason, and ``onnx.reference`` is tried instead.
 
     Returns:
         A ``NumericsReport``: ``.ok``, one comparison per output, the engines used.
@@ -285,7 +291,8 @@ def verify_numerics(original: ModelLike, rewritten: ModelLike, *, seed: int = 0,
 
     a, _, base_a = _open(original)
     b, _, base_b = _open(rewritten)
-    return _verify(a, b, seed=seed, rtol=rtol, atol=atol, input_shapes=input_shapes, base_dirs=(base_a, base_b))
+    return _verify(a, b, seed=seed, rtol=rtol, atol=atol, input_shapes=input_shapes, base_dirs=(base_a, base_b),
+                   input_values=input_values)
 
 
 def _version() -> str:

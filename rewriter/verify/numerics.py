@@ -45,6 +45,7 @@ import onnx
 from rewriter.graph import traversal
 from rewriter.errors import RewriterError
 from rewriter.io.tensors import EXTERNAL, all_tensors
+from rewriter.verify.isolated import run_isolated
 from rewriter.verify.random_inputs import SYMBOL_SIZE, axes_from_inputs, random_inputs
 
 __all__ = ["OutputComparison", "NumericsReport", "verify_numerics", "random_inputs", "TOLERANCES"]
@@ -178,7 +179,13 @@ def _cut(text: str, limit: int = 300) -> str:
     return text[:limit].rsplit(" ", 1)[0] + " ..."
 
 
-_BACKENDS = {"onnxruntime": _run_ort, "reference": _run_reference}
+def _run_ort_isolated(model, feeds: dict) -> list[np.ndarray]:
+    """ONNX Runtime in a child process: random inputs can make it crash (an integer division
+    by zero is SIGFPE), which then is a reason the check names, not the end of the command."""
+    return run_isolated(_run_ort, model, feeds)
+
+
+_BACKENDS = {"onnxruntime": _run_ort_isolated, "reference": _run_reference}
 
 
 def _try(model, feeds, backend, cache, opset) -> list | None:
