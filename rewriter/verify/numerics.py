@@ -210,12 +210,18 @@ def _elem_of(array: np.ndarray) -> int:
 
 
 def _compare(name: str, elem: int, a: np.ndarray, b: np.ndarray, rtol: float | None = None,
-             atol: float | None = None) -> OutputComparison:
+             atol: float | None = None, scale_atol: float = 0.0) -> OutputComparison:
     dtype = onnx.TensorProto.DataType.Name(elem).lower() if elem else str(a.dtype)
     default_rtol, default_atol = TOLERANCES.get(elem, (0.0, 0.0))
     rtol = default_rtol if rtol is None else rtol
     atol = default_atol if atol is None else atol
-    tol = "exact" if elem not in TOLERANCES else f"rtol={rtol:g}, atol={atol:g}"
+    scaled = ""
+    if scale_atol and elem in TOLERANCES and a.size and a.dtype.kind == "f":
+        finite = np.abs(a[np.isfinite(a)].astype(np.float64))
+        largest = float(finite.max()) if finite.size else 0.0
+        if scale_atol * largest > atol:
+            atol, scaled = scale_atol * largest, f" ({scale_atol:g} x max|output| {largest:.3g}: reordered sums)"
+    tol = "exact" if elem not in TOLERANCES else f"rtol={rtol:g}, atol={atol:g}{scaled}"
     if a.dtype != b.dtype:
         return OutputComparison(name, dtype, None, tol, False, f"dtype {a.dtype} vs {b.dtype}")
     if a.shape != b.shape:
@@ -250,7 +256,7 @@ def _compare_floats(name, dtype, tol, x, y, rtol, atol) -> OutputComparison:
 def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = None,
                     atol: float | None = None, input_shapes: dict[str, list[int]] | None = None,
                     base_dirs: tuple[str | None, str | None] = (None, None),
-                    input_values: dict[str, list] | None = None) -> NumericsReport:
+                    input_values: dict[str, list] | None = None, scale_atol: float = 0.0) -> NumericsReport:
     """Run both models on the same random inputs and compare every output (see module doc).
 
     Args:
@@ -262,6 +268,9 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
             instead of random ones (a sample rate, a flag, token ids).
         base_dirs: directories the two models' external data is relative to, when the
             references do not carry it (models from :func:`rewriter.io.load_model` do).
+        scale_atol: for float outputs, an absolute tolerance of at least this times the largest
+            magnitude of the original's output (for rewrites that reorder long float sums, such
+            as a DFT written as a MatMul: their error grows with the output's scale).
 
     Raises:
         RewriterError: the original model cannot be run or fed (a graph input gives a
@@ -299,7 +308,7 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
         j = names_b.index(name) if by_name else i
         elem = a.graph.output[i].type.tensor_type.elem_type or _elem_of(outs_a[i])
         label = name if by_name or names_b[j] == name else f"{name} / {names_b[j]}"
-        comparisons.append(_compare(label, elem, outs_a[i], outs_b[j], rtol, atol))
+        comparisons.append(_compare(label, elem, outs_a[i], outs_b[j], rtol, atol, scale_atol))
     return NumericsReport(comparisons, be_a, be_b, seed, fallback=fallback)
 
 
