@@ -211,6 +211,7 @@ class _Report:
     def __init__(self, target):
         self.source_opset, self.target_opset = 13, target
         self.source_ml_opset = self.target_ml_opset = None
+        self.decomposed = {}
 
     def summary_lines(self):
         return []
