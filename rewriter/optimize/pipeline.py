@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 
 import onnx_ir as ir
@@ -69,26 +70,20 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
     unnamed = {id(n) for n in original if not n.name}
     known = {id(n) for n in original}
     names = {n.name for n in original}
-    fold = FoldConstantsPass(fold_limit=options.fold_limit, int_overflow=options.int_overflow)
-    fusions = FusionsPass()
-    conv_affine = FoldChannelAffineIntoConvPass()
-    shapes = FoldShapeArithmeticPass()
-    neutral = RemoveNeutralArithmeticPass()
-    gemm = BatchedMatMulAddToGemmPass()
-    noops = RemoveStaticNoOpsPass()
-    slices = MergeSlicesPass()
-    unsqueezes = MergeUnsqueezesPass()
-    sandwiches = RemoveElementwiseReshapesPass()
-    units = FoldUnitReshapesIntoTransposePass()
-    upsample = RemoveUpsampleSubsamplePass()
-    cse = CommonSubexpressionEliminationPass()
-    unused = RemoveUnusedPass(allow_removing_custom_ops=options.allow_removing_custom_ops, keep=keep)
+    passes = _Passes(
+        fold=FoldConstantsPass(fold_limit=options.fold_limit, int_overflow=options.int_overflow),
+        shapes=FoldShapeArithmeticPass(), fusions=FusionsPass(),
+        # each counted as a fusion or simplification, run in this order after the fusions
+        rewrites=(FoldChannelAffineIntoConvPass(), RemoveNeutralArithmeticPass(), RemoveStaticNoOpsPass(),
+                  MergeSlicesPass(), MergeUnsqueezesPass(), RemoveUpsampleSubsamplePass(),
+                  RemoveElementwiseReshapesPass(), FoldUnitReshapesIntoTransposePass(), BatchedMatMulAddToGemmPass()),
+        cse=CommonSubexpressionEliminationPass(),
+        unused=RemoveUnusedPass(allow_removing_custom_ops=options.allow_removing_custom_ops, keep=keep))
+    unused = passes.unused
     skipped: dict = {}
     modified = LiftBatchNormParametersPass()(model).modified  # fused in the first round, not the next run
     hidden = hide_overridable(model)  # no rule may read an overridable initializer as a constant
     try:
-        passes = (fold, shapes, fusions, conv_affine, neutral, noops, slices, unsqueezes, upsample, sandwiches, units,
-                  gemm, cse, unused)
         modified |= _rounds(model, options, report, passes, skipped)
     finally:
         restore(hidden)
@@ -113,14 +108,28 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
     return modified
 
 
-def _rounds(model, options, report, passes, skipped) -> bool:
+@dataclasses.dataclass(frozen=True)
+class _Passes:
+    """The passes of one round, by what the report counts of them."""
+
+    fold: FoldConstantsPass
+    shapes: FoldShapeArithmeticPass
+    fusions: FusionsPass
+    rewrites: tuple
+    cse: CommonSubexpressionEliminationPass
+    unused: RemoveUnusedPass
+
+    def in_order(self) -> list:
+        return [self.fold, self.shapes, self.fusions, *self.rewrites, self.cse, self.unused]
+
+
+def _rounds(model, options, report, passes: _Passes, skipped) -> bool:
     """Run ``passes`` in rounds until a round changes nothing (at most ``options.iterations``)."""
-    fold, shapes, fusions, conv_affine, neutral, noops, slices, unsqueezes, upsample, sandwiches, units, gemm, cse, \
-        unused = passes
+    fold, shapes = passes.fold, passes.shapes
     modified = False
     for round_ in range(max(1, options.iterations)):
         changed = False
-        for p in passes:
+        for p in passes.in_order():
             changed |= p(model).modified
             if p is fold:
                 report.folded.update(fold.stats.folded)
@@ -128,11 +137,10 @@ def _rounds(model, options, report, passes, skipped) -> bool:
                     skipped.setdefault(key, item)
             elif p is shapes and shapes.folded:
                 report.folded["shape arithmetic"] += shapes.folded
-        report.fused += fusions.applied + shapes.reshapes + sum(
-            p.count for p in (conv_affine, neutral, noops, slices, unsqueezes, upsample, sandwiches, units, gemm))
-        report.merged += cse.count
-        report.removed_nodes += unused.removed_nodes
-        report.removed_initializers += unused.removed_initializers
+        report.fused += passes.fusions.applied + shapes.reshapes + sum(p.count for p in passes.rewrites)
+        report.merged += passes.cse.count
+        report.removed_nodes += passes.unused.removed_nodes
+        report.removed_initializers += passes.unused.removed_initializers
         report.rounds = round_ + 1
         modified |= changed
         if not changed:
