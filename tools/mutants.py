@@ -199,6 +199,12 @@ MUTANTS: list[Mutant] = [
       "    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL\n    source = model",
       "    source = model",
       "tests/verify/test_numerics.py", "the numerical check compares ORT's fused QDQ kernels"),
+    M("reshape-zero-kept", "rewriter/convert/adapters/reshape.py",
+      "np.where(flat == 0, -1, flat).astype(np.int64)", "flat.astype(np.int64)",
+      "tests/convert/test_reshape.py", "allowzero=1's constant 0 kept as a 0 (copies the input dim below 14)"),
+    M("reshape-computed-zero-kept", "rewriter/convert/adapters/reshape.py",
+      "    node.input[1] = fixed\n", "    node.input[1] = shape\n",
+      "tests/convert/test_reshape.py", "allowzero=1 dropped for a computed shape"),
     # ---------------------------------------------------------------- optimizer shape chains
     M("shapes-no-inference", "rewriter/optimize/shape_arithmetic.py",
       "                infer_node(node, opset)", "                pass",

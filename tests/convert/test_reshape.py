@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import onnx
 import pytest
 
 from tests.convert.feature_util import (LATEST, TensorProto, cases, converts, helper, model, np, refused,
@@ -34,17 +35,45 @@ def test_allowzero_dropped_when_it_changes_nothing(allowzero, target):
         back, _ = converts(result, 13, {"x": X}, expected=[X.reshape(4, 2, 3)])
 
 
-def test_allowzero_with_a_zero_is_refused():
-    m = _reshape(LATEST, [0, 12], allowzero=1)
-    refused(m, 13, "'reshape'", "14 -> 13", "allowzero=1", "0 in the shape")
+def test_allowzero_with_one_zero_writes_it_as_minus_one():
+    """A 0 under allowzero=1 is an empty dim: the input is empty, and -1 works out to 0."""
+    # the input's dim 0 is 3: copying it (a 0 below opset 14) would fail on 36 != 0 elements
+    m = _reshape(LATEST, [0, 12], allowzero=1, x_shape=(3, 0, 4))
+    empty = np.zeros((3, 0, 4), np.float32)
+    result, _ = converts(m, 13, {"x": empty}, expected=[np.zeros((0, 12), np.float32)])
+    shape = next(t for t in result.graph.initializer if t.name == result.graph.node[0].input[1])
+    assert onnx.numpy_helper.to_array(shape).tolist() == [-1, 12]
     converts(_reshape(LATEST, [0, 12], allowzero=0), 13, {"x": X})  # 0 copies the dim: unchanged
 
 
-def test_allowzero_with_a_computed_shape_is_refused():
+def test_allowzero_with_two_zeros_or_a_zero_and_minus_one_is_refused():
+    refused(_reshape(LATEST, [0, 0, 12], allowzero=1, x_shape=(0, 0, 12)), 13, "'reshape'", "14 -> 13",
+            "allowzero=1", "[0, 0, 12]")
+    refused(_reshape(LATEST, [0, -1], allowzero=1, x_shape=(0, 3, 4)), 13, "'reshape'", "allowzero=1")
+
+
+@pytest.mark.parametrize("target", [13, 11, 9])
+def test_allowzero_with_a_computed_shape_maps_its_zero_to_minus_one(target):
+    # x: [3, n, 4] viewed as [n, 3, 4, 1]: with n = 0 the shape's 0 stands where x has a 3
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "order"], ["swapped"], axis=0),
+             helper.make_node("Concat", ["swapped", "one"], ["s1"], axis=0),
+             helper.make_node("Reshape", ["x", "s1"], ["y"], name="reshape", allowzero=1)]
+    init = [helper.make_tensor("one", TensorProto.INT64, [1], [1]),
+            helper.make_tensor("order", TensorProto.INT64, [3], [1, 0, 2])]
+    m = model(nodes, 14, [("x", TensorProto.FLOAT, [3, "n", 4])], [("y", TensorProto.FLOAT, ["n", 3, 4, 1])],
+              initializers=init)
+    for n in (2, 0):  # an empty batch: the 0 must stay an empty dim
+        x = np.arange(n * 12, dtype=np.float32).reshape(3, n, 4)
+        result, _ = converts(m, target, {"x": x}, expected=[x.reshape(n, 3, 4, 1)])
+    assert {"Equal", "Where"} <= {n.op_type for n in result.graph.node}
+
+
+def test_allowzero_with_a_computed_shape_needs_where_below_9():
     nodes = [helper.make_node("Shape", ["x"], ["s"]),
              helper.make_node("Reshape", ["x", "s"], ["y"], name="reshape", allowzero=1)]
     m = model(nodes, 14, [("x", TensorProto.FLOAT, [2, 3, 4])], [("y", TensorProto.FLOAT, None)])
-    refused(m, 13, "'reshape'", "allowzero=1", "not a constant")
+    refused(m, 8, "Where")
 
 
 def test_computed_shape_cannot_go_below_5():
