@@ -30,6 +30,7 @@ ModelLike = Union["onnx.ModelProto", "onnx_ir.Model", str, os.PathLike]
 __all__ = [
     "RewriterError",
     "convert_opset",
+    "fold_reduce_prod",
     "fold_constants",
     "optimize_model",
     "verify_shapes",
@@ -165,8 +166,9 @@ def convert_opset(model: ModelLike, target_opset: int | str | None = None, *, ml
                              base_dir=base_dir)[0], kind)
 
 
-def fold_constants(model: ModelLike, *, int_overflow: str = "skip") -> Any:
-    """Replace every ReduceProd whose inputs are constant with its exact value.
+def fold_reduce_prod(model: ModelLike, *, int_overflow: str = "skip") -> Any:
+    """Replace every ReduceProd whose inputs are constant with its exact value (what
+    ``rewriter fold`` does; :func:`optimize_model` folds every other constant node too).
 
     Args:
         model: an ``onnx.ModelProto``, an ``onnx_ir.Model`` or a path to a model file.
@@ -183,7 +185,7 @@ def fold_constants(model: ModelLike, *, int_overflow: str = "skip") -> Any:
         RewriterError: ``int_overflow`` is not one of the modes, or a node's axes are invalid.
 
     Example:
-        >>> folded = rewriter.fold_constants(model, int_overflow="wrap")  # doctest: +SKIP
+        >>> folded = rewriter.fold_reduce_prod(model, int_overflow="wrap")  # doctest: +SKIP
     """
     from rewriter.fold import INT_OVERFLOW_MODES, fold_model
 
@@ -191,6 +193,16 @@ def fold_constants(model: ModelLike, *, int_overflow: str = "skip") -> Any:
         raise RewriterError(f"int_overflow must be one of {', '.join(INT_OVERFLOW_MODES)}, got {int_overflow!r}")
     proto, kind, base_dir = _open(model)
     return _back(fold_model(proto, int_overflow=int_overflow, base_dir=base_dir)[0], kind)
+
+
+def fold_constants(model: ModelLike, *, int_overflow: str = "skip") -> Any:
+    """Deprecated name of :func:`fold_reduce_prod` (it folds ReduceProd only, unlike
+    onnxscript's ``fold_constants``; :func:`optimize_model` folds every constant node)."""
+    import warnings
+
+    warnings.warn("rewriter.fold_constants is rewriter.fold_reduce_prod (it folds ReduceProd only); "
+                  "the old name will go", DeprecationWarning, stacklevel=2)
+    return fold_reduce_prod(model, int_overflow=int_overflow)
 
 
 def optimize_model(model: ModelLike, *, fold_limit: int = 512 * 512 * 4, int_overflow: str = "skip",

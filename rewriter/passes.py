@@ -65,7 +65,7 @@ class ConvertOpsetPass(ir.passes.FunctionalPass):
 class FoldReduceProdPass(ir.passes.FunctionalPass):
     """Replace every ReduceProd whose data (and axes) are constant with its exact value.
 
-    The pass form of :func:`rewriter.fold_constants`: values are computed by the exact native
+    The pass form of :func:`rewriter.fold_reduce_prod`: values are computed by the exact native
     kernel, in the main graph, subgraphs and model-local functions; they become initializers
     (Constant nodes inside functions); constants left unused are removed. ``modified`` is
     False when nothing was folded. Functional: the input model is not changed.

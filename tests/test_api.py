@@ -67,7 +67,7 @@ def test_paths_are_accepted_and_give_a_model_proto(as_path):
     onnx.checker.check_model(converted, full_check=True)
     feeds = _feeds(MIXED)
     np.testing.assert_allclose(_run(converted, feeds)[0], _run(MIXED, feeds)[0], rtol=1e-6)
-    folded = rewriter.fold_constants(as_path(FOLDABLE))
+    folded = rewriter.fold_reduce_prod(as_path(FOLDABLE))
     assert isinstance(folded, onnx.ModelProto)
     assert not [n for n in folded.graph.node if n.op_type == "ReduceProd"]
     feeds = _feeds(FOLDABLE)
@@ -85,7 +85,7 @@ def test_model_proto_in_model_proto_out_and_not_mutated():
 
 def test_onnx_ir_model_in_onnx_ir_model_out():
     model = ir.load(str(FOLDABLE))
-    folded = rewriter.fold_constants(model)
+    folded = rewriter.fold_reduce_prod(model)
     assert isinstance(folded, ir.Model)
     assert "ReduceProd" not in {n.op_type for n in folded.graph}
     converted = rewriter.convert_opset(ir.load(str(MIXED)), 18)
@@ -111,7 +111,7 @@ def test_external_data_beside_a_path_or_an_onnx_ir_model(tmp_path, monkeypatch, 
     path = _external_model(str(tmp_path))
     monkeypatch.chdir("/")  # the data is found beside the model, not in the working directory
     model = path if kind == "path" else ir.load(path)
-    folded = rewriter.fold_constants(model)
+    folded = rewriter.fold_reduce_prod(model)
     converted = rewriter.convert_opset(model, 18)
     proto = folded if kind == "path" else ir.to_proto(folded)
     feeds = {"x": np.linspace(1, 2, 256, dtype=np.float32)}
@@ -121,7 +121,7 @@ def test_external_data_beside_a_path_or_an_onnx_ir_model(tmp_path, monkeypatch, 
 
 @pytest.mark.parametrize("bad", [b"bytes", 13, None, ["model.onnx"]])
 def test_wrong_model_type_is_a_type_error_saying_what_is_accepted(bad):
-    for fn in (lambda m: rewriter.convert_opset(m, 13), rewriter.fold_constants, rewriter.verify_shapes,
+    for fn in (lambda m: rewriter.convert_opset(m, 13), rewriter.fold_reduce_prod, rewriter.verify_shapes,
                lambda m: rewriter.verify_numerics(m, m)):
         with pytest.raises(TypeError, match="onnx.ModelProto, an onnx_ir.Model or a path"):
             fn(bad)
@@ -159,3 +159,14 @@ def test_passes_compose_with_pass_manager_and_onnxscript_optimizer():
     assert proto.opset_import[0].version == 18 and "ReduceProd" not in {n.op_type for n in proto.graph.node}
     feeds = _feeds(FOLDABLE)
     np.testing.assert_allclose(_run(proto, feeds)[0], _run(FOLDABLE, feeds)[0], rtol=1e-5)
+
+
+def test_fold_constants_is_the_deprecated_name_of_fold_reduce_prod():
+    import warnings
+
+    model = onnx.load(FOLDABLE)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = rewriter.fold_constants(model)
+    assert any(issubclass(w.category, DeprecationWarning) and "fold_reduce_prod" in str(w.message) for w in caught)
+    assert old.SerializeToString() == rewriter.fold_reduce_prod(model).SerializeToString()

@@ -1,4 +1,4 @@
-"""Fold ReduceProd nodes whose inputs are constant: ``fold_model`` and ``fold_constants``.
+"""Fold ReduceProd nodes whose inputs are constant: ``fold_model`` (``rewriter.fold_reduce_prod`` in the public API).
 
 The core works on an ``onnx.ModelProto`` (fast, and it never reads the bytes of a tensor
 it does not fold); the onnx_ir pass is a thin wrapper around it. A folded value becomes

@@ -1,4 +1,4 @@
-"""FoldReduceProdPass / fold_constants, checked against ONNX Runtime and onnx.reference.
+"""FoldReduceProdPass / fold_reduce_prod, checked against ONNX Runtime and onnx.reference.
 
 Oracle: the unfolded model run by ONNX Runtime (opset >= 7; not for bfloat16, uint32,
 uint64, which its CPU kernel lacks) or by onnx.reference otherwise; float data is drawn
@@ -397,15 +397,15 @@ def test_invalid_axes_raise_naming_the_node():
     with pytest.raises(rewriter.RewriterError, match="node 'rp'"):
         fold.fold_model(model)
     with pytest.raises(rewriter.RewriterError, match="int_overflow"):
-        rewriter.fold_constants(model, int_overflow="clamp")
+        rewriter.fold_reduce_prod(model, int_overflow="clamp")
 
 
 def test_fold_constants_on_proto_and_ir_model_returns_same_kind():
     model = reduce_model(np.array([[1, 2], [3, 4]], np.float32), "float32", 13, axes=[0])
-    out = rewriter.fold_constants(model)
+    out = rewriter.fold_reduce_prod(model)
     assert isinstance(out, onnx.ModelProto) and ops(out.graph) == []
     ir_model = ir.serde.deserialize_model(model)
-    ir_out = rewriter.fold_constants(ir_model)
+    ir_out = rewriter.fold_reduce_prod(ir_model)
     assert isinstance(ir_out, ir.Model) and len(ir_model.graph) == 1 and len(ir_out.graph) == 0
     assert_same(run(ir.serde.serialize_model(ir_out)), run(model))
 
@@ -458,7 +458,7 @@ def test_ir_model_with_external_data(tmp_path):
     model = reduce_model(np.arange(1, 13, dtype=np.float64).reshape(4, 3), "float64", 13, axes=[0], keepdims=0)
     path = str(tmp_path / "m.onnx")
     onnx.save(model, path, save_as_external_data=True, location="w.bin", size_threshold=0)
-    folded = rewriter.fold_constants(ir.load(path))
+    folded = rewriter.fold_reduce_prod(ir.load(path))
     y = folded.graph.initializers["y"].const_value.numpy()
     np.testing.assert_array_equal(y, np.array([280.0, 880.0, 1944.0]))
     assert "c" not in folded.graph.initializers
@@ -485,7 +485,7 @@ def test_shape_pattern_ignores_a_stale_static_value_info():
           s = Shape(x)
           n = ReduceProd<keepdims=0>(s)
         }''')
-    result = rewriter.fold_constants(model)
+    result = rewriter.fold_reduce_prod(model)
     assert [n.op_type for n in result.graph.node] == ["Relu", "Shape", "ReduceProd"]
     static = onnx.parser.parse_model('''<ir_version: 8, opset_import: ["": 13]>
         g (float[2,3,4] a) => (int64 n) {
@@ -493,5 +493,5 @@ def test_shape_pattern_ignores_a_stale_static_value_info():
           s = Shape(x)
           n = ReduceProd<keepdims=0>(s)
         }''')
-    folded = rewriter.fold_constants(static)
+    folded = rewriter.fold_reduce_prod(static)
     assert [onnx.numpy_helper.to_array(t).tolist() for t in folded.graph.initializer] == [24]
