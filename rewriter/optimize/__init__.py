@@ -4,11 +4,17 @@
 (weights stay lazy references; a tensor is read only when a fold uses it):
 
 1. rewriter's exact ReduceProd fold (:func:`rewriter.fold.fold_model`);
-2. then, as onnx_ir passes, repeated until nothing changes (at most ``iterations`` rounds):
-   :class:`FoldConstantsPass` (onnxscript's folder with rewriter's evaluation policy),
-   :class:`FusionsPass` (onnxscript's rewrite rules), :class:`CommonSubexpressionEliminationPass`,
-   :class:`RemoveUnusedPass`;
-3. Constant nodes become initializers (graphs, not functions), equal small initializers are
+2. BatchNormalization/Conv/Gemm parameters given by Constant nodes become initializers
+   (``batchnorm_parameters``), so the fusions see them in the first round;
+3. then, as onnx_ir passes, repeated until a round changes nothing (at most ``iterations``):
+   ``FoldConstantsPass`` (onnxscript's folder with rewriter's evaluation policy),
+   ``FoldShapeArithmeticPass`` (shape chains on symbolic shapes), ``FusionsPass`` (onnxscript's
+   rewrite rules, each tried at its root op only), and rewriter's own node passes (all
+   ``NodeRewritePass``: per-channel Add/Mul into a Conv, neutral arithmetic, identity Reshape/
+   Dropout, Slice and Unsqueeze chains, nearest-upsample Slices, Reshape pairs around
+   element-wise ops, unit Reshapes around a Transpose, batched MatMul+Add into Gemm), then
+   ``CommonSubexpressionEliminationPass`` and ``RemoveUnusedPass`` (``pipeline.py`` has the order);
+4. Constant nodes become initializers (graphs, not functions), equal small initializers are
    merged, onnxscript's bookkeeping metadata is dropped (everything else is kept unless
    ``strip_metadata``).
 
