@@ -30,6 +30,7 @@ import sys
 import time
 
 from rewriter.cli import interrupts
+from rewriter.cli.state import RunState
 from rewriter.cli.runner import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEM, UsageError, run_one
 
 __all__ = ["find_models", "run_directory", "FileResult"]
@@ -76,6 +77,7 @@ def _run_one(args: argparse.Namespace, relpath: str) -> FileResult:
     """One file's run; an interrupt during it (or before it) gives a result with status 130 that
     says whether the output was already in place."""
     one = argparse.Namespace(**vars(args))
+    one.run = RunState()  # this file's own
     one.model = os.path.join(args.model, relpath)
     if getattr(args, "output", None) is not None:
         one.output = os.path.join(args.output, relpath)

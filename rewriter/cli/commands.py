@@ -27,7 +27,7 @@ def cmd_convert(args) -> int:
 
     from rewriter.convert import convert_for
 
-    start = getattr(args, "started", None) or time.perf_counter()  # _run sets it before loading
+    start = args.run.started or time.perf_counter()  # _run sets it before loading
     model, static = _fixed_shapes(args)
     base_dir = os.path.dirname(os.path.abspath(args.model))
     if getattr(args, "plan", False):
@@ -36,22 +36,22 @@ def cmd_convert(args) -> int:
         return _plan(args, model, base_dir)
     if args.output is None:
         raise UsageError("convert needs -o OUT (or --plan to only see what it would do)")
-    before = summary.model_stats(args.input_model, input_layout(args, args.input_model).files)
+    before = summary.model_stats(args.run.input_model, input_layout(args, args.run.input_model).files)
     # with shape verification on, _verify_rewrite runs the strict inference on the result
     t0 = time.perf_counter()
     try:
         result, report = convert_for(model, args.opset, ml_opset=args.ml_opset, ir_version=args.ir_version,
                                      runtime=args.target, base_dir=base_dir, strict_check=args.no_verify,
-                                     inferred=getattr(args, "input_inferred", None))
+                                     inferred=args.run.input_inferred)
     except RewriterError as e:  # with --allow-invalid-input: the input's problem, said as such
-        complaint = getattr(args, "input_complaint", None)
+        complaint = args.run.input_complaint
         if complaint and complaint in str(e):
             raise RewriterError(f"{args.model}: the input is not a valid ONNX model (onnx.checker: {complaint}); "
                                 "convert holds its result to the checker, so it cannot convert it") from None
         raise
-    args.result_checked = True  # convert_model returns only what the ONNX checker accepts
+    args.run.result_checked = True  # convert_model returns only what the ONNX checker accepts
     # ops decomposed with reordered float sums: --verify scales its tolerance to the output
-    args.reordered_sums = sorted(set(report.decomposed) & REORDERING_DECOMPOSITIONS)
+    args.run.reordered_sums = sorted(set(report.decomposed) & REORDERING_DECOMPOSITIONS)
     t1 = time.perf_counter()
     verification = verify_rewrite(model, result, args)
     t2 = time.perf_counter()
@@ -70,19 +70,19 @@ def _fixed_shapes(args):
     when neither is given), and what was fixed (summary lines)."""
     shapes, dims = dict(getattr(args, "input_shape", None) or []), dict(getattr(args, "fix_dim", None) or [])
     if not shapes and not dims:
-        return args.input_model, []
+        return args.run.input_model, []
     import onnx
 
     from rewriter.graph.static_shapes import fix_shapes
 
     model = onnx.ModelProto()
-    model.CopyFrom(args.input_model)
+    model.CopyFrom(args.run.input_model)
     lines = fix_shapes(model, shapes, dims)
-    if getattr(args, "input_inferred", None) is not None:
+    if args.run.input_inferred is not None:
         from rewriter.graph.inferred import LazyInference
 
-        args.input_inferred = LazyInference(model)
-    args.static_model = model
+        args.run.input_inferred = LazyInference(model)
+    args.run.static_model = model
     return model, [f"static shapes: {'; '.join(lines)}"]
 
 
@@ -105,7 +105,7 @@ def _plan(args, model, base_dir) -> int:
     finish_rank_checks(args)
     _, report = convert_for(model, args.opset, ml_opset=args.ml_opset, ir_version=args.ir_version,
                             runtime=args.target, base_dir=base_dir, plan_only=True,
-                            inferred=getattr(args, "input_inferred", None))
+                            inferred=args.run.input_inferred)
     status = EXIT_OK if report.ok else EXIT_ERROR
     if getattr(args, "json", False):
         print(json.dumps({"schema": "rewriter.plan/1", "command": "convert --plan", "model": args.model,
@@ -128,8 +128,8 @@ def cmd_fold(args) -> int:
 
     from rewriter.fold import fold_model
 
-    start = getattr(args, "started", None) or time.perf_counter()  # _run sets it before loading
-    model = args.input_model
+    start = args.run.started or time.perf_counter()  # _run sets it before loading
+    model = args.run.input_model
     base_dir = os.path.dirname(os.path.abspath(args.model))
     before = summary.model_stats(model, input_layout(args, model).files)
     t0 = time.perf_counter()
@@ -159,9 +159,9 @@ def cmd_optimize(args) -> int:
     from rewriter.cli import runner, summary
     from rewriter.optimize import OptimizeOptions, optimize_proto
 
-    start = getattr(args, "started", None) or time.perf_counter()  # _run sets it before loading
+    start = args.run.started or time.perf_counter()  # _run sets it before loading
     model, static = _fixed_shapes(args)
-    before = summary.model_stats(args.input_model, input_layout(args, args.input_model).files)
+    before = summary.model_stats(args.run.input_model, input_layout(args, args.run.input_model).files)
     options = OptimizeOptions(fold_limit=args.fold_limit, int_overflow=args.int_overflow,
                               strip_metadata=args.strip_metadata,
                               allow_removing_custom_ops=args.allow_removing_custom_ops)
@@ -201,7 +201,7 @@ def _strict_inference_gate(model, result, args) -> None:
         except Exception:  # the input already fails: verify_rewrite warns about it
             return
         raise VerificationFailed(f"the result fails strict shape inference: {one_line(str(e))}") from None
-    args.result_strict_ok = True
+    args.run.result_strict_ok = True
 
 
 def _optimize_details(report) -> list[str]:
@@ -237,13 +237,13 @@ def cmd_check(args) -> int:
     from rewriter.verify.report import table_lines
     from rewriter.verify.shapes import check_report
 
-    report = check_report(args.input_model)
+    report = check_report(args.run.input_model)
     target = None
     if getattr(args, "target", None):
         from rewriter.targets import blockers, parse_target
 
         runtime = parse_target(args.target)
-        target = {"target": runtime.name, "loads": True, "blockers": blockers(args.input_model, runtime)}
+        target = {"target": runtime.name, "loads": True, "blockers": blockers(args.run.input_model, runtime)}
         target["loads"] = not target["blockers"]
     if args.json:
         doc = report.to_dict(model=args.model)
@@ -300,7 +300,7 @@ def verify_rewrite(original, rewritten, args) -> dict:
                         f"{one_line(str(before[0]))})")
             raise VerificationFailed(f"the rewrite introduced {len(new)} shape problem(s): {shown}{more}{hint}")
         # verify_shapes ran ONNX's strict inference: the final gate's full check need not repeat it
-        args.result_strict_ok = not any(getattr(p, "kind", "") == "inference-error" for p in after)
+        args.run.result_strict_ok = not any(getattr(p, "kind", "") == "inference-error" for p in after)
     else:
         finish_rank_checks(args)
     if getattr(args, "verify", False):
@@ -312,10 +312,10 @@ def verify_rewrite(original, rewritten, args) -> dict:
                                  input_shapes=dict(getattr(args, "input_shape", None) or []),
                                  input_values=dict(getattr(args, "input_value", None) or []),
                                  base_dirs=(base, base),
-                                 scale_atol=REORDERED_SUMS_ATOL if getattr(args, "reordered_sums", None)
+                                 scale_atol=REORDERED_SUMS_ATOL if args.run.reordered_sums
                                  and getattr(args, "atol", None) is None else 0.0)
         done["numerics"] = report.to_dict()
-        args.result_ort_ok = report.ok and report.backend_rewritten == "onnxruntime"  # the gate need not ask again
+        args.run.result_ort_ok = report.ok and report.backend_rewritten == "onnxruntime"  # the gate need not ask again
         if not getattr(args, "json", False) and not getattr(args, "quiet", False):
             for line in report.summary_lines():
                 print(line)

@@ -48,15 +48,17 @@ def main(argv: list[str] | None = None, *, as_process: bool = False) -> int:
 def _main(argv: list[str] | None, parsed: list, as_process: bool) -> int:
     from rewriter.cli.parser import build_parser, check_usage
     from rewriter.cli.runner import EXIT_ERROR, EXIT_OK, UsageError, one_line, run_one
+    from rewriter.cli.state import RunState
 
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
+        args.run = RunState()  # what the run learns as it goes (one per file in a directory)
         parsed.append(args)
         directory = os.path.isdir(args.model)
         check_usage(args, directory)
         if not directory and as_process:  # the times printed are the process's, start-up included
-            args.process_started = time.perf_counter() - (time.time() - _process_start())
+            args.run.process_started = time.perf_counter() - (time.time() - _process_start())
     except UsageError as e:
         print(f"error: {one_line(str(e))}", file=sys.stderr)
         return EXIT_ERROR

@@ -32,9 +32,9 @@ def warn(args, message: str) -> None:
     """A ``warning: ...`` line on stderr, also kept for ``--json``'s ``warnings``."""
     message = one_line(message)
     if args is not None:
-        if getattr(args, "warnings", None) is None:
-            args.warnings = []
-        args.warnings.append(message)
+        if args.run.warnings is None:
+            args.run.warnings = []
+        args.run.warnings.append(message)
     print(f"warning: {message}", file=sys.stderr)
 
 
@@ -43,7 +43,7 @@ def load_input(path: str, args=None):
 
     An input the ONNX checker refuses is bad input (exit 2, the checker's complaint in the
     message) unless ``args.allow_invalid_input``: then it is processed with a warning, and
-    ``args.input_invalid`` is set so the final gate does not hold the result to a standard the
+    ``args.run.input_invalid`` is set so the final gate does not hold the result to a standard the
     input did not meet.
     """
     from rewriter.io import load_model
@@ -54,8 +54,8 @@ def load_input(path: str, args=None):
     if getattr(args, "command", None) == "convert":  # at most one shape inference, shared by
         from rewriter.graph.inferred import LazyInference  # validation and conversion, when needed
 
-        inferred = args.input_inferred = LazyInference(model)
-    rank_checks = args.rank_checks = [] if inferred is not None else None  # finished before writing
+        inferred = args.run.input_inferred = LazyInference(model)
+    rank_checks = args.run.rank_checks = [] if inferred is not None else None  # finished before writing
     complaint = validate_model(model, path, inferred=inferred,  # what onnx.checker refuses, if anything
                                rank_checks=rank_checks)
     if complaint:
@@ -64,8 +64,8 @@ def load_input(path: str, args=None):
                                 "--allow-invalid-input processes it anyway")
         warn(args, f"{path}: the input is not a valid ONNX model (onnx.checker: {complaint}); "
                    "processing it because of --allow-invalid-input")
-        args.input_invalid = True
-        args.input_complaint = complaint.split(" in a node:")[0].split("==>")[0].strip().rstrip(".")
+        args.run.input_invalid = True
+        args.run.input_complaint = complaint.split(" in a node:")[0].split("==>")[0].strip().rstrip(".")
     return model
 
 
@@ -86,15 +86,15 @@ def preflight(args) -> None:
             raise UsageError(f"-o {output}: directory {parent} does not exist")
         check_output(output)  # read-only, not a regular file: refused before any work
     # loaded before any handler runs, so bad input is refused before anything is written
-    args.input_model = load_input(args.model, args)
+    args.run.input_model = load_input(args.model, args)
 
 
 def run_one(args) -> int:
     """Run one command on one model file; errors become one ``error:`` line (and with
     ``--json`` one JSON error document on stdout)."""
     now = time.perf_counter()
-    args.started = getattr(args, "process_started", None) or now
-    args.startup_s = now - args.started  # the interpreter and imports, before this command began
+    args.run.started = args.run.process_started or now
+    args.run.startup_s = now - args.run.started  # the interpreter and imports, before this command began
     try:
         preflight(args)
         return args.handler(args)
@@ -179,20 +179,20 @@ def final_gate(args, original, result) -> None:
     from rewriter.graph import traversal
     from rewriter.io import check_model
 
-    if getattr(args, "input_invalid", False):
+    if args.run.input_invalid:
         problem = _complaint(lambda: check_model(result))
         if problem:
             warn(args, f"the result fails the ONNX checker as the input did: {problem}")
         return
     # convert_model holds its result to the checker already: not asked twice
-    problem = None if getattr(args, "result_checked", False) else _complaint(lambda: check_model(result))
+    problem = None if args.run.result_checked else _complaint(lambda: check_model(result))
     if problem:
         raise VerificationFailed(f"the result fails the ONNX checker (the input passes it): {problem}")
-    if not getattr(args, "result_strict_ok", False):
+    if not args.run.result_strict_ok:
         problem = _complaint(lambda: check_model(result, full_check=True))
         if problem and _complaint(lambda: check_model(original, full_check=True)) is None:
             raise VerificationFailed(f"the result fails the ONNX full check (the input passes it): {problem}")
-    if getattr(args, "result_ort_ok", False) or (traversal.opset_version(result.opset_import) or 0) < 7:
+    if args.run.result_ort_ok or (traversal.opset_version(result.opset_import) or 0) < 7:
         return
     if (len(result.graph.node) <= ORT_GATE_NODES
             and sum(len(s.body.node) for s in traversal.iter_scopes(result)) <= ORT_GATE_NODES
@@ -206,7 +206,7 @@ def finish_rank_checks(args, rank_of=None) -> None:
     """Run the input's ReduceProd checks that waited for ranks (see :func:`load_input`): with
     ``rank_of`` (name -> rank) from the result's inference where it knows, else with the input's
     own inference (RewriterError naming the node, exit 2, on a bad one)."""
-    pending, args.rank_checks = getattr(args, "rank_checks", None) or [], []
+    pending, args.run.rank_checks = args.run.rank_checks or [], []
     for checks in pending:
         checks.finish(rank_of)
 
@@ -215,9 +215,9 @@ def input_layout(args, model):
     """The input's :class:`rewriter.cli.summary.InputLayout`, walked once per run."""
     from rewriter.cli.summary import input_layout as walk
 
-    found = getattr(args, "input_layout", None)
+    found = args.run.input_layout
     if found is None:
-        found = args.input_layout = walk(model, args.model)
+        found = args.run.input_layout = walk(model, args.model)
     return found
 
 

@@ -189,12 +189,12 @@ def report(args, headline: str, details: list[str], before: ModelStats, after: M
     """Print a rewrite's result: with ``args.json`` one JSON document, else the headline, the
     indented detail lines and the before/after table (``-q``: the headline only). The total time
     is the process's (interpreter start-up and imports included: ``startup_s``)."""
-    if timings is not None and getattr(args, "startup_s", None) is not None:
-        timings = {**timings, "startup_s": round(args.startup_s, 4)}
+    if timings is not None and args.run.startup_s is not None:
+        timings = {**timings, "startup_s": round(args.run.startup_s, 4)}
     if getattr(args, "json", False):
         print_json(result_document(args.command, model=args.model, output=args.output, before=before,
                                    after=after, changes=changes, verification=verification, timings=timings,
-                                   warnings=getattr(args, "warnings", None)))
+                                   warnings=args.run.warnings))
         return
     print(headline)
     if getattr(args, "quiet", False):

@@ -1,0 +1,29 @@
+"""What one command learns about one model as it runs: set by the runner and the commands,
+read by the checks and the summary. One object per model (a directory run makes one per file),
+instead of attributes added to the argparse namespace."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+__all__ = ["RunState"]
+
+
+@dataclasses.dataclass
+class RunState:
+    started: float | None = None  # perf_counter at the process's (or the command's) start
+    process_started: float | None = None  # perf_counter of the interpreter's start, when main() is the process
+    startup_s: float | None = None  # interpreter and imports, before the command began
+    warnings: list[str] | None = None  # what --json reports under "warnings"
+    input_model: Any = None  # the model as loaded
+    static_model: Any = None  # the model after --input-shape / --fix-dim
+    input_inferred: Any = None  # a LazyInference of the input, when a check needs one
+    input_invalid: bool = False  # the checker refused the input (--allow-invalid-input)
+    input_complaint: str | None = None  # what the checker said of it
+    input_layout: Any = None  # where the input's tensors live (external data files)
+    rank_checks: list | None = None  # rank checks to finish before writing
+    result_checked: bool = False  # the result passed the checker already
+    result_strict_ok: bool = False  # the result passed strict shape inference already
+    result_ort_ok: bool = False  # ONNX Runtime ran the result already
+    reordered_sums: list[str] = dataclasses.field(default_factory=list)  # ops decomposed with reordered sums
