@@ -47,7 +47,7 @@ class Engine(Expansion):
         self.blockers: list[Blocker] = []
         self.delegated: set[tuple[str, ...]] = set()  # outputs of the nodes for onnx (value names are unique)
         self._expanding = 0
-        self._expansions: list[str] = []  # labels of the nodes being expanded
+        self._expansions: list[str] = []  # what is being converted: "function body of <node>", ...
         self._makers: list[str] = []  # labels of the nodes whose adapters' new nodes are being converted
         self._current: tuple | None = None
         self.taken: collections.Counter = collections.Counter()  # (op, a, b, kind) -> nodes
@@ -315,7 +315,7 @@ class Engine(Expansion):
         name, where = getattr(label, "name", ""), getattr(label, "where", "")
         label = str(label)
         if self._expansions:
-            label = f"{label} (from the function body of {self._expansions[-1]})"
+            label = f"{label} (from the {self._expansions[-1]})"
         elif self._makers:
             label = f"{label} (made converting {self._makers[0]})"
         self.blockers.append(Blocker(label, op, step, reason, works, key=self._current, name=name, where=where))

@@ -7,6 +7,7 @@ opset."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 
@@ -104,9 +105,7 @@ class Expansion:
         self.taken[(op, src, version, "expanded into its function body")] += 1
         logger.debug("%s: %s expanded into its function body (%d nodes, opset %d)", label, op, len(nodes), version)
         original_name, original_out = node.name, node.output[0] if node.output else None
-        self._expanding += 1
-        self._expansions.append(str(label))
-        try:
+        with self._inside(f"function body of {label}"):
             for n in nodes:  # subgraphs of the body (If/Loop/Scan), converted from the body's opset
                 for attr in n.attribute:
                     for g in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else
@@ -117,9 +116,6 @@ class Expansion:
                             self.state.register_scope(sub)
                             self._convert_body(sub, clear=False)
             result = [m for n in nodes for m in self.convert(n, scope, version)]
-        finally:
-            self._expanding -= 1
-            self._expansions.pop()
         return self._named(result, node, original_name, original_out, removed=True)
 
     def _decompose(self, node, scope, src, label, version, fn) -> list[onnx.NodeProto]:
@@ -143,15 +139,22 @@ class Expansion:
         self.taken[(op, src, version, "decomposed exactly")] += 1
         logger.debug("%s: %s decomposed (%d nodes, opset %d)", label, op, len(nodes), version)
         original_name, original_out = node.name, node.output[0] if node.output else None
-        self._expanding += 1
-        self._expansions.append(str(label))
-        try:
+        with self._inside(f"decomposition of {label}"):
             result = [m for n in nodes for m in self.convert(
                 n, scope, self.target if id(n) in ctx.at_target else version)]
+        return self._named(result, node, original_name, original_out, removed=True)
+
+    @contextlib.contextmanager
+    def _inside(self, what: str):
+        """While the nodes that replace a node are converted: a blocker among them says where
+        it came from (``what``: "function body of ..."), and onnx's converter is not used."""
+        self._expanding += 1
+        self._expansions.append(what)
+        try:
+            yield
         finally:
             self._expanding -= 1
             self._expansions.pop()
-        return self._named(result, node, original_name, original_out, removed=True)
 
 
 @functools.lru_cache(maxsize=None)
