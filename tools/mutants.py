@@ -206,6 +206,9 @@ MUTANTS: list[Mutant] = [
       "    node.input[1] = fixed\n", "    node.input[1] = shape\n",
       "tests/convert/test_reshape.py", "allowzero=1 dropped for a computed shape"),
     # ---------------------------------------------------------------- optimizer shape chains
+    M("fold-copies-shared", "rewriter/optimize/constant_folding.py",
+      "                           and len(v.uses()) > 1), None)", "                           and len(v.uses()) > 2), None)",
+      "tests/optimize/test_constant_folding.py", "a weight read in both If branches folded into two copies"),
     M("shapes-no-inference", "rewriter/optimize/shape_arithmetic.py",
       "                infer_node(node, opset)", "                pass",
       "tests/optimize/test_shape_chains.py", "dims after a folded Reshape are not inferred in the same walk"),

@@ -100,6 +100,11 @@ def _nbytes(value: ir.Value | None) -> int | None:
     return size * (dtype.itemsize if dtype != ir.DataType.STRING else 16)
 
 
+# A fold whose output is bigger than this, computed from a constant as big that other nodes
+# keep reading (a weight Unsqueezed in both branches of an If), would store that data twice.
+_COPY_LIMIT = 16 * 1024
+
+
 class FoldConstantsPass(_oscf.FoldConstantsPass):
     """Fold every node whose inputs are constant, in every scope, exactly (see the module doc).
 
@@ -188,6 +193,12 @@ class FoldConstantsPass(_oscf.FoldConstantsPass):
         if size is not None and size > self.fold_limit and size > freed:
             return self._skip(node, f"output '{out.name}' would be {size} bytes, over the fold limit "
                                     f"({self.fold_limit} bytes)")
+        if size is not None and size > _COPY_LIMIT and size > freed:
+            shared = next((v for v in node.inputs if v is not None and (_nbytes(v) or 0) > _COPY_LIMIT
+                           and len(v.uses()) > 1), None)
+            if shared is not None:  # its data stays for the other readers: folding would store it twice
+                return self._skip(node, f"output '{out.name}' ({size} bytes) would copy the data of "
+                                        f"'{shared.name}', which other nodes read too")
         types = {v.const_value.dtype for v in node.inputs if v is not None and v.const_value is not None}
         if out.dtype is not None:
             types.add(out.dtype)

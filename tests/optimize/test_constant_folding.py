@@ -251,3 +251,45 @@ def test_inference_is_skipped_only_for_outputs_already_typed_and_static(monkeypa
     for op, out in (("Relu", static), ("Sigmoid", symbolic), ("Tanh", untyped)):
         folder._do_inference(ir.Node("", op, [], outputs=[out]))
     assert calls == ["Sigmoid", "Tanh"]
+
+
+def _shared_weight_model(branches: bool):
+    """A 64 KiB weight Unsqueezed in both branches of an If (as silero-vad's LSTM weights are),
+    or, without branches, by a single Unsqueeze that is its only reader."""
+    import numpy as np
+    import onnx
+    from onnx import helper as h
+    from onnx import numpy_helper as nh
+
+    weight = nh.from_array(np.arange(128 * 128, dtype=np.float32).reshape(128, 128), "w")
+    axes = nh.from_array(np.array([0], np.int64), "axes")
+
+    def branch(name):
+        return h.make_graph([h.make_node("Unsqueeze", ["w", "axes"], [f"{name}_u"]),
+                             h.make_node("MatMul", ["x", f"{name}_u"], [f"{name}_y"])], name, [],
+                            [h.make_tensor_value_info(f"{name}_y", onnx.TensorProto.FLOAT, [1, 2, 128])])
+    x = h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 2, 128])
+    y = h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 2, 128])
+    if branches:
+        nodes = [h.make_node("If", ["c"], ["y"], then_branch=branch("t"), else_branch=branch("e"))]
+        inputs = [h.make_tensor_value_info("c", onnx.TensorProto.BOOL, []), x]
+    else:
+        nodes = list(branch("t").node)
+        nodes[-1].output[0] = "y"
+        inputs = [x]
+    model = h.make_model(h.make_graph(nodes, "g", inputs, [y], [weight, axes]),
+                         opset_imports=[h.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+def test_a_fold_that_would_store_a_shared_weight_twice_is_skipped():
+    from tests.optimize.common import optimize_and_compare
+
+    model = _shared_weight_model(branches=True)
+    result, report = optimize_and_compare(model)
+    assert result.ByteSize() <= model.ByteSize()
+    assert any("would copy the data of 'w'" in reason for _, reason in report.skipped)
+    single, _ = optimize_and_compare(_shared_weight_model(branches=False))
+    assert [n.op_type for n in single.graph.node] == ["MatMul"]  # its only reader: folded, nothing copied
+    assert single.ByteSize() <= _shared_weight_model(branches=False).ByteSize()
