@@ -17,6 +17,7 @@ from rewriter.optimize.constant_folding import FoldConstantsPass, hide_overridab
 from rewriter.optimize.cse import CommonSubexpressionEliminationPass
 from rewriter.optimize.fusions import FusionsPass
 from rewriter.optimize.elementwise_reshapes import RemoveElementwiseReshapesPass
+from rewriter.optimize.layout_before_reshape import RemoveLayoutOpsBeforeReshapePass
 from rewriter.optimize.merge_slices import MergeSlicesPass
 from rewriter.optimize.merge_unsqueezes import MergeUnsqueezesPass
 from rewriter.optimize.metadata import DropToolMetadataPass, StripMetadataPass
@@ -76,7 +77,8 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
         # each counted as a fusion or simplification, run in this order after the fusions
         rewrites=(FoldChannelAffineIntoConvPass(), RemoveNeutralArithmeticPass(), RemoveStaticNoOpsPass(),
                   MergeSlicesPass(), MergeUnsqueezesPass(), RemoveUpsampleSubsamplePass(),
-                  RemoveElementwiseReshapesPass(), FoldUnitReshapesIntoTransposePass(), BatchedMatMulAddToGemmPass()),
+                  RemoveElementwiseReshapesPass(), FoldUnitReshapesIntoTransposePass(), BatchedMatMulAddToGemmPass(),
+                  RemoveLayoutOpsBeforeReshapePass()),
         cse=CommonSubexpressionEliminationPass(),
         unused=RemoveUnusedPass(allow_removing_custom_ops=options.allow_removing_custom_ops, keep=keep))
     unused = passes.unused

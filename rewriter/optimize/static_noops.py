@@ -16,7 +16,6 @@ stays (its name is the interface), and so does anything outside the default doma
 
 from __future__ import annotations
 
-
 import onnx_ir as ir
 
 from rewriter.optimize.node_pass import GraphScope, NodeRewritePass
