@@ -1,8 +1,8 @@
 """Pattern rewrites: onnxscript's default rule set plus MatMul+Add -> Gemm, applied everywhere.
 
 The rules (``onnxscript.rewriter.rules.common``) each carry a ``check`` that says when they
-apply: no-op removal (Add 0, Mul 1, Cast to the same type, Expand/Transpose/Reshape that do
-nothing, inference Dropout), collapsing chains (Cast-Cast where no precision is lost,
+apply: no-op removal (Cast to the same type, Expand/Transpose/Reshape that do nothing,
+inference Dropout; Add 0 / Mul 1 are rewriter's exact neutral_constants pass), collapsing chains (Cast-Cast where no precision is lost,
 Reshape-Reshape, Transpose-Transpose, Unsqueeze-Unsqueeze, Slice chains), Min/Max with
 constant bounds -> Clip, Relu/Clip chains, Pad into Conv, BatchNormalization into
 Conv/ConvTranspose/Gemm, MatMul+Add -> Gemm on rank-2 operands. Subgraphs and functions are
@@ -26,8 +26,11 @@ from onnxscript.rewriter.rules import common as rules
 __all__ = ["FusionsPass", "RULE_NAMES"]
 
 # The order of onnxscript's own default list, then the Gemm fusions.
+# Not onnxscript's add_0/sub_0/mul_by_1/div_by_1: their constant patterns match within
+# math.isclose(rel_tol=1e-5, abs_tol=1e-8), so they remove LayerNorm's `+ 1e-12` (NaN on a row of
+# equal values) or `* 1.000001`; rewriter's RemoveNeutralArithmeticPass removes exact ones only.
 RULE_NAMES = (
-    "add_0_rule", "sub_0_rule", "mul_by_1_rule", "div_by_1_rule", "dropout_inference_rule",
+    "dropout_inference_rule",
     "dropout_zero_rule", "two_reshapes_matmul_reshape_rule", "one_reshape_matmul_reshape_rule",
     "cast_constant_of_shape_rule", "cast_constant_of_shape_without_value_rule", "collapse_slice_rule",
     "collapse_slice2_rule", "materialize_reshape_shape_rule", "min_min_rule", "max_max_rule",

@@ -38,9 +38,13 @@ def _constant(value: ir.Value | None):
 
 
 def _keeps_shape(x: ir.Value, constant: np.ndarray, out: ir.Value) -> bool:
-    """Broadcasting ``constant`` against ``x`` leaves x's shape and type as they are."""
-    if x.dtype is None or (out.dtype is not None and x.dtype != out.dtype) or x.shape is None \
-            or constant.ndim > len(x.shape) or constant.dtype != x.dtype.numpy():
+    """Broadcasting ``constant`` against ``x`` leaves x's shape and type as they are (a scalar
+    constant never grows ``x``, whatever its shape)."""
+    if x.dtype is None or (out.dtype is not None and x.dtype != out.dtype) or constant.dtype != x.dtype.numpy():
+        return False
+    if constant.ndim == 0:
+        return True
+    if x.shape is None or constant.ndim > len(x.shape):
         return False
     dims = list(x.shape.dims)[len(x.shape) - constant.ndim:]
     return all(c == 1 or (isinstance(d, int) and d == c) for c, d in zip(constant.shape, dims))

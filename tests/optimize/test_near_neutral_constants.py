@@ -1,0 +1,67 @@
+"""Arithmetic with a constant that is close to neutral but not neutral is computation, kept:
+LayerNorm's `+ 1e-12` (without it a row of equal values is 0 / 0 = NaN), `* 1.000001`.
+Exactly neutral scalars go, whatever the other operand's shape."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+from rewriter.optimize import OptimizeOptions, optimize_proto
+
+F = onnx.TensorProto.FLOAT
+
+
+def _layer_norm(eps=1e-12):
+    """LayerNorm as legacy exports write it: (x - mean) / sqrt(var + eps)."""
+    nodes = [h.make_node("ReduceMean", ["x"], ["mean"], axes=[-1]),
+             h.make_node("Sub", ["x", "mean"], ["centered"]),
+             h.make_node("Pow", ["centered", "two"], ["squared"]),
+             h.make_node("ReduceMean", ["squared"], ["var"], axes=[-1]),
+             h.make_node("Add", ["var", "eps"], ["var_eps"]),
+             h.make_node("Sqrt", ["var_eps"], ["std"]),
+             h.make_node("Div", ["centered", "std"], ["y"])]
+    inits = [nh.from_array(np.array(2.0, np.float32), "two"), nh.from_array(np.array(eps, np.float32), "eps")]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", F, ["n", 4])],
+                         [h.make_tensor_value_info("y", F, ["n", 4])], inits)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+def _run(model, x):
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+
+
+def test_layer_norms_epsilon_stays_and_a_constant_row_is_not_nan():
+    model = _layer_norm()
+    result, _ = optimize_proto(model, OptimizeOptions())
+    assert "Add" in [n.op_type for n in result.graph.node]
+    x = np.array([[3.0, 3.0, 3.0, 3.0], [1.0, 2.0, 3.0, 4.0]], np.float32)
+    want, got = _run(model, x), _run(result, x)
+    assert not np.isnan(got).any()
+    np.testing.assert_array_equal(got, want)
+
+
+def _binary(op, value):
+    graph = h.make_graph([h.make_node(op, ["x", "c"], ["t"]), h.make_node("Relu", ["t"], ["y"])], "g",
+                         [h.make_tensor_value_info("x", F, None)], [h.make_tensor_value_info("y", F, None)],
+                         [nh.from_array(np.array(value, np.float32), "c")])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+def test_near_neutral_scalars_stay_and_exact_ones_go_even_with_unknown_shapes():
+    for op, value in (("Add", 1e-12), ("Sub", 5e-9), ("Mul", 1.000001), ("Div", 0.999995)):
+        result, _ = optimize_proto(_binary(op, value), OptimizeOptions())
+        assert [n.op_type for n in result.graph.node] == [op, "Relu"], (op, value)
+    for op, value in (("Add", 0.0), ("Sub", 0.0), ("Mul", 1.0), ("Div", 1.0)):
+        result, _ = optimize_proto(_binary(op, value), OptimizeOptions())
+        assert [n.op_type for n in result.graph.node] == ["Relu"], (op, value)
