@@ -11,7 +11,9 @@ place from the right).
 Shapes come from the values (ONNX shape inference, or the optimize pipeline's folder, which
 infers node by node): an operand of unknown rank is left alone. ``x + 0`` turns ``-0.0`` into
 ``+0.0``; the two compare equal. Constants that are graph inputs (overridable) and results
-that are graph outputs (their name is the interface) stay.
+that are graph outputs (their name is the interface) stay, and so do the Mul by gamma and the
+Add of beta after a written-out LayerNorm (``Div(Sub(x, mean), Sqrt(...))``): ONNX Runtime's
+LayerNormalization fusion needs them.
 """
 
 from __future__ import annotations
@@ -50,6 +52,30 @@ def _keeps_shape(x: ir.Value, constant: np.ndarray, out: ir.Value) -> bool:
     return all(c == 1 or (isinstance(d, int) and d == c) for c, d in zip(constant.shape, dims))
 
 
+def _produced_by(value: ir.Value | None, op: str) -> ir.Node | None:
+    node = value.producer() if value is not None else None
+    return node if node is not None and node.op_type == op and node.domain in ("", "ai.onnx") else None
+
+
+def _normalized(value: ir.Value | None) -> bool:
+    """``value`` is ``(x - mean) / sqrt(var + eps)``: a LayerNorm written out, as exporters do."""
+    div = _produced_by(value, "Div")
+    return div is not None and len(div.inputs) == 2 and _produced_by(div.inputs[0], "Sub") is not None \
+        and _produced_by(div.inputs[1], "Sqrt") is not None
+
+
+def _layer_norm_tail(op: str, other: ir.Value | None) -> bool:
+    """A Mul by gamma after a written-out LayerNorm, or the Add of beta after that Mul: ONNX
+    Runtime's LayerNormalization fusion looks for both, even when gamma is ones and beta zeros
+    (an untrained export); without them it fuses nothing and runs the seven nodes."""
+    if op == "Mul":
+        return _normalized(other)
+    if op == "Add":
+        mul = _produced_by(other, "Mul")
+        return mul is not None and any(_normalized(v) for v in mul.inputs)
+    return False
+
+
 class RemoveNeutralArithmeticPass(NodeRewritePass):
     """Remove Mul/Div by ones and Add/Sub of zeros that change nothing (see the module doc)."""
 
@@ -64,6 +90,8 @@ class RemoveNeutralArithmeticPass(NodeRewritePass):
         for pos in positions:
             array = _constant(node.inputs[pos])
             other = node.inputs[1 - pos]
+            if _layer_norm_tail(node.op_type, other):
+                continue  # ONNX Runtime fuses Div -> Mul(gamma) -> Add(beta) into LayerNormalization
             if array is None or other is None or not _keeps_shape(other, array, out):
                 continue
             if array.dtype.kind not in "fiub" or (array.dtype.kind == "b") != (node.op_type in ("And", "Or")) \

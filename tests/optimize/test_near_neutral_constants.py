@@ -65,3 +65,40 @@ def test_near_neutral_scalars_stay_and_exact_ones_go_even_with_unknown_shapes():
     for op, value in (("Add", 0.0), ("Sub", 0.0), ("Mul", 1.0), ("Div", 1.0)):
         result, _ = optimize_proto(_binary(op, value), OptimizeOptions())
         assert [n.op_type for n in result.graph.node] == ["Relu"], (op, value)
+
+
+def _layer_norm_affine():
+    """A written-out LayerNorm of an untrained export: gamma all ones, beta all zeros."""
+    model = _layer_norm(1e-5)
+    graph = model.graph
+    graph.node[-1].output[0] = "normalized"
+    graph.node.extend([h.make_node("Mul", ["normalized", "gamma"], ["scaled"]),
+                       h.make_node("Add", ["scaled", "beta"], ["y"])])
+    graph.initializer.extend([nh.from_array(np.ones(4, np.float32), "gamma"),
+                              nh.from_array(np.zeros(4, np.float32), "beta")])
+    return model
+
+
+def test_a_layer_norms_neutral_gamma_and_beta_stay_so_onnx_runtime_fuses_it(tmp_path):
+    model = _layer_norm_affine()
+    result, _ = optimize_proto(model, OptimizeOptions())
+    ops = [n.op_type for n in result.graph.node]
+    assert ops[-2:] == ["Mul", "Add"], ops
+    options = ort.SessionOptions()
+    options.optimized_model_filepath = str(tmp_path / "ort.onnx")
+    ort.InferenceSession(result.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    fused = [n.op_type for n in onnx.load(str(tmp_path / "ort.onnx")).graph.node]
+    assert fused == ["LayerNormalization"], fused
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    np.testing.assert_allclose(_run(result, x), _run(model, x), rtol=1e-6, atol=1e-6)
+
+
+def test_neutral_ones_elsewhere_still_go():
+    graph = h.make_graph([h.make_node("Relu", ["x"], ["r"]), h.make_node("Mul", ["r", "ones"], ["t"]),
+                          h.make_node("Add", ["t", "zeros"], ["u"]), h.make_node("Neg", ["u"], ["y"])], "g",
+                         [h.make_tensor_value_info("x", F, [2, 4])], [h.make_tensor_value_info("y", F, [2, 4])],
+                         [nh.from_array(np.ones(4, np.float32), "ones"), nh.from_array(np.zeros(4, np.float32), "zeros")])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+    model.ir_version = 8
+    result, _ = optimize_proto(model, OptimizeOptions())
+    assert [n.op_type for n in result.graph.node] == ["Relu", "Neg"]
