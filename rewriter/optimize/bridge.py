@@ -38,6 +38,9 @@ class Carry:
     # output name -> the name of the input's node that made it: a node a rewrite made in its place
     # (Flatten rewritten as Reshape) carries that name, as convert's rewrites do
     node_names: dict = dataclasses.field(default_factory=dict)
+    # value name -> its ValueInfoProto, for values whose type holds a map (ZipMap's
+    # seq(map(int64, float)) output): onnx_ir 1.1 has no map types, so they cross untyped
+    map_types: dict = dataclasses.field(default_factory=dict)
 
 
 def _key(t: onnx.TensorProto) -> tuple[str, int, int]:
@@ -61,6 +64,7 @@ def to_ir(model: onnx.ModelProto, base_dir: str | None = None) -> tuple[ir.Model
                    for o in n.output if o})
     if model.training_info:
         model = _without_training_info(model)
+    model = _without_map_types(model, carry.map_types)
     with warnings.catch_warnings():  # the private entries are ours; to_proto puts them back
         warnings.filterwarnings("ignore", message="Ignoring unknown external data key")
         result = ir.serde.deserialize_model(model)
@@ -70,6 +74,35 @@ def to_ir(model: onnx.ModelProto, base_dir: str | None = None) -> tuple[ir.Model
         base = dict(found).get(BASE_KEY) if found else None
         tensor.base_dir = base or base_dir or ""
     return result, carry
+
+
+def _has_map(t: onnx.TypeProto) -> bool:
+    kind = t.WhichOneof("value")
+    if kind == "map_type":
+        return True
+    if kind == "sequence_type":
+        return _has_map(t.sequence_type.elem_type)
+    if kind == "optional_type":
+        return _has_map(t.optional_type.elem_type)
+    return False
+
+
+def _without_map_types(model: onnx.ModelProto, saved: dict) -> onnx.ModelProto:
+    """``model``, or a copy whose values with a map in their type are untyped (their
+    ValueInfoProto kept in ``saved``, by name, for :func:`to_proto`)."""
+    def infos(m):
+        for scope in traversal.iter_scopes(m):
+            if not scope.is_function:
+                yield from (*scope.body.input, *scope.body.output, *scope.body.value_info)
+    if not any(_has_map(v.type) for v in infos(model)):
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for info in infos(copy):
+        if _has_map(info.type):
+            saved[info.name] = onnx.ValueInfoProto.FromString(info.SerializeToString())
+            info.ClearField("type")
+    return copy
 
 
 def _without_training_info(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -124,6 +157,12 @@ def to_proto(model: ir.Model, carry: Carry) -> onnx.ModelProto:
             del scope.body.value_info[:]
             scope.body.value_info.extend(kept)
     _carry_node_names(proto, carry.node_names)
+    if carry.map_types:
+        for scope in traversal.iter_scopes(proto):
+            if not scope.is_function:
+                for info in (*scope.body.input, *scope.body.output, *scope.body.value_info):
+                    if info.name in carry.map_types:
+                        info.CopyFrom(carry.map_types[info.name])
     for fn in proto.functions:
         kept = carry.function_value_info.get((fn.domain, fn.name, fn.overload), [])
         names = {o for n in fn.node for o in n.output} | set(fn.input) | set(fn.output)
