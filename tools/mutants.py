@@ -207,7 +207,7 @@ MUTANTS: list[Mutant] = [
       "tests/convert/test_reshape.py", "allowzero=1 dropped for a computed shape"),
     # ---------------------------------------------------------------- optimizer shape chains
     M("fold-copies-shared", "rewriter/optimize/constant_folding.py",
-      "                           and len(v.uses()) > 1), None)", "                           and len(v.uses()) > 2), None)",
+      "and len(v.uses()) > 1 and v.graph is not node.graph), None)", "and len(v.uses()) > 2 and v.graph is not node.graph), None)",
       "tests/optimize/test_constant_folding.py", "a weight read in both If branches folded into two copies"),
     M("layout-transpose-order", "rewriter/optimize/layout_before_reshape.py",
       "    return kept == sorted(kept)", "    return True",

@@ -100,8 +100,9 @@ def _nbytes(value: ir.Value | None) -> int | None:
     return size * (dtype.itemsize if dtype != ir.DataType.STRING else 16)
 
 
-# A fold whose output is bigger than this, computed from a constant as big that other nodes
-# keep reading (a weight Unsqueezed in both branches of an If), would store that data twice.
+# A fold inside a subgraph whose output is bigger than this, computed from an outer graph's
+# constant as big that other nodes keep reading (a weight Unsqueezed in both branches of an If),
+# would store that data again in the subgraph.
 _COPY_LIMIT = 16 * 1024
 
 
@@ -195,8 +196,9 @@ class FoldConstantsPass(_oscf.FoldConstantsPass):
                                     f"({self.fold_limit} bytes)")
         if size is not None and size > _COPY_LIMIT and size > freed:
             shared = next((v for v in node.inputs if v is not None and (_nbytes(v) or 0) > _COPY_LIMIT
-                           and len(v.uses()) > 1), None)
-            if shared is not None:  # its data stays for the other readers: folding would store it twice
+                           and len(v.uses()) > 1 and v.graph is not node.graph), None)
+            if shared is not None:  # an outer graph's constant: it stays for the other readers, so
+                # folding here (once in each branch of an If, say) would store its data again
                 return self._skip(node, f"output '{out.name}' ({size} bytes) would copy the data of "
                                         f"'{shared.name}', which other nodes read too")
         types = {v.const_value.dtype for v in node.inputs if v is not None and v.const_value is not None}

@@ -284,12 +284,21 @@ def _shared_weight_model(branches: bool):
 
 
 def test_a_fold_that_would_store_a_shared_weight_twice_is_skipped():
+    import onnx
+
     from tests.optimize.common import optimize_and_compare
 
     model = _shared_weight_model(branches=True)
     result, report = optimize_and_compare(model)
     assert result.ByteSize() <= model.ByteSize()
     assert any("would copy the data of 'w'" in reason for _, reason in report.skipped)
+    # in one graph every reader of the weight folds, and the weight goes: nothing is stored twice
+    two = _shared_weight_model(branches=False)
+    two.graph.node.extend([onnx.helper.make_node("Unsqueeze", ["w", "axes"], ["w2"]),
+                           onnx.helper.make_node("MatMul", ["x", "w2"], ["y2"])])
+    two.graph.output.extend([onnx.helper.make_tensor_value_info("y2", onnx.TensorProto.FLOAT, [1, 2, 128])])
+    folded, _ = optimize_and_compare(two)
+    assert "Unsqueeze" not in [n.op_type for n in folded.graph.node]
     single, _ = optimize_and_compare(_shared_weight_model(branches=False))
     assert [n.op_type for n in single.graph.node] == ["MatMul"]  # its only reader: folded, nothing copied
     assert single.ByteSize() <= _shared_weight_model(branches=False).ByteSize()
