@@ -7,6 +7,11 @@ p-th smallest position not in a2. The merged axes are a2 and those positions, ex
 same result. Applies when both axes lists are constant (inputs from opset 13, attributes
 before), non-negative (or the rank of x is known), the first result is read only by the
 second Unsqueeze and is not a graph output.
+
+``Unsqueeze(Squeeze(x, a), a)`` is ``x`` itself: the Squeeze removes dims of size 1 at the
+positions a, and the Unsqueeze puts dims of size 1 back at the same positions of a result of
+x's rank (axes compared after normalizing against that rank; a Squeeze without axes is left).
+The Unsqueeze's readers read x; the Squeeze goes when nothing else reads it.
 """
 
 from __future__ import annotations
@@ -57,6 +62,9 @@ class MergeUnsqueezesPass(NodeRewritePass):
     def _try(self, graph, second: ir.Node, outputs, opset: int) -> None:
         mid = second.inputs[0] if second.inputs else None
         first = mid.producer() if mid is not None else None
+        if first is not None and first.op_type == "Squeeze" and first.domain in ("", "ai.onnx"):
+            self._undo_squeeze(graph, first, second, outputs, opset)
+            return
         if first is None or first.op_type != "Unsqueeze" or first.domain not in ("", "ai.onnx"):
             return
         if first.graph is not second.graph or mid in outputs or len(mid.uses()) != 1 or first.inputs[0] is None:
@@ -83,4 +91,21 @@ class MergeUnsqueezesPass(NodeRewritePass):
             second.attributes["axes"] = ir.AttrInt64s("axes", merged)
         second.replace_input_with(0, x)
         graph.remove(first, safe=True)
+        self.count += 1
+
+    def _undo_squeeze(self, graph, squeeze: ir.Node, unsqueeze: ir.Node, outputs, opset: int) -> None:
+        x = squeeze.inputs[0] if squeeze.inputs else None
+        out = unsqueeze.outputs[0]
+        if x is None or squeeze.graph is not unsqueeze.graph or out in outputs or x.shape is None:
+            return
+        if out.dtype is not None and x.dtype is not None and out.dtype != x.dtype:
+            return
+        a1, a2 = _axes(squeeze, opset), _axes(unsqueeze, opset)
+        rank = len(x.shape)
+        if not a1 or not a2 or _normalized(a1, rank) is None or _normalized(a1, rank) != _normalized(a2, rank):
+            return
+        out.replace_all_uses_with(x)
+        graph.remove(unsqueeze, safe=True)
+        if not squeeze.outputs[0].uses() and squeeze.outputs[0] not in outputs:
+            graph.remove(squeeze, safe=True)
         self.count += 1
