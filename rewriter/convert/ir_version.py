@@ -89,6 +89,24 @@ def _tensor_features(t: onnx.TensorProto, where: str):
         yield Feature(10, f"metadata_props of tensor '{t.name}'", where, "moved")
 
 
+# attribute kinds that hold nothing a newer IR introduced
+_PLAIN_ATTRS = frozenset({onnx.AttributeProto.FLOAT, onnx.AttributeProto.FLOATS, onnx.AttributeProto.INTS,
+                          onnx.AttributeProto.STRING, onnx.AttributeProto.STRINGS, onnx.AttributeProto.GRAPH,
+                          onnx.AttributeProto.GRAPHS})
+
+
+class _Label:
+    """A node's label for a message, made when a message needs it (a walk for unnamed nodes)."""
+
+    def __init__(self, node, scope):
+        self._node, self._scope, self._text = node, scope, None
+
+    def __format__(self, spec) -> str:
+        if self._text is None:
+            self._text = traversal.node_label(self._node, self._scope)
+        return format(self._text, spec)
+
+
 def features(model: onnx.ModelProto) -> list[Feature]:
     """Every use in ``model`` of something introduced after IR 3, with where it is."""
     found: list[Feature] = []
@@ -133,7 +151,9 @@ def features(model: onnx.ModelProto) -> list[Feature]:
             if v.metadata_props:
                 add(Feature(10, f"metadata_props of value '{v.name}'", where, "moved"))
         for node in body.node:
-            label = traversal.node_label(node, scope)
+            if not (node.overload or node.metadata_props or node.device_configurations or node.attribute):
+                continue  # the common case: nothing a newer IR introduced (labels are made only when needed)
+            label = _Label(node, scope)
             if node.overload:
                 add(Feature(10, f"overload '{node.overload}' of node {label}", where, "inlined"))
             if node.metadata_props:
@@ -141,18 +161,22 @@ def features(model: onnx.ModelProto) -> list[Feature]:
             if node.device_configurations:
                 add(Feature(11, f"device configurations of node {label}", where))
             for a in node.attribute:
-                if a.type == onnx.AttributeProto.INT and a.name in _DTYPE_ATTRS and \
+                kind = a.type  # one read each: protobuf field access is the cost of this walk
+                if kind in _PLAIN_ATTRS:
+                    continue
+                if kind == onnx.AttributeProto.INT and a.name in _DTYPE_ATTRS and \
                         node.domain in ("", "ai.onnx") and a.i in _TYPE_IR:
                     add(Feature(_TYPE_IR[a.i], f"type {_type_name(a.i)} in attribute '{a.name}' of node {label}",
                                 where))
-                if a.type == onnx.AttributeProto.TENSOR:
+                if kind == onnx.AttributeProto.TENSOR:
                     found.extend(_tensor_features(a.t, f"node {label}"))
-                for t in a.tensors:
-                    found.extend(_tensor_features(t, f"node {label}"))
-                if a.type == onnx.AttributeProto.SPARSE_TENSOR:
+                if kind == onnx.AttributeProto.TENSORS:
+                    for t in a.tensors:
+                        found.extend(_tensor_features(t, f"node {label}"))
+                if kind == onnx.AttributeProto.SPARSE_TENSOR:
                     exact = "made dense" if node.op_type == "Constant" and node.domain in ("", "ai.onnx") else None
                     add(Feature(6, f"a sparse tensor in attribute '{a.name}' of node {label}", where, exact))
-                if a.type == onnx.AttributeProto.TYPE_PROTO or a.type == onnx.AttributeProto.TYPE_PROTOS:
+                if kind == onnx.AttributeProto.TYPE_PROTO or kind == onnx.AttributeProto.TYPE_PROTOS:
                     for tp in [a.tp, *a.type_protos]:
                         for ir, what in _types_of(tp):
                             add(Feature(ir, f"{what} in attribute '{a.name}' of node {label}", where))

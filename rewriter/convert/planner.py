@@ -274,6 +274,11 @@ def _choose_ir_version(result, model, pin, cap, report: ConvertReport, *, down: 
     A feature the input already used above its own IR version (node metadata in an IR-8 file,
     which readers of IR 8 ignore) does not raise the result's: the lowest IR chosen counts
     each feature at most at the input's IR. Only a pin or a runtime's cap rewrites them."""
+    if not down and pin is None and cap is None and model.ir_version >= 4:
+        # every feature counts at most at the input's IR (>= 4), which going up is kept: the
+        # walk over every node for features would change nothing
+        result.ir_version = max(model.ir_version, ir_versions.opset_ir(result.opset_import))
+        return
     found = ir_versions.features(result)
     tolerated = max([ir_versions.opset_ir(result.opset_import),
                      *(min(f.ir_version, max(model.ir_version, 4 if "graph inputs" in (f.rewrite or "") else 0))
