@@ -13,10 +13,9 @@ from rewriter.cli.runner import (EXIT_ERROR, EXIT_OK, EXIT_PROBLEM, UsageError, 
                                  finish_rank_checks, input_layout, one_line, save_output, warn)
 from rewriter.errors import RewriterError
 
-# Decompositions that compute long float sums in another order than the op's kernels (a DFT
-# as a MatMul): their error grows with the output's scale (about n * eps * max|x|), so
-# --verify accepts differences up to REORDERED_SUMS_ATOL times the output's largest magnitude.
-REORDERING_DECOMPOSITIONS = frozenset({"DFT", "STFT", "Einsum"})
+# After a decomposition that reorders long float sums (rewriter.convert.decompositions.
+# REORDERED_SUMS: a DFT as a MatMul), whose error grows with the output's scale (about
+# n * eps * max|x|), --verify accepts differences up to this times the output's largest magnitude.
 REORDERED_SUMS_ATOL = 1e-4
 
 __all__ = ["cmd_convert", "cmd_fold", "cmd_optimize", "cmd_check", "verify_rewrite"]
@@ -51,7 +50,9 @@ def cmd_convert(args) -> int:
         raise
     args.run.result_checked = True  # convert_model returns only what the ONNX checker accepts
     # ops decomposed with reordered float sums: --verify scales its tolerance to the output
-    args.run.reordered_sums = sorted(set(report.decomposed) & REORDERING_DECOMPOSITIONS)
+    from rewriter.convert.decompositions import REORDERED_SUMS
+
+    args.run.reordered_sums = sorted(set(report.decomposed) & REORDERED_SUMS)
     t1 = time.perf_counter()
     verification = verify_rewrite(model, result, args)
     t2 = time.perf_counter()

@@ -19,21 +19,27 @@ import importlib
 import pkgutil
 from typing import Callable
 
-__all__ = ["DECOMPOSITIONS", "decomposition", "lookup"]
+__all__ = ["DECOMPOSITIONS", "REORDERED_SUMS", "decomposition", "lookup"]
 
 Decomposition = Callable[..., None]
 
 # op -> (the opset the inserted nodes are written for, the decomposition)
 DECOMPOSITIONS: dict[str, tuple[int, Decomposition]] = {}
+# the ops whose decomposition computes long float sums in another order than the op's kernels
+# (a DFT as a MatMul): the results agree within a tolerance that grows with the output's scale
+REORDERED_SUMS: set[str] = set()
 
 
-def decomposition(op_type: str, opset: int):
-    """Register ``fn`` as the exact decomposition of ``op_type`` into nodes valid at ``opset``."""
+def decomposition(op_type: str, opset: int, *, reorders_sums: bool = False):
+    """Register ``fn`` as the exact decomposition of ``op_type`` into nodes valid at ``opset``;
+    ``reorders_sums`` when it sums floats in another order than the op's kernels do."""
 
     def wrap(fn: Decomposition) -> Decomposition:
         if op_type in DECOMPOSITIONS:
             raise ValueError(f"two decompositions of {op_type}")
         DECOMPOSITIONS[op_type] = (opset, fn)
+        if reorders_sums:
+            REORDERED_SUMS.add(op_type)
         return fn
 
     return wrap

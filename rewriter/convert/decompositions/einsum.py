@@ -52,7 +52,7 @@ def _check_sizes(ctx, equation, dims) -> None:
             ctx.block(f"the sizes {sorted(found)} of {shown(label)} do not broadcast")
 
 
-@decomposition("Einsum", _WRITTEN_AT)
+@decomposition("Einsum", _WRITTEN_AT, reorders_sums=True)
 def einsum_to_11(node: onnx.NodeProto, ctx) -> None:
     """Einsum as Transpose, Reshape, MatMul, Mul, ReduceSum, Squeeze, Unsqueeze and Gather nodes of
     opset 11.

@@ -151,7 +151,7 @@ def _finish(chain: _Chain, elem: int, output: str, op: str, extra, dims, **attrs
         chain.then(op, extra, dims, output=output, **attrs)
 
 
-@decomposition("DFT", OPSET)
+@decomposition("DFT", OPSET, reorders_sums=True)
 def dft(node, ctx) -> None:
     """DFT-17/20 as Transpose/Reshape/MatMul/Reshape/Transpose with a constant matrix (see the
     module docstring for the conditions and the exactness: equal within float tolerance, the
@@ -230,7 +230,7 @@ def dft(node, ctx) -> None:
     ctx.remove()
 
 
-@decomposition("STFT", OPSET)
+@decomposition("STFT", OPSET, reorders_sums=True)
 def stft(node, ctx) -> None:
     """STFT-17 as Gather/MatMul (static signal length) or a strided Conv (dynamic one) with a
     constant matrix (see the module docstring for the conditions and the exactness: equal
