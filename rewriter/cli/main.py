@@ -6,7 +6,7 @@ import os
 import sys
 import time
 
-from rewriter.cli import interrupts
+from rewriter.cli import interrupts, lazy_imports
 from rewriter.cli.interrupts import written_since
 
 __all__ = ["main", "entry"]
@@ -22,6 +22,9 @@ def main(argv: list[str] | None = None, *, as_process: bool = False) -> int:
     # is not writable and connects out; a model converter has no business with either. Setting the
     # variable to 0 before running rewriter keeps ONNX Runtime's own default.
     os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+    # this process is the command's own: sympy (onnx_ir's symbolic dims, about 0.4 s) loads only
+    # if a symbolic dim's arithmetic needs it; a library user's process is left as it is
+    lazy_imports.defer_sympy()
     parsed: list = []
     started = time.time()
     try:

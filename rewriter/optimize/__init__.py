@@ -31,10 +31,7 @@ import onnx
 
 from rewriter.errors import RewriterError
 from rewriter.graph import traversal
-from rewriter.optimize.lazy_imports import defer_sympy
 from rewriter.optimize.report import OptimizeOptions, OptimizeReport
-
-defer_sympy()  # before anything imports onnx_ir: sympy loads only if a symbolic dim needs it
 
 __all__ = ["optimize_proto", "OptimizeReport", "OptimizeOptions", "count_ops", "initializer_count"]
 

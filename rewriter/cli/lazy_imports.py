@@ -9,6 +9,10 @@ its namespace into the stand-in, so whoever holds the stand-in sees the real mod
 on: behaviour is unchanged, only the import moves to where it is first used.
 (:class:`importlib.util.LazyLoader` does not help: an ``import`` statement reads ``__spec__``,
 which loads the module.) Nothing happens when either module is already imported.
+
+Only the command line calls it, first thing in its own process: importing rewriter as a library
+changes nothing in the importer's ``sys.modules``. It stands in for a private onnx_ir module, so
+onnx-ir is pinned below the next minor release (tests/cli/test_lazy_imports.py checks the use).
 """
 
 from __future__ import annotations
