@@ -27,8 +27,9 @@ def subgraphs(node: ir.Node) -> Iterator[ir.Graph]:
 
 
 def graphs_and_functions(model: ir.Model) -> Iterator[ir.Graph | ir.Function]:
-    """Main graph, its subgraphs, then each function and its subgraphs (parents first)."""
-    for top in (model.graph, *model.functions.values()):
-        yield top
-        for node in list(top):
-            yield from subgraphs(node)
+    """Main graph, its subgraphs, then each function and its subgraphs (parents first): onnx_ir's
+    ``Model.graphs()`` with the model-local functions, which it leaves out."""
+    yield from model.graphs()
+    for function in model.functions.values():
+        yield function
+        yield from function.subgraphs()

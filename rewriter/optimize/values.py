@@ -11,31 +11,19 @@ import onnx_ir as ir
 
 __all__ = ["constant_array", "add_constant", "const_ints", "named_dims"]
 
-_LIST_ATTRS = {"value_ints": np.int64, "value_floats": np.float32}
-_SCALAR_ATTRS = {"value_int": np.int64, "value_float": np.float32}
 
 
 def constant_array(value: ir.Value | None, max_size: int = 1 << 16) -> np.ndarray | None:
-    """The value of ``value`` when it is a known constant of at most ``max_size`` elements."""
+    """The value of ``value`` when it is a known constant of at most ``max_size`` elements:
+    onnx_ir's ``get_const_tensor``, except that a graph input (an overridable initializer) and a
+    malformed Constant node are not constants."""
     if value is None or value.is_graph_input():
         return None
-    tensor = value.const_value
-    if tensor is None:
-        node = value.producer()
-        if node is None or node.op_type != "Constant" or node.domain not in ("", "ai.onnx") or len(node.attributes) != 1:
-            return None
-        (name, attr), = node.attributes.items()
-        if attr.is_ref():
-            return None
-        if name == "value" and attr.type == ir.AttributeType.TENSOR:
-            tensor = attr.value
-        elif name in _LIST_ATTRS:
-            return np.asarray(list(attr.value), dtype=_LIST_ATTRS[name])
-        elif name in _SCALAR_ATTRS:
-            return np.asarray(attr.value, dtype=_SCALAR_ATTRS[name])
-        else:
-            return None
-    if tensor.size > max_size:
+    try:
+        tensor = ir.convenience.get_const_tensor(value)
+    except ValueError:  # a Constant node with several attributes or outputs
+        return None
+    if tensor is None or tensor.size > max_size:
         return None
     return tensor.numpy()
 
