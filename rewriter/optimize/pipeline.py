@@ -126,28 +126,57 @@ class _Passes:
 
 
 def _rounds(model, options, report, passes: _Passes, skipped) -> bool:
-    """Run ``passes`` in rounds until a round changes nothing (at most ``options.iterations``)."""
+    """Run ``passes`` in rounds until a round changes nothing (at most ``options.iterations``),
+    with onnx_ir's PassManager; what the report counts is taken from each pass as it ends."""
     fold, shapes = passes.fold, passes.shapes
-    modified = False
-    for round_ in range(max(1, options.iterations)):
-        changed = False
-        for p in passes.in_order():
-            changed |= p(model).modified
-            if p is fold:
-                report.folded.update(fold.stats.folded)
-                for key, item in fold.stats.by_node.items():  # a node keeps the label it had first
-                    skipped.setdefault(key, item)
-            elif p is shapes and shapes.folded:
-                report.folded["shape arithmetic"] += shapes.folded
+
+    def round_started():
+        report.rounds += 1
+
+    def folded():
+        report.folded.update(fold.stats.folded)
+        for key, item in fold.stats.by_node.items():  # a node keeps the label it had first
+            skipped.setdefault(key, item)
+
+    def shapes_folded():
+        if shapes.folded:
+            report.folded["shape arithmetic"] += shapes.folded
+
+    def round_ended():
         report.fused += passes.fusions.applied + shapes.reshapes + sum(p.count for p in passes.rewrites)
         report.merged += passes.cse.count
         report.removed_nodes += passes.unused.removed_nodes
         report.removed_initializers += passes.unused.removed_initializers
-        report.rounds = round_ + 1
-        modified |= changed
-        if not changed:
-            break
-    return modified
+
+    rounds = ir.passes.PassManager(
+        [_Then(None, round_started), _Then(fold, folded), _Then(shapes, shapes_folded),
+         *passes.in_order()[2:-1], _Then(passes.unused, round_ended)],
+        steps=max(1, options.iterations), early_stop=True)
+    try:
+        return rounds(model).modified
+    except ir.passes.PassError as e:  # the failure itself, not the pass manager's wrappers of it
+        cause: BaseException = e
+        while isinstance(cause, ir.passes.PassError) and cause.__cause__ is not None:
+            cause = cause.__cause__
+        if cause is e:
+            raise
+        raise cause from None
+
+
+class _Then(ir.passes.InPlacePass):
+    """Runs ``inner`` (nothing when None, and reports no change), then calls ``then()``."""
+
+    def __init__(self, inner, then):
+        super().__init__()
+        self.inner, self.then = inner, then
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        modified = self.inner(model).modified if self.inner is not None else False
+        self.then()
+        return ir.passes.PassResult(model, modified=modified)
+
+    def __repr__(self) -> str:
+        return repr(self.inner) if self.inner is not None else "round"
 
 
 class OptimizePass(ir.passes.InPlacePass):

@@ -248,3 +248,27 @@ def test_reshape_keeps_a_computed_shape_whose_dim_comes_from_another_tensor():
         "s = Shape(r)", "s = Shape(r)\n      sz = Shape(z)").replace("b = Gather<axis=0>(s, i0)", "b = Gather<axis=0>(sz, i0)")
     result, _ = optimize_and_compare(parse(text.replace("=> (float[N,12] y)", "=> (float[N,12] y)")))
     assert "Concat" in ops(result)  # M is not known to equal N
+
+
+def test_a_pass_failing_inside_the_rounds_is_reported_by_its_own_words(monkeypatch):
+    """The pass manager wraps a failure twice; optimize's error carries the failure itself."""
+    from onnx import TensorProto, helper
+
+    import pytest
+
+    from rewriter.errors import RewriterError
+    from rewriter.optimize import optimize_proto
+    from rewriter.optimize.cse import CommonSubexpressionEliminationPass
+
+    def broken(self, model):
+        raise ValueError("the cse broke on purpose")
+
+    monkeypatch.setattr(CommonSubexpressionEliminationPass, "call", broken)
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])]), opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(RewriterError) as info:
+        optimize_proto(model)
+    assert str(info.value) == "optimize failed: the cse broke on purpose"
+    assert isinstance(info.value.__cause__, ValueError)
