@@ -28,10 +28,14 @@ class RemoveUnusedPass(ir.passes.InPlacePass):
         self.keep = frozenset(keep)
         self.removed_nodes = 0
         self.removed_initializers = 0
+        self._live: set = set()
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.removed_nodes = self.removed_initializers = 0
         scopes = list(graphs_and_functions(model))
+        # a use by a node of a graph no longer in the model (the branch of an If that was
+        # folded away keeps its nodes and their reads) is no use
+        self._live = {g.graph if isinstance(g, ir.Function) else g for g in scopes}
         # children first: a dead use inside a subgraph goes before its parent counts uses
         for _ in range(2):
             before = self.removed_nodes
@@ -52,9 +56,12 @@ class RemoveUnusedPass(ir.passes.InPlacePass):
         if node.domain not in ("", "ai.onnx") and not self.allow_removing_custom_ops:
             return False
         for out in node.outputs:
-            if out in outputs or out.uses() or (main and out.name in self.keep):
+            if out in outputs or self._used(out) or (main and out.name in self.keep):
                 return False
         return True
+
+    def _used(self, value: ir.Value) -> bool:
+        return any(use.node.graph in self._live for use in value.uses())
 
     def _nodes(self, graph, main_graph) -> int:
         outputs = frozenset(graph.outputs)
@@ -62,6 +69,9 @@ class RemoveUnusedPass(ir.passes.InPlacePass):
         for node in reversed(list(graph)):
             if not self._removable(node, outputs, graph is main_graph):
                 continue
+            for out in node.outputs:  # the reads of nodes no longer in the model go first
+                for use in list(out.uses()):
+                    use.node.replace_input_with(use.idx, None)
             for sub in list(subgraphs(node)):  # their reads of outer values go with the node
                 for inner in sub:
                     for i in range(len(inner.inputs)):
@@ -74,7 +84,7 @@ class RemoveUnusedPass(ir.passes.InPlacePass):
         inputs, outputs = frozenset(graph.inputs), frozenset(graph.outputs)
         count = 0
         for name, value in list(graph.initializers.items()):
-            if value.uses() or value in inputs or value in outputs or (main and name in self.keep):
+            if self._used(value) or value in inputs or value in outputs or (main and name in self.keep):
                 continue
             del graph.initializers[name]
             count += 1
