@@ -36,6 +36,7 @@ class RemoveUnusedPass(ir.passes.InPlacePass):
         # a use by a node of a graph no longer in the model (the branch of an If that was
         # folded away keeps its nodes and their reads) is no use
         self._live = {g.graph if isinstance(g, ir.Function) else g for g in scopes}
+        self._forget_dead_reads(scopes)
         # children first: a dead use inside a subgraph goes before its parent counts uses
         for _ in range(2):
             before = self.removed_nodes
@@ -59,6 +60,17 @@ class RemoveUnusedPass(ir.passes.InPlacePass):
             if out in outputs or self._used(out) or (main and out.name in self.keep):
                 return False
         return True
+
+    def _forget_dead_reads(self, scopes) -> None:
+        """Detach the reads of nodes no longer in the model from every value that is, so that
+        the next round's rules see only the real readers."""
+        for graph in scopes:
+            values = [*graph.inputs, *(graph.initializers.values() if isinstance(graph, ir.Graph) else ())]
+            values += [out for node in graph for out in node.outputs]
+            for value in values:
+                for use in list(value.uses()):
+                    if use.node.graph not in self._live:
+                        use.node.replace_input_with(use.idx, None)
 
     def _used(self, value: ir.Value) -> bool:
         return any(use.node.graph in self._live for use in value.uses())
