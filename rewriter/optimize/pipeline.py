@@ -7,7 +7,7 @@ import dataclasses
 import logging
 
 import onnx_ir as ir
-from onnx_ir.passes.common import DeduplicateInitializersPass, LiftConstantsToInitializersPass
+from onnx_ir.passes.common import LiftConstantsToInitializersPass
 
 from rewriter.optimize.report import OptimizeOptions, OptimizeReport
 from rewriter.optimize.batched_gemm import BatchedMatMulAddToGemmPass
@@ -15,6 +15,7 @@ from rewriter.optimize.batchnorm_parameters import LiftBatchNormParametersPass
 from rewriter.optimize.conv_affine import FoldChannelAffineIntoConvPass
 from rewriter.optimize.constant_folding import FoldConstantsPass, hide_overridable, restore
 from rewriter.optimize.cse import CommonSubexpressionEliminationPass
+from rewriter.optimize.dedupe import MergeEqualInitializersPass
 from rewriter.optimize.fusions import FusionsPass
 from rewriter.optimize.elementwise_reshapes import RemoveElementwiseReshapesPass
 from rewriter.optimize.layout_before_reshape import RemoveLayoutOpsBeforeReshapePass
@@ -92,7 +93,7 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
     finals: list = []
     if model.ir_version >= 4:  # initializers that are not inputs need IR 4
         finals += [LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0),
-                   DeduplicateInitializersPass()]
+                   MergeEqualInitializersPass()]
     else:  # what folds and fusions made initializers become Constant nodes
         finals.append(InitializersToConstantsPass())
     finals += [unused, DropToolMetadataPass()]
