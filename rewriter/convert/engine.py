@@ -25,6 +25,7 @@ from rewriter.convert import registry, steps
 from rewriter.convert.blockers import Blocker, Label, reason_after_label, works_for
 from rewriter.convert.context import NodeContext
 from rewriter.convert.expansion import Expansion, deprecated_schema, has_function_body
+from rewriter.convert.frame import Frame
 from rewriter.convert.state import ConversionState
 from rewriter.convert.type_verdicts import TypeVerdicts, widening
 from rewriter.errors import ConversionError
@@ -37,7 +38,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_DOMAINS = registry.DEFAULT_DOMAINS
 
 
-class Engine(Expansion):
+class Engine:
     """Converts the nodes of one model copy; see the module doc."""
 
     def __init__(self, state: ConversionState, target: int, lacks=None):
@@ -46,25 +47,22 @@ class Engine(Expansion):
         self.report = state.report
         self.blockers: list[Blocker] = []
         self.delegated: set[tuple[str, ...]] = set()  # outputs of the nodes for onnx (value names are unique)
-        self._expanding = 0
-        self._expansions: list[str] = []  # what is being converted: "function body of <node>", ...
-        self._makers: list[str] = []  # labels of the nodes whose adapters' new nodes are being converted
-        self._current: tuple | None = None
         self.taken: collections.Counter = collections.Counter()  # (op, a, b, kind) -> nodes
         self._paths: dict = {}
-        self._kept: collections.Counter = collections.Counter()  # (op, opset, derived) -> nodes kept type-only
-        self._derived = 0  # > 0 while converting a node the conversion made (function bodies, rewrites)
+        self._kept: collections.Counter = collections.Counter()  # (op, opset, target, derived) -> nodes kept type-only
         self._verdicts = TypeVerdicts(state)
-        self._always_kept: dict[tuple[str, int], int] = {}  # (op, opset) -> _kept_whatever_node
-        self._preludes: dict[tuple[str, int], tuple] = {}  # (op, opset) -> _prelude
+        self._always_kept: dict[tuple[str, int, int], int] = {}  # (op, opset, target) -> _kept_whatever_node
+        self._preludes: dict[tuple[str, int, int], tuple] = {}  # (op, opset, target) -> _prelude
+        self._expansion = Expansion(state, self, lacks)
 
     # ------------------------------------------------------------ the walk
 
     def run(self) -> None:
+        frame = Frame(self.target)
         for scope in list(self.state.scopes):
-            self._convert_body(scope)
-        for (op, opset, derived), n in self._kept.items():
-            path, _ = self._path(op, opset)
+            self.convert_body(scope, frame)
+        for (op, opset, target, derived), n in self._kept.items():
+            path, _ = self._path(op, opset, target)
             (self.report.derived_steps if derived else self.report.steps)[(op, "type-only")] += n * len(path)
             self.report.type_only[op] += n
             for a, b in path:
@@ -72,10 +70,12 @@ class Engine(Expansion):
         for (op, a, b, kind), n in sorted(self.taken.items()):
             logger.info("%s %d -> %d: %s, %d node(s)", op, a, b, kind, n)
 
-    def _convert_body(self, scope: traversal.Scope, clear: bool = True) -> None:
+    def convert_body(self, scope: traversal.Scope, frame: Frame) -> None:
+        """Convert every node of ``scope``'s body in place (a body of the model, or one inside
+        an expansion when ``frame.inside``)."""
+        clear = frame.inside is None
         if clear:
             self.state.pending.clear()
-        current = self._current
         body = scope.body
         opset = scope.opset
         if opset is None:
@@ -89,18 +89,17 @@ class Engine(Expansion):
             op = node.op_type
             if seen is not None:
                 seen[op] += 1
-            key = (op, opset)
+            key = (op, opset, frame.target)
             keep = always.get(key)
             if keep is None:
-                keep = always[key] = self._kept_whatever_node(op, opset)
+                keep = always[key] = self._kept_whatever_node(op, opset, frame.target)
             if keep:  # the common case going up: nothing about the node can stop its steps
                 if keep == 2:
-                    self._kept[(op, opset, not clear)] += 1
+                    self._kept[(op, opset, frame.target, frame.derived)] += 1
                 continue
             i = k + shift
             size = len(body.node)
-            self._current = tuple(node.output)
-            sequence = self.convert(node, scope, opset, top=True)
+            sequence = self.convert(node, scope, opset, frame.at(tuple(node.output)), top=True)
             j = i + (len(body.node) - size)  # Constant nodes added at the top of a function body
             if len(sequence) == 1 and sequence[0] is node:  # the common case: changed in place or kept
                 shift = j - k
@@ -121,21 +120,20 @@ class Engine(Expansion):
                 shift = j + len(sequence) - kept - 1 - k
             if len(sequence) != 1 or kept is None:
                 scope.invalidate()
-        self._current = current
 
-    def _kept_whatever_node(self, op: str, opset: int) -> int:
+    def _kept_whatever_node(self, op: str, opset: int, target: int) -> int:
         """2 when every node of ``op`` at ``opset`` is kept type-only all the way to the target
         whatever its inputs, outputs and types (every step's schema allows every type the one
         before did, for every formal); 1 when it has no step to take at all; 0 when each node
         must be looked at (by :meth:`convert`)."""
         if op == "ReduceProd" or registry.normalizer(op) is not None:
             return 0
-        src, dst = registry.schema_version_at(op, opset), registry.schema_version_at(op, self.target)
+        src, dst = registry.schema_version_at(op, opset), registry.schema_version_at(op, target)
         if src is None or dst is None or (dst < src and deprecated_schema(op, dst) and has_function_body(op, src)):
             return 0
         if self.lacks is not None and self.lacks(op, dst):
             return 0
-        path, kinds = self._path(op, opset)
+        path, kinds = self._path(op, opset, target)
         if not path:
             return 1
         if not all(k == "type-only" for k in kinds):
@@ -144,51 +142,56 @@ class Engine(Expansion):
 
     # ------------------------------------------------------------ one node
 
-    def convert(self, node: onnx.NodeProto, scope: traversal.Scope, opset: int, *, top: bool = False
-                ) -> list[onnx.NodeProto]:
-        """The nodes that replace ``node`` (valid at ``opset``) at the target, in order."""
-        derived = not top or self._expanding > 0  # made by the conversion: counted apart in the plan
-        self._derived += derived
-        try:
-            return self._convert(node, scope, opset, top)
-        finally:
-            self._derived -= derived
+    def convert(self, node: onnx.NodeProto, scope: traversal.Scope, opset: int, frame: Frame, *,
+                top: bool = False) -> list[onnx.NodeProto]:
+        """The nodes that replace ``node`` (valid at ``opset``) at ``frame.target``, in order;
+        ``top``: ``node`` is a body's own node (not one the conversion made)."""
+        if not top and not frame.derived:
+            frame = frame.made()  # counted apart in the plan
+        return self._convert(node, scope, opset, frame, top)
 
-    def _steps(self) -> collections.Counter:
+    def _steps(self, frame: Frame) -> collections.Counter:
         """Where the steps of the node being converted are counted."""
-        return self.report.derived_steps if self._derived else self.report.steps
+        return self.report.derived_steps if frame.derived else self.report.steps
 
-    def _convert(self, node: onnx.NodeProto, scope: traversal.Scope, opset: int, top: bool) -> list[onnx.NodeProto]:
+    def count(self, frame: Frame, op: str, how: str, taken: tuple | None) -> None:
+        self._steps(frame)[(op, how)] += 1
+        if taken is not None:
+            self.taken[taken] += 1
+
+    def _convert(self, node: onnx.NodeProto, scope: traversal.Scope, opset: int, frame: Frame, top: bool
+                 ) -> list[onnx.NodeProto]:
         op = node.op_type
         label = Label(node, scope)
-        found = self._preludes.get((op, opset, self.target))
+        target = frame.target
+        found = self._preludes.get((op, opset, target))
         if found is None:
-            found = self._preludes[(op, opset, self.target)] = self._prelude(op, opset)
+            found = self._preludes[(op, opset, target)] = self._prelude(op, opset, target)
         what, src, fix = found
         if what == "unknown":
-            self._block(label, op, "-", f"{op} is not an operator of the default ONNX domain", "no opset")
+            self.block(frame, label, op, "-", f"{op} is not an operator of the default ONNX domain", "no opset")
             return [node]
         if what == "missing":
-            self._block(label, op, "-", f"{op} does not exist at the model's opset {opset} (its first "
+            self.block(frame, label, op, "-", f"{op} does not exist at the model's opset {opset} (its first "
                         f"version is {registry.schema_versions(op)[0]}): the model's opset_import is wrong",
                         "no opset")
             return [node]
         if what == "expand":  # missing at the target, or there only as a deprecated schema the checker refuses
-            return self._expand(node, scope, opset, src, label)
+            return self._expansion.expand(node, scope, opset, src, label, frame)
         if fix is not None:
             try:
-                fix(node, NodeContext(self.state, node, scope, (src, src), self.target))
+                fix(node, NodeContext(self.state, node, scope, (src, src), target))
             except ConversionError as e:
-                self._block(label, op, "-", reason_after_label(str(e), str(label)), "no opset")
+                self.block(frame, label, op, "-", reason_after_label(str(e), str(label)), "no opset")
                 return [node]
-        path, kinds = self._path(op, opset)
+        path, kinds = self._path(op, opset, target)
         if kinds and kinds[-1] == "type-only" and all(k == "type-only" for k in kinds):  # the common case
             for a, b in path:
                 reason = self._verdicts.allowed(node, scope, a, b)
                 if reason is not None:
-                    self._block(label, op, f"{a} -> {b}", reason, works_for(op, a, b))
+                    self.block(frame, label, op, f"{a} -> {b}", reason, works_for(op, a, b))
                     return [node]
-            self._kept[(op, opset, bool(self._derived))] += 1  # counted into the report at the end of run()
+            self._kept[(op, opset, target, frame.derived)] += 1  # counted into the report at the end of run()
             return [node]
         if "onnx" in kinds and "blocked" not in kinds:
             # onnx's converter takes the node through every step of its path, so it needs a
@@ -196,68 +199,63 @@ class Engine(Expansion):
             missing = next(((a, b) for (a, b), k in zip(path, kinds) if (op, a, b) not in steps.ONNX_CORRECT and
                             not (k == "own" and registry.KINDS.get((op, a, b)) == "type-only")), None)
             if missing is None and top:
-                return self._delegate(node, scope, opset, path, kinds, label)
+                return self._delegate(node, path, kinds, label, frame)
             step = next((a, b) for (a, b), k in zip(path, kinds) if k == "onnx")
             why = (f"rewriter has no adapter for this step, and onnx's converter, which has one, lacks a "
                    f"correct adapter for step {missing[0]} -> {missing[1]} on the node's way to the target"
                    if missing else "rewriter has no adapter for this step, and onnx's converter cannot take "
                    "nodes made by the conversion")
-            self._block(label, op, f"{step[0]} -> {step[1]}", why, works_for(op, *step))
+            self.block(frame, label, op, f"{step[0]} -> {step[1]}", why, works_for(op, *step))
             return [node]
         original_name, original_out = node.name, (node.output[0] if node.output else None)
         before: list[onnx.NodeProto] = []
         after: list[onnx.NodeProto] = []
         for (a, b), kind in zip(path, kinds):
             if kind == "own":
-                ctx = NodeContext(self.state, node, scope, (a, b), self.target)
+                ctx = NodeContext(self.state, node, scope, (a, b), target)
                 try:
                     registry.lookup(op, a, b)(node, ctx)
                 except ConversionError as e:
-                    self._block(label, op, f"{a} -> {b}", reason_after_label(str(e), str(label)), works_for(op, a, b))
+                    self.block(frame, label, op, f"{a} -> {b}", reason_after_label(str(e), str(label)), works_for(op, a, b))
                     return [node]
                 how = registry.KINDS.get((op, a, b), "rewrite")
-                self._steps()[(op, how)] += 1
-                self.taken[(op, a, b, how)] += 1
+                self.count(frame, op, how, (op, a, b, how))
                 if logger.isEnabledFor(logging.DEBUG):
                     logger.debug("%s: %s %d -> %d (%s)", label, op, a, b, how)
                 if ctx.before or ctx.after:
                     for n in [*ctx.before, *ctx.after]:
                         self.state.pending.update((o, n) for o in n.output if o)
-                    self._makers.append(str(label))  # a blocker of these names the node they replace
-                    try:
-                        new_before = [m for n in ctx.before for m in self.convert(
-                            n, scope, self.target if id(n) in ctx.at_target else b)]
-                        new_after = [m for n in ctx.after for m in self.convert(n, scope, b)]
-                    finally:
-                        self._makers.pop()
+                    made = frame.made_converting(str(label))  # a blocker of these names the node they replace
+                    new_before = [m for n in ctx.before for m in self.convert(
+                        n, scope, target if id(n) in ctx.at_target else b, made)]
+                    new_after = [m for n in ctx.after for m in self.convert(n, scope, b, made)]
                     before += new_before
                     after = new_after + after
                 if ctx.removed:
-                    return self._named(before + after, node, original_name, original_out, removed=True)
+                    return self.named(before + after, node, original_name, original_out, removed=True)
                 if node.op_type != op:  # became another op: convert it onward as that op
-                    rest = self.convert(node, scope, b)
-                    return self._named(before + rest + after, node, original_name, original_out)
+                    rest = self.convert(node, scope, b, frame)
+                    return self.named(before + rest + after, node, original_name, original_out)
             elif kind == "type-only":
                 reason = self._verdicts.allowed(node, scope, a, b)
                 if reason is not None:
-                    self._block(label, op, f"{a} -> {b}", reason, works_for(op, a, b))
+                    self.block(frame, label, op, f"{a} -> {b}", reason, works_for(op, a, b))
                     return [node]
-                self._steps()[(op, "type-only")] += 1
-                self.taken[(op, a, b, "type-only")] += 1
+                self.count(frame, op, "type-only", (op, a, b, "type-only"))
             elif kind == "onnx":
-                self._block(label, op, f"{a} -> {b}", "this step needs onnx's converter, which cannot take a "
+                self.block(frame, label, op, f"{a} -> {b}", "this step needs onnx's converter, which cannot take a "
                             "node rewriter already changed", works_for(op, a, b))
                 return [node]
             else:
-                self._block(label, op, f"{a} -> {b}", steps.step_reason(op, a, b), works_for(op, a, b))
+                self.block(frame, label, op, f"{a} -> {b}", steps.step_reason(op, a, b), works_for(op, a, b))
                 return [node]
         if registry.has_adapters(op) and any(k == "own" for k in kinds) or op == "ReduceProd":
             self.report.own[op] += 1
         elif path and all(k == "type-only" for k in kinds):
             self.report.type_only[op] += 1
-        return self._named(before + [node] + after, node, original_name, original_out)
+        return self.named(before + [node] + after, node, original_name, original_out)
 
-    def _prelude(self, op: str, opset: int) -> tuple[str, int | None, object]:
+    def _prelude(self, op: str, opset: int, target: int) -> tuple[str, int | None, object]:
         """(what, source schema version, normalizer) for nodes of ``op`` at ``opset``: what is
         "unknown" (no such op), "missing" (not at the opset), "expand" (not at the target, or
         only deprecated there) or "steps"."""
@@ -266,22 +264,22 @@ class Engine(Expansion):
         src = registry.schema_version_at(op, opset)
         if src is None:
             return "missing", None, None
-        dst = registry.schema_version_at(op, self.target)
+        dst = registry.schema_version_at(op, target)
         if dst is None or (dst < src and deprecated_schema(op, dst) and has_function_body(op, src)):
             return "expand", src, None
         if self.lacks is not None and self.lacks(op, dst):  # the runtime targeted does not implement it
             return "expand", src, None
         return "steps", src, registry.normalizer(op)
 
-    def _path(self, op: str, opset: int):
-        key = (op, opset, self.target)
+    def _path(self, op: str, opset: int, target: int):
+        key = (op, opset, target)
         found = self._paths.get(key)
         if found is None:
-            path = registry.steps_between(op, opset, self.target)
+            path = registry.steps_between(op, opset, target)
             found = self._paths[key] = (path, [steps.step_kind(op, a, b) for a, b in path])
         return found
 
-    def _named(self, sequence, node, original_name, original_out, removed=False):
+    def named(self, sequence, node, original_name, original_out, removed=False):
         """The node that produces the original first output carries the original name; every
         other node of the sequence has a unique name."""
         if not original_name or len(sequence) == 1 and sequence[0] is node:
@@ -298,10 +296,10 @@ class Engine(Expansion):
             carrier.metadata_props.extend(node.metadata_props)
         return sequence
 
-    def _delegate(self, node, scope, opset, path, kinds, label):
-        if self._expanding:
-            self._block(label, node.op_type, "-", "needs onnx's converter inside an expanded function body",
-                        "no opset")
+    def _delegate(self, node, path, kinds, label, frame: Frame):
+        if frame.inside is not None:
+            self.block(frame, label, node.op_type, "-", "needs onnx's converter inside an expanded function body",
+                       "no opset")
             return [node]
         self.delegated.add(tuple(node.output))
         self.report.delegated[node.op_type] += 1
@@ -311,13 +309,9 @@ class Engine(Expansion):
                     ", ".join(f"{a}->{b} {k}" for (a, b), k in zip(path, kinds)))
         return [node]
 
-    def _block(self, label, op, step, reason, works) -> None:
+    def block(self, frame: Frame, label, op, step, reason, works) -> None:
         name, where = getattr(label, "name", ""), getattr(label, "where", "")
-        label = str(label)
-        if self._expansions:
-            label = f"{label} (from the {self._expansions[-1]})"
-        elif self._makers:
-            label = f"{label} (made converting {self._makers[0]})"
-        self.blockers.append(Blocker(label, op, step, reason, works, key=self._current, name=name, where=where))
-        self._steps()[(op, "blocked")] += 1
+        self.blockers.append(Blocker(frame.label(str(label)), op, step, reason, works, key=frame.current,
+                                     name=name, where=where))
+        self._steps(frame)[(op, "blocked")] += 1
 

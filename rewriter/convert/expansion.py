@@ -1,25 +1,32 @@
-"""Ops the target lacks (or has only as a deprecated schema): the engine's side that expands a
-node into its ONNX function body (built for the node's types and attributes, then converted
-node by node), renames an op that was an older one renamed (Resize-10 is Upsample-9), or
-replaces a node of constant inputs by its value, or takes an exact decomposition of an op ONNX
+"""Ops the target lacks (or has only as a deprecated schema): the engine's collaborator that
+expands a node into its ONNX function body (built for the node's types and attributes, then
+converted node by node), renames an op that was an older one renamed (Resize-10 is Upsample-9),
+or replaces a node of constant inputs by its value, or takes an exact decomposition of an op ONNX
 defines without a body (``rewriter.convert.decompositions``); else blocks naming the op's first
-opset."""
+opset.
+
+:class:`Expansion` works through a :class:`Walk` (the engine) and a :class:`Frame` passed with
+every call: it converts the nodes it makes by ``walk.convert``, says no by ``walk.block`` and
+counts by ``walk.count``; it keeps no state of its own."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
+from typing import Protocol
 
 import onnx
 
 from rewriter.convert import decompositions, registry
+from rewriter.convert.blockers import Blocker
 from rewriter.convert.context import NodeContext
+from rewriter.convert.frame import Frame
 from rewriter.convert.function_bodies import evaluate_constant_node, fold_shape_arithmetic, function_body, inline
+from rewriter.convert.state import ConversionState
 from rewriter.errors import ConversionError
 from rewriter.graph import traversal
 
-__all__ = ["Expansion", "deprecated_schema", "has_function_body"]
+__all__ = ["Expansion", "Walk", "deprecated_schema", "has_function_body"]
 
 logger = logging.getLogger("rewriter.convert.engine")
 
@@ -27,107 +34,133 @@ logger = logging.getLogger("rewriter.convert.engine")
 _OLDER_NAME = {"Resize": ("Upsample", 10)}
 
 
-class Expansion:
-    """Mixed into :class:`rewriter.convert.engine.Engine`: the conversion of a node whose op the
-    target lacks. Uses the engine's walk (``convert``, ``_convert_body``), its blockers and
-    counters."""
+class Walk(Protocol):
+    """What :class:`Expansion` needs of the engine."""
 
-    def _as_older_op(self, node, scope, opset, label, older: str, first: int) -> list[onnx.NodeProto]:
+    blockers: list[Blocker]
+
+    def convert(self, node: onnx.NodeProto, scope: traversal.Scope, opset: int, frame: Frame, *,
+                top: bool = False) -> list[onnx.NodeProto]:
+        """The nodes that replace ``node`` (valid at ``opset``) at ``frame.target``, in order."""
+
+    def convert_body(self, scope: traversal.Scope, frame: Frame) -> None:
+        """Convert every node of a body in place."""
+
+    def block(self, frame: Frame, label, op: str, step: str, reason: str, works: str) -> None:
+        """Record that a node cannot be converted."""
+
+    def count(self, frame: Frame, op: str, how: str, taken: tuple) -> None:
+        """Count one step of ``op`` taken ``how`` (``taken``: (op, from, to, what) for the log)."""
+
+    def named(self, sequence: list, node: onnx.NodeProto, original_name: str, original_out: str | None,
+              removed: bool = False) -> list:
+        """``sequence`` with the original node's name on the node that produces its first output."""
+
+
+class Expansion:
+    """The conversion of a node whose op the target lacks; see the module doc."""
+
+    def __init__(self, state: ConversionState, walk: Walk, lacks=None):
+        self.state, self.walk, self.lacks = state, walk, lacks
+        self.report = state.report
+
+    def expand(self, node, scope, opset: int, src: int, label, frame: Frame) -> list[onnx.NodeProto]:
+        """The nodes that replace ``node`` (of schema version ``src``, at ``opset``) at
+        ``frame.target``, where its op does not exist (or only deprecated)."""
+        op = node.op_type
+        schema = onnx.defs.get_schema(op, src, "")
+        versions = sorted(set(schema.function_opset_versions) | set(schema.context_dependent_function_opset_versions))
+        if versions:
+            return self._function_body(node, scope, src, label, frame, schema, versions[0])
+        if op in _OLDER_NAME:
+            return self._as_older_op(node, scope, opset, frame, *_OLDER_NAME[op])
+        value = evaluate_constant_node(node, scope, self.state, opset)
+        if value is not None:  # constant inputs: the node is its value
+            return self._evaluated(node, scope, opset, src, frame, value)
+        found = decompositions.lookup(op)
+        if found is not None:
+            return self._decompose(node, scope, src, label, frame, *found)
+        first = registry.schema_versions(op)[0]
+        dst = registry.schema_version_at(op, frame.target)
+        if dst is not None and self.lacks is not None and self.lacks(op, dst):
+            self.walk.block(frame, label, op, "expand", f"the runtime targeted does not implement {op}-{dst} and "
+                            f"ONNX defines no function body for it", "a runtime that implements it")
+        else:
+            self.walk.block(frame, label, op, "expand", f"{op} exists only from opset {first} and ONNX defines "
+                            f"no function body for it", f"targets >= {first}")
+        return [node]
+
+    def _as_older_op(self, node, scope, opset, frame: Frame, older: str, first: int) -> list[onnx.NodeProto]:
         """An op that was an older op renamed (Resize-10 is Upsample-9): taken down to its first
         version by its own steps, renamed, then converted onward as the older op."""
-        op, blocked = node.op_type, len(self.blockers)
+        op, blocked = node.op_type, len(self.walk.blockers)
         original_name, original_out = node.name, node.output[0] if node.output else None
-        target, self.target = self.target, first
-        try:
-            sequence = self.convert(node, scope, opset, top=not self._derived)
-        finally:
-            self.target = target
-        if len(self.blockers) > blocked:
+        sequence = self.walk.convert(node, scope, opset, frame.towards(first), top=not frame.derived)
+        if len(self.walk.blockers) > blocked:
             return sequence
         result = []
         for n in sequence:
             if n is node and n.op_type == op:
                 n.op_type = older
                 self.report.changes[f"{op}-{first} -> {older}"] += 1
-                self._steps()[(op, f"renamed {older}")] += 1
-                result += self.convert(n, scope, first - 1)
+                self.walk.count(frame, op, f"renamed {older}", None)
+                result += self.walk.convert(n, scope, first - 1, frame)
             else:
-                result += self.convert(n, scope, first)
-        return self._named(result, node, original_name, original_out)
+                result += self.walk.convert(n, scope, first, frame)
+        return self.walk.named(result, node, original_name, original_out)
 
-    def _expand(self, node, scope, opset, src, label) -> list[onnx.NodeProto]:
+    def _evaluated(self, node, scope, opset, src, frame: Frame, value) -> list[onnx.NodeProto]:
+        op = node.op_type
+        const = onnx.helper.make_node("Constant", [], [node.output[0]], name=node.name,
+                                      value=onnx.numpy_helper.from_array(value))
+        for name in node.input:
+            if name:
+                self.state.maybe_unused.append((name, scope))
+        self.walk.count(frame, op, "evaluated", (op, src, src, "evaluated (constant inputs)"))
+        self.report.changes[f"{op} of constant inputs -> Constant"] += 1
+        return self.walk.named(self.walk.convert(const, scope, opset, frame), node, node.name, node.output[0],
+                               removed=True)
+
+    def _function_body(self, node, scope, src, label, frame: Frame, schema, version) -> list[onnx.NodeProto]:
         op = node.op_type
         first = registry.schema_versions(op)[0]
-        schema = onnx.defs.get_schema(op, src, "")
-        versions = sorted(set(schema.function_opset_versions) | set(schema.context_dependent_function_opset_versions))
-        if not versions and op in _OLDER_NAME:
-            return self._as_older_op(node, scope, opset, label, *_OLDER_NAME[op])
-        if not versions:
-            value = evaluate_constant_node(node, scope, self.state, opset)
-            if value is not None:  # constant inputs: the node is its value
-                const = onnx.helper.make_node("Constant", [], [node.output[0]], name=node.name,
-                                              value=onnx.numpy_helper.from_array(value))
-                for name in node.input:
-                    if name:
-                        self.state.maybe_unused.append((name, scope))
-                self._steps()[(op, "evaluated")] += 1
-                self.report.changes[f"{op} of constant inputs -> Constant"] += 1
-                self.taken[(op, src, src, "evaluated (constant inputs)")] += 1
-                return self._named(self.convert(const, scope, opset), node, node.name, node.output[0], removed=True)
-            found = decompositions.lookup(op)
-            if found is not None:
-                return self._decompose(node, scope, src, label, *found)
-            dst = registry.schema_version_at(op, self.target)
-            if dst is not None and self.lacks is not None and self.lacks(op, dst):
-                self._block(label, op, "expand", f"the runtime targeted does not implement {op}-{dst} and ONNX "
-                            f"defines no function body for it", "a runtime that implements it")
-            else:
-                self._block(label, op, "expand", f"{op} exists only from opset {first} and ONNX defines no "
-                            f"function body for it", f"targets >= {first}")
-            return [node]
-        version = versions[0]
         try:
             fn = function_body(schema, node, version, self.state.types_for(scope).get)
-        except ConversionError as e:
-            self._block(label, op, "expand", str(e), f"targets >= {first}")
-            return [node]
-        try:
             nodes, types = inline(fn, node, self.state, scope, schema)
         except ConversionError as e:
-            self._block(label, op, "expand", str(e), f"targets >= {first}")
+            self.walk.block(frame, label, op, "expand", str(e), f"targets >= {first}")
             return [node]
         self.state.add_types(scope, types)
         nodes = fold_shape_arithmetic(nodes, scope, self.state, version)
         for n in nodes:
             self.state.pending.update((o, n) for o in n.output if o)
         self.report.expanded[op] += 1
-        self._steps()[(op, "expanded")] += 1
-        self.taken[(op, src, version, "expanded into its function body")] += 1
+        self.walk.count(frame, op, "expanded", (op, src, version, "expanded into its function body"))
         logger.debug("%s: %s expanded into its function body (%d nodes, opset %d)", label, op, len(nodes), version)
         original_name, original_out = node.name, node.output[0] if node.output else None
-        with self._inside(f"function body of {label}"):
-            for n in nodes:  # subgraphs of the body (If/Loop/Scan), converted from the body's opset
-                for attr in n.attribute:
-                    for g in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else
-                              list(attr.graphs) if attr.type == onnx.AttributeProto.GRAPHS else []):
-                        child = traversal.Scope(g, f"{attr.name} of {n.op_type} in the function body of {label}",
-                                                scope, version)
-                        for sub in [child, *traversal.subgraph_scopes(g, child)]:
-                            self.state.register_scope(sub)
-                            self._convert_body(sub, clear=False)
-            result = [m for n in nodes for m in self.convert(n, scope, version)]
-        return self._named(result, node, original_name, original_out, removed=True)
+        inner = frame.within(f"function body of {label}")
+        for n in nodes:  # subgraphs of the body (If/Loop/Scan), converted from the body's opset
+            for attr in n.attribute:
+                for g in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else
+                          list(attr.graphs) if attr.type == onnx.AttributeProto.GRAPHS else []):
+                    child = traversal.Scope(g, f"{attr.name} of {n.op_type} in the function body of {label}",
+                                            scope, version)
+                    for sub in [child, *traversal.subgraph_scopes(g, child)]:
+                        self.state.register_scope(sub)
+                        self.walk.convert_body(sub, inner)
+        result = [m for n in nodes for m in self.walk.convert(n, scope, version, inner)]
+        return self.walk.named(result, node, original_name, original_out, removed=True)
 
-    def _decompose(self, node, scope, src, label, version, fn) -> list[onnx.NodeProto]:
+    def _decompose(self, node, scope, src, label, frame: Frame, version, fn) -> list[onnx.NodeProto]:
         """``node`` replaced by the nodes of its exact decomposition (valid at ``version``),
         converted onward to the target; a failed exactness condition blocks with its reason."""
         op = node.op_type
         first = registry.schema_versions(op)[0]
-        ctx = NodeContext(self.state, node, scope, (src, version), self.target)
+        ctx = NodeContext(self.state, node, scope, (src, version), frame.target)
         try:
             fn(node, ctx)
         except ConversionError as e:  # the op itself may not take the node's types at its first version
-            self._block(label, op, "decompose", str(e), f"targets >= {first} whose {op} takes these inputs")
+            self.walk.block(frame, label, op, "decompose", str(e), f"targets >= {first} whose {op} takes these inputs")
             return [node]
         if not ctx.removed:
             raise AssertionError(f"the decomposition of {op} did not replace the node")
@@ -135,26 +168,13 @@ class Expansion:
         for n in nodes:
             self.state.pending.update((o, n) for o in n.output if o)
         self.report.decomposed[op] += 1
-        self._steps()[(op, "decomposed")] += 1
-        self.taken[(op, src, version, "decomposed exactly")] += 1
+        self.walk.count(frame, op, "decomposed", (op, src, version, "decomposed exactly"))
         logger.debug("%s: %s decomposed (%d nodes, opset %d)", label, op, len(nodes), version)
         original_name, original_out = node.name, node.output[0] if node.output else None
-        with self._inside(f"decomposition of {label}"):
-            result = [m for n in nodes for m in self.convert(
-                n, scope, self.target if id(n) in ctx.at_target else version)]
-        return self._named(result, node, original_name, original_out, removed=True)
-
-    @contextlib.contextmanager
-    def _inside(self, what: str):
-        """While the nodes that replace a node are converted: a blocker among them says where
-        it came from (``what``: "function body of ..."), and onnx's converter is not used."""
-        self._expanding += 1
-        self._expansions.append(what)
-        try:
-            yield
-        finally:
-            self._expanding -= 1
-            self._expansions.pop()
+        inner = frame.within(f"decomposition of {label}")
+        result = [m for n in nodes for m in self.walk.convert(
+            n, scope, frame.target if id(n) in ctx.at_target else version, inner)]
+        return self.walk.named(result, node, original_name, original_out, removed=True)
 
 
 @functools.lru_cache(maxsize=None)

@@ -1,0 +1,48 @@
+"""What the engine's walk knows about the nodes it is converting at one point: the opset they go
+to and where they come from. A :class:`Frame` is passed down every call of the walk
+(``Engine.convert``, ``Expansion.expand``, ...) and never changed: a call that converts
+nodes for another target, or nodes it made, passes a new one."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+__all__ = ["Frame"]
+
+
+class Frame(NamedTuple):
+    """The target and the provenance of the nodes being converted."""
+
+    target: int  # the opset they are converted to
+    derived: bool = False  # made by the conversion (a function body, a rewrite): counted apart in the plan
+    inside: str | None = None  # "function body of <node>", "decomposition of <node>": the innermost expansion
+    maker: str | None = None  # the label of the outermost node whose adapter made them
+    current: tuple | None = None  # the outputs of the body's node being converted: its blockers' key
+
+    def made(self) -> Frame:
+        """For nodes the conversion made."""
+        return self if self.derived else self._replace(derived=True)
+
+    def within(self, what: str) -> Frame:
+        """For the nodes that replace a node (``what``: "function body of ..."): a blocker among
+        them says where it came from, and onnx's converter is not used."""
+        return self._replace(derived=True, inside=what)
+
+    def made_converting(self, label: str) -> Frame:
+        """For the nodes an adapter inserted converting the node ``label``."""
+        return self._replace(derived=True, maker=self.maker or label)
+
+    def towards(self, target: int) -> Frame:
+        return self._replace(target=target)
+
+    def at(self, outputs: tuple) -> Frame:
+        """For the conversion of the body's node with these outputs."""
+        return self._replace(current=outputs)
+
+    def label(self, label: str) -> str:
+        """A blocker's node label, with where the node came from."""
+        if self.inside is not None:
+            return f"{label} (from the {self.inside})"
+        if self.maker is not None:
+            return f"{label} (made converting {self.maker})"
+        return label
