@@ -68,52 +68,21 @@ def _open(model: ModelLike) -> tuple[Any, str, str | None]:
         import onnx_ir as ir
 
         if isinstance(model, ir.Model):
-            base_dir = _ir_base_dir(model)
-            return _with_base_dir(ir.to_proto(model), base_dir), "ir", base_dir
+            from rewriter.io.base_dir import proto_of
+
+            proto, base_dir = proto_of(model)
+            return proto, "ir", base_dir
     raise TypeError(f"expected {_ACCEPTED}, got {type(model).__name__}")
 
 
-def _ir_base_dir(model) -> str | None:
-    import onnx_ir as ir
-
-    return next((v.const_value.base_dir for v in model.graph.initializers.values()
-                 if isinstance(v.const_value, ir.ExternalTensor)), None)
-
-
-def _with_base_dir(proto: onnx.ModelProto, base_dir: str | None) -> onnx.ModelProto:
-    """Tag an onnx_ir model's external references with the directory they are relative to, as
-    ``rewriter.io.load_model`` does for a path, so checks and reads find them from any directory."""
-    if base_dir is None:
-        return proto
-    from rewriter.io.tensors import BASE_KEY, EXTERNAL, all_tensors
-
-    for t, _ in all_tensors(proto):
-        if t.data_location == EXTERNAL and not any(e.key == BASE_KEY for e in t.external_data):
-            entry = t.external_data.add()
-            entry.key, entry.value = BASE_KEY, os.path.realpath(base_dir)
-    return proto
-
-
-def _back(proto: onnx.ModelProto, kind: str) -> Any:
-    """The result in the kind it came in: an onnx_ir Model gets its external tensors' base
-    directory back (and no private keys)."""
+def _back(proto: onnx.ModelProto, kind: str, base_dir: str | None = None) -> Any:
+    """The result in the kind it came in: an onnx_ir Model through the bridge (its external
+    tensors get their directory back)."""
     if kind != "ir":
         return proto
-    import onnx_ir as ir
+    from rewriter.optimize.bridge import to_ir
 
-    from rewriter.io.tensors import BASE_KEY, EXTERNAL, PRIVATE_PREFIX, all_tensors, set_entries
-
-    bases = set()
-    for t, _ in all_tensors(proto):
-        if t.data_location == EXTERNAL:
-            entries = {e.key: e.value for e in t.external_data}
-            if entries.get(BASE_KEY):
-                bases.add(entries[BASE_KEY])
-            set_entries(t, {k: v for k, v in entries.items() if not k.startswith(PRIVATE_PREFIX)})
-    model = ir.from_proto(proto)
-    if len(bases) == 1:
-        ir.external_data.set_base_dir(model.graph, bases.pop())
-    return model
+    return to_ir(proto, base_dir)[0]
 
 
 def convert_opset(model: ModelLike, target_opset: int | str | None = None, *, ml_opset: int | None = None,
@@ -163,7 +132,7 @@ def convert_opset(model: ModelLike, target_opset: int | str | None = None, *, ml
 
     proto, kind, base_dir = _open(model)
     return _back(convert_for(proto, target_opset, ml_opset=ml_opset, ir_version=ir_version, runtime=target,
-                             base_dir=base_dir)[0], kind)
+                             base_dir=base_dir)[0], kind, base_dir)
 
 
 def fold_reduce_prod(model: ModelLike, *, int_overflow: str = "skip") -> Any:
@@ -192,7 +161,7 @@ def fold_reduce_prod(model: ModelLike, *, int_overflow: str = "skip") -> Any:
     if int_overflow not in INT_OVERFLOW_MODES:
         raise RewriterError(f"int_overflow must be one of {', '.join(INT_OVERFLOW_MODES)}, got {int_overflow!r}")
     proto, kind, base_dir = _open(model)
-    return _back(fold_model(proto, int_overflow=int_overflow, base_dir=base_dir)[0], kind)
+    return _back(fold_model(proto, int_overflow=int_overflow, base_dir=base_dir)[0], kind, base_dir)
 
 
 def fold_constants(model: ModelLike, *, int_overflow: str = "skip") -> Any:
@@ -241,7 +210,7 @@ def optimize_model(model: ModelLike, *, fold_limit: int = 512 * 512 * 4, int_ove
     proto, kind, base_dir = _open(model)
     options = OptimizeOptions(fold_limit=fold_limit, int_overflow=int_overflow, strip_metadata=strip_metadata,
                               allow_removing_custom_ops=allow_removing_custom_ops)
-    return _back(optimize_proto(proto, options, base_dir=base_dir)[0], kind)
+    return _back(optimize_proto(proto, options, base_dir=base_dir)[0], kind, base_dir)
 
 
 def verify_shapes(model: ModelLike) -> list[ShapeProblem]:

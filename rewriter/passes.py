@@ -1,8 +1,11 @@
 """rewriter's rewrites as ``onnx_ir`` passes, to compose with onnx_ir / onnxscript pipelines.
 
 The work itself happens on ``onnx.ModelProto`` (see ``rewriter.convert``, ``rewriter.fold``
-and ``rewriter.verify``): each pass converts at its boundary. This module imports onnx_ir,
-so the command line never imports it.
+and ``rewriter.verify``): each pass crosses to it with :func:`rewriter.io.base_dir.proto_of`
+(the proto, its external references tagged with their directory) and back through the bridge,
+:func:`rewriter.optimize.bridge.to_ir` (each external tensor gets its directory again). The
+optimizer's passes work on onnx_ir itself. This module imports onnx_ir, so the command line
+never imports it.
 """
 
 from __future__ import annotations
@@ -12,8 +15,10 @@ import onnx_ir as ir
 from rewriter.convert import convert_model
 from rewriter.errors import RewriterError
 from rewriter.fold import INT_OVERFLOW_MODES, fold_model
+from rewriter.io.base_dir import proto_of
 from rewriter.verify.shapes import verify_shapes
 
+from rewriter.optimize.bridge import to_ir
 from rewriter.optimize.constant_folding import FoldConstantsPass
 from rewriter.optimize.cse import CommonSubexpressionEliminationPass
 from rewriter.optimize.fusions import FusionsPass
@@ -56,10 +61,10 @@ class ConvertOpsetPass(ir.passes.FunctionalPass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         """Convert ``model``; returns a new model and whether anything changed."""
-        proto, self.report = convert_model(ir.to_proto(model), self.target_opset,
-                                           base_dir=_base_dir(model))
+        proto, base_dir = proto_of(model)
+        proto, self.report = convert_model(proto, self.target_opset, base_dir=base_dir)
         modified = self.report.source_opset != self.report.target_opset or bool(self.report.changes)
-        return ir.passes.PassResult(ir.from_proto(proto), modified=modified)
+        return ir.passes.PassResult(to_ir(proto, base_dir)[0], modified=modified)
 
 
 class FoldReduceProdPass(ir.passes.FunctionalPass):
@@ -98,9 +103,9 @@ class FoldReduceProdPass(ir.passes.FunctionalPass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         """Fold ``model``; returns a new model and whether anything was folded or removed."""
-        proto, self.report = fold_model(ir.serde.serialize_model(model), int_overflow=self.int_overflow,
-                                        base_dir=self.base_dir or _base_dir(model), in_place=True)
-        return ir.passes.PassResult(ir.serde.deserialize_model(proto), modified=self.report.modified)
+        proto, base_dir = proto_of(model, self.base_dir)
+        proto, self.report = fold_model(proto, int_overflow=self.int_overflow, base_dir=base_dir, in_place=True)
+        return ir.passes.PassResult(to_ir(proto, base_dir)[0], modified=self.report.modified)
 
 
 class VerifyShapesPass(ir.passes.PassBase):
@@ -126,15 +131,10 @@ class VerifyShapesPass(ir.passes.PassBase):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         """Verify ``model``; returns it unchanged, or raises RewriterError naming the problems."""
-        problems = verify_shapes(model)
+        problems = verify_shapes(proto_of(model)[0])
         if problems:
             details = "; ".join(str(p) for p in problems[:5])
             more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
             raise RewriterError(f"shape verification found {len(problems)} problem(s): {details}{more}")
         return ir.passes.PassResult(model, modified=False)
 
-
-def _base_dir(model: ir.Model) -> str | None:
-    """Where the model's external tensor data lives, if it has any."""
-    return next((v.const_value.base_dir for v in model.graph.initializers.values()
-                 if isinstance(v.const_value, ir.ExternalTensor)), None)

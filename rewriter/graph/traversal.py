@@ -14,7 +14,6 @@ from collections.abc import Iterator
 import onnx
 
 __all__ = [
-    "as_proto",
     "GRAPH_KINDS",
     "TENSOR_KINDS",
     "Scope",
@@ -26,17 +25,6 @@ __all__ = [
     "all_nodes",
     "subgraph_scopes",
 ]
-
-
-def as_proto(model) -> onnx.ModelProto:
-    """An ``onnx.ModelProto`` for a ModelProto or an ``onnx_ir.Model`` (which is serialized)."""
-    if isinstance(model, onnx.ModelProto):
-        return model
-    import onnx_ir as ir
-
-    if isinstance(model, ir.Model):
-        return ir.to_proto(model)
-    raise TypeError(f"expected an onnx.ModelProto or an onnx_ir.Model, got {type(model).__name__}")
 
 
 @dataclasses.dataclass(eq=False)

@@ -42,8 +42,8 @@ import tempfile
 import numpy as np
 import onnx
 
-from rewriter.graph import traversal
 from rewriter.errors import RewriterError
+from rewriter.io.base_dir import proto_of
 from rewriter.io.tensors import EXTERNAL, all_tensors
 from rewriter.verify.isolated import run_isolated
 from rewriter.verify.random_inputs import SYMBOL_SIZE, axes_from_inputs, random_inputs
@@ -276,7 +276,8 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
         RewriterError: the original model cannot be run or fed (a graph input gives a
             ReduceProd its axes; a pinned shape does not fit; no backend runs it).
     """
-    a, b = traversal.as_proto(original), traversal.as_proto(rewritten)
+    (a, base_a), (b, base_b) = proto_of(original, base_dirs[0]), proto_of(rewritten, base_dirs[1])
+    base_dirs = (base_a, base_b)
     axes_inputs = axes_from_inputs(a)
     if axes_inputs:
         raise RewriterError("cannot verify numerically on random inputs: graph input "

@@ -19,6 +19,7 @@ import onnx
 from rewriter.graph import traversal
 from rewriter.graph.constants import constant_value
 from rewriter.io import tensor_reader
+from rewriter.io.base_dir import proto_of
 from rewriter.verify import inference as shape_infer
 from rewriter.verify.report import JSON_SCHEMA, CheckReport, ReduceProdRow, ShapeProblem
 from rewriter.verify.shape_rule import (
@@ -210,7 +211,7 @@ def _check_unit(unit: _Unit, inferred, errors: list[str], ctx: _Context) -> list
 
 
 def _check(model, want_rows: bool) -> _Context:
-    proto = traversal.as_proto(model)
+    proto = proto_of(model)[0]
     ctx = _Context(want_rows)
     main_opset = traversal.opset_version(proto.opset_import)
     scopes, found = shape_infer.walk(proto.graph, traversal.Scope(proto.graph, "main graph", None, main_opset))
