@@ -156,10 +156,11 @@ def fold_reduce_prod(model: ModelLike, *, int_overflow: str = "skip") -> Any:
     Example:
         >>> folded = rewriter.fold_reduce_prod(model, int_overflow="wrap")  # doctest: +SKIP
     """
-    from rewriter.fold import INT_OVERFLOW_MODES, fold_model
+    from rewriter.fold import FOLD_INT_OVERFLOW_POLICIES, fold_model
 
-    if int_overflow not in INT_OVERFLOW_MODES:
-        raise RewriterError(f"int_overflow must be one of {', '.join(INT_OVERFLOW_MODES)}, got {int_overflow!r}")
+    if int_overflow not in FOLD_INT_OVERFLOW_POLICIES:
+        raise RewriterError(f"int_overflow must be one of {', '.join(FOLD_INT_OVERFLOW_POLICIES)}, "
+                            f"got {int_overflow!r}")
     proto, kind, base_dir = _open(model)
     return _back(fold_model(proto, int_overflow=int_overflow, base_dir=base_dir)[0], kind, base_dir)
 
@@ -202,11 +203,12 @@ def optimize_model(model: ModelLike, *, fold_limit: int = 512 * 512 * 4, int_ove
     Example:
         >>> small = rewriter.optimize_model("model.onnx")  # doctest: +SKIP
     """
-    from rewriter.fold import INT_OVERFLOW_MODES
+    from rewriter.fold import FOLD_INT_OVERFLOW_POLICIES
     from rewriter.optimize import OptimizeOptions, optimize_proto
 
-    if int_overflow not in INT_OVERFLOW_MODES:
-        raise RewriterError(f"int_overflow must be one of {', '.join(INT_OVERFLOW_MODES)}, got {int_overflow!r}")
+    if int_overflow not in FOLD_INT_OVERFLOW_POLICIES:
+        raise RewriterError(f"int_overflow must be one of {', '.join(FOLD_INT_OVERFLOW_POLICIES)}, "
+                            f"got {int_overflow!r}")
     proto, kind, base_dir = _open(model)
     options = OptimizeOptions(fold_limit=fold_limit, int_overflow=int_overflow, strip_metadata=strip_metadata,
                               allow_removing_custom_ops=allow_removing_custom_ops)

@@ -14,7 +14,7 @@ import onnx_ir as ir
 
 from rewriter.convert import convert_model
 from rewriter.errors import RewriterError
-from rewriter.fold import INT_OVERFLOW_MODES, fold_model
+from rewriter.fold import FOLD_INT_OVERFLOW_POLICIES, fold_model
 from rewriter.io.base_dir import proto_of
 from rewriter.verify.shapes import verify_shapes
 
@@ -94,8 +94,8 @@ class FoldReduceProdPass(ir.passes.FunctionalPass):
 
     def __init__(self, int_overflow: str = "skip", base_dir: str | None = None) -> None:
         super().__init__()
-        if int_overflow not in INT_OVERFLOW_MODES:
-            raise RewriterError(f"int_overflow must be one of {', '.join(INT_OVERFLOW_MODES)}, "
+        if int_overflow not in FOLD_INT_OVERFLOW_POLICIES:
+            raise RewriterError(f"int_overflow must be one of {', '.join(FOLD_INT_OVERFLOW_POLICIES)}, "
                                 f"got {int_overflow!r}")
         self.int_overflow = int_overflow
         self.base_dir = base_dir

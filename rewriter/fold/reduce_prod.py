@@ -17,20 +17,17 @@ from onnx import numpy_helper
 
 from rewriter import kernels
 from rewriter.errors import KernelError, RewriterError
+from rewriter.fold.value import FOLD_INT_OVERFLOW_POLICIES, NotFoldable, reduce_prod_value
 from rewriter.graph import traversal, unused
 from rewriter.graph.constants import constant_value
 from rewriter.io import tensor_reader
 
-__all__ = ["fold_model", "FoldReport", "INT_OVERFLOW_MODES"]
+__all__ = ["fold_model", "FoldReport", "FOLD_INT_OVERFLOW_POLICIES", "INT_OVERFLOW_MODES"]
 
 logger = logging.getLogger(__name__)
 
-INT_OVERFLOW_MODES = ("skip", "wrap", "saturate")
-_FOLDABLE_TYPES = {getattr(onnx.TensorProto, t) for t in
-                   ("FLOAT", "DOUBLE", "FLOAT16", "BFLOAT16", "INT32", "INT64", "UINT32", "UINT64")}
-_OVERFLOW_WHY = ("runtimes disagree on integer overflow: NumPy and the ONNX reference wrap, "
-                 "ONNX Runtime's CPU kernel saturates; --int-overflow wrap or saturate folds it anyway "
-                 "(in Python: int_overflow=)")
+INT_OVERFLOW_MODES = FOLD_INT_OVERFLOW_POLICIES
+"""The old name of :data:`FOLD_INT_OVERFLOW_POLICIES` (the kernel's modes are another list)."""
 
 
 @dataclasses.dataclass
@@ -233,12 +230,9 @@ class _Folder:
         if data is None:
             return extra
         consumed |= extra
-        try:
-            tensor_type = onnx.helper.np_dtype_to_tensor_dtype(data.dtype)
-        except (KeyError, TypeError, ValueError):
-            tensor_type = None
-        if tensor_type not in _FOLDABLE_TYPES:
+        if data.dtype not in kernels.SUPPORTED_DTYPES:
             return f"data type {data.dtype} is not supported by ReduceProd"
+        tensor_type = onnx.helper.np_dtype_to_tensor_dtype(data.dtype)
         if (scope.is_function or self.model.ir_version < 4) and not _constant_supports(scope.opset, tensor_type):
             return (f"the folded {data.dtype} value would need a Constant node here (a function, or a "
                     f"graph of IR version < 4), and Constant-{_constant_version(scope.opset)} "
@@ -254,18 +248,12 @@ class _Folder:
 
     def _compute(self, data, axes, keepdims, noop, label):
         try:
-            if data.dtype.kind in "iu" and self.int_overflow == "skip":
-                result, overflowed = kernels.reduce_prod_checked(data, axes, keepdims, noop)
-                if overflowed:
-                    reason = f"the {data.dtype} product overflows; {_OVERFLOW_WHY}"
-                    logger.warning("%s: not folded: %s", label, reason)
-                    return reason
-            else:
-                mode = "wrap" if self.int_overflow == "skip" else self.int_overflow
-                result = kernels.reduce_prod(data, axes, keepdims, noop, int_overflow=mode)
+            return reduce_prod_value(data, axes, keepdims, noop, self.int_overflow)
+        except NotFoldable as e:  # the product overflows under "skip"
+            logger.warning("%s: not folded: %s", label, e)
+            return str(e)
         except KernelError as e:
             raise RewriterError(f"{label}: cannot fold: {e}") from None
-        return np.asarray(result)
 
     def _replace(self, node, scope, result: np.ndarray) -> None:
         """Turn the node into a Constant node in place (kept in position, so later lookups see it)."""
@@ -305,8 +293,9 @@ def fold_model(model: onnx.ModelProto, *, int_overflow: str = "skip", base_dir: 
     copy unless ``in_place``) and a :class:`FoldReport`. Raises RewriterError naming the
     node when a node's axes are invalid.
     """
-    if int_overflow not in INT_OVERFLOW_MODES:
-        raise RewriterError(f"int_overflow must be one of {', '.join(INT_OVERFLOW_MODES)}, got {int_overflow!r}")
+    if int_overflow not in FOLD_INT_OVERFLOW_POLICIES:
+        raise RewriterError(f"int_overflow must be one of {', '.join(FOLD_INT_OVERFLOW_POLICIES)}, "
+                            f"got {int_overflow!r}")
     if not in_place:
         copy = onnx.ModelProto()
         copy.CopyFrom(model)

@@ -11,6 +11,7 @@ from rewriter.errors import KernelError
 
 __all__ = [
     "SUPPORTED_DTYPES",
+    "KERNEL_INT_OVERFLOW_MODES",
     "INT_OVERFLOW_MODES",
     "check_dtype",
     "check_int_overflow",
@@ -33,7 +34,10 @@ SUPPORTED_DTYPES: tuple[np.dtype, ...] = tuple(
         np.uint64,
     )
 )
-INT_OVERFLOW_MODES = ("wrap", "saturate", "raise")
+#: What ``reduce_prod`` returns for an integer product that does not fit its type: the wrapped
+#: product, the clamped one, or a KernelError (the fold's policies are rewriter.fold's list).
+KERNEL_INT_OVERFLOW_MODES = ("wrap", "saturate", "raise")
+INT_OVERFLOW_MODES = KERNEL_INT_OVERFLOW_MODES  # the old name
 
 
 def describe(data: np.ndarray, axes) -> str:
@@ -52,9 +56,9 @@ def check_dtype(data: np.ndarray, axes=None) -> int:
 
 
 def check_int_overflow(mode) -> str:
-    if not isinstance(mode, str) or mode not in INT_OVERFLOW_MODES:
+    if not isinstance(mode, str) or mode not in KERNEL_INT_OVERFLOW_MODES:
         raise KernelError(
-            f"int_overflow must be one of {', '.join(INT_OVERFLOW_MODES)}, got {mode!r}"
+            f"int_overflow must be one of {', '.join(KERNEL_INT_OVERFLOW_MODES)}, got {mode!r}"
         )
     return mode
 
