@@ -6,9 +6,16 @@ to the target (``rewriter.convert.registry.steps_between``) and takes each step 
 type the node uses is allowed at the destination), or onnx's converter for the whole node
 where its adapter is known to be correct. An op that does not exist at the target is
 expanded into its ONNX function body, whose nodes are then converted the same way
-(``rewriter.convert.expansion``). Nodes that adapters insert are converted onward from the
-step's destination opset. Type-only verdicts are in ``rewriter.convert.type_verdicts``, the
-blockers' words in ``rewriter.convert.blockers``.
+(``rewriter.convert.expansion``, the engine's collaborator). Nodes that adapters insert are
+converted onward from the step's destination opset. Type-only verdicts are in
+``rewriter.convert.type_verdicts``, the blockers' words in ``rewriter.convert.blockers``, how
+converted nodes take a node's place in ``rewriter.convert.splice``. Every call of the walk gets
+a :class:`rewriter.convert.frame.Frame`: the target and where its nodes come from.
+
+:meth:`Engine.convert` takes one node in named steps: the prelude (an unknown or missing op, an
+op to expand, the op's normalizer), the common case of a path of type-only steps
+(:meth:`Engine._convert` keeps it when every type is allowed), the delegation to onnx's
+converter (:meth:`Engine._by_onnx`), and the walk of the path's steps (:meth:`Engine._take_steps`).
 
 Nothing raises half-way: every blocked step becomes a :class:`Blocker`, and the planner
 fails before writing anything when there is one.
@@ -26,6 +33,7 @@ from rewriter.convert.blockers import Blocker, Label, reason_after_label, works_
 from rewriter.convert.context import NodeContext
 from rewriter.convert.expansion import Expansion, deprecated_schema, has_function_body
 from rewriter.convert.frame import Frame
+from rewriter.convert.splice import named, splice
 from rewriter.convert.state import ConversionState
 from rewriter.convert.type_verdicts import TypeVerdicts, widening
 from rewriter.errors import ConversionError
@@ -76,14 +84,14 @@ class Engine:
         clear = frame.inside is None
         if clear:
             self.state.pending.clear()
-        body = scope.body
+        nodes = scope.body.node
         opset = scope.opset
         if opset is None:
             return
         seen = self.report.nodes if clear else None  # a body's own nodes, not those of an expansion
         always = self._always_kept
         shift = 0  # nodes inserted (less those removed) before the current one so far
-        for k, node in enumerate(list(body.node)):  # the body's own nodes; inserted ones come converted
+        for k, node in enumerate(list(nodes)):  # the body's own nodes; inserted ones come converted
             if node.domain not in DEFAULT_DOMAINS:
                 continue
             op = node.op_type
@@ -97,28 +105,11 @@ class Engine:
                 if keep == 2:
                     self._kept[(op, opset, frame.target, frame.derived)] += 1
                 continue
-            i = k + shift
-            size = len(body.node)
+            size = len(nodes)
             sequence = self.convert(node, scope, opset, frame.at(tuple(node.output)), top=True)
-            j = i + (len(body.node) - size)  # Constant nodes added at the top of a function body
-            if len(sequence) == 1 and sequence[0] is node:  # the common case: changed in place or kept
-                shift = j - k
-                continue
-            kept = next((m for m, n in enumerate(sequence) if n is node), None)
-            if kept is None:
-                del body.node[j]
-                for n in sequence:
-                    body.node.insert(j, n)
-                    j += 1
-                shift = j - k - 1
-            else:
-                for n in sequence[:kept]:
-                    body.node.insert(j, n)
-                    j += 1
-                for m, n in enumerate(sequence[kept + 1:]):
-                    body.node.insert(j + 1 + m, n)
-                shift = j + len(sequence) - kept - 1 - k
-            if len(sequence) != 1 or kept is None:
+            at = k + shift + len(nodes) - size  # after the Constant nodes a function body gained at its top
+            shift = splice(nodes, at, node, sequence) - k - 1
+            if len(sequence) != 1 or sequence[0] is not node:
                 scope.invalidate()
 
     def _kept_whatever_node(self, op: str, opset: int, target: int) -> int:
@@ -150,110 +141,135 @@ class Engine:
             frame = frame.made()  # counted apart in the plan
         return self._convert(node, scope, opset, frame, top)
 
-    def _steps(self, frame: Frame) -> collections.Counter:
-        """Where the steps of the node being converted are counted."""
-        return self.report.derived_steps if frame.derived else self.report.steps
-
-    def count(self, frame: Frame, op: str, how: str, taken: tuple | None) -> None:
-        self._steps(frame)[(op, how)] += 1
-        if taken is not None:
-            self.taken[taken] += 1
-
     def _convert(self, node: onnx.NodeProto, scope: traversal.Scope, opset: int, frame: Frame, top: bool
                  ) -> list[onnx.NodeProto]:
         op = node.op_type
         label = Label(node, scope)
-        target = frame.target
-        found = self._preludes.get((op, opset, target))
+        key = (op, opset, frame.target)
+        found = self._preludes.get(key)
         if found is None:
-            found = self._preludes[(op, opset, target)] = self._prelude(op, opset, target)
+            found = self._preludes[key] = self._prelude(op, opset, frame.target)
         what, src, fix = found
-        if what == "unknown":
-            self.block(frame, label, op, "-", f"{op} is not an operator of the default ONNX domain", "no opset")
+        if what != "steps":
+            return self._not_by_steps(node, scope, opset, what, src, label, frame)
+        if fix is not None and not self._normalized(node, scope, src, fix, label, frame):
             return [node]
-        if what == "missing":
-            self.block(frame, label, op, "-", f"{op} does not exist at the model's opset {opset} (its first "
-                        f"version is {registry.schema_versions(op)[0]}): the model's opset_import is wrong",
-                        "no opset")
-            return [node]
-        if what == "expand":  # missing at the target, or there only as a deprecated schema the checker refuses
-            return self._expansion.expand(node, scope, opset, src, label, frame)
-        if fix is not None:
-            try:
-                fix(node, NodeContext(self.state, node, scope, (src, src), target))
-            except ConversionError as e:
-                self.block(frame, label, op, "-", reason_after_label(str(e), str(label)), "no opset")
-                return [node]
-        path, kinds = self._path(op, opset, target)
+        path, kinds = self._path(op, opset, frame.target)
         if kinds and kinds[-1] == "type-only" and all(k == "type-only" for k in kinds):  # the common case
-            for a, b in path:
-                reason = self._verdicts.allowed(node, scope, a, b)
-                if reason is not None:
-                    self.block(frame, label, op, f"{a} -> {b}", reason, works_for(op, a, b))
-                    return [node]
-            self._kept[(op, opset, target, frame.derived)] += 1  # counted into the report at the end of run()
+            if not any(self._types_block(node, scope, a, b, label, frame) for a, b in path):
+                self._kept[(op, opset, frame.target, frame.derived)] += 1  # counted in the report by run()
             return [node]
         if "onnx" in kinds and "blocked" not in kinds:
-            # onnx's converter takes the node through every step of its path, so it needs a
-            # correct adapter of its own for each (the own ones here may only be no-ops)
-            missing = next(((a, b) for (a, b), k in zip(path, kinds) if (op, a, b) not in steps.ONNX_CORRECT and
-                            not (k == "own" and registry.KINDS.get((op, a, b)) == "type-only")), None)
-            if missing is None and top:
-                return self._delegate(node, path, kinds, label, frame)
-            step = next((a, b) for (a, b), k in zip(path, kinds) if k == "onnx")
-            why = (f"rewriter has no adapter for this step, and onnx's converter, which has one, lacks a "
-                   f"correct adapter for step {missing[0]} -> {missing[1]} on the node's way to the target"
-                   if missing else "rewriter has no adapter for this step, and onnx's converter cannot take "
-                   "nodes made by the conversion")
-            self.block(frame, label, op, f"{step[0]} -> {step[1]}", why, works_for(op, *step))
-            return [node]
-        original_name, original_out = node.name, (node.output[0] if node.output else None)
+            return self._by_onnx(node, path, kinds, label, frame, top)
+        return self._take_steps(node, scope, path, kinds, label, frame)
+
+    def _not_by_steps(self, node, scope, opset: int, what: str, src, label, frame: Frame) -> list[onnx.NodeProto]:
+        """A node whose op is unknown, missing at the model's opset, or to be expanded."""
+        op = node.op_type
+        if what == "expand":  # missing at the target, or there only as a deprecated schema the checker refuses
+            return self._expansion.expand(node, scope, opset, src, label, frame)
+        if what == "unknown":
+            reason = f"{op} is not an operator of the default ONNX domain"
+        else:
+            reason = (f"{op} does not exist at the model's opset {opset} (its first version is "
+                      f"{registry.schema_versions(op)[0]}): the model's opset_import is wrong")
+        self.block(frame, label, op, "-", reason, "no opset")
+        return [node]
+
+    def _normalized(self, node, scope, src: int, fix, label, frame: Frame) -> bool:
+        """Whether the op's normalizer took ``node`` (when not, it is blocked)."""
+        try:
+            fix(node, NodeContext(self.state, node, scope, (src, src), frame.target))
+        except ConversionError as e:
+            self.block(frame, label, node.op_type, "-", reason_after_label(str(e), str(label)), "no opset")
+            return False
+        return True
+
+    def _types_block(self, node, scope, a: int, b: int, label, frame: Frame) -> bool:
+        """Whether ``node`` uses a type that schema ``b`` does not allow on the type-only step
+        a -> b (then it is blocked)."""
+        reason = self._verdicts.allowed(node, scope, a, b)
+        if reason is None:
+            return False
+        self.block(frame, label, node.op_type, f"{a} -> {b}", reason, works_for(node.op_type, a, b))
+        return True
+
+    def _by_onnx(self, node, path, kinds, label, frame: Frame, top: bool) -> list[onnx.NodeProto]:
+        """A node with a step only onnx's converter has an adapter for: delegated when onnx's
+        converter can take it through every step of its path (it needs a correct adapter of its
+        own for each; the own ones here may only be no-ops), else blocked."""
+        op = node.op_type
+        missing = next(((a, b) for (a, b), k in zip(path, kinds) if (op, a, b) not in steps.ONNX_CORRECT and
+                        not (k == "own" and registry.KINDS.get((op, a, b)) == "type-only")), None)
+        if missing is None and top:
+            return self._delegate(node, path, kinds, label, frame)
+        step = next((a, b) for (a, b), k in zip(path, kinds) if k == "onnx")
+        why = (f"rewriter has no adapter for this step, and onnx's converter, which has one, lacks a "
+               f"correct adapter for step {missing[0]} -> {missing[1]} on the node's way to the target"
+               if missing else "rewriter has no adapter for this step, and onnx's converter cannot take "
+               "nodes made by the conversion")
+        self.block(frame, label, op, f"{step[0]} -> {step[1]}", why, works_for(op, *step))
+        return [node]
+
+    def _take_steps(self, node, scope, path, kinds, label, frame: Frame) -> list[onnx.NodeProto]:
+        """``node`` taken one step of its path at a time: by rewriter's adapter, or kept type-only."""
+        op = node.op_type
+        original = node.name, (node.output[0] if node.output else None)
         before: list[onnx.NodeProto] = []
         after: list[onnx.NodeProto] = []
         for (a, b), kind in zip(path, kinds):
-            if kind == "own":
-                ctx = NodeContext(self.state, node, scope, (a, b), target)
-                try:
-                    registry.lookup(op, a, b)(node, ctx)
-                except ConversionError as e:
-                    self.block(frame, label, op, f"{a} -> {b}", reason_after_label(str(e), str(label)), works_for(op, a, b))
-                    return [node]
-                how = registry.KINDS.get((op, a, b), "rewrite")
-                self.count(frame, op, how, (op, a, b, how))
-                if logger.isEnabledFor(logging.DEBUG):
-                    logger.debug("%s: %s %d -> %d (%s)", label, op, a, b, how)
-                if ctx.before or ctx.after:
-                    for n in [*ctx.before, *ctx.after]:
-                        self.state.pending.update((o, n) for o in n.output if o)
-                    made = frame.made_converting(str(label))  # a blocker of these names the node they replace
-                    new_before = [m for n in ctx.before for m in self.convert(
-                        n, scope, target if id(n) in ctx.at_target else b, made)]
-                    new_after = [m for n in ctx.after for m in self.convert(n, scope, b, made)]
-                    before += new_before
-                    after = new_after + after
-                if ctx.removed:
-                    return self.named(before + after, node, original_name, original_out, removed=True)
-                if node.op_type != op:  # became another op: convert it onward as that op
-                    rest = self.convert(node, scope, b, frame)
-                    return self.named(before + rest + after, node, original_name, original_out)
-            elif kind == "type-only":
-                reason = self._verdicts.allowed(node, scope, a, b)
-                if reason is not None:
-                    self.block(frame, label, op, f"{a} -> {b}", reason, works_for(op, a, b))
+            if kind == "type-only":
+                if self._types_block(node, scope, a, b, label, frame):
                     return [node]
                 self.count(frame, op, "type-only", (op, a, b, "type-only"))
-            elif kind == "onnx":
-                self.block(frame, label, op, f"{a} -> {b}", "this step needs onnx's converter, which cannot take a "
-                            "node rewriter already changed", works_for(op, a, b))
+                continue
+            if kind != "own":
+                why = ("this step needs onnx's converter, which cannot take a node rewriter already changed"
+                       if kind == "onnx" else steps.step_reason(op, a, b))
+                self.block(frame, label, op, f"{a} -> {b}", why, works_for(op, a, b))
                 return [node]
-            else:
-                self.block(frame, label, op, f"{a} -> {b}", steps.step_reason(op, a, b), works_for(op, a, b))
+            ctx = self._adapted(node, scope, a, b, label, frame)
+            if ctx is None:
                 return [node]
-        if registry.has_adapters(op) and any(k == "own" for k in kinds) or op == "ReduceProd":
+            if ctx.before or ctx.after:
+                made_before, made_after = self._convert_made(ctx, scope, b, label, frame)
+                before += made_before
+                after = made_after + after
+            if ctx.removed:
+                return named(self.state, before + after, node, *original, removed=True)
+            if node.op_type != op:  # became another op: convert it onward as that op
+                rest = self.convert(node, scope, b, frame)
+                return named(self.state, before + rest + after, node, *original)
+        if "own" in kinds or op == "ReduceProd":
             self.report.own[op] += 1
-        elif path and all(k == "type-only" for k in kinds):
-            self.report.type_only[op] += 1
-        return self.named(before + [node] + after, node, original_name, original_out)
+        return named(self.state, before + [node] + after, node, *original)
+
+    def _adapted(self, node, scope, a: int, b: int, label, frame: Frame) -> NodeContext | None:
+        """Step a -> b of ``node`` by rewriter's adapter: what it inserted or removed, or None
+        when it blocked."""
+        op = node.op_type
+        ctx = NodeContext(self.state, node, scope, (a, b), frame.target)
+        try:
+            registry.lookup(op, a, b)(node, ctx)
+        except ConversionError as e:
+            self.block(frame, label, op, f"{a} -> {b}", reason_after_label(str(e), str(label)), works_for(op, a, b))
+            return None
+        how = registry.KINDS.get((op, a, b), "rewrite")
+        self.count(frame, op, how, (op, a, b, how))
+        if logger.isEnabledFor(logging.DEBUG):
+            logger.debug("%s: %s %d -> %d (%s)", label, op, a, b, how)
+        return ctx
+
+    def _convert_made(self, ctx: NodeContext, scope, b: int, label, frame: Frame):
+        """The nodes an adapter inserted on its step to ``b``, converted onward (from ``b``, or
+        from the target for those written for it): (those before the node, those after)."""
+        for n in [*ctx.before, *ctx.after]:
+            self.state.pending.update((o, n) for o in n.output if o)
+        made = frame.made_converting(str(label))  # a blocker among them names the node they replace
+        before = [m for n in ctx.before for m in self.convert(
+            n, scope, frame.target if id(n) in ctx.at_target else b, made)]
+        after = [m for n in ctx.after for m in self.convert(n, scope, b, made)]
+        return before, after
 
     def _prelude(self, op: str, opset: int, target: int) -> tuple[str, int | None, object]:
         """(what, source schema version, normalizer) for nodes of ``op`` at ``opset``: what is
@@ -279,24 +295,7 @@ class Engine:
             found = self._paths[key] = (path, [steps.step_kind(op, a, b) for a, b in path])
         return found
 
-    def named(self, sequence, node, original_name, original_out, removed=False):
-        """The node that produces the original first output carries the original name; every
-        other node of the sequence has a unique name."""
-        if not original_name or len(sequence) == 1 and sequence[0] is node:
-            return sequence
-        carrier = next((n for n in sequence if original_out in n.output), None)
-        if carrier is None or carrier is node:
-            return sequence
-        if not removed:
-            node.name = self.state.fresh_node_name(original_name)
-        carrier.name = original_name
-        if node.doc_string and not carrier.doc_string:
-            carrier.doc_string = node.doc_string
-        if node.metadata_props and not carrier.metadata_props:
-            carrier.metadata_props.extend(node.metadata_props)
-        return sequence
-
-    def _delegate(self, node, path, kinds, label, frame: Frame):
+    def _delegate(self, node, path, kinds, label, frame: Frame) -> list[onnx.NodeProto]:
         if frame.inside is not None:
             self.block(frame, label, node.op_type, "-", "needs onnx's converter inside an expanded function body",
                        "no opset")
@@ -306,12 +305,24 @@ class Engine:
         for a, b in path:
             self.taken[(node.op_type, a, b, "onnx.version_converter")] += 1
         logger.debug("%s: %s to onnx.version_converter (%s)", label, node.op_type,
-                    ", ".join(f"{a}->{b} {k}" for (a, b), k in zip(path, kinds)))
+                     ", ".join(f"{a}->{b} {k}" for (a, b), k in zip(path, kinds)))
         return [node]
 
-    def block(self, frame: Frame, label, op, step, reason, works) -> None:
+    # ------------------------------------------------------------ what the expansion uses too
+
+    def block(self, frame: Frame, label, op: str, step: str, reason: str, works: str) -> None:
+        """Record that a node cannot be converted (``label``: a :class:`Label` or a string)."""
         name, where = getattr(label, "name", ""), getattr(label, "where", "")
         self.blockers.append(Blocker(frame.label(str(label)), op, step, reason, works, key=frame.current,
                                      name=name, where=where))
         self._steps(frame)[(op, "blocked")] += 1
 
+    def count(self, frame: Frame, op: str, how: str, taken: tuple | None) -> None:
+        """One step of ``op`` taken ``how``; ``taken`` (op, from, to, what) is logged at the end."""
+        self._steps(frame)[(op, how)] += 1
+        if taken is not None:
+            self.taken[taken] += 1
+
+    def _steps(self, frame: Frame) -> collections.Counter:
+        """Where the steps of the nodes ``frame`` is for are counted."""
+        return self.report.derived_steps if frame.derived else self.report.steps

@@ -6,8 +6,9 @@ defines without a body (``rewriter.convert.decompositions``); else blocks naming
 opset.
 
 :class:`Expansion` works through a :class:`Walk` (the engine) and a :class:`Frame` passed with
-every call: it converts the nodes it makes by ``walk.convert``, says no by ``walk.block`` and
-counts by ``walk.count``; it keeps no state of its own."""
+every call: it converts the nodes it makes by ``walk.convert`` (and the bodies of their subgraphs
+by ``walk.convert_body``), says no by ``walk.block`` and counts by ``walk.count``; it keeps no
+state of its own."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from rewriter.convert.blockers import Blocker
 from rewriter.convert.context import NodeContext
 from rewriter.convert.frame import Frame
 from rewriter.convert.function_bodies import evaluate_constant_node, fold_shape_arithmetic, function_body, inline
+from rewriter.convert.splice import named
 from rewriter.convert.state import ConversionState
 from rewriter.errors import ConversionError
 from rewriter.graph import traversal
@@ -51,10 +53,6 @@ class Walk(Protocol):
 
     def count(self, frame: Frame, op: str, how: str, taken: tuple) -> None:
         """Count one step of ``op`` taken ``how`` (``taken``: (op, from, to, what) for the log)."""
-
-    def named(self, sequence: list, node: onnx.NodeProto, original_name: str, original_out: str | None,
-              removed: bool = False) -> list:
-        """``sequence`` with the original node's name on the node that produces its first output."""
 
 
 class Expansion:
@@ -107,7 +105,7 @@ class Expansion:
                 result += self.walk.convert(n, scope, first - 1, frame)
             else:
                 result += self.walk.convert(n, scope, first, frame)
-        return self.walk.named(result, node, original_name, original_out)
+        return named(self.state, result, node, original_name, original_out)
 
     def _evaluated(self, node, scope, opset, src, frame: Frame, value) -> list[onnx.NodeProto]:
         op = node.op_type
@@ -118,8 +116,8 @@ class Expansion:
                 self.state.maybe_unused.append((name, scope))
         self.walk.count(frame, op, "evaluated", (op, src, src, "evaluated (constant inputs)"))
         self.report.changes[f"{op} of constant inputs -> Constant"] += 1
-        return self.walk.named(self.walk.convert(const, scope, opset, frame), node, node.name, node.output[0],
-                               removed=True)
+        return named(self.state, self.walk.convert(const, scope, opset, frame), node, node.name, node.output[0],
+                     removed=True)
 
     def _function_body(self, node, scope, src, label, frame: Frame, schema, version) -> list[onnx.NodeProto]:
         op = node.op_type
@@ -149,7 +147,7 @@ class Expansion:
                         self.state.register_scope(sub)
                         self.walk.convert_body(sub, inner)
         result = [m for n in nodes for m in self.walk.convert(n, scope, version, inner)]
-        return self.walk.named(result, node, original_name, original_out, removed=True)
+        return named(self.state, result, node, original_name, original_out, removed=True)
 
     def _decompose(self, node, scope, src, label, frame: Frame, version, fn) -> list[onnx.NodeProto]:
         """``node`` replaced by the nodes of its exact decomposition (valid at ``version``),
@@ -174,7 +172,7 @@ class Expansion:
         inner = frame.within(f"decomposition of {label}")
         result = [m for n in nodes for m in self.walk.convert(
             n, scope, frame.target if id(n) in ctx.at_target else version, inner)]
-        return self.walk.named(result, node, original_name, original_out, removed=True)
+        return named(self.state, result, node, original_name, original_out, removed=True)
 
 
 @functools.lru_cache(maxsize=None)
