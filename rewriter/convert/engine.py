@@ -13,7 +13,7 @@ converted nodes take a node's place in ``rewriter.convert.splice``. Every call o
 a :class:`rewriter.convert.frame.Frame`: the target and where its nodes come from.
 
 :meth:`Engine.convert` takes one node in named steps: the prelude (an unknown or missing op, an
-op to expand, the op's normalizer), the common case of a path of type-only steps
+op to expand, the op's normalizer: ``rewriter.convert.paths.start``), the common case of a path of type-only steps
 (:meth:`Engine._convert` keeps it when every type is allowed), the delegation to onnx's
 converter (:meth:`Engine._by_onnx`), and the walk of the path's steps (:meth:`Engine._take_steps`).
 
@@ -28,14 +28,15 @@ import logging
 
 import onnx
 
-from rewriter.convert import registry, steps
+from rewriter.convert import paths, registry, steps
 from rewriter.convert.blockers import Blocker, Label, reason_after_label, works_for
 from rewriter.convert.context import NodeContext
-from rewriter.convert.expansion import Expansion, deprecated_schema, has_function_body
+from rewriter.convert.expansion import Expansion
 from rewriter.convert.frame import Frame
+from rewriter.convert.paths import Keep, Start, keep_without_looking
 from rewriter.convert.splice import named, splice
 from rewriter.convert.state import ConversionState
-from rewriter.convert.type_verdicts import TypeVerdicts, widening
+from rewriter.convert.type_verdicts import TypeVerdicts
 from rewriter.errors import ConversionError
 from rewriter.graph import traversal
 
@@ -59,8 +60,8 @@ class Engine:
         self._paths: dict = {}
         self._kept: collections.Counter = collections.Counter()  # (op, opset, target, derived) -> nodes kept type-only
         self._verdicts = TypeVerdicts(state)
-        self._always_kept: dict[tuple[str, int, int], int] = {}  # (op, opset, target) -> _kept_whatever_node
-        self._preludes: dict[tuple[str, int, int], tuple] = {}  # (op, opset, target) -> _prelude
+        self._keeps: dict[tuple[str, int, int], Keep] = {}  # (op, opset, target) -> _keep_without_looking
+        self._starts: dict[tuple[str, int, int], Start] = {}  # (op, opset, target) -> paths.start
         self._expansion = Expansion(state, self, lacks)
 
     # ------------------------------------------------------------ the walk
@@ -89,7 +90,7 @@ class Engine:
         if opset is None:
             return
         seen = self.report.nodes if clear else None  # a body's own nodes, not those of an expansion
-        always = self._always_kept
+        keeps = self._keeps
         shift = 0  # nodes inserted (less those removed) before the current one so far
         for k, node in enumerate(list(nodes)):  # the body's own nodes; inserted ones come converted
             if node.domain not in DEFAULT_DOMAINS:
@@ -98,11 +99,11 @@ class Engine:
             if seen is not None:
                 seen[op] += 1
             key = (op, opset, frame.target)
-            keep = always.get(key)
+            keep = keeps.get(key)
             if keep is None:
-                keep = always[key] = self._kept_whatever_node(op, opset, frame.target)
-            if keep:  # the common case going up: nothing about the node can stop its steps
-                if keep == 2:
+                keep = keeps[key] = self._keep_without_looking(op, opset, frame.target)
+            if keep is not Keep.LOOK:  # the common case going up: nothing about the node can stop its steps
+                if keep is Keep.TYPE_ONLY:
                     self._kept[(op, opset, frame.target, frame.derived)] += 1
                 continue
             size = len(nodes)
@@ -112,24 +113,10 @@ class Engine:
             if len(sequence) != 1 or sequence[0] is not node:
                 scope.invalidate()
 
-    def _kept_whatever_node(self, op: str, opset: int, target: int) -> int:
-        """2 when every node of ``op`` at ``opset`` is kept type-only all the way to the target
-        whatever its inputs, outputs and types (every step's schema allows every type the one
-        before did, for every formal); 1 when it has no step to take at all; 0 when each node
-        must be looked at (by :meth:`convert`)."""
-        if op == "ReduceProd" or registry.normalizer(op) is not None:
-            return 0
-        src, dst = registry.schema_version_at(op, opset), registry.schema_version_at(op, target)
-        if src is None or dst is None or (dst < src and deprecated_schema(op, dst) and has_function_body(op, src)):
-            return 0
-        if self.lacks is not None and self.lacks(op, dst):
-            return 0
-        path, kinds = self._path(op, opset, target)
-        if not path:
-            return 1
-        if not all(k == "type-only" for k in kinds):
-            return 0
-        return 2 if all(widening(op, a, b) for a, b in path) else 0
+    def _keep_without_looking(self, op: str, opset: int, target: int) -> Keep:
+        """Whether the walk keeps every node of ``op`` at ``opset`` without a look (:class:`Keep`)."""
+        how = self._start(op, opset, target)
+        return keep_without_looking(op, how, *(self._path(op, opset, target) if how.what == "steps" else ((), [])))
 
     # ------------------------------------------------------------ one node
 
@@ -145,11 +132,7 @@ class Engine:
                  ) -> list[onnx.NodeProto]:
         op = node.op_type
         label = Label(node, scope)
-        key = (op, opset, frame.target)
-        found = self._preludes.get(key)
-        if found is None:
-            found = self._preludes[key] = self._prelude(op, opset, frame.target)
-        what, src, fix = found
+        what, src, fix = self._start(op, opset, frame.target)
         if what != "steps":
             return self._not_by_steps(node, scope, opset, what, src, label, frame)
         if fix is not None and not self._normalized(node, scope, src, fix, label, frame):
@@ -271,28 +254,18 @@ class Engine:
         after = [m for n in ctx.after for m in self.convert(n, scope, b, made)]
         return before, after
 
-    def _prelude(self, op: str, opset: int, target: int) -> tuple[str, int | None, object]:
-        """(what, source schema version, normalizer) for nodes of ``op`` at ``opset``: what is
-        "unknown" (no such op), "missing" (not at the opset), "expand" (not at the target, or
-        only deprecated there) or "steps"."""
-        if not registry.schema_versions(op):
-            return "unknown", None, None
-        src = registry.schema_version_at(op, opset)
-        if src is None:
-            return "missing", None, None
-        dst = registry.schema_version_at(op, target)
-        if dst is None or (dst < src and deprecated_schema(op, dst) and has_function_body(op, src)):
-            return "expand", src, None
-        if self.lacks is not None and self.lacks(op, dst):  # the runtime targeted does not implement it
-            return "expand", src, None
-        return "steps", src, registry.normalizer(op)
+    def _start(self, op: str, opset: int, target: int) -> Start:
+        key = (op, opset, target)
+        found = self._starts.get(key)
+        if found is None:
+            found = self._starts[key] = paths.start(op, opset, target, self.lacks)
+        return found
 
     def _path(self, op: str, opset: int, target: int):
         key = (op, opset, target)
         found = self._paths.get(key)
         if found is None:
-            path = registry.steps_between(op, opset, target)
-            found = self._paths[key] = (path, [steps.step_kind(op, a, b) for a, b in path])
+            found = self._paths[key] = paths.path(op, opset, target)
         return found
 
     def _delegate(self, node, path, kinds, label, frame: Frame) -> list[onnx.NodeProto]:

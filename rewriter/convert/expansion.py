@@ -12,7 +12,6 @@ state of its own."""
 
 from __future__ import annotations
 
-import functools
 import logging
 from typing import Protocol
 
@@ -28,7 +27,7 @@ from rewriter.convert.state import ConversionState
 from rewriter.errors import ConversionError
 from rewriter.graph import traversal
 
-__all__ = ["Expansion", "Walk", "deprecated_schema", "has_function_body"]
+__all__ = ["Expansion", "Walk"]
 
 logger = logging.getLogger("rewriter.convert.engine")
 
@@ -173,14 +172,3 @@ class Expansion:
         result = [m for n in nodes for m in self.walk.convert(
             n, scope, frame.target if id(n) in ctx.at_target else version, inner)]
         return named(self.state, result, node, original_name, original_out, removed=True)
-
-
-@functools.lru_cache(maxsize=None)
-def deprecated_schema(op: str, version: int) -> bool:
-    return bool(onnx.defs.get_schema(op, version, "").deprecated)
-
-
-@functools.lru_cache(maxsize=None)
-def has_function_body(op: str, version: int) -> bool:
-    schema = onnx.defs.get_schema(op, version, "")
-    return bool(schema.function_opset_versions or schema.context_dependent_function_opset_versions)

@@ -39,7 +39,7 @@ def _implemented_opset(model: onnx.ModelProto, runtime, domain: str, start: int)
     kernel for Cast-19 or Identity-19, so a model with a Cast goes to 18 for it; ONNX Runtime 1.20
     takes ai.onnx.ml 5 but has no TreeEnsemble-5 kernel."""
     from rewriter.convert import registry
-    from rewriter.convert.expansion import has_function_body
+    from rewriter.convert.paths import has_function_body
 
     if runtime.ops is None and not runtime.unsupported and not runtime.missing:
         return start

@@ -17,6 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import rewriter.convert.engine as engine
 from rewriter.convert import convert_model
+from rewriter.convert.paths import Keep
 from rewriter.convert.planner import ConversionBlocked
 from rewriter.graph.inferred import LazyInference
 from rewriter.graph.unused import remove_unused
@@ -49,7 +50,7 @@ def _build(name) -> onnx.ModelProto:
 def test_skipping_kept_nodes_changes_nothing(name, target, monkeypatch):
     model = _build(name)
     fast, fast_report = convert_model(model, target, plan_only=True)
-    monkeypatch.setattr(engine.Engine, "_kept_whatever_node", lambda self, *args: 0)
+    monkeypatch.setattr(engine.Engine, "_keep_without_looking", lambda self, *args: Keep.LOOK)
     slow, slow_report = convert_model(model, target, plan_only=True)
     assert fast.SerializeToString() == slow.SerializeToString()
     assert fast_report.to_dict() == slow_report.to_dict()
