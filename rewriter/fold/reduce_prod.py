@@ -40,8 +40,16 @@ class FoldedNode:
 
 @dataclasses.dataclass
 class SkippedNode:
+    """A ReduceProd left as it is. ``settled``: its inputs were constant and the skip holds
+    whatever else is folded (an overflow, a type); otherwise an input was not constant here, and
+    a later fold of its producer may make it foldable. ``function``: the (domain, name, overload)
+    of the model-local function holding it, None in the main graph and its subgraphs."""
+
     label: str
     reason: str
+    output: str = ""
+    function: tuple[str, str, str] | None = None
+    settled: bool = False
 
 
 @dataclasses.dataclass
@@ -98,6 +106,10 @@ def _not_constant_reason(role: str, name: str, scope: traversal.Scope) -> str:
                     "(it can be overridden at run time)")
         return f"{role} '{name}' is an input of the {where.location}"
     return f"{role} '{name}' is not defined"
+
+
+class _Pending(str):
+    """A reason to skip that a fold elsewhere may remove: an input that is not constant here."""
 
 
 class _StaticShapes:
@@ -175,7 +187,10 @@ class _Folder:
                 label = traversal.node_label(node, scope)
                 reason = self._try_fold(node, scope, label)
                 if reason is not None:
-                    self.report.skipped.append(SkippedNode(label, reason))
+                    root = scope.root.body
+                    function = (root.domain, root.name, root.overload) if isinstance(root, onnx.FunctionProto) else None
+                    self.report.skipped.append(SkippedNode(label, str(reason), node.output[0] if node.output else "",
+                                                           function, not isinstance(reason, _Pending)))
                     logger.info("%s: not folded: %s", label, reason)
 
     def _constant(self, name, scope):
@@ -191,14 +206,14 @@ class _Folder:
             return value, {name}
         shape_node, where = self._shape_producer(name, scope)
         if shape_node is None:
-            return None, _not_constant_reason("data", name, scope)
+            return None, _Pending(_not_constant_reason("data", name, scope))
         x = shape_node.input[0]
         dims = None
         if self.shapes is not None and self.shapes.error is None:
             dims = self.shapes.shape(x, where)
         if dims is None:
             why = self.shapes.error if self.shapes is not None and self.shapes.error else "it is not static"
-            return None, f"data '{name}' is the Shape of '{x}' and {why}"
+            return None, _Pending(f"data '{name}' is the Shape of '{x}' and {why}")
         start, end = _attr(shape_node, "start", 0), _attr(shape_node, "end", None)
         return np.array(dims[start:end], dtype=np.int64), {name}
 
@@ -220,7 +235,7 @@ class _Folder:
             if len(node.input) > 1 and node.input[1]:
                 value = self._constant(node.input[1], scope)
                 if value is None:
-                    return _not_constant_reason("axes", node.input[1], scope)
+                    return _Pending(_not_constant_reason("axes", node.input[1], scope))
                 axes = [int(a) for a in np.asarray(value).reshape(-1)]
                 consumed.add(node.input[1])
         else:

@@ -20,13 +20,19 @@ import numpy as np
 
 from rewriter import kernels
 
-__all__ = ["FOLD_INT_OVERFLOW_POLICIES", "KERNEL_MODE", "NotFoldable", "reduce_prod_value", "OVERFLOW_WHY"]
+__all__ = ["FOLD_INT_OVERFLOW_POLICIES", "KERNEL_MODE", "NotFoldable", "reduce_prod_value", "OVERFLOW_WHY",
+           "SETTLED"]
 
 FOLD_INT_OVERFLOW_POLICIES = ("skip", "wrap", "saturate")
 """What folding does with an integer ReduceProd whose product overflows (see the module doc)."""
 
 KERNEL_MODE = {"skip": "raise", "wrap": "wrap", "saturate": "saturate"}
 """The kernel ``int_overflow`` mode that computes each fold policy."""
+
+SETTLED = "rewriter.fold.settled"
+"""The ``onnx_ir.Node.meta`` key :func:`rewriter.optimize.optimize_proto` sets, to the reason, on
+a ReduceProd the exact fold judged with constant inputs and left (an overflow under ``"skip"``, a
+type): the optimizer's own folder leaves it too, so each ReduceProd is decided by one of them."""
 
 OVERFLOW_WHY = ("runtimes disagree on integer overflow: NumPy and the ONNX reference wrap, "
                 "ONNX Runtime's CPU kernel saturates; --int-overflow wrap or saturate folds it anyway "

@@ -3,7 +3,11 @@
 ``optimize_proto(proto)`` runs, on a ModelProto loaded by :func:`rewriter.io.load_model`
 (weights stay lazy references; a tensor is read only when a fold uses it):
 
-1. rewriter's exact ReduceProd fold (:func:`rewriter.fold.fold_model`);
+1. rewriter's exact ReduceProd fold (:func:`rewriter.fold.fold_model`), the one place that decides
+   every ReduceProd whose inputs are constant in the input: folded, or left (an overflow under
+   ``int_overflow="skip"``) and marked ``rewriter.fold.SETTLED`` in its ``Node.meta`` for the
+   folder of step 3 to leave too. A ReduceProd whose inputs become constant only through other
+   folds is folded in step 3, by the same computation (:func:`rewriter.fold.reduce_prod_value`);
 2. BatchNormalization/Conv/Gemm parameters given by Constant nodes become initializers
    (``batchnorm_parameters``), so the fusions see them in the first round;
 3. then, as onnx_ir passes, repeated until a round changes nothing (at most ``iterations``):
@@ -64,6 +68,25 @@ def initializer_count(model: onnx.ModelProto) -> int:
     return sum(len(g.initializer) for g in found)
 
 
+def _mark_settled(model, fold_report) -> None:
+    """Mark (``rewriter.fold.SETTLED`` in ``Node.meta``) each ReduceProd the exact fold judged with
+    constant inputs and left, so the pipeline's folder does not judge it again."""
+    import onnx_ir as ir
+
+    from rewriter.fold import SETTLED
+
+    settled = {(s.function, s.output): s.reason for s in fold_report.skipped if s.settled}
+    if not settled:
+        return
+    bodies = [(None, model.graph), *model.functions.items()]
+    for key, body in bodies:
+        for node in ir.traversal.RecursiveGraphIterator(body):
+            if node.op_type == "ReduceProd" and node.outputs:
+                reason = settled.get((key, node.outputs[0].name))
+                if reason is not None:
+                    node.meta[SETTLED] = reason
+
+
 def optimize_proto(model: onnx.ModelProto, options: OptimizeOptions | None = None, *,
                    base_dir: str | None = None) -> tuple[onnx.ModelProto, OptimizeReport]:
     """Optimize a copy of ``model``; returns (the optimized ModelProto, an OptimizeReport).
@@ -83,6 +106,8 @@ def optimize_proto(model: onnx.ModelProto, options: OptimizeOptions | None = Non
         folded, report.reduce_prod = fold.fold_model(model, int_overflow=options.int_overflow, base_dir=base_dir)
     t1 = time.perf_counter()
     ir_model, carry = bridge.to_ir(folded, base_dir)
+    if report.reduce_prod is not None:
+        _mark_settled(ir_model, report.reduce_prod)
     t2 = time.perf_counter()
     try:
         run_pipeline(ir_model, options, report, keep=frozenset(bridge.training_reads(carry)))
