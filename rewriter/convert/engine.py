@@ -179,11 +179,12 @@ class Engine:
 
     def _by_onnx(self, node, path, kinds, label, frame: Frame, top: bool) -> list[onnx.NodeProto]:
         """A node with a step only onnx's converter has an adapter for: delegated when onnx's
-        converter can take it through every step of its path (it needs a correct adapter of its
-        own for each; the own ones here may only be no-ops), else blocked."""
+        converter can take it through every step of its path, else blocked. onnx's converter
+        takes each step with an adapter of its own, so each needs one known to be correct
+        (``steps.ONNX_CORRECT``), whatever rewriter has for it (a no-op registered as type-only
+        included: onnx runs its own adapter there, or fails without one)."""
         op = node.op_type
-        missing = next(((a, b) for (a, b), k in zip(path, kinds) if (op, a, b) not in steps.ONNX_CORRECT and
-                        not (k == "own" and registry.KINDS.get((op, a, b)) == "type-only")), None)
+        missing = next(((a, b) for a, b in path if (op, a, b) not in steps.ONNX_CORRECT), None)
         if missing is None and top:
             return self._delegate(node, path, kinds, label, frame)
         step = next((a, b) for (a, b), k in zip(path, kinds) if k == "onnx")
