@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the annotations only; importing onnx / onnx_ir here would s
     import onnx_ir
 
     from rewriter.verify.numerics import NumericsReport
-    from rewriter.verify.report import ShapeProblem
+    from rewriter.verify.shapes.report import ShapeProblem
 
 ModelLike = Union["onnx.ModelProto", "onnx_ir.Model", str, os.PathLike]
 """What every function accepts as a model: a ModelProto, an onnx_ir Model or a path to a model file."""
@@ -33,11 +33,13 @@ __all__ = [
     "fold_reduce_prod",
     "fold_constants",
     "optimize_model",
+    "verify_reduce_prod_shapes",
     "verify_shapes",
     "verify_numerics",
     "reduce_prod",
     "ConvertOpsetPass",
     "FoldReduceProdPass",
+    "VerifyReduceProdShapesPass",
     "VerifyShapesPass",
     "OptimizePass",
 ]
@@ -45,6 +47,7 @@ __all__ = [
 _LAZY = {
     "ConvertOpsetPass": "rewriter.passes",
     "FoldReduceProdPass": "rewriter.passes",
+    "VerifyReduceProdShapesPass": "rewriter.passes",
     "VerifyShapesPass": "rewriter.passes",
     "OptimizePass": "rewriter.passes",
     "reduce_prod": "rewriter.kernels",
@@ -215,8 +218,11 @@ def optimize_model(model: ModelLike, *, fold_limit: int = 512 * 512 * 4, int_ove
     return _back(optimize_proto(proto, options, base_dir=base_dir)[0], kind, base_dir)
 
 
-def verify_shapes(model: ModelLike) -> list[ShapeProblem]:
+def verify_reduce_prod_shapes(model: ModelLike) -> list[ShapeProblem]:
     """Check every ReduceProd output's shape against the rule, and ONNX strict shape inference.
+
+    The shapes of other ops are checked only as far as ONNX's strict inference checks them
+    (``rewriter check``'s report has one row per ReduceProd).
 
     Args:
         model: an ``onnx.ModelProto``, an ``onnx_ir.Model`` or a path to a model file.
@@ -229,13 +235,23 @@ def verify_shapes(model: ModelLike) -> list[ShapeProblem]:
         TypeError: ``model`` is of the wrong type.
 
     Example:
-        >>> problems = rewriter.verify_shapes("model.onnx")  # doctest: +SKIP
+        >>> problems = rewriter.verify_reduce_prod_shapes("model.onnx")  # doctest: +SKIP
         >>> assert not problems, problems
     """
-    from rewriter.verify.shapes import verify_shapes as _verify
+    from rewriter.verify.shapes.check import verify_reduce_prod_shapes as _verify
 
     proto, _, _ = _open(model)
     return _verify(proto)
+
+
+def verify_shapes(model: ModelLike) -> list[ShapeProblem]:
+    """Deprecated name of :func:`verify_reduce_prod_shapes` (it checks the ReduceProd outputs'
+    shapes, and ONNX strict inference; not every op's shapes by a rule of its own)."""
+    import warnings
+
+    warnings.warn("rewriter.verify_shapes is rewriter.verify_reduce_prod_shapes (it checks the ReduceProd "
+                  "outputs' shapes); the old name will go", DeprecationWarning, stacklevel=2)
+    return verify_reduce_prod_shapes(model)
 
 
 def verify_numerics(original: ModelLike, rewritten: ModelLike, *, seed: int = 0, rtol: float | None = None,

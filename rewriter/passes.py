@@ -16,7 +16,7 @@ from rewriter.convert import convert_model
 from rewriter.errors import RewriterError
 from rewriter.fold import FOLD_INT_OVERFLOW_POLICIES, fold_model
 from rewriter.io.base_dir import proto_of
-from rewriter.verify.shapes import verify_shapes
+from rewriter.verify.shapes.check import verify_reduce_prod_shapes
 
 from rewriter.optimize.bridge import to_ir
 from rewriter.optimize.constant_folding import FoldConstantsPass
@@ -26,9 +26,9 @@ from rewriter.optimize.metadata import DropToolMetadataPass, StripMetadataPass
 from rewriter.optimize.pipeline import OptimizePass
 from rewriter.optimize.unused import RemoveUnusedPass
 
-__all__ = ["ConvertOpsetPass", "FoldReduceProdPass", "VerifyShapesPass", "OptimizePass", "FoldConstantsPass",
-           "FusionsPass", "CommonSubexpressionEliminationPass", "RemoveUnusedPass", "DropToolMetadataPass",
-           "StripMetadataPass"]
+__all__ = ["ConvertOpsetPass", "FoldReduceProdPass", "VerifyReduceProdShapesPass", "VerifyShapesPass",
+           "OptimizePass", "FoldConstantsPass", "FusionsPass", "CommonSubexpressionEliminationPass",
+           "RemoveUnusedPass", "DropToolMetadataPass", "StripMetadataPass"]
 
 
 class ConvertOpsetPass(ir.passes.FunctionalPass):
@@ -108,17 +108,17 @@ class FoldReduceProdPass(ir.passes.FunctionalPass):
         return ir.passes.PassResult(to_ir(proto, base_dir)[0], modified=self.report.modified)
 
 
-class VerifyShapesPass(ir.passes.PassBase):
+class VerifyReduceProdShapesPass(ir.passes.PassBase):
     """Analysis pass: check every ReduceProd output's shape and ONNX strict shape inference.
 
-    The pass form of :func:`rewriter.verify_shapes`, to end a pipeline with: returns the model
-    unchanged (``modified=False``) when every shape is consistent.
+    The pass form of :func:`rewriter.verify_reduce_prod_shapes`, to end a pipeline with: returns
+    the model unchanged (``modified=False``) when every shape is consistent.
 
     Raises (when called):
         RewriterError: listing the problems found (up to five, and how many more).
 
     Example:
-        >>> ir.passes.PassManager([FoldReduceProdPass(), VerifyShapesPass()])(model)  # doctest: +SKIP
+        >>> ir.passes.PassManager([FoldReduceProdPass(), VerifyReduceProdShapesPass()])(model)  # doctest: +SKIP
     """
 
     @property
@@ -131,10 +131,21 @@ class VerifyShapesPass(ir.passes.PassBase):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         """Verify ``model``; returns it unchanged, or raises RewriterError naming the problems."""
-        problems = verify_shapes(proto_of(model)[0])
+        problems = verify_reduce_prod_shapes(proto_of(model)[0])
         if problems:
             details = "; ".join(str(p) for p in problems[:5])
             more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
             raise RewriterError(f"shape verification found {len(problems)} problem(s): {details}{more}")
         return ir.passes.PassResult(model, modified=False)
 
+
+class VerifyShapesPass(VerifyReduceProdShapesPass):
+    """Deprecated name of :class:`VerifyReduceProdShapesPass` (it checks the ReduceProd outputs'
+    shapes, and ONNX strict inference)."""
+
+    def __init__(self) -> None:
+        import warnings
+
+        warnings.warn("rewriter.VerifyShapesPass is rewriter.VerifyReduceProdShapesPass (it checks the "
+                      "ReduceProd outputs' shapes); the old name will go", DeprecationWarning, stacklevel=2)
+        super().__init__()

@@ -72,7 +72,7 @@ def test_paths_are_accepted_and_give_a_model_proto(as_path):
     assert not [n for n in folded.graph.node if n.op_type == "ReduceProd"]
     feeds = _feeds(FOLDABLE)
     np.testing.assert_allclose(_run(folded, feeds)[0], _run(FOLDABLE, feeds)[0], rtol=1e-5)
-    assert rewriter.verify_shapes(as_path(MIXED)) == []
+    assert rewriter.verify_reduce_prod_shapes(as_path(MIXED)) == []
     assert rewriter.verify_numerics(as_path(MIXED), converted).ok
 
 
@@ -121,7 +121,7 @@ def test_external_data_beside_a_path_or_an_onnx_ir_model(tmp_path, monkeypatch, 
 
 @pytest.mark.parametrize("bad", [b"bytes", 13, None, ["model.onnx"]])
 def test_wrong_model_type_is_a_type_error_saying_what_is_accepted(bad):
-    for fn in (lambda m: rewriter.convert_opset(m, 13), rewriter.fold_reduce_prod, rewriter.verify_shapes,
+    for fn in (lambda m: rewriter.convert_opset(m, 13), rewriter.fold_reduce_prod, rewriter.verify_reduce_prod_shapes,
                lambda m: rewriter.verify_numerics(m, m)):
         with pytest.raises(TypeError, match="onnx.ModelProto, an onnx_ir.Model or a path"):
             fn(bad)
@@ -151,7 +151,7 @@ def test_passes_compose_with_pass_manager_and_onnxscript_optimizer():
     model = ir.load(str(FOLDABLE))
     manager = ir.passes.PassManager([rewriter.FoldReduceProdPass(), RemoveUnusedNodesPass(),
                                      OnnxscriptOptimize(), rewriter.ConvertOpsetPass(18),
-                                     rewriter.VerifyShapesPass()])
+                                     rewriter.VerifyReduceProdShapesPass()])
     result = manager(model)
     assert result.modified
     proto = ir.to_proto(result.model)
@@ -170,3 +170,33 @@ def test_fold_constants_is_the_deprecated_name_of_fold_reduce_prod():
         old = rewriter.fold_constants(model)
     assert any(issubclass(w.category, DeprecationWarning) and "fold_reduce_prod" in str(w.message) for w in caught)
     assert old.SerializeToString() == rewriter.fold_reduce_prod(model).SerializeToString()
+
+
+def test_verify_shapes_is_the_deprecated_name_of_verify_reduce_prod_shapes():
+    import warnings
+
+    from onnx import TensorProto, helper
+
+    bad = onnx.load(MIXED)
+    reduce_out = next(n.output[0] for n in bad.graph.node if n.op_type == "ReduceProd")
+    bad.graph.value_info.append(helper.make_tensor_value_info(reduce_out, TensorProto.FLOAT, [97, 97, 97, 97, 97]))
+    for model, clean in ((onnx.load(MIXED), True), (bad, False)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            old = rewriter.verify_shapes(model)
+        assert any(issubclass(w.category, DeprecationWarning) and "verify_reduce_prod_shapes" in str(w.message)
+                   for w in caught)
+        new = rewriter.verify_reduce_prod_shapes(model)
+        assert [str(p) for p in old] == [str(p) for p in new] and (not new) == clean
+
+
+def test_verify_shapes_pass_is_the_deprecated_name_of_verify_reduce_prod_shapes_pass():
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = rewriter.VerifyShapesPass()
+    assert any(issubclass(w.category, DeprecationWarning) and "VerifyReduceProdShapesPass" in str(w.message)
+               for w in caught)
+    assert isinstance(old, rewriter.VerifyReduceProdShapesPass)
+    assert not old(ir.load(str(MIXED))).modified

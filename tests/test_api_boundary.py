@@ -83,7 +83,7 @@ def test_convert_pass_checks_and_converts_a_model_with_external_data_from_any_di
 
 
 def test_verify_pass_reads_an_external_model_from_any_directory(external):
-    assert not rewriter.VerifyShapesPass()(ir.load(external)).modified
+    assert not rewriter.VerifyReduceProdShapesPass()(ir.load(external)).modified
 
 
 def test_the_fold_pass_base_dir_argument_is_used_when_the_model_does_not_say(tmp_path):

@@ -113,7 +113,7 @@ def test_a_question_mark_symbol_names_no_dim():
     assert _dims(model.graph.input[0]) == [1, 3, 48, 192]
     assert _dims(model.graph.output[0]) == ["?", 3, "?", "?"]  # nothing says they are x's dims
 
-    from rewriter.verify.random_inputs import random_inputs
+    from rewriter.verify.numerics.random_inputs import random_inputs
 
     two = helper.make_model(helper.make_graph([helper.make_node("Add", ["a", "b"], ["c"])], "g",
                                               [helper.make_tensor_value_info("a", F, ["?", 4]),

@@ -9,7 +9,7 @@ import signal
 import numpy as np
 import pytest
 
-from rewriter.verify.isolated import ChildCrashed, run_isolated
+from rewriter.verify.numerics.isolated import ChildCrashed, run_isolated
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 
@@ -55,7 +55,7 @@ def test_a_crash_of_onnx_runtime_in_the_check_falls_back_and_is_said(monkeypatch
     import onnx
     from onnx import helper as h
 
-    from rewriter.verify import numerics
+    from rewriter.verify.numerics import compare as numerics
 
     def crash(model, feeds):
         os.kill(os.getpid(), signal.SIGFPE)

@@ -9,7 +9,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 
 from rewriter.cli import main
-from rewriter.verify.numerics import _compare
+from rewriter.verify.numerics.compare import _compare
 
 
 def test_a_scaled_tolerance_accepts_differences_small_against_the_outputs_magnitude():

@@ -8,8 +8,8 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from rewriter.verify.shape_rule import DYNAMIC_AXES, reduce_prod_output_shape
-from rewriter.verify.shapes import verify_shapes
+from rewriter.verify.shapes.rule import DYNAMIC_AXES, reduce_prod_output_shape
+from rewriter.verify.shapes.check import verify_reduce_prod_shapes
 
 
 @pytest.mark.parametrize("shape,expected", [((1, 3), (1, None)), ((4, 1, 2), (None, 1, None)), ((), ())])
@@ -34,5 +34,5 @@ def test_a_declared_dim_that_contradicts_a_kept_dim_of_one_is_a_problem():
                                helper.make_tensor_value_info("axes", TensorProto.INT64, [1])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    problems = verify_shapes(model)
+    problems = verify_reduce_prod_shapes(model)
     assert problems and "rp" in str(problems[0])

@@ -1,4 +1,4 @@
-"""Shape rule against ONNX's own inference; verify_shapes on good and bad declarations."""
+"""Shape rule against ONNX's own inference; verify_reduce_prod_shapes on good and bad declarations."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from rewriter.errors import RewriterError
-from rewriter.verify.shape_rule import DYNAMIC_AXES, ShapeRuleError, compatible, reduce_prod_output_shape
-from rewriter.passes import VerifyShapesPass
-from rewriter.verify.shapes import check_report, verify_shapes
+from rewriter.verify.shapes.rule import DYNAMIC_AXES, ShapeRuleError, compatible, reduce_prod_output_shape
+from rewriter.passes import VerifyReduceProdShapesPass
+from rewriter.verify.shapes.check import check_report, verify_reduce_prod_shapes
 
 MODELS = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "models")
 
@@ -173,7 +173,7 @@ def _all_nodes(graph):
 @pytest.mark.parametrize("case", sorted(BAD))
 def test_bad_declaration_is_reported(case):
     name, text = BAD[case]
-    problems = verify_shapes(_model(text))
+    problems = verify_reduce_prod_shapes(_model(text))
     assert problems, case
     assert any(p.node == name and p.op_type == "ReduceProd" and p.kind == "declared" for p in problems)
     assert all(name in str(p) or p.kind == "inference-error" for p in problems)
@@ -186,18 +186,18 @@ def test_same_model_declared_correctly_is_clean(case):
     assert wrong in text
     model = _model(text.replace(wrong, right))
     onnx.checker.check_model(model, full_check=True)
-    assert verify_shapes(model) == []
+    assert verify_reduce_prod_shapes(model) == []
 
 
 def test_problem_in_if_branch_says_where():
-    problems = verify_shapes(_model(BAD["wrong_value_info_in_if_branch"][1]))
+    problems = verify_reduce_prod_shapes(_model(BAD["wrong_value_info_in_if_branch"][1]))
     declared = [p for p in problems if p.kind == "declared"]
     assert declared[0].location.startswith("else_branch of unnamed If node")
     assert declared[0].declared == (2, 5) and declared[0].expected == (2, 4)
 
 
 def test_problem_carries_the_three_shapes():
-    (p,) = [p for p in verify_shapes(_model(BAD["keepdims0_declared_with_input_rank"][1]))
+    (p,) = [p for p in verify_reduce_prod_shapes(_model(BAD["keepdims0_declared_with_input_rank"][1]))
             if p.kind == "declared"]
     assert p.expected == ("N", 4) and p.inferred == ("N", 4) and p.declared == ("N", 1, 4)
     assert "rank" in p.reason and p.location == "main graph"
@@ -208,7 +208,7 @@ def test_strict_inference_error_names_the_node():
         g (float[2,3] x) => (float[5] y) { r = ReduceProd <axes=[1], keepdims=0> (x)
           y = Identity (r) }''')
     model.graph.node[1].name = "ident"
-    problems = verify_shapes(model)
+    problems = verify_reduce_prod_shapes(model)
     assert [(p.node, p.op_type, p.kind) for p in problems] == [("ident", "Identity", "inference-error")]
     assert "ident" in str(problems[0])
 
@@ -218,7 +218,7 @@ def test_onnx_inference_disagreeing_with_declared_when_rule_cannot_tell():
     model = onnx.parser.parse_model('''<ir_version: 8, opset_import: ["" : 18]>
         g (float[2,3] x, int64[1] a) => (float[2,1,7] y) { y = ReduceProd <keepdims=1> (x, a) }''')
     model.graph.node[0].name = "rp"
-    problems = verify_shapes(model)
+    problems = verify_reduce_prod_shapes(model)
     assert problems and problems[0].node == "rp" and "rank 3 vs 2" in problems[0].reason
 
 
@@ -250,7 +250,7 @@ def test_function_value_info_contradicting_a_call_site_is_reported():
     model = onnx.parser.parse_model(FUNCTION_MODEL)
     model.functions[0].node[1].name = "frp"
     model.functions[0].value_info.append(helper.make_tensor_value_info("u", TensorProto.FLOAT, [2, 4]))
-    problems = verify_shapes(model)
+    problems = verify_reduce_prod_shapes(model)
     assert [p.node for p in problems] == ["frp"]  # fine at the first call site, wrong at the second
     assert "called by" in problems[0].location
 
@@ -266,27 +266,27 @@ def test_every_sample_model_verifies_clean():
     assert len(paths) >= 18
     for path in paths:
         model = onnx.load(path)
-        assert verify_shapes(model) == [], path
+        assert verify_reduce_prod_shapes(model) == [], path
         assert check_report(model).rows, path
 
 
 def test_accepts_onnx_ir_model_and_does_not_mutate():
     model = _model(BAD["wrong_value_info_on_intermediate"][1])
     before = model.SerializeToString()
-    assert verify_shapes(model)
+    assert verify_reduce_prod_shapes(model)
     assert model.SerializeToString() == before
-    problems = verify_shapes(ir.serde.deserialize_model(model))
+    problems = verify_reduce_prod_shapes(ir.serde.deserialize_model(model))
     assert [p.node for p in problems if p.kind == "declared"] == ["rp"]
 
 
-def test_verify_shapes_pass():
+def test_verify_reduce_prod_shapes_pass():
     good = ir.serde.deserialize_model(_model(BAD["graph_output_wrong_dims"][1].replace(
         "float[2,3,4] y", "float[2,1,4] y")))
-    result = VerifyShapesPass()(good)
+    result = VerifyReduceProdShapesPass()(good)
     assert result.model is good and result.modified is False
     bad = ir.serde.deserialize_model(_model(BAD["graph_output_wrong_dims"][1]))
     with pytest.raises(RewriterError, match="node 'rp'"):
-        VerifyShapesPass()(bad)
+        VerifyReduceProdShapesPass()(bad)
 
 
 def test_big_initializers_keep_their_shape_and_small_ones_their_value():
@@ -299,7 +299,7 @@ def test_big_initializers_keep_their_shape_and_small_ones_their_value():
     model.graph.initializer.extend([data, numpy_helper.from_array(np.array([2, 4, 8, 32], np.int64), "shp"),
                                     numpy_helper.from_array(np.array([0], np.int64), "ax")])
     model.graph.node[1].name = "rp"
-    problems = verify_shapes(model)
+    problems = verify_reduce_prod_shapes(model)
     # Reshape's small shape initializer was read: ONNX infers [1,4,8,32] and so does the rule
     (row,) = check_report(model).rows
     assert row.input_shape == (2, 4, 8, 32) and row.expected == (1, 4, 8, 32) == row.inferred
@@ -317,7 +317,7 @@ def test_inference_error_inside_a_function_names_node_and_call_site():
         }''')
     model.functions[0].node[1].name = "bad_add"
     model.graph.node[0].name = "call"
-    problems = verify_shapes(model)
+    problems = verify_reduce_prod_shapes(model)
     errors = [p for p in problems if p.kind == "inference-error"]
     assert errors and errors[0].node == "bad_add" and errors[0].op_type == "Add"
     assert errors[0].location == "function 'local:G' (called by node 'call' (G) in main graph)"

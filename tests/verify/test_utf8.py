@@ -1,4 +1,4 @@
-"""Strings that are not UTF-8: found at C speed (rewriter.verify.utf8), named by validate_model.
+"""Strings that are not UTF-8: found at C speed (rewriter.verify.inputs.utf8), named by validate_model.
 
 ONNX's proto2 parser accepts any bytes in a string field, and protobuf hands such a field to
 Python as ``bytes``. The oracle is Python itself: a model is built with a marker string, the
@@ -16,8 +16,8 @@ from hypothesis import given, settings
 from onnx import TensorProto, helper, numpy_helper
 
 from rewriter.errors import RewriterError
-from rewriter.verify.utf8 import all_text_utf8
-from rewriter.verify.validate import validate_model
+from rewriter.verify.inputs.utf8 import all_text_utf8
+from rewriter.verify.inputs import validate_model
 
 MARK = "QQQQ"
 BAD = b"Q\xffQQ"  # same length: lengths in the serialized model stay right
@@ -101,7 +101,7 @@ def test_model_metadata_is_not_the_graphs_business():
 
 
 def test_a_big_graph_is_checked_through_a_light_copy(monkeypatch):
-    import rewriter.verify.utf8 as utf8
+    import rewriter.verify.inputs.utf8 as utf8
 
     monkeypatch.setattr(utf8, "DIRECT_BYTES", 0)
     assert utf8.all_text_utf8(_model())

@@ -45,8 +45,8 @@ import onnx
 from rewriter.errors import RewriterError
 from rewriter.io.base_dir import proto_of
 from rewriter.io.tensors import EXTERNAL, all_tensors
-from rewriter.verify.isolated import run_isolated
-from rewriter.verify.random_inputs import SYMBOL_SIZE, axes_from_inputs, random_inputs
+from rewriter.verify.numerics.isolated import run_isolated
+from rewriter.verify.numerics.random_inputs import SYMBOL_SIZE, axes_from_inputs, random_inputs
 
 __all__ = ["OutputComparison", "NumericsReport", "verify_numerics", "random_inputs", "TOLERANCES"]
 

@@ -20,9 +20,9 @@ from rewriter.graph import traversal
 from rewriter.graph.constants import constant_value
 from rewriter.io import tensor_reader
 from rewriter.io.base_dir import proto_of
-from rewriter.verify import inference as shape_infer
-from rewriter.verify.report import JSON_SCHEMA, CheckReport, ReduceProdRow, ShapeProblem
-from rewriter.verify.shape_rule import (
+from rewriter.verify.shapes import inference as shape_infer
+from rewriter.verify.shapes.report import JSON_SCHEMA, CheckReport, ReduceProdRow, ShapeProblem
+from rewriter.verify.shapes.rule import (
     DYNAMIC_AXES,
     ShapeRuleError,
     first_conflict,
@@ -31,8 +31,9 @@ from rewriter.verify.shape_rule import (
     reduce_prod_output_shape,
 )
 
-__all__ = ["ShapeProblem", "ReduceProdRow", "CheckReport", "check_report", "verify_shapes", "verify_shapes_with_ranks",
-           "JSON_SCHEMA", "reduce_prod_output_shape"]
+__all__ = ["ShapeProblem", "ReduceProdRow", "CheckReport", "check_report", "verify_reduce_prod_shapes",
+           "verify_reduce_prod_shapes_with_ranks", "verify_shapes", "verify_shapes_with_ranks", "JSON_SCHEMA",
+           "reduce_prod_output_shape"]
 
 logger = logging.getLogger(__name__)
 _READ = tensor_reader(None)  # loaded models carry the directory of their external data
@@ -310,16 +311,21 @@ def check_report(model) -> CheckReport:
     return CheckReport(ctx.rows, ctx.problems)
 
 
-def verify_shapes_with_ranks(model):
-    """:func:`verify_shapes`, and a function giving the rank ONNX's inference found for a
-    main-graph value (None when unknown)."""
+def verify_reduce_prod_shapes_with_ranks(model):
+    """:func:`verify_reduce_prod_shapes`, and a function giving the rank ONNX's inference found
+    for a main-graph value (None when unknown)."""
     ctx = _check(model, want_rows=False)
     return ctx.problems, ctx.main_rank
 
 
-def verify_shapes(model) -> list[ShapeProblem]:
+def verify_reduce_prod_shapes(model) -> list[ShapeProblem]:
     """Problems with ReduceProd output shapes or ONNX strict inference; empty when consistent.
 
     Accepts an ``onnx.ModelProto`` or an ``onnx_ir.Model``; never modifies it.
     """
     return _check(model, want_rows=False).problems
+
+
+# the old names (they promised every shape; what is checked is each ReduceProd's, and inference)
+verify_shapes = verify_reduce_prod_shapes
+verify_shapes_with_ranks = verify_reduce_prod_shapes_with_ranks

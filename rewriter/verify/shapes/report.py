@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from rewriter.verify.shape_rule import format_shape
+from rewriter.verify.shapes.rule import format_shape
 
 __all__ = ["JSON_SCHEMA", "ShapeProblem", "ReduceProdRow", "CheckReport", "table_lines", "verdict"]
 
