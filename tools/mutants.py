@@ -345,6 +345,25 @@ MUTANTS: list[Mutant] = [
     M("stft-frame-check", "rewriter/convert/decompositions/spectral.py",
       "if total is not None and total < n:", "if total is not None and total < n - 1:",
       "tests/convert/test_spectral_stft.py", "a signal one sample shorter than the frame (no frame) is not refused"),
+    # ---------------------------------------------------------------- optimizer, 2026-12-02
+    M("dedupe-sample-only", "rewriter/optimize/dedupe.py",
+      "            data = _contents(value.const_value)", "            data = _sample(value.const_value)",
+      "tests/optimize/test_dedupe.py", "tensors alike in 64 sampled elements merged without the whole compare"),
+    M("dedupe-overridable", "rewriter/optimize/dedupe.py",
+      "if tensor is None or value.is_graph_input() or value.is_graph_output():",
+      "if tensor is None or value.is_graph_output():",
+      "tests/optimize/test_dedupe.py", "an initializer that is also a graph input merged into another"),
+    M("dedupe-shape-key", "rewriter/optimize/dedupe.py",
+      "groups[(tensor.dtype, tuple(tensor.shape))].append(value)", "groups[(tensor.dtype,)].append(value)",
+      "tests/optimize/test_dedupe.py", "equal bytes of other shapes merged"),
+    M("unused-dead-reads", "rewriter/optimize/unused.py",
+      "return any(use.node.graph in self._live for use in value.uses())", "return bool(value.uses())",
+      "tests/optimize/test_passes.py", "a read by a node of a folded-away branch keeps what it reads"),
+    M("rounds-unwrap", "rewriter/optimize/pipeline.py",
+      "        if cause is e:\n            raise\n        raise cause from None",
+      "        raise", "tests/optimize/test_passes.py", "a failing pass reported by the pass manager's wrapper"),
+    M("cli-defers-sympy", "rewriter/cli/main.py", "    lazy_imports.defer_sympy()\n", "",
+      "tests/cli/test_lazy_imports.py", "the command's process imports sympy on a small model"),
 ]
 
 
