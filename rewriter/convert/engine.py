@@ -224,7 +224,7 @@ class Engine:
             if node.op_type != op:  # became another op: convert it onward as that op
                 rest = self.convert(node, scope, b, frame)
                 return named(self.state, before + rest + after, node, *original)
-        if "own" in kinds or op == "ReduceProd":
+        if "own" in kinds:
             self.report.own[op] += 1
         return named(self.state, before + [node] + after, node, *original)
 

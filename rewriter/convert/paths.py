@@ -62,7 +62,7 @@ def keep_without_looking(op: str, how: Start, steps_: tuple, kinds: list[str]) -
     kept as it is whatever its inputs, outputs and types: :attr:`Keep.NO_STEPS` when there is no
     step, :attr:`Keep.TYPE_ONLY` when every step is type-only and its schema allows, for every
     formal, every type the one before did; else :attr:`Keep.LOOK`."""
-    if op == "ReduceProd" or how.what != "steps" or how.normalizer is not None:
+    if how.what != "steps" or how.normalizer is not None:
         return Keep.LOOK
     if not steps_:
         return Keep.NO_STEPS

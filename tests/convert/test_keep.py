@@ -115,9 +115,6 @@ def test_keep_over_every_op_agrees_with_the_schemas(op):
         keep = _keep(op, opset, target)
         src, dst = _since(op, opset), _since(op, target)
         plain = src is not None and dst is not None and not _expanded(op, src, dst) and registry.normalizer(op) is None
-        if op == "ReduceProd":
-            assert keep is Keep.LOOK
-            continue
         assert (keep is Keep.NO_STEPS) == (plain and src == dst), (op, opset, target, keep)
         if not plain or src == dst:
             assert keep is not Keep.TYPE_ONLY, (op, opset, target)

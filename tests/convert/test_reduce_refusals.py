@@ -59,3 +59,44 @@ def test_an_out_of_range_negative_axis_is_refused_below_11_not_wrapped():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     with pytest.raises(rewriter.RewriterError, match=r"'rp'.*axis -4 is out of range for rank 3"):
         convert_model(model, 10)
+
+
+def _opset11_model(x_shape, axes, y_shape=None) -> onnx.ModelProto:
+    graph = helper.make_graph([helper.make_node("ReduceProd", ["x"], ["y"], name="rp", axes=axes, keepdims=1)],
+                              "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    model.ir_version = 6
+    return model
+
+
+def test_negative_axes_are_normalized_below_11_with_the_rank():
+    result, report = convert_model(_opset11_model([2, 3, 4], [-1, 0], [1, 3, 1]), 10)
+    (prod,) = result.graph.node
+    assert [list(a.ints) for a in prod.attribute if a.name == "axes"] == [[2, 0]]
+    assert report.changes["negative axes normalized"] == 1 and report.own["ReduceProd"] == 1
+
+
+def test_negative_axes_of_an_unknown_rank_are_refused_below_11():
+    with pytest.raises(rewriter.RewriterError, match=r"node 'rp' \(ReduceProd\).*11 -> 1: negative axes \[-1\] "
+                                                     r"cannot be converted below opset 11 because the rank of "
+                                                     r"'x' is unknown"):
+        convert_model(_opset11_model(None, [-1]), 10)
+    _, report = convert_model(_opset11_model(None, [1]), 10, plan_only=True)  # axes >= 0 need no rank
+    assert not report.blockers
+
+
+def test_axes_from_the_call_cannot_go_below_11():
+    prod = helper.make_node("ReduceProd", ["x"], ["y"], name="fn_prod", keepdims=1)
+    prod.attribute.append(onnx.AttributeProto(name="axes", ref_attr_name="ax", type=onnx.AttributeProto.INTS))
+    fn = helper.make_function("local", "Prod", ["x"], ["y"], [prod], opset_imports=[helper.make_opsetid("", 11)],
+                              attributes=["ax"])
+    graph = helper.make_graph([helper.make_node("Prod", ["x"], ["y"], domain="local", ax=[-1])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 1])])
+    model = helper.make_model(graph, functions=[fn], opset_imports=[helper.make_opsetid("", 11),
+                                                                     helper.make_opsetid("local", 1)])
+    model.ir_version = 8
+    with pytest.raises(rewriter.RewriterError, match=r"'fn_prod'.*axes come from the calling node's attribute "
+                                                     r"'ax', so negative values among them cannot be normalized"):
+        convert_model(model, 10)

@@ -1,7 +1,6 @@
-"""Opset 11 allowed negative axes in the ops that take an axis: going below 11 they are
-normalized with the rank of the tensor they index; going up nothing changes.
-
-(ReduceProd's own 1 <-> 11 step lives in ``reduce.py``.)
+"""Opset 11 allowed negative axes in the ops that take an axis (the Reduce family, ReduceProd
+included, Squeeze, Softmax, ...): going below 11 they are normalized with the rank of the tensor
+they index; going up nothing changes.
 """
 
 from __future__ import annotations
@@ -21,7 +20,8 @@ _OPS = {
     "Hardmax": (1, "axis", "input"), "LogSoftmax": (1, "axis", "input"), "Softmax": (1, "axis", "input"),
     "ReduceL1": (1, "axes", "input"), "ReduceL2": (1, "axes", "input"), "ReduceLogSum": (1, "axes", "input"),
     "ReduceLogSumExp": (1, "axes", "input"), "ReduceMax": (1, "axes", "input"),
-    "ReduceMean": (1, "axes", "input"), "ReduceMin": (1, "axes", "input"), "ReduceSum": (1, "axes", "input"),
+    "ReduceMean": (1, "axes", "input"), "ReduceMin": (1, "axes", "input"), "ReduceProd": (1, "axes", "input"),
+    "ReduceSum": (1, "axes", "input"),
     "ReduceSumSquare": (1, "axes", "input"), "Squeeze": (1, "axes", "input"),
     "Unsqueeze": (1, "axes", "output"), "Split": (2, "axis", "input"), "OneHot": (9, "axis", "plus1"),
     "Scatter": (9, "axis", "input"),
@@ -46,8 +46,8 @@ def _normalize(node, ctx) -> None:
     if attr is None:
         return
     if attr.ref_attr_name:
-        ctx.block(f"{name} comes from the calling node's attribute '{attr.ref_attr_name}', so negative "
-                  f"values among them cannot be normalized below opset 11")
+        ctx.block(f"{name} {'comes' if name == 'axis' else 'come'} from the calling node's attribute "
+                  f"'{attr.ref_attr_name}', so negative values among them cannot be normalized below opset 11")
     values = list(attr.ints) if name == "axes" else [attr.i]
     if all(v >= 0 for v in values):
         return
@@ -59,7 +59,7 @@ def _normalize(node, ctx) -> None:
     normalized = []
     for v in values:
         if not -rank <= v < top:
-            ctx.block(f"{name} {v} is out of range for rank {rank}")
+            ctx.block(f"axis {v} is out of range for rank {rank}")
         normalized.append(v + rank if v < 0 else v)
     if name == "axes":
         set_ints(node, name, normalized)

@@ -31,39 +31,6 @@ from rewriter.convert.type_only import step_types_allowed
 from rewriter.errors import ConversionError
 
 
-# ---------------------------------------------------------------- ReduceProd 1 <-> 11
-
-@register("ReduceProd", 1, 11, kind="type-only")
-def reduce_prod_1_11(node, ctx) -> None:
-    """Opset 11 only widens the accepted axes range to negative values: nothing to do."""
-
-
-@register("ReduceProd", 11, 1, kind="meaning change")
-def reduce_prod_11_1(node, ctx) -> None:
-    """Negative axes are not allowed before 11: normalize them with the data's rank."""
-    axes = get_attr(node, "axes")
-    if axes is not None and axes.ref_attr_name:
-        raise ConversionError(
-            f"{ctx.label}: axes come from the calling node's attribute '{axes.ref_attr_name}', so "
-            f"negative values among them cannot be normalized below opset 11"
-        )
-    if axes is None or all(a >= 0 for a in axes.ints):
-        return
-    rank = ctx.rank(node.input[0])
-    if rank is None:
-        raise ConversionError(
-            f"{ctx.label}: negative axes {list(axes.ints)} cannot be converted below opset 11 "
-            f"because the rank of input '{node.input[0]}' is unknown"
-        )
-    normalized = []
-    for a in axes.ints:
-        if not -rank <= a < rank:
-            raise ConversionError(f"{ctx.label}: axis {a} is out of range for rank {rank}")
-        normalized.append(a + rank if a < 0 else a)
-    set_ints(node, "axes", normalized)
-    ctx.record("negative axes normalized")
-
-
 # ---------------------------------------------------------------- ReduceProd 11 <-> 13
 
 @register("ReduceProd", 11, 13, kind="type-only")
