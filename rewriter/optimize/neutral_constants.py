@@ -12,8 +12,8 @@ Shapes come from the values (ONNX shape inference, or the optimize pipeline's fo
 infers node by node): an operand of unknown rank is left alone. ``x + 0`` turns ``-0.0`` into
 ``+0.0``; the two compare equal. Constants that are graph inputs (overridable) and results
 that are graph outputs (their name is the interface) stay, and so do the Mul by gamma and the
-Add of beta after a written-out LayerNorm (``Div(Sub(x, mean), Sqrt(...))``): ONNX Runtime's
-LayerNormalization fusion needs them.
+Add of beta after a written-out LayerNorm (``Div(Sub(x, mean), Sqrt(...))``) when both are
+1-D: ONNX Runtime's LayerNormalization fusion needs them (and fuses no other shape).
 """
 
 from __future__ import annotations
@@ -58,21 +58,34 @@ def _produced_by(value: ir.Value | None, op: str) -> ir.Node | None:
 
 
 def _normalized(value: ir.Value | None) -> bool:
-    """``value`` is ``(x - mean) / sqrt(var + eps)``: a LayerNorm written out, as exporters do."""
+    """``value`` is ``(x - mean) / sqrt(var + eps)``: a LayerNorm written out, as exporters do,
+    with an ``x`` that no Transpose makes (ONNX Runtime's transpose optimizer moves such a
+    Transpose past the LayerNorm, which then reduces a non-last axis and is never fused: the
+    channels-last LayerNorms of a ConvNeXt)."""
     div = _produced_by(value, "Div")
-    return div is not None and len(div.inputs) == 2 and _produced_by(div.inputs[0], "Sub") is not None \
-        and _produced_by(div.inputs[1], "Sqrt") is not None
+    if div is None or len(div.inputs) != 2 or _produced_by(div.inputs[1], "Sqrt") is None:
+        return False
+    sub = _produced_by(div.inputs[0], "Sub")
+    return sub is not None and len(sub.inputs) == 2 and _produced_by(sub.inputs[0], "Transpose") is None
 
 
-def _layer_norm_tail(op: str, other: ir.Value | None) -> bool:
-    """A Mul by gamma after a written-out LayerNorm, or the Add of beta after that Mul: ONNX
-    Runtime's LayerNormalization fusion looks for both, even when gamma is ones and beta zeros
-    (an untrained export); without them it fuses nothing and runs the seven nodes."""
+def _one_dim(value: ir.Value | None) -> bool:
+    return value is not None and value.const_value is not None and len(value.const_value.shape) == 1
+
+
+def _layer_norm_tail(op: str, other: ir.Value | None, constant: ir.Value | None) -> bool:
+    """A Mul by gamma after a written-out LayerNorm, or the Add of beta after that Mul, where
+    ONNX Runtime's LayerNormalization fusion would take them: it looks for both, even when
+    gamma is ones and beta zeros (an untrained export), and takes only a 1-D gamma and beta
+    (a channels-first LayerNorm's ``[C, 1, 1]`` ones fuse into nothing, so they go)."""
+    if not _one_dim(constant):
+        return False
     if op == "Mul":
         return _normalized(other)
     if op == "Add":
         mul = _produced_by(other, "Mul")
-        return mul is not None and any(_normalized(v) for v in mul.inputs)
+        return mul is not None and len(mul.inputs) == 2 and any(
+            _normalized(v) and _one_dim(w) for v, w in (mul.inputs, mul.inputs[::-1]))
     return False
 
 
@@ -90,7 +103,7 @@ class RemoveNeutralArithmeticPass(NodeRewritePass):
         for pos in positions:
             array = _constant(node.inputs[pos])
             other = node.inputs[1 - pos]
-            if _layer_norm_tail(node.op_type, other):
+            if _layer_norm_tail(node.op_type, other, node.inputs[pos]):
                 continue  # ONNX Runtime fuses Div -> Mul(gamma) -> Add(beta) into LayerNormalization
             if array is None or other is None or not _keeps_shape(other, array, out):
                 continue

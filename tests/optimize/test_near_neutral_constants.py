@@ -102,3 +102,51 @@ def test_neutral_ones_elsewhere_still_go():
     model.ir_version = 8
     result, _ = optimize_proto(model, OptimizeOptions())
     assert [n.op_type for n in result.graph.node] == ["Relu", "Neg"]
+
+
+def _ort_graph(model, tmp_path) -> list[str]:
+    options = ort.SessionOptions()
+    options.optimized_model_filepath = str(tmp_path / "ort.onnx")
+    ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return [n.op_type for n in onnx.load(str(tmp_path / "ort.onnx")).graph.node]
+
+
+def _between_transposes():
+    """ConvNeXt's channels-last LayerNorm: NCHW -> NHWC, LayerNorm over C, back to NCHW."""
+    model = _layer_norm_affine()
+    graph = model.graph
+    for node in graph.node:
+        node.input[:] = ["nhwc" if i == "x" else i for i in node.input]
+    graph.node[-1].output[0] = "ln"
+    graph.node.insert(0, h.make_node("Transpose", ["x"], ["nhwc"], perm=[0, 2, 3, 1]))
+    graph.node.append(h.make_node("Transpose", ["ln"], ["y"], perm=[0, 3, 1, 2]))
+    graph.input[0].CopyFrom(h.make_tensor_value_info("x", F, ["n", 4, 3, 3]))
+    graph.output[0].CopyFrom(h.make_tensor_value_info("y", F, ["n", 4, 3, 3]))
+    return model
+
+
+def test_a_neutral_tail_onnx_runtime_would_not_fuse_goes(tmp_path):
+    """Between Transposes (ORT's transpose optimizer then fuses no LayerNorm, checked here) and
+    with per-channel [C, 1, 1] ones (ORT takes only a 1-D gamma and beta), the ones and zeros go."""
+    model = _between_transposes()
+    assert "LayerNormalization" not in _ort_graph(model, tmp_path)
+    result, _ = optimize_proto(model, OptimizeOptions())
+    ops = [n.op_type for n in result.graph.node]
+    assert "Mul" not in ops and ops.count("Add") == 1, ops  # only the epsilon's Add is left
+    assert len(_ort_graph(result, tmp_path)) < len(_ort_graph(model, tmp_path))
+    x = np.random.default_rng(0).standard_normal((2, 4, 3, 3)).astype(np.float32)
+    np.testing.assert_allclose(_run(result, x), _run(model, x), rtol=1e-6, atol=1e-6)
+
+    model = _layer_norm_affine()
+    for init in model.graph.initializer:
+        if init.name in ("gamma", "beta"):
+            init.CopyFrom(nh.from_array(nh.to_array(init).reshape(4, 1), init.name))
+    model.graph.node[0].attribute[0].ints[:] = [1]  # mean over the dim [4, 1] lines up with
+    model.graph.node[3].attribute[0].ints[:] = [1]
+    model.graph.node[-1].output[0] = "ln"  # not the graph's output, whose name is the interface
+    model.graph.node.append(h.make_node("Relu", ["ln"], ["y"]))
+    model.graph.input[0].CopyFrom(h.make_tensor_value_info("x", F, ["n", 4, 1]))
+    model.graph.output[0].CopyFrom(h.make_tensor_value_info("y", F, ["n", 4, 1]))
+    result, _ = optimize_proto(model, OptimizeOptions())
+    ops = [n.op_type for n in result.graph.node]
+    assert "Mul" not in ops and ops.count("Add") == 1, ops
