@@ -15,7 +15,7 @@ import onnx
 
 from rewriter.graph import traversal
 
-__all__ = ["remove_unused", "constant_bytes"]
+__all__ = ["remove_unused", "constant_bytes", "training_reads"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def _unread(names: set[str], scopes: list[traversal.Scope], model: onnx.ModelPro
         left.difference_update(scope.body.output if scope.is_function else (v.name for v in scope.body.output))
         if not left:
             return left
-    left.difference_update(_training_reads(model))
+    left.difference_update(training_reads(model.training_info))
     return left
 
 
@@ -97,10 +97,12 @@ def _remove_unread_initializers(unread: set[str], scopes: list[traversal.Scope])
     return removed
 
 
-def _training_reads(model: onnx.ModelProto) -> Counter:
-    """Main-graph names the training info reads: its graphs' inputs and its bindings."""
+def training_reads(training_info: Iterable[onnx.TrainingInfoProto]) -> Counter:
+    """Main-graph names the training info reads (its graphs' inputs, at any depth, and its
+    bindings), with how often: the one reading of it, for this module and the optimizer (which
+    keeps them, as the bridge carries the training info around onnx_ir)."""
     counts: Counter = Counter()
-    for info in model.training_info:
+    for info in training_info:
         counts.update(_graph_reads(info.initialization))
         counts.update(_graph_reads(info.algorithm))
         for binding in (*info.initialization_binding, *info.update_binding):
@@ -181,7 +183,7 @@ def remove_unused(model: onnx.ModelProto, *, only: Iterable[str] | None = None,
                 logger.info("removed unused %s", item)
             return removed
     removed: list[str] = []
-    training = _training_reads(model)
+    training = training_reads(model.training_info)
     for scope in reversed(scopes):
         removed.extend(_sweep_scope(scope, only_set, training if scope is scopes[0] else None))
     for item in removed:

@@ -35,6 +35,7 @@ import onnx
 
 from rewriter.errors import RewriterError
 from rewriter.graph import traversal
+from rewriter.graph.unused import training_reads
 from rewriter.optimize.report import OptimizeOptions, OptimizeReport
 
 __all__ = ["optimize_proto", "OptimizeReport", "OptimizeOptions", "count_ops", "initializer_count"]
@@ -110,7 +111,7 @@ def optimize_proto(model: onnx.ModelProto, options: OptimizeOptions | None = Non
         _mark_settled(ir_model, report.reduce_prod)
     t2 = time.perf_counter()
     try:
-        run_pipeline(ir_model, options, report, keep=frozenset(bridge.training_reads(carry)))
+        run_pipeline(ir_model, options, report, keep=frozenset(training_reads(carry.training_info)))
     except RewriterError:
         raise
     except Exception as e:  # a library pass failed on this model: an error naming it, not a traceback
