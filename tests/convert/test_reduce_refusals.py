@@ -100,3 +100,34 @@ def test_axes_from_the_call_cannot_go_below_11():
     with pytest.raises(rewriter.RewriterError, match=r"'fn_prod'.*axes come from the calling node's attribute "
                                                      r"'ax', so negative values among them cannot be normalized"):
         convert_model(model, 10)
+
+
+def test_bfloat16_data_is_refused_below_13_naming_the_node():
+    graph = helper.make_graph([helper.make_node("ReduceProd", ["x"], ["y"], name="rp", axes=[0], keepdims=1)],
+                              "g", [helper.make_tensor_value_info("x", TensorProto.BFLOAT16, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.BFLOAT16, [1, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 7
+    for target in (12, 11, 7):
+        with pytest.raises(rewriter.RewriterError, match=r"node 'rp' \(ReduceProd\) in main graph: ReduceProd "
+                                                         r"13 -> 11: .*bfloat16.*would work for targets >= 13"):
+            convert_model(model, target)
+
+
+@pytest.mark.parametrize("op", ["ReduceProd", "ReduceMean", "ReduceSumSquare"])
+def test_data_of_unknown_type_is_refused_below_13_like_every_reduce_op(op):
+    """In a function no node calls, nothing says the data is not bfloat16: the type-only rule
+    refuses the step, for ReduceProd as for the other Reduce ops (13 added bfloat16 to each)."""
+    fn = helper.make_function("local", "F", ["x"], ["y"], [helper.make_node(op, ["x"], ["y"], axes=[0],
+                                                                           keepdims=0)],
+                              [helper.make_opsetid("", 13)])
+    graph = helper.make_graph([helper.make_node("Relu", ["a"], ["b"])], "g",
+                              [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("b", TensorProto.FLOAT, [2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("local", 1)],
+                              functions=[fn])
+    model.ir_version = 8
+    _, report = convert_model(model, 11, plan_only=True)
+    (blocker,) = report.blockers
+    assert (blocker.op, blocker.step, blocker.where) == (op, "13 -> 11", "function 'local:F'")
+    assert "the type of input 'x' is unknown" in blocker.reason

@@ -4,9 +4,9 @@ ReduceProd 1 -> 11 allowed negative axes, 13 added bfloat16, 18 moved ``axes`` f
 attribute to an optional input and added ``noop_with_empty_axes``. Every other Reduce op made
 the same move: ReduceSum at 13, ReduceMax, ReduceMin, ReduceMean, ReduceL1, ReduceL2,
 ReduceLogSum, ReduceLogSumExp and ReduceSumSquare at 18 (:data:`AXES_INPUT_SINCE`). The other
-steps of those ops only change types (the engine's type-only rule: int8/uint8 for
-ReduceMax/Min at 12, bfloat16 at 13, bool for ReduceMax/Min at 20, no integers for
-ReduceLogSum/LogSumExp at 28), and 1 <-> 11 (negative axes) is in ``negative_axes.py``.
+steps of those ops, ReduceProd's included, only change types (the engine's type-only rule:
+int8/uint8 for ReduceMax/Min at 12, bfloat16 at 13, bool for ReduceMax/Min at 20, no integers
+for ReduceLogSum/LogSumExp at 28), and 1 <-> 11 (negative axes) is in ``negative_axes.py``.
 
 - up, the move: the axes attribute becomes a constant int64 input (a Constant in a function,
   ``Constant<value_ints = @ref>`` for a function attribute reference); no attribute or an
@@ -29,22 +29,6 @@ from rewriter.convert.adapters.moves import value_of
 from rewriter.convert.registry import register, schema_versions
 from rewriter.convert.type_only import step_types_allowed
 from rewriter.errors import ConversionError
-
-
-# ---------------------------------------------------------------- ReduceProd 11 <-> 13
-
-@register("ReduceProd", 11, 13, kind="type-only")
-def reduce_prod_11_13(node, ctx) -> None:
-    """Opset 13 only adds bfloat16: nothing to do."""
-
-
-@register("ReduceProd", 13, 11, kind="type-only")
-def reduce_prod_13_11(node, ctx) -> None:
-    """bfloat16 data has no ReduceProd before 13."""
-    if ctx.elem_type(node.input[0]) == onnx.TensorProto.BFLOAT16:
-        raise ConversionError(
-            f"{ctx.label}: bfloat16 ReduceProd does not exist below opset 13"
-        )
 
 
 # ---------------------------------------------------------------- the axes move (ReduceProd 13 <-> 18, ...)
