@@ -29,8 +29,9 @@ class Frame(NamedTuple):
         return self._replace(derived=True, inside=what)
 
     def made_converting(self, label: str) -> Frame:
-        """For the nodes an adapter inserted converting the node ``label``."""
-        return self._replace(derived=True, maker=self.maker or label)
+        """For the nodes an adapter inserted converting the node ``label`` (``Engine.convert``
+        counts them as made by the conversion: they are not a body's own)."""
+        return self._replace(maker=self.maker or label)
 
     def towards(self, target: int) -> Frame:
         return self._replace(target=target)

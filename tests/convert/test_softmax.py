@@ -32,6 +32,14 @@ def test_every_axis_converts_exactly(op, source, target, axis):
     assert next(n for n in result.graph.node if "y" in n.output).name == "sm"
 
 
+@pytest.mark.parametrize("source,target", [(11, 13), (13, 11)])
+def test_the_nodes_a_rewrite_makes_at_the_target_are_not_counted_as_converted(source, target):
+    """Flatten/Shape/Reshape going up, Transposes going down, written at the target: they take no
+    step, so "converted by rewriter's adapters" lists the Softmax alone."""
+    result, report = converts(_single("Softmax", source, axis=1), target, {"x": X})
+    assert len(result.graph.node) > 1 and dict(report.own) == {"Softmax": 1}
+
+
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("source,target", [(11, 13), (13, 11)])
 def test_only_ones_after_the_axis_keeps_the_node(op, source, target):

@@ -106,3 +106,30 @@ def test_named_on_a_removed_node_names_only_its_replacement():
     state = _State()
     assert [n.name for n in named(state, [replacement], node, "d", "y", removed=True)] == ["d"]
     assert node.name == "d" and state.count == 0
+
+
+def test_the_walk_splices_after_the_constants_a_function_body_gains():
+    """Split-18 of a dim known only at run time goes to 13 with its sizes computed by nodes inserted
+    before it, and constants added at the top of the function: the nodes still come in order."""
+    import numpy as np
+
+    from rewriter.convert import convert_model
+    from tests.oracle import assert_same_outputs, assert_valid, run
+
+    body = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Split", ["r"], ["a", "b"], axis=0, num_outputs=2),
+            helper.make_node("Neg", ["b"], ["c"])]
+    fn = helper.make_function("local", "F", ["x"], ["a", "c"], body, [helper.make_opsetid("", 18)])
+    graph = helper.make_graph([helper.make_node("F", ["x"], ["a", "c"], domain="local")], "g",
+                              [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 2])],
+                              [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, [d, 2])
+                               for n, d in (("a", "A"), ("c", "C"))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("local", 1)],
+                              functions=[fn])
+    model.ir_version = 9
+    result, _ = convert_model(model, 13)
+    assert_valid(result)
+    ops = [n.op_type for n in result.functions[0].node]
+    assert ops[0] == "Constant" and ops.index("Relu") < ops.index("Shape") < ops.index("Split") < ops.index("Neg")
+    for n in (5, 4, 1):
+        feeds = {"x": np.arange(2 * n, dtype=np.float32).reshape(n, 2) - 3}
+        assert_same_outputs(run(model, feeds), run(result, feeds))
