@@ -19,7 +19,7 @@ import onnx_ir as ir
 from rewriter.graph import traversal
 from rewriter.io.tensors import BASE_KEY, EXTERNAL, all_tensors
 
-__all__ = ["Carry", "to_ir", "to_proto", "training_reads"]
+__all__ = ["Carry", "to_ir", "to_proto"]
 
 
 @dataclasses.dataclass
@@ -185,27 +185,3 @@ def _carry_node_names(proto: onnx.ModelProto, names: dict[str, str]) -> None:
         if name is not None:
             node.name = name
             taken.add(name)
-
-
-def training_reads(carry: Carry) -> set[str]:
-    """Main-graph names the training info reads (its graphs' inputs and its bindings)."""
-    names: set[str] = set()
-    for info in carry.training_info:
-        for g in (info.initialization, info.algorithm):
-            for node in _all_nodes(g):
-                names.update(n for n in node.input if n)
-            names.update(o.name for o in g.output)
-        for b in (*info.initialization_binding, *info.update_binding):
-            names.update((b.key, b.value))
-    return names
-
-
-def _all_nodes(graph: onnx.GraphProto):
-    for node in graph.node:
-        yield node
-        for attr in node.attribute:
-            if attr.HasField("g"):
-                yield from _all_nodes(attr.g)
-            for g in attr.graphs:
-                yield from _all_nodes(g)
-

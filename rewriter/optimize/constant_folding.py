@@ -34,6 +34,7 @@ import onnx_ir as ir
 from onnxscript.optimizer import _constant_folding as _oscf
 
 from rewriter.optimize import evaluators
+from rewriter.graph.nondeterministic import NON_DETERMINISTIC_OPS as _NON_DETERMINISTIC
 
 __all__ = ["FoldConstantsPass", "FoldStats", "DEFAULT_FOLD_LIMIT", "hide_overridable", "restore"]
 
@@ -57,8 +58,6 @@ _CORRECTLY_ROUNDED = frozenset("Add Sub Mul Div Sqrt Reciprocal".split())
 # Integer ops that can overflow: checked with exact integers before folding.
 _INT_ARITH = frozenset("Add Sub Mul Neg Abs Sum Pow ReduceSum ReduceSumSquare MatMul CumSum "
                        "Div Mod Cast CastLike Range".split())
-_NON_DETERMINISTIC = frozenset("RandomUniform RandomNormal RandomUniformLike RandomNormalLike "
-                               "Multinomial Bernoulli Dropout".split())
 _FLOATS = frozenset({ir.DataType.FLOAT, ir.DataType.DOUBLE, ir.DataType.FLOAT16, ir.DataType.BFLOAT16,
                      ir.DataType.FLOAT8E4M3FN, ir.DataType.FLOAT8E4M3FNUZ, ir.DataType.FLOAT8E5M2,
                      ir.DataType.FLOAT8E5M2FNUZ})

@@ -13,11 +13,10 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from rewriter.optimize.node_pass import GraphScope, NodeRewritePass
+from rewriter.graph.nondeterministic import NON_DETERMINISTIC_OPS as _NON_DETERMINISTIC
 
 __all__ = ["CommonSubexpressionEliminationPass"]
 
-_NON_DETERMINISTIC = frozenset("RandomUniform RandomNormal RandomUniformLike RandomNormalLike "
-                               "Multinomial Bernoulli".split())
 
 
 def _attr_key(attr: ir.Attr, size_limit: int):

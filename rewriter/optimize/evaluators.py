@@ -16,32 +16,23 @@ __all__ = ["NotFolded", "reduce_prod", "integer", "runtime", "gather_elements", 
 
 
 def reduce_prod(node: ir.Node, inputs, version: int, int_overflow: str):
-    """ReduceProd by rewriter's exact kernel, with the overflow policy."""
-    from rewriter import kernels
+    """ReduceProd by rewriter's fold (:func:`rewriter.fold.reduce_prod_value`: the exact kernel under
+    the overflow policy); a node rewriter's exact fold already decided (``fold.SETTLED``) stays."""
+    from rewriter import fold
 
-    data = inputs[0]
-    if data.dtype not in kernels.SUPPORTED_DTYPES:
-        raise NotFolded(f"ReduceProd of {data.dtype} is not supported by the exact kernel")
-    keepdims = int_attr(node, "keepdims", 1)
-    noop = int_attr(node, "noop_with_empty_axes", 0)
+    if fold.SETTLED in node.meta:
+        raise NotFolded(node.meta[fold.SETTLED])
     if version >= 18:
         axes = inputs[1] if len(inputs) > 1 else None
         axes = None if axes is None else [int(a) for a in np.asarray(axes).reshape(-1)]
     else:
         attr = node.attributes.get("axes")
         axes = None if attr is None else list(attr.as_ints())
-    if axes is not None and not axes and not noop:
-        axes = None
-    if axes is None and noop:
-        return data.copy()
-    result, over = kernels.reduce_prod_checked(data, axes, bool(keepdims), bool(noop))
-    if over:
-        if int_overflow == "skip":
-            raise NotFolded(f"{data.dtype} product overflows (runtimes disagree; --int-overflow "
-                             "wrap or saturate folds it)")
-        if int_overflow == "saturate":
-            result = kernels.reduce_prod(data, axes, bool(keepdims), bool(noop), int_overflow="saturate")
-    return result
+    try:
+        return fold.reduce_prod_value(inputs[0], axes, bool(int_attr(node, "keepdims", 1)),
+                                      bool(int_attr(node, "noop_with_empty_axes", 0)), int_overflow)
+    except fold.NotFoldable as e:
+        raise NotFolded(str(e)) from None
 
 def integer(node: ir.Node, inputs, version: int, int_overflow: str):
     """Integer arithmetic by onnx.reference, refused on division by zero or (unless wrapping) overflow."""
