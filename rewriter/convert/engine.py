@@ -12,10 +12,11 @@ converted onward from the step's destination opset. Type-only verdicts are in
 converted nodes take a node's place in ``rewriter.convert.splice``. Every call of the walk gets
 a :class:`rewriter.convert.frame.Frame`: the target and where its nodes come from.
 
-:meth:`Engine.convert` takes one node in named steps: the prelude (an unknown or missing op, an
-op to expand, the op's normalizer: ``rewriter.convert.paths.start``), the common case of a path of type-only steps
-(:meth:`Engine._convert` keeps it when every type is allowed), the delegation to onnx's
-converter (:meth:`Engine._by_onnx`), and the walk of the path's steps (:meth:`Engine._take_steps`).
+:meth:`Engine.convert` takes one node in named steps: the prelude (``rewriter.convert.paths.start``:
+an unknown or missing op, :meth:`Engine._not_by_steps`; the op's normalizer,
+:meth:`Engine._normalized`), the common case of a path of type-only steps (kept when every type
+is allowed, :meth:`Engine._types_block`), the delegation to onnx's converter
+(:meth:`Engine._by_onnx`), and the walk of the path's steps (:meth:`Engine._take_steps`).
 
 Nothing raises half-way: every blocked step becomes a :class:`Blocker`, and the planner
 fails before writing anything when there is one.
@@ -126,18 +127,14 @@ class Engine:
         ``top``: ``node`` is a body's own node (not one the conversion made)."""
         if not top and not frame.derived:
             frame = frame.made()  # counted apart in the plan
-        return self._convert(node, scope, opset, frame, top)
-
-    def _convert(self, node: onnx.NodeProto, scope: traversal.Scope, opset: int, frame: Frame, top: bool
-                 ) -> list[onnx.NodeProto]:
         op = node.op_type
         label = Label(node, scope)
-        what, src, fix = self._start(op, opset, frame.target)
+        what, src, fix = self._starts.get((op, opset, frame.target)) or self._start(op, opset, frame.target)
         if what != "steps":
             return self._not_by_steps(node, scope, opset, what, src, label, frame)
         if fix is not None and not self._normalized(node, scope, src, fix, label, frame):
             return [node]
-        path, kinds = self._path(op, opset, frame.target)
+        path, kinds = self._paths.get((op, opset, frame.target)) or self._path(op, opset, frame.target)
         if kinds and kinds[-1] == "type-only" and all(k == "type-only" for k in kinds):  # the common case
             if not any(self._types_block(node, scope, a, b, label, frame) for a, b in path):
                 self._kept[(op, opset, frame.target, frame.derived)] += 1  # counted in the report by run()

@@ -19,26 +19,28 @@ class Frame(NamedTuple):
     maker: str | None = None  # the label of the outermost node whose adapter made them
     current: tuple | None = None  # the outputs of the body's node being converted: its blockers' key
 
+    # (built positionally: NamedTuple._replace costs a microsecond per node of the walk)
+
     def made(self) -> Frame:
         """For nodes the conversion made."""
-        return self if self.derived else self._replace(derived=True)
+        return self if self.derived else Frame(self.target, True, self.inside, self.maker, self.current)
 
     def within(self, what: str) -> Frame:
         """For the nodes that replace a node (``what``: "function body of ..."): a blocker among
         them says where it came from, and onnx's converter is not used."""
-        return self._replace(derived=True, inside=what)
+        return Frame(self.target, True, what, self.maker, self.current)
 
     def made_converting(self, label: str) -> Frame:
         """For the nodes an adapter inserted converting the node ``label`` (``Engine.convert``
         counts them as made by the conversion: they are not a body's own)."""
-        return self._replace(maker=self.maker or label)
+        return Frame(self.target, self.derived, self.inside, self.maker or label, self.current)
 
     def towards(self, target: int) -> Frame:
-        return self._replace(target=target)
+        return Frame(target, self.derived, self.inside, self.maker, self.current)
 
     def at(self, outputs: tuple) -> Frame:
         """For the conversion of the body's node with these outputs."""
-        return self._replace(current=outputs)
+        return Frame(self.target, self.derived, self.inside, self.maker, outputs)
 
     def label(self, label: str) -> str:
         """A blocker's node label, with where the node came from."""
