@@ -57,7 +57,7 @@ class RemoveUnusedPass(ir.passes.InPlacePass):
         if node.domain not in ("", "ai.onnx") and not self.allow_removing_custom_ops:
             return False
         for out in node.outputs:
-            if out in outputs or self._used(out) or (main and out.name in self.keep):
+            if out in outputs or out.uses() or (main and out.name in self.keep):
                 return False
         return True
 
@@ -72,18 +72,12 @@ class RemoveUnusedPass(ir.passes.InPlacePass):
                     if use.node.graph not in self._live:
                         use.node.replace_input_with(use.idx, None)
 
-    def _used(self, value: ir.Value) -> bool:
-        return any(use.node.graph in self._live for use in value.uses())
-
     def _nodes(self, graph, main_graph) -> int:
         outputs = frozenset(graph.outputs)
         count = 0
         for node in reversed(list(graph)):
             if not self._removable(node, outputs, graph is main_graph):
                 continue
-            for out in node.outputs:  # the reads of nodes no longer in the model go first
-                for use in list(out.uses()):
-                    use.node.replace_input_with(use.idx, None)
             for sub in list(subgraphs(node)):  # their reads of outer values go with the node
                 for inner in sub:
                     for i in range(len(inner.inputs)):
@@ -96,7 +90,7 @@ class RemoveUnusedPass(ir.passes.InPlacePass):
         inputs, outputs = frozenset(graph.inputs), frozenset(graph.outputs)
         count = 0
         for name, value in list(graph.initializers.items()):
-            if self._used(value) or value in inputs or value in outputs or (main and name in self.keep):
+            if value.uses() or value in inputs or value in outputs or (main and name in self.keep):
                 continue
             del graph.initializers[name]
             count += 1
