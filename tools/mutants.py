@@ -433,6 +433,9 @@ MUTANTS: list[Mutant] = [
       'frame.towards(first), top=not frame.derived',
       'frame, top=not frame.derived',
       'tests/convert/test_resize_as_upsample.py'),
+    M("never-grow", "rewriter/optimize/__init__.py",
+      "if report.nodes_after >= report.nodes_before and result.ByteSize() > model.ByteSize():",
+      "if False:", "tests/optimize/test_passes.py", "a model nothing can shrink comes back bigger"),
 ]
 
 

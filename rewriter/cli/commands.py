@@ -206,6 +206,8 @@ def _strict_inference_gate(model, result, args) -> None:
 
 
 def _optimize_details(report) -> list[str]:
+    if report.kept_input:
+        return ["nothing got smaller and the rewritten file would have been bigger: written as it was read"]
     rp, lines = report.reduce_prod, []
     if rp is not None:  # the model has ReduceProd nodes
         lines.append(f"folded {len(rp.folded)} ReduceProd node(s) with the exact kernel, skipped {len(rp.skipped)}")

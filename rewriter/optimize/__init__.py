@@ -123,5 +123,12 @@ def optimize_proto(model: onnx.ModelProto, options: OptimizeOptions | None = Non
     result = bridge.to_proto(ir_model, carry)
     t4 = time.perf_counter()
     report.ops_after, report.initializers_after = count_ops(result), initializer_count(result)
+    if report.nodes_after >= report.nodes_before and result.ByteSize() > model.ByteSize():
+        # nothing got smaller and the file would grow (ResNet-18's Flatten written as a Reshape,
+        # and its shape): the model as it came, never a bigger copy of it
+        result = onnx.ModelProto()
+        result.CopyFrom(model)
+        report.ops_after, report.initializers_after = report.ops_before, report.initializers_before
+        report.kept_input = True
     report.seconds = {"reduce_prod": t1 - t0, "to_ir": t2 - t1, "passes": t3 - t2, "to_proto": t4 - t3}
     return result, report

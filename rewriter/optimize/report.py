@@ -36,6 +36,7 @@ class OptimizeReport:
     removed_initializers: int = 0
     rounds: int = 0
     seconds: dict = dataclasses.field(default_factory=dict)
+    kept_input: bool = False  # nothing got smaller and the result would have grown: the input as it came
 
     @property
     def nodes_before(self) -> int:
@@ -64,4 +65,5 @@ class OptimizeReport:
             "fused": self.fused, "merged": self.merged,
             "removed_nodes": self.removed_nodes, "removed_initializers": self.removed_initializers,
             "rounds": self.rounds, "seconds": {k: round(v, 4) for k, v in self.seconds.items()},
+            "kept_input": self.kept_input,
         }

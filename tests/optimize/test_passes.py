@@ -302,3 +302,29 @@ def test_an_initializer_read_only_by_a_folded_away_branch_goes_in_one_run():
     assert [i.name for i in once.graph.initializer] == ["taken"]
     twice, _ = optimize_proto(once)
     assert twice.SerializeToString() == once.SerializeToString()
+
+
+def test_a_model_nothing_can_shrink_is_written_as_it_came():
+    """A Flatten written as a Reshape adds its shape and shrinks nothing: the result would be a
+    bigger file of as many nodes, so the input comes back as it was (a copy)."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    from rewriter.optimize import optimize_proto
+
+    graph = helper.make_graph(
+        [helper.make_node("Flatten", ["x"], ["f"], axis=1), helper.make_node("Gemm", ["f", "w"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 1, 1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])],
+        [numpy_helper.from_array(np.ones((4, 3), np.float32), "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    result, report = optimize_proto(model)
+    assert report.kept_input and result is not model
+    assert result.SerializeToString() == model.SerializeToString()
+    assert report.to_dict()["kept_input"] is True
+
+    bigger = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    bigger.graph.node.append(helper.make_node("Identity", ["y"], ["z"]))
+    bigger.graph.output[0].name = "z"
+    shrunk, report = optimize_proto(bigger)  # one node fewer: the rewritten model, even if bytes grow
+    assert not report.kept_input and len(shrunk.graph.node) < len(bigger.graph.node)
