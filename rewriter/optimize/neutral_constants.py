@@ -10,10 +10,12 @@ operand (each of its dims is 1 or equal to a static dim of the other operand at 
 place from the right).
 Shapes come from the values (ONNX shape inference, or the optimize pipeline's folder, which
 infers node by node): an operand of unknown rank is left alone. ``x + 0`` turns ``-0.0`` into
-``+0.0``; the two compare equal. Constants that are graph inputs (overridable) and results
-that are graph outputs (their name is the interface) stay, and so do the Mul by gamma and the
-Add of beta after a written-out LayerNorm (``Div(Sub(x, mean), Sqrt(...))``) when both are
-1-D: ONNX Runtime's LayerNormalization fusion needs them (and fuses no other shape).
+``+0.0``; the two compare equal. Constants that are graph inputs (overridable) stay; a result
+that is a graph output goes only when the value it passes on is made by a node of the same
+graph and read by nothing else, which then takes the output's name (its name is the
+interface: scikit-learn pipelines' ``Mul(probabilities, 1.0)`` before the output). The Mul by
+gamma and the Add of beta after a written-out LayerNorm (``Div(Sub(x, mean), Sqrt(...))``) stay
+when both are 1-D: ONNX Runtime's LayerNormalization fusion needs them (and fuses no other shape).
 """
 
 from __future__ import annotations
@@ -97,7 +99,7 @@ class RemoveNeutralArithmeticPass(NodeRewritePass):
 
     def visit(self, scope: GraphScope, node: ir.Node) -> None:
         out = node.outputs[0]
-        if len(node.inputs) != 2 or out in scope.outputs:
+        if len(node.inputs) != 2:
             return
         neutral, positions = _NEUTRAL[node.op_type]
         for pos in positions:
@@ -110,7 +112,33 @@ class RemoveNeutralArithmeticPass(NodeRewritePass):
             if array.dtype.kind not in "fiub" or (array.dtype.kind == "b") != (node.op_type in ("And", "Or")) \
                     or not np.all(array == neutral):
                 continue
-            out.replace_all_uses_with(other)
+            if out in scope.outputs:
+                if not _can_take_name(scope, other):
+                    continue
+                _take_output(scope.graph, out, other)
+            else:
+                out.replace_all_uses_with(other)
             scope.graph.remove(node, safe=True)
             self.count += 1
             return
+
+
+def _can_take_name(scope: GraphScope, value: ir.Value) -> bool:
+    """``value`` may become the graph output the removed node made, under that output's name:
+    a node of this graph makes it, nothing else reads it, and it is no output itself."""
+    producer = value.producer()
+    return producer is not None and producer.graph is scope.graph and len(value.uses()) == 1 \
+        and value not in scope.outputs
+
+
+def _take_output(graph, out: ir.Value, value: ir.Value) -> None:
+    """``value`` in place of the graph output ``out``, with its name, type and shape (the
+    interface stays as declared)."""
+    for i, o in enumerate(graph.outputs):
+        if o is out:
+            graph.outputs[i] = value
+    name = out.name
+    out.name = None
+    value.name = name
+    value.type = out.type or value.type
+    value.shape = out.shape if out.shape is not None else value.shape

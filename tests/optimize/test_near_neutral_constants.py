@@ -150,3 +150,37 @@ def test_a_neutral_tail_onnx_runtime_would_not_fuse_goes(tmp_path):
     result, _ = optimize_proto(model, OptimizeOptions())
     ops = [n.op_type for n in result.graph.node]
     assert "Mul" not in ops and ops.count("Add") == 1, ops
+
+
+def _to_output(first_op="Relu", second_reader=False):
+    nodes = [h.make_node(first_op, ["x"], ["r"]), h.make_node("Mul", ["r", "one"], ["y"])]
+    outputs = [h.make_tensor_value_info("y", F, [2, 4])]
+    if second_reader:
+        nodes.append(h.make_node("Neg", ["r"], ["z"]))
+        outputs.append(h.make_tensor_value_info("z", F, [2, 4]))
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", F, [2, 4])], outputs,
+                         [nh.from_array(np.array(1.0, np.float32), "one")])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+def test_a_neutral_node_making_a_graph_output_goes_and_its_input_takes_the_name():
+    model = _to_output()
+    result, _ = optimize_proto(model, OptimizeOptions())
+    assert [(n.op_type, list(n.output)) for n in result.graph.node] == [("Relu", ["y"])]
+    assert [o.name for o in result.graph.output] == ["y"]
+    assert [d.dim_value for d in result.graph.output[0].type.tensor_type.shape.dim] == [2, 4]
+    onnx.checker.check_model(result, full_check=True)
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    np.testing.assert_array_equal(_run(result, x), _run(model, x))
+
+
+def test_a_graph_output_stays_where_its_input_is_read_elsewhere_or_is_an_input():
+    result, _ = optimize_proto(_to_output(second_reader=True), OptimizeOptions())
+    assert [n.op_type for n in result.graph.node] == ["Relu", "Mul", "Neg"]
+    graph = h.make_graph([h.make_node("Mul", ["x", "one"], ["y"])], "g", [h.make_tensor_value_info("x", F, [2])],
+                         [h.make_tensor_value_info("y", F, [2])], [nh.from_array(np.array(1.0, np.float32), "one")])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+    result, _ = optimize_proto(model, OptimizeOptions())
+    assert [n.op_type for n in result.graph.node] == ["Mul"]
