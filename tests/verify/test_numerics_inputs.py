@@ -38,6 +38,12 @@ def test_a_fallback_to_onnx_reference_says_why():
     assert "Could not find an implementation" in report.fallback
     assert "onnx.reference because ONNX Runtime could not" in report.summary_lines()[0]
     assert report.to_dict()["fallback"] == report.fallback
+    assert "--input-shape" not in report.fallback  # static dims: sizes are not the question
+
+    dynamic = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.INT16, ["n"])
+    model.graph.input[0].CopyFrom(dynamic)
+    report = verify_numerics(model, model)
+    assert report.ok and "give real sizes with --input-shape NAME:DIMS" in report.fallback
 
 
 def test_pinned_values_are_fed_as_given():

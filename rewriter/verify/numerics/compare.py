@@ -298,6 +298,8 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
     if isinstance(pair, NumericsReport):
         return pair
     outs_a, be_a, outs_b, be_b, fallback = pair
+    if fallback:  # ONNX Runtime refused the random inputs: often the sizes given to dynamic dims
+        fallback += _sizes_hint(a)
     names_a = [o.name for o in a.graph.output]
     names_b = [o.name for o in b.graph.output]
     comparisons = []
@@ -330,16 +332,21 @@ def _run_pair(first, second, feeds, seed):
     got_a = [(r, be) for be in ("onnxruntime", "reference") if (r := attempt(src_a, be)) is not None]
     if not got_a:
         errors = "; ".join(f"{be}: {cache[(id(src_a), be)][1]}" for be in ("onnxruntime", "reference"))
-        dynamic = any(d.WhichOneof("value") != "dim_value" or d.dim_value < 0
-                      for vi in a.graph.input for d in vi.type.tensor_type.shape.dim)
-        hint = (f"; random inputs give every dynamic dim the size {SYMBOL_SIZE}: give real sizes with "
-                "--input-shape NAME:DIMS (and fixed values with --input-value NAME:VALUES)") if dynamic else ""
-        raise RewriterError(f"cannot verify numerically: the original model does not run ({errors}){hint}")
+        raise RewriterError(f"cannot verify numerically: the original model does not run ({errors}){_sizes_hint(a)}")
     got_b = [(r, be) for be in ("onnxruntime", "reference") if (r := attempt(src_b, be)) is not None]
     if not got_b:
         errors = "; ".join(f"{be}: {cache[(id(src_b), be)][1]}" for be in ("onnxruntime", "reference"))
         return NumericsReport([], got_a[0][1], "none", seed, error=errors)
     return got_a[0][0], got_a[0][1], got_b[0][0], got_b[0][1], _fallback_reason(cache, src_a, src_b, "", opsets)
+
+
+def _sizes_hint(model: onnx.ModelProto) -> str:
+    """How to give real sizes, when the model has dynamic input dims (each given the size 2, and
+    two dims without a name are not taken to be one)."""
+    dynamic = any(d.WhichOneof("value") != "dim_value" or d.dim_value < 0
+                  for vi in model.graph.input for d in vi.type.tensor_type.shape.dim)
+    return (f"; random inputs give every dynamic dim the size {SYMBOL_SIZE}: give real sizes with "
+            "--input-shape NAME:DIMS (and fixed values with --input-value NAME:VALUES)") if dynamic else ""
 
 
 def _fallback_reason(cache, src_a, src_b, backend, opsets) -> str:
