@@ -156,15 +156,7 @@ class TypeIndex:
     def lookup(self, name: str, scope: traversal.Scope | None) -> tuple[int, tuple | None]:
         """(elem_type, shape) of ``name``; (0, None) when unknown."""
         entry = self.entry(name, scope)
-        if entry is None:
-            return (0, None)
-        if isinstance(entry, onnx.TensorProto):
-            return entry.data_type, tuple(entry.dims)
-        key = (True, entry.type.SerializeToString())
-        parsed = self._parsed.get(key)
-        if parsed is None:
-            parsed = self._parsed[key] = type_info(entry, True)
-        return parsed
+        return (0, None) if entry is None else self._parse(entry, True)
 
     def declared(self, name: str, scope: traversal.Scope) -> tuple | None:
         """The shape declared for ``name`` by this scope's outputs or value_info, if any."""
