@@ -47,7 +47,7 @@ def load_input(path: str, args=None):
     input did not meet.
     """
     from rewriter.io import load_model
-    from rewriter.verify.validate import validate_model
+    from rewriter.verify.inputs.validate import validate_model
 
     model = load_model(path)
     inferred = None

@@ -8,7 +8,4 @@
   ``check`` command's report).
 - ``numerics/``: numerical verification of a rewrite: the original and the result run on the
   same random inputs, every output compared (``verify_numerics``).
-
-``validate``, ``shape_rule`` and ``report`` at this level are the old import paths of
-``inputs.validate``, ``shapes.rule`` and ``shapes.report``.
 """

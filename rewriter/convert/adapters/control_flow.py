@@ -5,7 +5,7 @@ from __future__ import annotations
 import onnx
 
 from rewriter.convert.registry import register
-from rewriter.verify.shape_rule import format_shape
+from rewriter.verify.shapes.rule import format_shape
 
 __all__: list[str] = []
 

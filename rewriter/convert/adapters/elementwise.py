@@ -24,7 +24,7 @@ import onnx
 from rewriter.convert.adapters.feature_support import add_typed_constant, attr_value, check_types, record_type, set_attr
 from rewriter.convert.attrs import get_attr, remove_attr
 from rewriter.convert.registry import register
-from rewriter.verify.shape_rule import format_shape
+from rewriter.verify.shapes.rule import format_shape
 
 __all__ = ["dims", "old_broadcast", "OLD_BROADCAST_OPS"]
 

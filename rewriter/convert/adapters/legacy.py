@@ -18,7 +18,7 @@ import numpy as np
 from rewriter.convert.adapters.feature_support import attr_value, check_types, set_attr
 from rewriter.convert.attrs import get_attr, remove_attr
 from rewriter.convert.registry import register
-from rewriter.verify.shape_rule import format_shape
+from rewriter.verify.shapes.rule import format_shape
 
 __all__: list[str] = []
 
