@@ -28,6 +28,7 @@ Every pass is an ``onnx_ir.passes`` pass usable alone or in an ``onnx_ir.passes.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
 
@@ -88,6 +89,21 @@ def _mark_settled(model, fold_report) -> None:
                     node.meta[SETTLED] = reason
 
 
+@contextlib.contextmanager
+def _library_failures():
+    """A library pass or onnx_ir's serializer failing on this model: an error naming the
+    failure, not a traceback."""
+    try:
+        yield
+    except RewriterError:
+        raise
+    except Exception as e:
+        cause = " ".join(str(e).split()) or type(e).__name__
+        if e.__cause__ is not None:
+            cause += f": {' '.join(str(e.__cause__).split())}"
+        raise RewriterError(f"optimize failed: {cause}") from e
+
+
 def optimize_proto(model: onnx.ModelProto, options: OptimizeOptions | None = None, *,
                    base_dir: str | None = None) -> tuple[onnx.ModelProto, OptimizeReport]:
     """Optimize a copy of ``model``; returns (the optimized ModelProto, an OptimizeReport).
@@ -110,17 +126,11 @@ def optimize_proto(model: onnx.ModelProto, options: OptimizeOptions | None = Non
     if report.reduce_prod is not None:
         _mark_settled(ir_model, report.reduce_prod)
     t2 = time.perf_counter()
-    try:
+    with _library_failures():
         run_pipeline(ir_model, options, report, keep=frozenset(training_reads(carry.training_info)))
-    except RewriterError:
-        raise
-    except Exception as e:  # a library pass failed on this model: an error naming it, not a traceback
-        cause = " ".join(str(e).split()) or type(e).__name__
-        if e.__cause__ is not None:
-            cause += f": {' '.join(str(e.__cause__).split())}"
-        raise RewriterError(f"optimize failed: {cause}") from e
     t3 = time.perf_counter()
-    result = bridge.to_proto(ir_model, carry)
+    with _library_failures():
+        result = bridge.to_proto(ir_model, carry)
     t4 = time.perf_counter()
     report.ops_after, report.initializers_after = count_ops(result), initializer_count(result)
     if report.nodes_after >= report.nodes_before and result.ByteSize() > model.ByteSize():

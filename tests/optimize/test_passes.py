@@ -328,3 +328,44 @@ def test_a_model_nothing_can_shrink_is_written_as_it_came():
     bigger.graph.output[0].name = "z"
     shrunk, report = optimize_proto(bigger)  # one node fewer: the rewritten model, even if bytes grow
     assert not report.kept_input and len(shrunk.graph.node) < len(bigger.graph.node)
+
+
+def test_a_folded_string_constant_is_written():
+    """Identity of a string initializer folds into a string constant onnx_ir can serialize (it
+    raised SerdeError), in the main graph and in a function (a Constant node there)."""
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from rewriter.optimize import optimize_proto
+
+    words = numpy_helper.from_array(np.array(["a", "bc"], dtype=object), "words")
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["words"], ["y"]), helper.make_node("Relu", ["x"], ["z"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.STRING, [2]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT, [2])], [words])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    result, _ = optimize_proto(model)
+    onnx.checker.check_model(result, full_check=True)
+    got = ort.InferenceSession(result.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        ["y"], {"x": np.zeros(2, np.float32)})[0]
+    assert got.tolist() == ["a", "bc"]
+
+    function = helper.make_function(
+        "local", "f", ["a"], ["b", "w"],
+        [helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(np.array(["a", "bc"], dtype=object))),
+         helper.make_node("Identity", ["c"], ["w"]), helper.make_node("Relu", ["a"], ["b"])],
+        [helper.make_opsetid("", 17)])
+    graph = helper.make_graph(
+        [helper.make_node("f", ["x"], ["z", "y"], domain="local")], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2]),
+         helper.make_tensor_value_info("y", TensorProto.STRING, [2])])
+    model = helper.make_model(graph, functions=[function],
+                              opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)])
+    result, _ = optimize_proto(model)
+    onnx.checker.check_model(result, full_check=True)
+    got = ort.InferenceSession(result.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        ["y"], {"x": np.zeros(2, np.float32)})[0]
+    assert got.tolist() == ["a", "bc"]
