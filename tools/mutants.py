@@ -436,6 +436,9 @@ MUTANTS: list[Mutant] = [
     M("never-grow", "rewriter/optimize/__init__.py",
       "if report.nodes_after >= report.nodes_before and result.ByteSize() > model.ByteSize():",
       "if False:", "tests/optimize/test_passes.py", "a model nothing can shrink comes back bigger"),
+    M("fold-string-tensor", "rewriter/optimize/constant_folding.py",
+      "if tensor is not None and tensor.dtype == ir.DataType.STRING and not isinstance(tensor, ir.StringTensor):",
+      "if False:", "tests/optimize/test_passes.py", "a folded string constant left as a Tensor the serializer refuses"),
 ]
 
 

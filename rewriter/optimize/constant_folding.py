@@ -161,6 +161,15 @@ class FoldConstantsPass(_oscf.FoldConstantsPass):
             return
         super()._do_inference(node)
 
+    def _prepare_folded_tensor(self, node: ir.Node, output_name: str, output_array):
+        """onnxscript's tensor for a folded value (a private method of onnxscript 0.7's folder),
+        as a ``StringTensor`` when it holds strings: its plain ``ir.Tensor`` of bytes (Identity
+        of a string initializer) is one onnx_ir's serializer refuses."""
+        tensor = super()._prepare_folded_tensor(node, output_name, output_array)
+        if tensor is not None and tensor.dtype == ir.DataType.STRING and not isinstance(tensor, ir.StringTensor):
+            tensor = ir.StringTensor(tensor.numpy().reshape(-1), shape=tensor.shape, name=output_name)
+        return tensor
+
     # ------------------------------------------------------------ policy
     def _skip(self, node: ir.Node, reason: str) -> bool:
         self.stats.by_node.setdefault(node, (_label(node), reason))  # held: keys stay unique

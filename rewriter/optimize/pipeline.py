@@ -90,7 +90,6 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
         modified |= _rounds(model, options, report, passes, skipped)
     finally:
         restore(hidden)
-    _string_tensors(model)
     finals: list = []
     if model.ir_version >= 4:  # initializers that are not inputs need IR 4
         finals += [LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0),
@@ -110,26 +109,6 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
             node.name = ""
     report.skipped = list(skipped.values())
     return modified
-
-
-def _string_tensors(model: ir.Model) -> None:
-    """A folded string constant as onnx_ir can write it: the folder makes a plain ``ir.Tensor``
-    of bytes (Identity of a string initializer), which onnx_ir refuses to serialize."""
-    def fixed(tensor):
-        if tensor is None or tensor.dtype != ir.DataType.STRING or isinstance(tensor, ir.StringTensor) \
-                or not isinstance(tensor, ir.Tensor):
-            return None
-        return ir.StringTensor(tensor.numpy().reshape(-1), shape=tensor.shape, name=tensor.name)
-
-    for graph in graphs_and_functions(model):
-        for value in (graph.initializers.values() if isinstance(graph, ir.Graph) else ()):
-            if (new := fixed(value.const_value)) is not None:
-                value.const_value = new
-        for node in graph:
-            attr = node.attributes.get("value") if node.op_type == "Constant" else None
-            if attr is not None and not attr.is_ref() and attr.type == ir.AttributeType.TENSOR \
-                    and (new := fixed(attr.value)) is not None:
-                node.attributes["value"] = ir.AttrTensor("value", new)
 
 
 @dataclasses.dataclass(frozen=True)

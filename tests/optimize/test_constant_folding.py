@@ -224,13 +224,14 @@ def test_float_to_integer_cast_is_folded_by_the_runtime_not_numpy():
 
 
 def test_the_private_onnxscript_hooks_the_folder_overrides_exist():
-    """FoldConstantsPass overrides onnxscript 0.7's private ``process_node`` and
-    ``_do_inference`` (pinned below 0.8 in pyproject.toml): a rename would silently bypass them."""
+    """FoldConstantsPass overrides onnxscript 0.7's private ``process_node``, ``_do_inference``
+    and ``_prepare_folded_tensor`` (pinned below 0.8 in pyproject.toml): a rename would silently
+    bypass them."""
     from onnxscript.optimizer import _constant_folding
 
     from rewriter.optimize.constant_folding import FoldConstantsPass
 
-    for name in ("process_node", "_do_inference"):
+    for name in ("process_node", "_do_inference", "_prepare_folded_tensor"):
         assert callable(getattr(_constant_folding.FoldConstantsPass, name, None)), name
         assert name in vars(FoldConstantsPass), name
 
