@@ -357,7 +357,7 @@ MUTANTS: list[Mutant] = [
       "groups[(tensor.dtype, tuple(tensor.shape))].append(value)", "groups[(tensor.dtype,)].append(value)",
       "tests/optimize/test_dedupe.py", "equal bytes of other shapes merged"),
     M("unused-dead-reads", "rewriter/optimize/unused.py",
-      "        self._forget_dead_reads(scopes)\n", "",
+      "        _forget_dead_reads(scopes)\n", "",
       "tests/optimize/test_passes.py", "a read by a node of a folded-away branch keeps what it reads"),
     M("rounds-unwrap", "rewriter/optimize/pipeline.py",
       "        if cause is e:\n            raise\n        raise cause from None",

@@ -122,9 +122,6 @@ class _Passes:
     cse: CommonSubexpressionEliminationPass
     unused: RemoveUnusedPass
 
-    def in_order(self) -> list:
-        return [self.fold, self.shapes, self.fusions, *self.rewrites, self.cse, self.unused]
-
 
 def _rounds(model, options, report, passes: _Passes, skipped) -> bool:
     """Run ``passes`` in rounds until a round changes nothing (at most ``options.iterations``),
@@ -151,7 +148,7 @@ def _rounds(model, options, report, passes: _Passes, skipped) -> bool:
 
     rounds = ir.passes.PassManager(
         [_Then(None, round_started), _Then(fold, folded), _Then(shapes, shapes_folded),
-         *passes.in_order()[2:-1], _Then(passes.unused, round_ended)],
+         passes.fusions, *passes.rewrites, passes.cse, _Then(passes.unused, round_ended)],
         steps=max(1, options.iterations), early_stop=True)
     try:
         return rounds(model).modified

@@ -28,15 +28,11 @@ class RemoveUnusedPass(ir.passes.InPlacePass):
         self.keep = frozenset(keep)
         self.removed_nodes = 0
         self.removed_initializers = 0
-        self._live: set = set()
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.removed_nodes = self.removed_initializers = 0
         scopes = list(graphs_and_functions(model))
-        # a use by a node of a graph no longer in the model (the branch of an If that was
-        # folded away keeps its nodes and their reads) is no use
-        self._live = {g.graph if isinstance(g, ir.Function) else g for g in scopes}
-        self._forget_dead_reads(scopes)
+        _forget_dead_reads(scopes)
         # children first: a dead use inside a subgraph goes before its parent counts uses
         for _ in range(2):
             before = self.removed_nodes
@@ -61,17 +57,6 @@ class RemoveUnusedPass(ir.passes.InPlacePass):
                 return False
         return True
 
-    def _forget_dead_reads(self, scopes) -> None:
-        """Detach the reads of nodes no longer in the model from every value that is, so that
-        the next round's rules see only the real readers."""
-        for graph in scopes:
-            values = [*graph.inputs, *(graph.initializers.values() if isinstance(graph, ir.Graph) else ())]
-            values += [out for node in graph for out in node.outputs]
-            for value in values:
-                for use in list(value.uses()):
-                    if use.node.graph not in self._live:
-                        use.node.replace_input_with(use.idx, None)
-
     def _nodes(self, graph, main_graph) -> int:
         outputs = frozenset(graph.outputs)
         count = 0
@@ -95,3 +80,17 @@ class RemoveUnusedPass(ir.passes.InPlacePass):
             del graph.initializers[name]
             count += 1
         return count
+
+
+def _forget_dead_reads(scopes) -> None:
+    """Detach the reads of nodes no longer in the model (the untaken branch of an If that was
+    folded away keeps its nodes and their reads of outer values) from every value that is: no
+    such read keeps a value, and the next round's rules see only the real readers."""
+    live = {g.graph if isinstance(g, ir.Function) else g for g in scopes}
+    for graph in scopes:
+        values = [*graph.inputs, *(graph.initializers.values() if isinstance(graph, ir.Graph) else ())]
+        values += [out for node in graph for out in node.outputs]
+        for value in values:
+            for use in list(value.uses()):
+                if use.node.graph not in live:
+                    use.node.replace_input_with(use.idx, None)
