@@ -1,0 +1,136 @@
+"""Half precision: rewrite a model's float32 computation to float16 or bfloat16.
+
+:func:`convert_precision` plans every node of every graph (:mod:`.plan`: what runs in half
+and why the rest stays float32), rewrites types, constants, attributes and the Casts at the
+boundary (:mod:`.apply`), and holds the result to the ONNX checker and strict shape
+inference before returning it. Model-local function bodies are left as they are: a call
+stays float32 at its boundary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import onnx
+
+from rewriter.errors import RewriterError
+from rewriter.precision.apply import Applied, apply_plan
+from rewriter.precision.graphs import Graphs
+from rewriter.precision.plan import plan_precision
+from rewriter.precision.slots import HALF_TYPES
+
+__all__ = ["convert_precision_proto", "PrecisionReport", "DTYPES"]
+
+logger = logging.getLogger(__name__)
+DTYPES = tuple(HALF_TYPES)
+
+
+@dataclasses.dataclass
+class PrecisionReport:
+    """What the half-precision rewrite did."""
+
+    dtype: str
+    half_nodes: int
+    kept: list  # (node label, op type, reason) for each float32 node left in float32
+    applied: Applied
+    half_by_op: dict
+    target: str | None = None
+    calibrated: int | None = None  # values measured beyond the half range (with calibration)
+
+    def summary_lines(self) -> list[str]:
+        lines = [f"{self.half_nodes} node(s) run in {self.dtype}"
+                 + (f" ({', '.join(f'{op} x{n}' for op, n in sorted(self.half_by_op.items()))})"
+                    if self.half_by_op else ""),
+                 f"{len(self.kept)} float32 node(s) stay float32"]
+        by_reason: dict[str, list[str]] = {}
+        for label, op, reason in self.kept:
+            by_reason.setdefault(reason, []).append(label)
+        for reason, labels in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
+            shown = ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
+            lines.append(f"  {reason}: {len(labels)} ({shown})")
+        a = self.applied
+        lines.append(f"casts inserted: {a.casts}; constants converted {a.constants_converted}, stored in both "
+                     f"types {a.constants_duplicated}, clamped to float16's range {a.constants_clamped}"
+                     + (f"; casts back to {self.dtype} avoided {a.cancelled_casts}" if a.cancelled_casts else ""))
+        if self.calibrated is not None:
+            lines.append(f"calibration: {self.calibrated} value(s) measured beyond {self.dtype}'s range")
+        return lines
+
+    def to_dict(self) -> dict:
+        return {"dtype": self.dtype, "half_nodes": self.half_nodes, "half_by_op": self.half_by_op,
+                "kept": [{"node": label, "op": op, "reason": reason} for label, op, reason in self.kept],
+                "casts_inserted": self.applied.casts, "constants_converted": self.applied.constants_converted,
+                "constants_duplicated": self.applied.constants_duplicated,
+                "constants_clamped": self.applied.constants_clamped,
+                "casts_avoided": self.applied.cancelled_casts, "target": self.target,
+                "calibrated": self.calibrated}
+
+
+def _kernel_rule(target, dtype: str):
+    """(op, since_version) -> a reason when the runtime targeted has no ``dtype`` kernel for it."""
+    if target is None or not target.name.startswith("onnxruntime"):
+        return None
+    release = target.name.split()[1]
+    try:
+        from rewriter.targets.half_kernels import has_half_kernel
+    except ImportError:  # no per-type kernel data
+        return None
+
+    def lacks(op: str, version: int) -> str:
+        known = has_half_kernel(release, "", op, version, dtype)
+        return f"no {dtype} CPU kernel for {op}-{version} in {target.name}" if known is False else ""
+
+    return lacks
+
+
+def convert_precision_proto(model: onnx.ModelProto, dtype: str, *, keep_io_types: bool = True,
+                            keep_op_types=(), keep_nodes=(), target=None, base_dir: str | None = None,
+                            measured: dict | None = None) -> tuple[onnx.ModelProto, PrecisionReport]:
+    """A copy of ``model`` with its float32 computation in ``dtype``, and what was done.
+
+    ``target`` is a :class:`rewriter.targets.Target` (or None); ``measured`` maps value names to
+    magnitudes calibration saw beyond the half type's range (their producers and readers stay
+    float32). Raises RewriterError on a bad argument or when the result would not be valid.
+    """
+    if dtype not in HALF_TYPES:
+        raise RewriterError(f"dtype must be one of {', '.join(HALF_TYPES)}, got {dtype!r}")
+    from rewriter.io.load import check_model, tensor_reader
+
+    result = onnx.ModelProto()
+    result.CopyFrom(model)
+    read = tensor_reader(base_dir)
+    graphs = Graphs(result)
+    if graphs.opset is None:
+        raise RewriterError("the model imports no default-domain opset: it has no float32 ONNX ops to convert")
+    plan = plan_precision(graphs, dtype, keep_op_types=keep_op_types, keep_nodes=keep_nodes,
+                          lacks_kernel=_kernel_rule(target, dtype), read_tensor=read, measured=measured)
+    unknown = set(keep_nodes) - {n.name for s in graphs.sites for n in s.graph.node}
+    if unknown:
+        raise RewriterError(f"--keep-nodes: no node named {', '.join(repr(n) for n in sorted(unknown))} in the model")
+    from rewriter.graph.traversal import node_label
+
+    half_by_op: dict[str, int] = {}
+    kept = []
+    for p in plan.nodes.values():
+        if p.half:
+            half_by_op[p.node.op_type] = half_by_op.get(p.node.op_type, 0) + 1
+        else:
+            kept.append((node_label(p.node), p.node.op_type, p.reason))
+    applied = apply_plan(result, graphs, plan, keep_io_types=keep_io_types, read_tensor=read)
+    _set_ir_for_bfloat16(result, dtype)
+    try:
+        check_model(result, full_check=True)
+    except Exception as e:  # noqa: BLE001 - any checker or inference complaint: nothing is returned
+        raise RewriterError(f"the {dtype} rewrite would not be a valid model ({str(e).strip().splitlines()[0]}); "
+                            "nothing was written: --keep-op-types / --keep-nodes the ops named") from None
+    report = PrecisionReport(dtype, sum(half_by_op.values()), kept, applied, half_by_op,
+                             target.name if target is not None else None,
+                             None if measured is None else len(measured))
+    return result, report
+
+
+def _set_ir_for_bfloat16(model: onnx.ModelProto, dtype: str) -> None:
+    """bfloat16 tensors need IR version 4 or later (onnx's IR history)."""
+    if dtype == "bfloat16" and model.ir_version < 4:
+        model.ir_version = 4

@@ -1,0 +1,325 @@
+"""Which nodes run in half precision and which stay float32, and why.
+
+A node that computes in float32 is *halved* when every type parameter tying its float32
+slots allows the half type (``onnx.defs``), the runtime targeted has a kernel for it, the
+constants it reads in those slots fit the half type (or clamping them is exact for what they
+feed: an additive mask before a Softmax), and nothing keeps it: the user's lists, shape
+arithmetic (float values computed from shapes that go back to integers), calibration. Every
+node left in float32 gets its reason.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx
+
+from rewriter.precision.graphs import FLOAT, Graphs, is_constant_node
+from rewriter.precision.slots import HALF_TYPES, NodeSlots, node_slots
+
+__all__ = ["Plan", "NodePlan", "plan_precision", "ATTRIBUTE_TYPED", "F16_MAX"]
+
+F16_MAX = float(np.finfo(np.float16).max)
+_F16_TINY = 2.0 ** -24  # the smallest float16 subnormal: anything nonzero below it becomes 0
+INTEGER_TYPES = frozenset({onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32,
+                           onnx.TensorProto.INT64, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
+                           onnx.TensorProto.UINT32, onnx.TensorProto.UINT64})
+HALF_ELEMS = frozenset(HALF_TYPES.values())
+# ops whose float output type an attribute sets: (attribute, its default when absent: None = follows the input)
+ATTRIBUTE_TYPED = {"Cast": ("to", None), "RandomNormal": ("dtype", FLOAT), "RandomUniform": ("dtype", FLOAT),
+                   "RandomNormalLike": ("dtype", None), "RandomUniformLike": ("dtype", None),
+                   "EyeLike": ("dtype", None), "Bernoulli": ("dtype", None), "ConstantOfShape": ("value", FLOAT)}
+CONTROL_FLOW = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+# float arithmetic that shapes go through on their way back to integers (sizes, indices)
+_SHAPE_ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Div", "Floor", "Ceil", "Round", "Max", "Min", "Neg", "Abs",
+                               "Sqrt", "Reciprocal", "Cast", "Concat", "Gather", "Slice", "Unsqueeze", "Squeeze",
+                               "Reshape", "Identity", "Clip", "Range", "Pow"})
+# what an additive mask goes through on its way to a Softmax (clamping it to float16's lowest is exact there)
+_MASK_PATH = frozenset({"Add", "Sub", "Mul", "Where", "Expand", "Reshape", "Unsqueeze", "Squeeze", "Cast",
+                        "Concat", "Slice", "Transpose", "Identity", "Min", "Max", "Tile", "Gather"})
+_SOFTMAX = frozenset({"Softmax", "LogSoftmax"})
+_ALWAYS_FLOAT = {"Range": "Range stays float32 (positions and sizes lose integers in half precision)"}
+
+
+@dataclasses.dataclass
+class NodePlan:
+    """What becomes of one float32 node."""
+
+    node: onnx.NodeProto
+    slots: NodeSlots | None
+    half: bool
+    reason: str = ""  # why it stays float32
+    half_inputs: frozenset = frozenset()  # input positions that become half
+    half_outputs: frozenset = frozenset()  # output positions that become half
+
+
+@dataclasses.dataclass
+class Plan:
+    """The decision for every node that computes in float32."""
+
+    dtype: str
+    nodes: dict  # id(node) -> NodePlan
+    clamped: set = dataclasses.field(default_factory=set)  # constant names clamped to the half range
+
+    def plan_of(self, node: onnx.NodeProto) -> NodePlan | None:
+        return self.nodes.get(id(node))
+
+    def is_half(self, node: onnx.NodeProto) -> bool:
+        p = self.nodes.get(id(node))
+        return p is not None and p.half
+
+
+def _attr(node: onnx.NodeProto, name: str):
+    for a in node.attribute:
+        if a.name == name:
+            return a
+    return None
+
+
+def _out_of_range(value: np.ndarray) -> bool:
+    """Whether a float32 constant loses more than rounding in float16: finite values beyond
+    its range (they become inf), nonzero ones below its smallest subnormal (they become 0)."""
+    a = np.abs(np.asarray(value, dtype=np.float32))
+    a = a[np.isfinite(a)]
+    return bool(((a > F16_MAX) | ((a > 0) & (a < _F16_TINY))).any())
+
+
+def _only_huge(value: np.ndarray) -> bool:
+    """Out of range only by magnitudes beyond float16's (mask fills: -1e9, float32's lowest)."""
+    a = np.abs(np.asarray(value, dtype=np.float32))
+    a = a[np.isfinite(a)]
+    return not ((a > 0) & (a < _F16_TINY)).any()
+
+
+class _Planner:
+    def __init__(self, graphs: Graphs, dtype: str, keep_op_types, keep_nodes, lacks_kernel, read_tensor,
+                 measured_out_of_range):
+        self.g = graphs
+        self.dtype = dtype
+        self.half_str = f"tensor({dtype})"
+        self.keep_op_types = frozenset(keep_op_types)
+        self.keep_nodes = frozenset(keep_nodes)
+        self.lacks_kernel = lacks_kernel  # (op, since_version) -> reason or "" / None
+        self.read_tensor = read_tensor
+        self.measured = measured_out_of_range or {}  # value name -> largest magnitude seen
+        self._values: dict[str, np.ndarray | None] = {}
+        self.clamped: set[str] = set()
+
+    # constants -------------------------------------------------------------------------
+    def constant(self, name: str) -> np.ndarray | None:
+        if name not in self._values:
+            value = None
+            if self.g.is_constant(name):
+                if name in self.g.initializer:
+                    value = self.read_tensor(self.g.initializer[name])
+                else:
+                    from rewriter.graph.constants import constant_node_value
+
+                    value = constant_node_value(self.g.producer[name], self.read_tensor)
+            self._values[name] = value
+        return self._values[name]
+
+    def feeds_softmax_only(self, start: onnx.NodeProto, limit: int = 8) -> bool:
+        """Whether everything ``start``'s outputs reach, through mask-shaping ops, ends in
+        Softmax/LogSoftmax (at least one)."""
+        seen, frontier, found = {id(start)}, [start], False
+        for _ in range(limit):
+            nxt = []
+            for node in frontier:
+                for out in node.output:
+                    if out in self.g.graph_outputs:
+                        return False
+                    for reader, _ in self.g.readers.get(out, ()):
+                        if reader.op_type in _SOFTMAX:
+                            found = True
+                        elif reader.op_type in _MASK_PATH and reader.domain in ("", "ai.onnx"):
+                            if id(reader) not in seen:
+                                seen.add(id(reader))
+                                nxt.append(reader)
+                        else:
+                            return False
+            if not nxt:
+                return found
+            frontier = nxt
+        return False
+
+    # nodes -----------------------------------------------------------------------------
+    def node_plan(self, node: onnx.NodeProto) -> NodePlan | None:
+        g = self.g
+        ins = [g.elem(n) if n else None for n in node.input]
+        outs = [g.elem(n) if n else None for n in node.output]
+        op = node.op_type
+        default = node.domain in ("", "ai.onnx")
+        touches = FLOAT in ins or FLOAT in outs
+        if default and op in ATTRIBUTE_TYPED:
+            touches = self._attribute_float(node, ins)
+        if not touches or (default and is_constant_node(node)):
+            return None
+        slots = node_slots(node, g.opset)
+
+        def keep(reason: str) -> NodePlan:
+            return NodePlan(node, slots, False, reason)
+
+        if node.name and node.name in self.keep_nodes:
+            return keep("--keep-nodes")
+        if op in self.keep_op_types:
+            return keep("--keep-op-types")
+        if not default:
+            return keep(f"an op of domain '{node.domain}'")
+        if op in CONTROL_FLOW:
+            return keep("control flow: its subgraphs' inputs and outputs stay float32")
+        if op in _ALWAYS_FLOAT:
+            return keep(_ALWAYS_FLOAT[op])
+        if slots is None:
+            return keep(f"no schema for {op} at opset {g.opset}")
+        params, half_in, half_out = self._float_params(node, slots, ins, outs)
+        if isinstance(params, str):
+            return keep(params)
+        if not params and not (op in ATTRIBUTE_TYPED):
+            return None
+        for p in params:
+            allowed = next(s.allowed for s in list(slots.inputs) + list(slots.outputs) if s.param == p)
+            if self.half_str not in allowed:
+                return keep(f"{op}-{slots.since_version} has no {self.dtype} (type {p})")
+        missing = self.lacks_kernel(op, slots.since_version) if self.lacks_kernel else None
+        if missing:
+            return keep(missing)
+        for name in list(node.output) + [node.input[i] for i in half_in]:
+            seen = self.measured.get(name)
+            if seen is not None:
+                return keep(f"calibration: {name!r} reached {seen:.3g}, beyond {self.dtype}'s range")
+        reason = self._constants_fit(node, half_in)
+        if reason:
+            return keep(reason)
+        return NodePlan(node, slots, True, "", frozenset(half_in), frozenset(half_out))
+
+    def _attribute_float(self, node: onnx.NodeProto, ins) -> bool:
+        """Whether an attribute-typed op makes float32: Cast to float from a non-half type,
+        the random ops and ConstantOfShape making float, the -Like ops without dtype on float."""
+        name, default = ATTRIBUTE_TYPED[node.op_type]
+        a = _attr(node, name)
+        if node.op_type == "ConstantOfShape":
+            return (a.t.data_type if a is not None else FLOAT) == FLOAT
+        if a is not None:
+            made = a.i
+        elif default is not None:
+            made = default
+        else:
+            made = ins[0] if ins else None
+        if made != FLOAT:
+            return False
+        if node.op_type == "Cast":
+            return ins[0] not in HALF_ELEMS  # a Cast from half to float is a boundary already
+        return True
+
+    def _float_params(self, node, slots: NodeSlots, ins, outs):
+        """(the tied type parameters bound to float32, input positions, output positions); or
+        a reason string when the node cannot be halved."""
+        params: set[str] = set()
+        half_in, half_out = set(), set()
+        if node.op_type in ATTRIBUTE_TYPED:
+            half_out.add(0)
+            return params, half_in, half_out
+        for side, elems, pos_set in ((slots.inputs, ins, half_in), (slots.outputs, outs, half_out)):
+            for i, (s, e) in enumerate(zip(side, elems)):
+                if s.param is None or s.free:
+                    continue
+                if e == FLOAT:
+                    params.add(s.param)
+                elif e == 0 and f"seq({self.half_str})" in s.allowed:
+                    return f"a sequence of float32 tensors ({node.op_type})", None, None
+        if not params:
+            return params, half_in, half_out
+        for side, names, elems, pos_set in ((slots.inputs, node.input, ins, half_in),
+                                            (slots.outputs, node.output, outs, half_out)):
+            for i, (s, name, e) in enumerate(zip(side, names, elems)):
+                if s.param in params and not s.free and name:
+                    if e is None:
+                        return f"the type of {name!r} is unknown", None, None
+                    pos_set.add(i)
+        for i, (s, e) in enumerate(zip(slots.outputs, outs)):
+            if s.param is not None and s.param not in params and e == FLOAT:
+                return f"{node.op_type}'s output type is set by an attribute", None, None
+        return params, half_in, half_out
+
+    def _constants_fit(self, node: onnx.NodeProto, half_in) -> str:
+        if self.dtype != "float16":
+            return ""
+        values = [(node.input[i], self.constant(node.input[i])) for i in sorted(half_in)]
+        if node.op_type == "ConstantOfShape":
+            a = _attr(node, "value")
+            if a is not None:
+                values.append((f"{node.name or 'ConstantOfShape'}.value", self.read_tensor(a.t)))
+        for name, value in values:
+            if value is None or not _out_of_range(value):
+                continue
+            if _only_huge(value) and self.feeds_softmax_only(node):
+                self.clamped.add(name)
+                continue
+            return f"constant {name!r} is outside float16's range"
+        return ""
+
+
+def _shape_arithmetic(graphs: Graphs, plans: dict) -> set[int]:
+    """Nodes computing float values from integers (shapes, sizes, indices cast to float)
+    that go back to integers: kept float32, where half precision would lose integers."""
+    g = graphs
+    start = [n for n in g.producer.values() if n.op_type == "Cast" and n.domain in ("", "ai.onnx")
+             and g.elem(n.input[0]) in INTEGER_TYPES and g.elem(n.output[0]) == FLOAT]
+    region: dict[int, onnx.NodeProto] = {id(n): n for n in start}
+    frontier = list(start)
+    while frontier:
+        nxt = []
+        for node in frontier:
+            for out in node.output:
+                for reader, _ in g.readers.get(out, ()):
+                    if id(reader) in region or reader.op_type not in _SHAPE_ARITHMETIC:
+                        continue
+                    others = [x for x in reader.input if x and x != out]
+                    if all(g.is_constant(x) or (x in g.producer and id(g.producer[x]) in region)
+                           or g.elem(x) in INTEGER_TYPES for x in others):
+                        region[id(reader)] = reader
+                        nxt.append(reader)
+        frontier = nxt
+    # keep only what leads back to integers (a Cast to an integer type) or a float-only slot
+    sinks: set[int] = set()
+    for key, node in region.items():
+        if node.op_type == "Cast" and g.elem(node.output[0]) in INTEGER_TYPES:
+            sinks.add(key)
+        for out in node.output:
+            for reader, i in g.readers.get(out, ()):
+                p = plans.get(id(reader))
+                slots = p.slots if p is not None else node_slots(reader, g.opset)
+                if slots is not None and i < len(slots.inputs) and slots.inputs[i].param is None:
+                    sinks.add(key)
+    keep = set(sinks)
+    changed = True
+    while changed:
+        changed = False
+        for key, node in region.items():
+            if key in keep:
+                continue
+            if any(id(r) in keep for out in node.output for r, _ in g.readers.get(out, ())):
+                keep.add(key)
+                changed = True
+    return keep
+
+
+def plan_precision(graphs: Graphs, dtype: str, *, keep_op_types=(), keep_nodes=(), lacks_kernel=None,
+                   read_tensor=None, measured=None) -> Plan:
+    """Decide, for every node of every graph that computes in float32, whether it runs in
+    ``dtype`` ("float16" or "bfloat16"), and why not."""
+    planner = _Planner(graphs, dtype, keep_op_types, keep_nodes, lacks_kernel, read_tensor, measured)
+    plans: dict[int, NodePlan] = {}
+    for site in graphs.sites:
+        for node in site.graph.node:
+            p = planner.node_plan(node)
+            if p is not None:
+                plans[id(node)] = p
+    for key in _shape_arithmetic(graphs, plans):
+        p = plans.get(key)
+        if p is not None and p.half:
+            plans[key] = NodePlan(p.node, p.slots, False, "shape arithmetic (float values of sizes or "
+                                  "indices that go back to integers)")
+    return Plan(dtype, plans, planner.clamped)
