@@ -30,6 +30,7 @@ ModelLike = Union["onnx.ModelProto", "onnx_ir.Model", str, os.PathLike]
 __all__ = [
     "RewriterError",
     "convert_opset",
+    "convert_precision",
     "fold_reduce_prod",
     "fold_constants",
     "optimize_model",
@@ -38,6 +39,7 @@ __all__ = [
     "verify_numerics",
     "reduce_prod",
     "ConvertOpsetPass",
+    "ConvertPrecisionPass",
     "FoldReduceProdPass",
     "VerifyReduceProdShapesPass",
     "VerifyShapesPass",
@@ -46,6 +48,7 @@ __all__ = [
 
 _LAZY = {
     "ConvertOpsetPass": "rewriter.passes",
+    "ConvertPrecisionPass": "rewriter.passes",
     "FoldReduceProdPass": "rewriter.passes",
     "VerifyReduceProdShapesPass": "rewriter.passes",
     "VerifyShapesPass": "rewriter.passes",
@@ -136,6 +139,38 @@ def convert_opset(model: ModelLike, target_opset: int | str | None = None, *, ml
     proto, kind, base_dir = _open(model)
     return _back(convert_for(proto, target_opset, ml_opset=ml_opset, ir_version=ir_version, runtime=target,
                              base_dir=base_dir)[0], kind, base_dir)
+
+
+def convert_precision(model: ModelLike, dtype: str = "float16", *, keep_io_types: bool = True,
+                      keep_op_types=(), keep_nodes=(), target: str | None = None) -> Any:
+    """Rewrite a model's float32 computation to ``dtype`` ("float16" or "bfloat16").
+
+    Initializers, Constant and ConstantOfShape values, Cast targets, random ops' dtypes and
+    value_info change type in every graph and subgraph; what must stay float32 does (inputs a
+    schema fixes to float, ops without a half type or, for ``target``, without a half kernel,
+    constants beyond float16's range unless clamping is exact (masks before a Softmax), shape
+    arithmetic, ``keep_op_types`` and ``keep_nodes``), with one Cast per value at the boundary.
+    Model-local function calls stay float32. The result passes the ONNX checker.
+
+    Args:
+        model: an ``onnx.ModelProto``, an ``onnx_ir.Model`` or a path to a model file.
+        dtype: "float16" or "bfloat16".
+        keep_io_types: graph inputs and outputs keep float32 (Casts at the edge); False makes
+            them ``dtype`` too.
+        keep_op_types, keep_nodes: op types and node names that stay float32.
+        target: a runtime (``"onnxruntime==1.17"``, ...): ops it has no half kernel for stay float32.
+
+    Raises:
+        RewriterError: a bad argument, or the result would not be a valid model.
+    """
+    from rewriter.precision import convert_precision_proto
+    from rewriter.targets import parse_target
+
+    proto, kind, base_dir = _open(model)
+    spec = parse_target(target) if isinstance(target, str) else target
+    result, _ = convert_precision_proto(proto, dtype, keep_io_types=keep_io_types, keep_op_types=tuple(keep_op_types),
+                                        keep_nodes=tuple(keep_nodes), target=spec, base_dir=base_dir)
+    return _back(result, kind, base_dir)
 
 
 def fold_reduce_prod(model: ModelLike, *, int_overflow: str = "skip") -> Any:

@@ -26,7 +26,7 @@ from rewriter.optimize.metadata import DropToolMetadataPass, StripMetadataPass
 from rewriter.optimize.pipeline import OptimizePass
 from rewriter.optimize.unused import RemoveUnusedPass
 
-__all__ = ["ConvertOpsetPass", "FoldReduceProdPass", "VerifyReduceProdShapesPass", "VerifyShapesPass",
+__all__ = ["ConvertOpsetPass", "ConvertPrecisionPass", "FoldReduceProdPass", "VerifyReduceProdShapesPass", "VerifyShapesPass",
            "OptimizePass", "FoldConstantsPass", "FusionsPass", "CommonSubexpressionEliminationPass",
            "RemoveUnusedPass", "DropToolMetadataPass", "StripMetadataPass"]
 
@@ -64,6 +64,36 @@ class ConvertOpsetPass(ir.passes.FunctionalPass):
         proto, base_dir = proto_of(model)
         proto, self.report = convert_model(proto, self.target_opset, base_dir=base_dir)
         modified = self.report.source_opset != self.report.target_opset or bool(self.report.changes)
+        return ir.passes.PassResult(to_ir(proto, base_dir)[0], modified=modified)
+
+
+class ConvertPrecisionPass(ir.passes.FunctionalPass):
+    """Rewrite a model's float32 computation to float16 or bfloat16: the pass form of
+    :func:`rewriter.convert_precision`, with the same parameters.
+
+    Attributes:
+        report: after a run, the :class:`rewriter.precision.PrecisionReport`.
+    """
+
+    def __init__(self, dtype: str = "float16", *, keep_io_types: bool = True, keep_op_types=(), keep_nodes=(),
+                 target=None) -> None:
+        super().__init__()
+        self.dtype, self.keep_io_types = dtype, keep_io_types
+        self.keep_op_types, self.keep_nodes, self.target = tuple(keep_op_types), tuple(keep_nodes), target
+        self.report = None
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        """Rewrite ``model``; returns a new model and whether any node now runs in half."""
+        from rewriter.precision import convert_precision_proto
+        from rewriter.targets import parse_target
+
+        proto, base_dir = proto_of(model)
+        target = parse_target(self.target) if isinstance(self.target, str) else self.target
+        proto, self.report = convert_precision_proto(proto, self.dtype, keep_io_types=self.keep_io_types,
+                                                     keep_op_types=self.keep_op_types, keep_nodes=self.keep_nodes,
+                                                     target=target, base_dir=base_dir)
+        modified = bool(self.report.half_nodes or self.report.applied.constants_converted
+                        or self.report.applied.casts)
         return ir.passes.PassResult(to_ir(proto, base_dir)[0], modified=modified)
 
 

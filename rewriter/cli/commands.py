@@ -36,6 +36,8 @@ def cmd_convert(args) -> int:
     if args.output is None:
         raise UsageError("convert needs -o OUT (or --plan to only see what it would do)")
     before = summary.model_stats(args.run.input_model, input_layout(args, args.run.input_model).files)
+    if getattr(args, "dtype", None):
+        return _convert_precision(args, model, base_dir, before, start)
     # with shape verification on, _verify_rewrite runs the strict inference on the result
     t0 = time.perf_counter()
     try:
@@ -62,6 +64,52 @@ def cmd_convert(args) -> int:
                    f"written to {args.output} in {elapsed:.2f}s", static + report.summary_lines(),
                    before, summary.model_stats(result, written), changes=summary.jsonable(report),
                    verification=verification,
+                   timings={"convert_s": t1 - t0, "verify_s": t2 - t1, "total_s": elapsed})
+    return EXIT_OK
+
+
+# --verify's default for a half-precision rewrite: relative L2 error per float output
+HALF_REL_L2 = 1e-2
+
+
+def _convert_precision(args, model, base_dir, before, start) -> int:
+    """convert --dtype: migrate first when --opset/--target is given, then rewrite to half."""
+    from rewriter.precision import convert_precision_proto
+    from rewriter.targets import parse_target
+
+    t0 = time.perf_counter()
+    lines, source, text = [], model, ""
+    target = parse_target(args.target) if args.target else None
+    if args.target or args.opset is not None or args.ml_opset is not None:
+        from rewriter.convert import convert_for
+
+        source, report = convert_for(model, args.opset, ml_opset=args.ml_opset, ir_version=args.ir_version,
+                                     runtime=target, base_dir=base_dir, inferred=args.run.input_inferred)
+        lines += report.summary_lines()
+        text = _conversion(report, args) + ", "
+    measured = None
+    if args.calibrate:
+        from rewriter.precision.calibrate import measure
+
+        measured = measure(source, base_dir, input_shapes=dict(args.input_shape or []),
+                           input_values=dict(args.input_value or []), seed=args.seed or 0)
+    result, report = convert_precision_proto(source, args.dtype, keep_io_types=args.keep_io_types,
+                                             keep_op_types=args.keep_op_types or (), keep_nodes=args.keep_nodes or (),
+                                             target=target, base_dir=base_dir, measured=measured)
+    args.run.result_checked = True  # convert_precision_proto returns only what the checker accepts
+    args.run.reordered_sums = []
+    t1 = time.perf_counter()
+    if getattr(args, "verify", False) and args.rtol is None:
+        args.rel_l2 = HALF_REL_L2
+    elif getattr(args, "verify", False):
+        args.rel_l2 = args.rtol
+    verification = verify_rewrite(model, result, args)
+    t2 = time.perf_counter()
+    written = save_output(args, model, result)
+    elapsed = time.perf_counter() - start
+    summary.report(args, f"{args.model}: {text}float32 -> {args.dtype}, written to {args.output} in {elapsed:.2f}s",
+                   lines + report.summary_lines(), before, summary.model_stats(result, written),
+                   changes={"precision": report.to_dict()}, verification=verification,
                    timings={"convert_s": t1 - t0, "verify_s": t2 - t1, "total_s": elapsed})
     return EXIT_OK
 
@@ -316,7 +364,8 @@ def verify_rewrite(original, rewritten, args) -> dict:
                                  input_values=dict(getattr(args, "input_value", None) or []),
                                  base_dirs=(base, base),
                                  scale_atol=REORDERED_SUMS_ATOL if args.run.reordered_sums
-                                 and getattr(args, "atol", None) is None else 0.0)
+                                 and getattr(args, "atol", None) is None else 0.0,
+                                 rel_l2=getattr(args, "rel_l2", None))
         done["numerics"] = report.to_dict()
         args.run.result_ort_ok = report.ok and report.backend_rewritten == "onnxruntime"  # the gate need not ask again
         if not getattr(args, "json", False) and not getattr(args, "quiet", False):

@@ -102,6 +102,13 @@ def _fix_dim_arg(text: str) -> tuple[str, int]:
     return name, int(value)
 
 
+def _names_arg(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected NAME[,NAME...], got {text!r}")
+    return names
+
+
 def _add_static_shapes(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fix-dim", type=_fix_dim_arg, action="append", default=None, metavar="SYMBOL=SIZE",
                    help="make a symbolic dim static wherever it appears (graph inputs, outputs, value_info), "
@@ -218,6 +225,26 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write nothing: print, per op type, how many nodes and how each schema step would "
                    "be taken (kept, moved, rewritten, expanded, blocked) and every blocking node; exit 0 "
                    "when the conversion is possible, 2 when it is not (-o not needed)")
+    p.add_argument("--dtype", choices=["float16", "bfloat16"], default=None,
+                   help="rewrite float32 computation to this type (with or without --opset/--target: both "
+                   "at once migrate, then convert); what must stay float32 does (inputs a schema fixes "
+                   "to float, ops without a half type or, with --target, without a half kernel, constants "
+                   "beyond float16's range unless clamping is exact, shape arithmetic), and the summary "
+                   "says which nodes and why; --verify compares with the float32 model by relative L2 "
+                   "error (1e-2 unless --rtol)")
+    io = p.add_mutually_exclusive_group()
+    io.add_argument("--keep-io-types", dest="keep_io_types", action="store_true", default=True,
+                    help="with --dtype: graph inputs and outputs stay float32, with Casts at the edge (default)")
+    io.add_argument("--no-keep-io-types", dest="keep_io_types", action="store_false",
+                    help="with --dtype: float32 graph inputs and outputs become the half type too")
+    p.add_argument("--keep-op-types", type=_names_arg, default=None, metavar="OP,...",
+                   help="with --dtype: op types that stay float32, e.g. LayerNormalization,Softmax")
+    p.add_argument("--keep-nodes", type=_names_arg, default=None, metavar="NAME,...",
+                   help="with --dtype: node names that stay float32")
+    p.add_argument("--calibrate", action="store_true",
+                   help="with --dtype float16: run the float32 model in ONNX Runtime on random inputs "
+                   "(--input-value / --input-shape to give real ones) and keep in float32 the nodes that "
+                   "make or read values beyond float16's range")
     _add_output(p, required=False)  # required unless --plan: checked by cmd_convert
     _add_verify_flags(p, static=True)
     _add_static_shapes(p)
@@ -282,7 +309,8 @@ def check_usage(args: argparse.Namespace, directory: bool) -> None:
     if not getattr(args, "verify", False):
         given = [flag for flag, value in (("--seed", getattr(args, "seed", None)), ("--rtol", getattr(args, "rtol", None)),
                                           ("--atol", getattr(args, "atol", None)),
-                                          ("--input-value", getattr(args, "input_value", None)),
+                                          ("--input-value", None if getattr(args, "calibrate", False)
+                                           else getattr(args, "input_value", None)),
                                           ("--input-shape", getattr(args, "input_shape", None)
                                            if args.command == "fold" else None))
                  if value is not None]
@@ -312,5 +340,17 @@ def check_usage(args: argparse.Namespace, directory: bool) -> None:
         if args.target is not None and chosen:
             raise UsageError(f"--target chooses the opsets and the IR version itself: drop {', '.join(chosen)} "
                              "(or drop --target)")
-        if args.target is None and args.opset is None and args.ml_opset is None:
-            raise UsageError("convert needs --opset N (or 'latest'), --ml-opset M, or --target RUNTIME==VERSION")
+        if args.target is None and args.opset is None and args.ml_opset is None and args.dtype is None:
+            raise UsageError("convert needs --opset N (or 'latest'), --ml-opset M, --target RUNTIME==VERSION "
+                             "or --dtype float16|bfloat16")
+        if args.dtype is None:
+            given = [flag for flag, value in (("--keep-op-types", args.keep_op_types), ("--keep-nodes", args.keep_nodes),
+                                              ("--calibrate", args.calibrate or None),
+                                              ("--no-keep-io-types", None if args.keep_io_types else True))
+                     if value is not None]
+            if given:
+                raise UsageError(f"{', '.join(given)}: only for --dtype, which is not given")
+        elif args.calibrate and args.dtype != "float16":
+            raise UsageError("--calibrate: bfloat16 has float32's range, there is nothing to calibrate")
+        elif getattr(args, "plan", False):
+            raise UsageError("--plan shows an opset conversion's plan; with --dtype, the summary says what stays float32")

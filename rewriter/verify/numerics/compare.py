@@ -256,7 +256,8 @@ def _compare_floats(name, dtype, tol, x, y, rtol, atol) -> OutputComparison:
 def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = None,
                     atol: float | None = None, input_shapes: dict[str, list[int]] | None = None,
                     base_dirs: tuple[str | None, str | None] = (None, None),
-                    input_values: dict[str, list] | None = None, scale_atol: float = 0.0) -> NumericsReport:
+                    input_values: dict[str, list] | None = None, scale_atol: float = 0.0,
+                    rel_l2: float | None = None) -> NumericsReport:
     """Run both models on the same random inputs and compare every output (see module doc).
 
     Args:
@@ -268,6 +269,9 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
             instead of random ones (a sample rate, a flag, token ids).
         base_dirs: directories the two models' external data is relative to, when the
             references do not carry it (models from :func:`rewriter.io.load_model` do).
+        rel_l2: compare float outputs by relative L2 error ``||b - a|| / ||a||`` up to this
+            (for a half-precision rewrite); the rewritten model's float inputs and outputs may
+            then be of another float type (its inputs get the same values cast).
         scale_atol: for float outputs, an absolute tolerance of at least this times the largest
             magnitude of the original's output (for rewrites that reorder long float sums, such
             as a DFT written as a MatMul: their error grows with the output's scale).
@@ -294,7 +298,8 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
     with tempfile.TemporaryDirectory(prefix="rewriter-verify-") as directory:
         with _runnable(a, base_dirs[0], directory, "original.onnx") as ra_src, \
                 _runnable(b, base_dirs[1], directory, "rewritten.onnx") as rb_src:
-            pair = _run_pair((a, ra_src), (b, rb_src), feeds, seed)
+            pair = _run_pair((a, ra_src), (b, rb_src), feeds, seed,
+                             _cast_feeds(b, feeds) if rel_l2 is not None else feeds)
     if isinstance(pair, NumericsReport):
         return pair
     outs_a, be_a, outs_b, be_b, fallback = pair
@@ -311,18 +316,52 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
         j = names_b.index(name) if by_name else i
         elem = a.graph.output[i].type.tensor_type.elem_type or _elem_of(outs_a[i])
         label = name if by_name or names_b[j] == name else f"{name} / {names_b[j]}"
+        if rel_l2 is not None and outs_a[i].dtype.kind == "f" and outs_b[j].dtype.kind == "f":
+            comparisons.append(_compare_rel_l2(label, outs_a[i], outs_b[j], rel_l2))
+            continue
         comparisons.append(_compare(label, elem, outs_a[i], outs_b[j], rtol, atol, scale_atol))
     return NumericsReport(comparisons, be_a, be_b, seed, fallback=fallback)
 
 
-def _run_pair(first, second, feeds, seed):
+def _cast_feeds(model: onnx.ModelProto, feeds: dict) -> dict:
+    """``feeds`` with each float array cast to the float type ``model``'s input declares."""
+    out = dict(feeds)
+    for v in model.graph.input:
+        elem = v.type.tensor_type.elem_type
+        if v.name in out and out[v.name].dtype.kind == "f" and elem:
+            out[v.name] = out[v.name].astype(onnx.helper.tensor_dtype_to_np_dtype(elem))
+    return out
+
+
+def _compare_rel_l2(name: str, a: np.ndarray, b: np.ndarray, limit: float) -> OutputComparison:
+    """Relative L2 error of ``b`` against ``a``; NaN and infinities must be where they are in ``a``."""
+    dtype = f"{a.dtype}" if a.dtype == b.dtype else f"{a.dtype} / {b.dtype}"
+    tol = f"relative L2 <= {limit:g}"
+    if a.shape != b.shape:
+        return OutputComparison(name, dtype, None, tol, False, f"shape {a.shape} vs {b.shape}")
+    x, y = a.astype(np.float64), b.astype(np.float64)
+    if not np.array_equal(np.isnan(x), np.isnan(y)):
+        return OutputComparison(name, dtype, None, tol, False, "NaN in different places")
+    if not np.array_equal(np.where(np.isinf(x), x, 0), np.where(np.isinf(y), y, 0)):
+        return OutputComparison(name, dtype, float("inf"), tol, False, "infinities differ")
+    finite = np.isfinite(x)
+    diff = float(np.linalg.norm((y - x)[finite]))
+    norm = float(np.linalg.norm(x[finite]))
+    error = diff / norm if norm > 0 else diff
+    ok = error <= limit
+    return OutputComparison(name, dtype, float(np.max(np.abs(y - x)[finite])) if finite.any() else 0.0,
+                            f"{tol}, measured {error:.2g}", ok, "" if ok else "beyond tolerance")
+
+
+def _run_pair(first, second, feeds, seed, feeds_b=None):
     """(outputs_a, backend_a, outputs_b, backend_b), or a failed NumericsReport."""
     (a, src_a), (b, src_b) = first, second
     opsets = {id(src_a): _default_opset(a), id(src_b): _default_opset(b)}
+    given = {id(src_a): feeds, id(src_b): feeds if feeds_b is None else feeds_b}
     cache: dict = {}
 
     def attempt(src, backend):
-        return _try(src, feeds, backend, cache, opsets[id(src)])[0]
+        return _try(src, given[id(src)], backend, cache, opsets[id(src)])[0]
 
     for backend in ("onnxruntime", "reference"):
         ra = attempt(src_a, backend)

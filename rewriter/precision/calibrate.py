@@ -1,0 +1,67 @@
+"""Calibration: which float32 values of a model leave float16's range on real or random inputs.
+
+The float32 model runs once in ONNX Runtime with every float32 value of its main graph made
+an output; a value whose largest finite magnitude exceeds half of float16's largest (room for
+the rounding and accumulation of the half computation) is reported. Its producer and readers
+then stay float32 (the auto-mixed-precision idea, measured once instead of searched).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from rewriter.errors import RewriterError
+from rewriter.precision.plan import F16_MAX
+
+__all__ = ["measure", "MARGIN"]
+
+MARGIN = 0.5  # a value beyond MARGIN * float16's largest counts as out of range
+
+
+def measure(model: onnx.ModelProto, base_dir: str | None, *, input_shapes=None, input_values=None,
+            seed: int = 0, feeds: dict | None = None) -> dict[str, float]:
+    """{value name: largest magnitude} for the float32 values beyond ``MARGIN`` x float16's range."""
+    import onnxruntime as ort
+
+    from rewriter.precision.graphs import FLOAT, Graphs
+    from rewriter.verify.numerics.random_inputs import random_inputs
+
+    graphs = Graphs(model)
+    names = [o for n in model.graph.node for o in n.output if o and graphs.elem(o) == FLOAT]
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    known = {o.name for o in probe.graph.output}
+    for name in names:
+        if name not in known:
+            probe.graph.output.append(onnx.helper.make_tensor_value_info(name, FLOAT, None))
+    if feeds is None:
+        feeds = random_inputs(model, seed, input_shapes or {})
+        for name, values in (input_values or {}).items():
+            if name not in feeds:
+                raise RewriterError(f"--input-value: the model has no graph input {name!r}")
+            given = np.asarray(values, dtype=feeds[name].dtype)
+            feeds[name] = given.reshape(feeds[name].shape) if given.size == feeds[name].size else given
+    import tempfile
+
+    from rewriter.io.save import save_model
+
+    with tempfile.TemporaryDirectory(prefix="rewriter-calibrate-") as d:
+        path = f"{d}/probe.onnx"
+        save_model(probe, path)
+        try:
+            session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+            outputs = session.run(None, feeds)
+        except Exception as e:  # noqa: BLE001
+            raise RewriterError(f"--calibrate: ONNX Runtime cannot run the float32 model: "
+                                f"{str(e).strip().splitlines()[0][:300]}") from None
+    seen = {}
+    for meta, value in zip(session.get_outputs(), outputs):
+        v = np.asarray(value)
+        if v.dtype != np.float32 or not v.size:
+            continue
+        finite = np.abs(v[np.isfinite(v)])
+        top = float(finite.max()) if finite.size else 0.0
+        if top > MARGIN * F16_MAX:
+            seen[meta.name] = top
+    return seen
