@@ -122,12 +122,26 @@ def convert_precision_proto(model: onnx.ModelProto, dtype: str, *, keep_io_types
     try:
         check_model(result, full_check=True)
     except Exception as e:  # noqa: BLE001 - any checker or inference complaint: nothing is returned
-        raise RewriterError(f"the {dtype} rewrite would not be a valid model ({str(e).strip().splitlines()[0]}); "
-                            "nothing was written: --keep-op-types / --keep-nodes the ops named") from None
+        if _same_complaint(model, e):
+            logger.warning("the input has this problem already: %s", str(e).strip().splitlines()[0])
+        else:
+            raise RewriterError(f"the {dtype} rewrite would not be a valid model ({str(e).strip().splitlines()[0]}); "
+                                "nothing was written: --keep-op-types / --keep-nodes the ops named") from None
     report = PrecisionReport(dtype, sum(half_by_op.values()), kept, applied, half_by_op,
                              target.name if target is not None else None,
                              None if measured is None else len(measured))
     return result, report
+
+
+def _same_complaint(source: onnx.ModelProto, error: Exception) -> bool:
+    """Whether the source model fails the checker with the same complaint (not the rewrite's doing)."""
+    from rewriter.io.load import check_model
+
+    try:
+        check_model(source, full_check=True)
+    except Exception as e:  # noqa: BLE001
+        return str(e).strip().splitlines()[0] == str(error).strip().splitlines()[0]
+    return False
 
 
 def _set_ir_for_bfloat16(model: onnx.ModelProto, dtype: str) -> None:

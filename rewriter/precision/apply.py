@@ -269,7 +269,8 @@ class _Rewrite:
                         v.type.tensor_type.elem_type = self.half
 
     def splice(self) -> None:
-        for site in self.g.sites:
+        # innermost graphs first: rebuilding a graph's node list copies its nodes, subgraphs included
+        for site in reversed(self.g.sites):
             graph = site.graph
             nodes = list(graph.node)
             out = list(self.front.get(id(graph), []))

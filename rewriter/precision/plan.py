@@ -14,6 +14,7 @@ import dataclasses
 
 import numpy as np
 import onnx
+import onnx.shape_inference
 
 from rewriter.precision.graphs import FLOAT, Graphs, is_constant_node
 from rewriter.precision.slots import HALF_TYPES, NodeSlots, node_slots
@@ -182,6 +183,8 @@ class _Planner:
             allowed = next(s.allowed for s in list(slots.inputs) + list(slots.outputs) if s.param == p)
             if self.half_str not in allowed:
                 return keep(f"{op}-{slots.since_version} has no {self.dtype} (type {p})")
+        if not _infers_in_half(node, slots.since_version, g, half_in, self.dtype):
+            return keep(f"ONNX's type inference refuses {op}-{slots.since_version} in {self.dtype}")
         missing = self.lacks_kernel(op, slots.since_version) if self.lacks_kernel else None
         if missing:
             return keep(missing)
@@ -238,6 +241,9 @@ class _Planner:
                     if e is None:
                         return f"the type of {name!r} is unknown", None, None
                     pos_set.add(i)
+        for i, (s, e) in enumerate(zip(slots.inputs, ins)):  # a free float32 input goes along
+            if s.free and e == FLOAT and self.half_str in s.allowed:
+                half_in.add(i)
         for i, (s, e) in enumerate(zip(slots.outputs, outs)):
             if s.param is not None and s.param not in params and e == FLOAT:
                 return f"{node.op_type}'s output type is set by an attribute", None, None
@@ -259,6 +265,47 @@ class _Planner:
                 continue
             return f"constant {name!r} is outside float16's range"
         return ""
+
+
+_INFERS: dict = {}
+
+
+def _infers_in_half(node: onnx.NodeProto, since: int, g: Graphs, half_in, dtype: str) -> bool:
+    """Whether ONNX's strict type inference takes the node with those inputs in ``dtype`` (some
+    schemas allow a half type that their function body's inference refuses: MVN-9). One
+    single-node probe per op, version and inputs converted."""
+    key = (node.op_type, since, tuple(sorted(half_in)), len(node.input), dtype)
+    if key in _INFERS:
+        return _INFERS[key]
+    from onnx import helper
+
+    half = HALF_TYPES[dtype]
+    inputs, names = [], []
+    for i, name in enumerate(node.input):
+        if not name:
+            names.append("")
+            continue
+        t = onnx.TypeProto()
+        src = g.types.get(name)
+        if src is not None:
+            t.CopyFrom(src)
+        if i in half_in:
+            t.tensor_type.elem_type = half
+        names.append(f"i{i}")
+        inputs.append(helper.make_value_info(f"i{i}", t))
+    probe = helper.make_node(node.op_type, names, [f"o{i}" if o else "" for i, o in enumerate(node.output)],
+                             domain=node.domain)
+    probe.attribute.extend(a for a in node.attribute if a.type not in (onnx.AttributeProto.GRAPH,
+                                                                        onnx.AttributeProto.GRAPHS))
+    model = helper.make_model(helper.make_graph([probe], "probe", inputs, []),
+                              opset_imports=[helper.make_opsetid("", g.opset)])
+    try:
+        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+        ok = True
+    except Exception:  # noqa: BLE001 - any inference complaint
+        ok = False
+    _INFERS[key] = ok
+    return ok
 
 
 def _shape_arithmetic(graphs: Graphs, plans: dict) -> set[int]:
