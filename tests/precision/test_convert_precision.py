@@ -1,0 +1,363 @@
+"""convert --dtype: each bookkeeping point on a small model of its own, run in ONNX Runtime
+against the float32 model (relative L2 error), plus refusals and idempotence."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+import rewriter
+from rewriter.errors import RewriterError
+
+F16_LOWEST = float(np.finfo(np.float16).min)
+
+
+def _model(nodes, inputs, outputs, inits=(), opset=17, functions=()):
+    m = h.make_model(h.make_graph(nodes, "g", inputs, outputs, list(inits)),
+                     opset_imports=[h.make_opsetid("", opset)] + [h.make_opsetid(f.domain, 1) for f in functions],
+                     functions=list(functions))
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+def _vi(name, shape, elem=T.FLOAT):
+    return h.make_tensor_value_info(name, elem, shape)
+
+
+def _run(model, feeds):
+    s = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return s.run(None, feeds)
+
+
+def _rel_l2(a, b):
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(a), 1e-30))
+
+
+def _check_same(source, result, feeds, limit=1e-2):
+    onnx.checker.check_model(result, full_check=True)
+    want, got = _run(source, feeds), _run(result, {k: v.astype(_input_dtype(result, k)) for k, v in feeds.items()})
+    for w, g in zip(want, got):
+        assert np.isfinite(g).all() == np.isfinite(w).all()
+        assert _rel_l2(w, g) <= limit, (_rel_l2(w, g), w, g)
+    return got
+
+
+def _input_dtype(model, name):
+    v = next(i for i in model.graph.input if i.name == name)
+    return onnx.helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type)
+
+
+def _nodes(model, op):
+    return [n for n in model.graph.node if n.op_type == op]
+
+
+def _elem(model, name):
+    for t in model.graph.initializer:
+        if t.name == name:
+            return t.data_type
+    for v in list(model.graph.input) + list(model.graph.output) + list(model.graph.value_info):
+        if v.name == name:
+            return v.type.tensor_type.elem_type
+    return None
+
+
+RNG = np.random.default_rng(0)
+
+
+def _matmul_model():
+    w = nh.from_array(RNG.standard_normal((8, 8)).astype(np.float32), "W")
+    return _model([h.make_node("MatMul", ["x", "W"], ["y"]), h.make_node("Relu", ["y"], ["z"])],
+                  [_vi("x", [2, 8])], [_vi("z", [2, 8])], [w])
+
+
+def test_initializers_become_half_and_io_stays_float32():
+    m = _matmul_model()
+    r = rewriter.convert_precision(m, "float16")
+    assert _elem(r, "W") == T.FLOAT16
+    assert _elem(r, "x") == T.FLOAT and _elem(r, "z") == T.FLOAT
+    assert [n.op_type for n in r.graph.node] == ["Cast", "MatMul", "Relu", "Cast"]
+    _check_same(m, r, {"x": RNG.standard_normal((2, 8)).astype(np.float32)})
+    assert r.graph.initializer[0].ByteSize() < 0.6 * m.graph.initializer[0].ByteSize()
+
+
+def test_no_keep_io_types_makes_inputs_and_outputs_half():
+    m = _matmul_model()
+    r = rewriter.convert_precision(m, "float16", keep_io_types=False)
+    assert _elem(r, "x") == T.FLOAT16 and _elem(r, "z") == T.FLOAT16
+    assert not _nodes(r, "Cast")
+    _check_same(m, r, {"x": RNG.standard_normal((2, 8)).astype(np.float32)})
+
+
+@pytest.mark.parametrize("attr", ["value", "value_float", "value_floats"])
+def test_constant_node_values_are_converted(attr):
+    value = {"value": nh.from_array(np.array([1.5, -2.25], np.float32)), "value_float": 1.5,
+             "value_floats": [1.5, -2.25]}[attr]
+    m = _model([h.make_node("Constant", [], ["c"], **{attr: value}), h.make_node("Mul", ["x", "c"], ["y"])],
+               [_vi("x", [2])], [_vi("y", [2])])
+    r = rewriter.convert_precision(m, "float16")
+    const = _nodes(r, "Constant")[0]
+    assert [a.name for a in const.attribute] == ["value"] and const.attribute[0].t.data_type == T.FLOAT16
+    assert np.ravel(nh.to_array(const.attribute[0].t)).astype(np.float32).tolist() == (
+        [1.5] if attr == "value_float" else [1.5, -2.25])
+    _check_same(m, r, {"x": np.array([3.0, 4.0], np.float32)}, limit=1e-3)
+
+
+def test_constant_of_shape_and_cast_targets():
+    m = _model([h.make_node("Shape", ["x"], ["s"]),
+                h.make_node("ConstantOfShape", ["s"], ["c"], value=nh.from_array(np.array([0.5], np.float32))),
+                h.make_node("Cast", ["n"], ["nf"], to=T.FLOAT),
+                h.make_node("Add", ["c", "nf"], ["a"]), h.make_node("Add", ["a", "x"], ["y"])],
+               [_vi("x", [3, 3]), _vi("n", [3, 3], T.INT32)], [_vi("y", [3, 3])])
+    r = rewriter.convert_precision(m, "float16")
+    assert _nodes(r, "ConstantOfShape")[0].attribute[0].t.data_type == T.FLOAT16
+    cast_n = next(n for n in _nodes(r, "Cast") if n.input[0] == "n")
+    assert cast_n.attribute[0].i == T.FLOAT16
+    feeds = {"x": RNG.standard_normal((3, 3)).astype(np.float32), "n": np.arange(9, dtype=np.int32).reshape(3, 3)}
+    _check_same(m, r, feeds, limit=1e-3)
+
+
+def test_random_and_eye_like_dtypes():
+    from onnx.reference import ReferenceEvaluator
+
+    m = _model([h.make_node("RandomNormalLike", ["x"], ["rnd"], scale=0.0),
+                h.make_node("RandomUniform", [], ["u"], shape=[3, 3], low=0.0, high=0.0),
+                h.make_node("EyeLike", ["x"], ["eye"]),
+                h.make_node("Add", ["rnd", "eye"], ["a"]), h.make_node("Add", ["a", "u"], ["y"])],
+               [_vi("x", [3, 3])], [_vi("y", [3, 3])])
+    r = rewriter.convert_precision(m, "float16")
+    for n in r.graph.node:
+        if n.op_type in ("RandomNormalLike", "RandomUniform", "EyeLike"):
+            assert {a.name: a.i for a in n.attribute}["dtype"] == T.FLOAT16, n.op_type
+    got = ReferenceEvaluator(r).run(None, {"x": np.zeros((3, 3), np.float32)})[0]
+    assert got.dtype == np.float32 and np.array_equal(got, np.eye(3, dtype=np.float32))
+
+
+def test_initializer_read_in_both_types_is_stored_once_per_type():
+    w = nh.from_array(RNG.standard_normal((4,)).astype(np.float32), "W")
+    m = _model([h.make_node("Add", ["x", "W"], ["a"], name="half_add"),
+                h.make_node("Mul", ["a", "W"], ["y"], name="kept_mul")],
+               [_vi("x", [4])], [_vi("y", [4])], [w])
+    r = rewriter.convert_precision(m, "float16", keep_nodes=["kept_mul"])
+    types = sorted(t.data_type for t in r.graph.initializer)
+    assert types == [T.FLOAT, T.FLOAT16]
+    add = next(n for n in r.graph.node if n.name == "half_add")
+    mul = next(n for n in r.graph.node if n.name == "kept_mul")
+    assert _elem(r, add.input[1]) == T.FLOAT16 and mul.input[1] == "W" and _elem(r, "W") == T.FLOAT
+    _check_same(m, r, {"x": RNG.standard_normal(4).astype(np.float32)})
+
+
+def test_keep_op_types_and_reasons():
+    m = _matmul_model()
+    r, report = _proto_report(m, keep_op_types=("Relu",))
+    assert [reason for _, op, reason in report.kept] == ["--keep-op-types"]
+    relu = _nodes(r, "Relu")[0]
+    assert _elem_of_value(r, relu.input[0]) == T.FLOAT  # a Cast back to float32 feeds it
+    _check_same(m, r, {"x": RNG.standard_normal((2, 8)).astype(np.float32)})
+
+
+def _elem_of_value(model, name):
+    inferred = onnx.shape_inference.infer_shapes(model)
+    return {v.name: v.type.tensor_type.elem_type
+            for v in list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output)
+            }.get(name, _elem(model, name))
+
+
+def _proto_report(m, dtype="float16", **kw):
+    from rewriter.precision import convert_precision_proto
+
+    return convert_precision_proto(m, dtype, **kw)
+
+
+def test_no_cast_pair_that_cancels():
+    # a half input cast to float32 by the model itself: the halved Relu reads the half value directly
+    m = _model([h.make_node("Cast", ["x"], ["xf"], to=T.FLOAT), h.make_node("Relu", ["xf"], ["y"])],
+               [_vi("x", [3], T.FLOAT16)], [_vi("y", [3])])
+    r = rewriter.convert_precision(m, "float16")
+    relu = _nodes(r, "Relu")[0]
+    assert relu.input[0] == "x"
+    producers = {o: n for n in r.graph.node for o in n.output}
+    for n in _nodes(r, "Cast"):
+        src = producers.get(n.input[0])
+        assert not (src is not None and src.op_type == "Cast" and n.attribute[0].i == T.FLOAT16
+                    and _elem_of_value(r, src.input[0]) == T.FLOAT16), onnx.printer.to_text(r.graph)
+    x = np.array([-1.0, 0.5, 2.0], np.float16)
+    assert np.array_equal(_run(r, {"x": x})[0], _run(m, {"x": x})[0])
+
+
+def test_resize_scales_stay_float32():
+    scales = nh.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
+    m = _model([h.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest")],
+               [_vi("x", [1, 1, 2, 2])], [_vi("y", [1, 1, 4, 4])], [scales])
+    r = rewriter.convert_precision(m, "float16")
+    assert _elem(r, "scales") == T.FLOAT
+    resize = _nodes(r, "Resize")[0]
+    assert _elem_of_value(r, resize.input[0]) == T.FLOAT16
+    _check_same(m, r, {"x": RNG.standard_normal((1, 1, 2, 2)).astype(np.float32)})
+
+
+@pytest.mark.parametrize("fill", [-1e9, float(np.finfo(np.float32).min)])
+def test_additive_mask_before_softmax_is_clamped(fill):
+    mask = np.where(np.arange(6).reshape(1, 6) % 3 == 0, fill, 0.0).astype(np.float32)
+    m = _model([h.make_node("Add", ["s", "mask"], ["a"]), h.make_node("Softmax", ["a"], ["y"], axis=-1)],
+               [_vi("s", [2, 6])], [_vi("y", [2, 6])], [nh.from_array(mask, "mask")])
+    r, report = _proto_report(m)
+    assert report.applied.constants_clamped == 1 and not report.kept
+    half = nh.to_array(next(t for t in r.graph.initializer if t.name == "mask"))
+    assert half.dtype == np.float16 and half.min() == F16_LOWEST and np.isfinite(half).all()
+    got = _check_same(m, r, {"s": RNG.standard_normal((2, 6)).astype(np.float32)})
+    assert np.all(got[0][:, ::3] == 0)
+
+
+def test_huge_constant_elsewhere_keeps_its_reader_float32():
+    big = nh.from_array(np.array([1e6, 2.0], np.float32), "big")
+    m = _model([h.make_node("Add", ["x", "big"], ["a"], name="add_big"), h.make_node("Relu", ["a"], ["y"])],
+               [_vi("x", [2])], [_vi("y", [2])], [big])
+    r, report = _proto_report(m)
+    assert [(label, reason) for label, _, reason in report.kept] == [
+        ("node 'add_big' (Add)", "constant 'big' is outside float16's range")]
+    assert _elem(r, "big") == T.FLOAT
+    _check_same(m, r, {"x": np.array([1.0, -3.0], np.float32)}, limit=1e-3)
+
+
+def test_tiny_constant_that_would_flush_to_zero_keeps_its_reader_float32():
+    eps = nh.from_array(np.array(1e-12, np.float32), "eps")
+    m = _model([h.make_node("Add", ["x", "eps"], ["a"]), h.make_node("Reciprocal", ["a"], ["y"])],
+               [_vi("x", [2])], [_vi("y", [2])], [eps])
+    r, report = _proto_report(m)
+    assert [op for _, op, _ in report.kept] == ["Add"]
+    _check_same(m, r, {"x": np.array([0.0, 2.0], np.float32)}, limit=1e-3)
+
+
+def test_shape_arithmetic_stays_float32():
+    m = _model([h.make_node("Shape", ["x"], ["s"]), h.make_node("Cast", ["s"], ["sf"], to=T.FLOAT),
+                h.make_node("Mul", ["sf", "k"], ["m"]), h.make_node("Floor", ["m"], ["fl"]),
+                h.make_node("Cast", ["fl"], ["si"], to=T.INT64), h.make_node("Relu", ["x"], ["r"]),
+                h.make_node("Expand", ["r", "si"], ["y"])],
+               [_vi("x", [1, 3])], [_vi("y", [1, 3])], [nh.from_array(np.array([1.0, 1.0], np.float32), "k")])
+    r, report = _proto_report(m)
+    kept = sorted(op for _, op, reason in report.kept if reason.startswith("shape arithmetic"))
+    assert kept == ["Cast", "Floor", "Mul"]
+    assert report.half_by_op == {"Expand": 1, "Relu": 1}
+
+
+def test_if_branches_are_converted():
+    then = h.make_graph([h.make_node("Mul", ["x", "two"], ["t"])], "then", [], [_vi("t", [2])],
+                        [nh.from_array(np.array([2.0, 2.0], np.float32), "two")])
+    other = h.make_graph([h.make_node("Neg", ["x"], ["e"])], "else", [], [_vi("e", [2])])
+    m = _model([h.make_node("Relu", ["x0"], ["x"]), h.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
+               [_vi("x0", [2]), _vi("c", [], T.BOOL)], [_vi("y", [2])])
+    r, report = _proto_report(m)
+    assert report.half_by_op == {"Mul": 1, "Neg": 1, "Relu": 1}
+    if_node = _nodes(r, "If")[0]
+    then_g = if_node.attribute[0].g if if_node.attribute[0].name == "then_branch" else if_node.attribute[1].g
+    assert then_g.initializer[0].data_type == T.FLOAT16
+    for c in (True, False):
+        _check_same(m, r, {"x0": np.array([1.5, -2.0], np.float32), "c": np.array(c)}, limit=1e-3)
+
+
+def test_loop_and_scan_bodies_are_converted():
+    from onnx.backend.test.case.node import collect_testcases
+
+    cases = {c.name: c for c in collect_testcases() if c.name in ("test_scan_sum", "test_loop11", "test_scan9_sum")}
+    assert len(cases) == 3
+    for case in cases.values():
+        r, report = _proto_report(case.model)
+        assert report.half_nodes >= 1
+        inputs, outputs = case.data_sets[0]
+        got = _run(r, {i.name: v for i, v in zip(case.model.graph.input, inputs)})
+        for g, w in zip(got, outputs):  # the case's own expected outputs
+            assert _rel_l2(w, g) <= 1e-2
+
+
+def test_function_call_stays_float32_with_its_body():
+    fn = h.make_function("local", "Twice", ["a"], ["b"], [h.make_node("Add", ["a", "a"], ["b"])],
+                         [h.make_opsetid("", 17)])
+    m = _model([h.make_node("Relu", ["x"], ["r"]), h.make_node("Twice", ["r"], ["y"], domain="local")],
+               [_vi("x", [2])], [_vi("y", [2])], functions=[fn])
+    r, report = _proto_report(m)
+    assert [(op, reason) for _, op, reason in report.kept] == [("Twice", "an op of domain 'local'")]
+    assert r.functions[0] == m.functions[0]
+    _check_same(m, r, {"x": np.array([1.0, -1.0], np.float32)}, limit=1e-3)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_converting_again_changes_nothing(dtype):
+    m = _matmul_model()
+    once = rewriter.convert_precision(m, dtype)
+    twice = rewriter.convert_precision(once, dtype)
+    assert twice.SerializeToString() == once.SerializeToString()
+
+
+def test_bfloat16_is_exact_bookkeeping():
+    m = _matmul_model()
+    r = rewriter.convert_precision(m, "bfloat16")
+    assert _elem(r, "W") == T.BFLOAT16
+    import ml_dtypes
+
+    w = nh.to_array(next(t for t in r.graph.initializer if t.name == "W"))
+    src = nh.to_array(m.graph.initializer[0])
+    assert np.array_equal(np.asarray(w, ml_dtypes.bfloat16), src.astype(ml_dtypes.bfloat16))
+    from onnx.reference import ReferenceEvaluator
+
+    x = RNG.standard_normal((2, 8)).astype(np.float32)
+    got = ReferenceEvaluator(r).run(None, {"x": x})[0]
+    assert _rel_l2(_run(m, {"x": x})[0], got) <= 2e-2
+
+
+def test_refusals():
+    m = _matmul_model()
+    with pytest.raises(RewriterError, match="dtype must be one of float16, bfloat16"):
+        rewriter.convert_precision(m, "float8")
+    with pytest.raises(RewriterError, match="no node named 'nope'"):
+        rewriter.convert_precision(m, "float16", keep_nodes=["nope"])
+
+
+def test_calibration_keeps_overflowing_nodes_float32():
+    from rewriter.precision.calibrate import measure
+
+    k = nh.from_array(np.array(1000.0, np.float32), "k")
+    m = _model([h.make_node("Mul", ["x", "k"], ["a"], name="scale"), h.make_node("Mul", ["a", "a"], ["sq"], name="square"),
+                h.make_node("ReduceMean", ["sq"], ["mean"], keepdims=0), h.make_node("Sqrt", ["mean"], ["y"])],
+               [_vi("x", [16])], [_vi("y", [])], [k])
+    x = np.full(16, 0.9, np.float32)
+    plain = rewriter.convert_precision(m, "float16")
+    from onnx.reference import ReferenceEvaluator  # computes in float16 (ONNX Runtime's CPU may cast back)
+
+    assert not np.isfinite(ReferenceEvaluator(plain).run(None, {"x": x})[0])  # 900^2 overflows float16
+    measured = measure(m, None, feeds={"x": x})
+    assert set(measured) == {"sq", "mean"}
+    r, report = _proto_report(m, measured=measured)
+    assert sorted(op for _, op, reason in report.kept if reason.startswith("calibration")) == [
+        "Mul", "ReduceMean", "Sqrt"]
+    _check_same(m, r, {"x": x}, limit=1e-3)
+
+
+def test_cli_convert_dtype_verify_and_json(tmp_path):
+    src, out = tmp_path / "m.onnx", tmp_path / "m16.onnx"
+    onnx.save(_matmul_model(), src)
+    run = subprocess.run([sys.executable, "-m", "rewriter", "convert", str(src), "--dtype", "float16", "-o", str(out),
+                          "--verify", "--json"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    assert doc["changes"]["precision"]["half_nodes"] == 2
+    assert all(o["ok"] and "relative L2" in o["tolerance"] for o in doc["verification"]["numerics"]["outputs"])
+    assert onnx.load(out).graph.initializer[0].data_type == T.FLOAT16
+
+
+def test_cli_refuses_precision_flags_without_dtype(tmp_path):
+    src = tmp_path / "m.onnx"
+    onnx.save(_matmul_model(), src)
+    run = subprocess.run([sys.executable, "-m", "rewriter", "convert", str(src), "--opset", "18", "--keep-op-types",
+                          "Relu", "-o", str(tmp_path / "o.onnx")], capture_output=True, text=True)
+    assert run.returncode == 2 and run.stderr.strip() == "error: --keep-op-types: only for --dtype, which is not given"
+    assert not (tmp_path / "o.onnx").exists()
