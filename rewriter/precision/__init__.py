@@ -101,8 +101,6 @@ def convert_precision_proto(model: onnx.ModelProto, dtype: str, *, keep_io_types
     result.CopyFrom(model)
     read = tensor_reader(base_dir)
     graphs = Graphs(result)
-    if graphs.opset is None:
-        raise RewriterError("the model imports no default-domain opset: it has no float32 ONNX ops to convert")
     plan = plan_precision(graphs, dtype, keep_op_types=keep_op_types, keep_nodes=keep_nodes,
                           lacks_kernel=_kernel_rule(target, dtype), read_tensor=read, measured=measured)
     unknown = set(keep_nodes) - {n.name for s in graphs.sites for n in s.graph.node}

@@ -22,6 +22,9 @@ from rewriter.precision.slots import HALF_TYPES
 __all__ = ["apply_plan", "Applied"]
 
 ANY = -1  # a reader that takes either type (a free type parameter allowing it)
+# ops whose result does not depend on the float type of their free input (others, such as
+# SequenceInsert's tensor, are tied to another value's type by their inference rule)
+_TYPE_BLIND = frozenset({"Shape", "Size", "Cast", "CastLike", "IsNaN", "IsInf", "NonZero"})
 
 
 @dataclasses.dataclass
@@ -102,7 +105,8 @@ class _Rewrite:
         from rewriter.precision.slots import node_slots
 
         slots = p.slots if p is not None else node_slots(reader, self.g.opset)
-        if slots is not None and i < len(slots.inputs) and slots.inputs[i].free:
+        if (reader.op_type in _TYPE_BLIND and reader.domain in ("", "ai.onnx") and slots is not None
+                and i < len(slots.inputs) and slots.inputs[i].free):
             allowed = slots.inputs[i].allowed
             if f"tensor({self.plan.dtype})" in allowed and "tensor(float)" in allowed:
                 return ANY

@@ -174,6 +174,8 @@ class _Planner:
             return keep(_ALWAYS_FLOAT[op])
         if slots is None:
             return keep(f"no schema for {op} at opset {g.opset}")
+        if 0 in ins or 0 in outs:
+            return keep("sequences, maps and optionals stay float32")
         params, half_in, half_out = self._float_params(node, slots, ins, outs)
         if isinstance(params, str):
             return keep(params)
@@ -230,8 +232,6 @@ class _Planner:
                     continue
                 if e == FLOAT:
                     params.add(s.param)
-                elif e == 0 and f"seq({self.half_str})" in s.allowed:
-                    return f"a sequence of float32 tensors ({node.op_type})", None, None
         if not params:
             return params, half_in, half_out
         for side, names, elems, pos_set in ((slots.inputs, node.input, ins, half_in),
