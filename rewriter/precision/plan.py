@@ -23,6 +23,7 @@ __all__ = ["Plan", "NodePlan", "plan_precision", "ATTRIBUTE_TYPED", "F16_MAX"]
 
 F16_MAX = float(np.finfo(np.float16).max)
 _F16_TINY = 2.0 ** -24  # the smallest float16 subnormal: anything nonzero below it becomes 0
+_F16_NORMAL = 2.0 ** -14  # the smallest normal float16
 INTEGER_TYPES = frozenset({onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32,
                            onnx.TensorProto.INT64, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
                            onnx.TensorProto.UINT32, onnx.TensorProto.UINT64})
@@ -80,10 +81,14 @@ def _attr(node: onnx.NodeProto, name: str):
 
 def _out_of_range(value: np.ndarray) -> bool:
     """Whether a float32 constant loses more than rounding in float16: finite values beyond
-    its range (they become inf), nonzero ones below its smallest subnormal (they become 0)."""
+    its range (they become inf), or all its nonzero values below float16's normal range (an
+    epsilon of 1e-12 becomes 0; a few tiny weights among larger ones flush to 0 harmlessly)."""
     a = np.abs(np.asarray(value, dtype=np.float32))
     a = a[np.isfinite(a)]
-    return bool(((a > F16_MAX) | ((a > 0) & (a < _F16_TINY))).any())
+    if not a.size:
+        return False
+    top = float(a.max())
+    return top > F16_MAX or 0 < top < _F16_NORMAL
 
 
 def _only_huge(value: np.ndarray) -> bool:
