@@ -142,7 +142,8 @@ def convert_opset(model: ModelLike, target_opset: int | str | None = None, *, ml
 
 
 def convert_precision(model: ModelLike, dtype: str = "float16", *, keep_io_types: bool = True,
-                      keep_op_types=(), keep_nodes=(), target: str | None = None) -> Any:
+                      keep_op_types: tuple[str, ...] | list[str] = (), keep_nodes: tuple[str, ...] | list[str] = (),
+                      target: str | None = None) -> Any:
     """Rewrite a model's float32 computation to ``dtype`` ("float16" or "bfloat16").
 
     Initializers, Constant and ConstantOfShape values, Cast targets, random ops' dtypes and

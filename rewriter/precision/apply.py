@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 
 from rewriter.precision.graphs import FLOAT, Graphs, is_constant_node
-from rewriter.precision.plan import F16_MAX, Plan, _attr
+from rewriter.precision.plan import F16_MAX, Plan, attribute
 from rewriter.precision.slots import HALF_TYPES
 
 __all__ = ["apply_plan", "Applied"]
@@ -245,9 +245,9 @@ class _Rewrite:
             node = p.node
             op = node.op_type
             if op == "Cast":
-                _attr(node, "to").i = self.half
+                attribute(node, "to").i = self.half
             elif op == "ConstantOfShape":
-                a = _attr(node, "value")
+                a = attribute(node, "value")
                 value = self.read(a.t) if a is not None else np.zeros([1], np.float32)
                 half = half_tensor(value, self.half, a.t.name if a is not None else "", False)
                 if a is not None:
@@ -256,7 +256,7 @@ class _Rewrite:
                     node.attribute.append(onnx.helper.make_attribute("value", half))
             elif op in ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "EyeLike",
                         "Bernoulli"):
-                a = _attr(node, "dtype")
+                a = attribute(node, "dtype")
                 if a is not None:
                     a.i = self.half
                 else:

@@ -19,7 +19,7 @@ import onnx.shape_inference
 from rewriter.precision.graphs import FLOAT, Graphs, is_constant_node
 from rewriter.precision.slots import HALF_TYPES, NodeSlots, node_slots
 
-__all__ = ["Plan", "NodePlan", "plan_precision", "ATTRIBUTE_TYPED", "F16_MAX"]
+__all__ = ["Plan", "NodePlan", "plan_precision", "ATTRIBUTE_TYPED", "F16_MAX", "attribute"]
 
 F16_MAX = float(np.finfo(np.float16).max)
 _F16_TINY = 2.0 ** -24  # the smallest float16 subnormal: anything nonzero below it becomes 0
@@ -72,7 +72,7 @@ class Plan:
         return p is not None and p.half
 
 
-def _attr(node: onnx.NodeProto, name: str):
+def attribute(node: onnx.NodeProto, name: str):
     for a in node.attribute:
         if a.name == name:
             return a
@@ -208,7 +208,7 @@ class _Planner:
         """Whether an attribute-typed op makes float32: Cast to float from a non-half type,
         the random ops and ConstantOfShape making float, the -Like ops without dtype on float."""
         name, default = ATTRIBUTE_TYPED[node.op_type]
-        a = _attr(node, name)
+        a = attribute(node, name)
         if node.op_type == "ConstantOfShape":
             return (a.t.data_type if a is not None else FLOAT) == FLOAT
         if a is not None:
@@ -259,7 +259,7 @@ class _Planner:
             return ""
         values = [(node.input[i], self.constant(node.input[i])) for i in sorted(half_in)]
         if node.op_type == "ConstantOfShape":
-            a = _attr(node, "value")
+            a = attribute(node, "value")
             if a is not None:
                 values.append((f"{node.name or 'ConstantOfShape'}.value", self.read_tensor(a.t)))
         for name, value in values:
