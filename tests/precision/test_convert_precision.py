@@ -361,3 +361,21 @@ def test_cli_refuses_precision_flags_without_dtype(tmp_path):
                           "Relu", "-o", str(tmp_path / "o.onnx")], capture_output=True, text=True)
     assert run.returncode == 2 and run.stderr.strip() == "error: --keep-op-types: only for --dtype, which is not given"
     assert not (tmp_path / "o.onnx").exists()
+
+
+def test_verify_by_relative_l2_catches_wrong_results():
+    from rewriter.verify.numerics import verify_numerics
+
+    m = _model([h.make_node("Relu", ["x"], ["y"])], [_vi("x", [64])], [_vi("y", [64])])
+    k = nh.from_array(np.array(1.05, np.float32), "k")
+    off = _model([h.make_node("Relu", ["x"], ["r"]), h.make_node("Mul", ["r", "k"], ["y"])],
+                 [_vi("x", [64])], [_vi("y", [64])], [k])
+    half = rewriter.convert_precision(m, "float16", keep_io_types=False)
+    assert verify_numerics(m, half, rel_l2=1e-2).ok  # float16 inputs and outputs compared with float32
+    report = verify_numerics(m, off, rel_l2=1e-2)
+    assert not report.ok and "relative L2 <= 0.01" in report.outputs[0].tolerance
+    assert verify_numerics(m, off, rel_l2=0.1).ok
+    inf = nh.from_array(np.array(np.inf, np.float32), "k")
+    blown = _model([h.make_node("Relu", ["x"], ["r"]), h.make_node("Add", ["r", "k"], ["y"])],
+                   [_vi("x", [64])], [_vi("y", [64])], [inf])
+    assert verify_numerics(m, blown, rel_l2=1e-2).outputs[0].reason == "infinities differ"

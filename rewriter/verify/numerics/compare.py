@@ -298,8 +298,8 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
     with tempfile.TemporaryDirectory(prefix="rewriter-verify-") as directory:
         with _runnable(a, base_dirs[0], directory, "original.onnx") as ra_src, \
                 _runnable(b, base_dirs[1], directory, "rewritten.onnx") as rb_src:
-            pair = _run_pair((a, ra_src), (b, rb_src), feeds, seed,
-                             _cast_feeds(b, feeds) if rel_l2 is not None else feeds)
+            cast = {"feeds_b": _cast_feeds(b, feeds)} if rel_l2 is not None else {}
+            pair = _run_pair((a, ra_src), (b, rb_src), feeds, seed, **cast)
     if isinstance(pair, NumericsReport):
         return pair
     outs_a, be_a, outs_b, be_b, fallback = pair
