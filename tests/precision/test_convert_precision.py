@@ -336,6 +336,9 @@ def test_calibration_keeps_overflowing_nodes_float32():
     assert not np.isfinite(ReferenceEvaluator(plain).run(None, {"x": x})[0])  # 900^2 overflows float16
     measured = measure(m, None, feeds={"x": x})
     assert set(measured) == {"sq", "mean"}
+    # 190^2 = 36100 fits float16 (65504) but not the margin its rounding and sums need (half of it)
+    assert set(measure(m, None, feeds={"x": np.full(16, 0.19, np.float32)})) == {"sq", "mean"}
+    assert measure(m, None, feeds={"x": np.full(16, 0.17, np.float32)}) == {}  # 170^2 = 28900
     r, report = _proto_report(m, measured=measured)
     assert sorted(op for _, op, reason in report.kept if reason.startswith("calibration")) == [
         "Mul", "ReduceMean", "Sqrt"]
