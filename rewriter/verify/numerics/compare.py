@@ -43,6 +43,7 @@ import numpy as np
 import onnx
 
 from rewriter.errors import RewriterError
+from rewriter.verify.numerics.rel_l2 import cast_feeds, compare_rel_l2
 from rewriter.io.base_dir import proto_of
 from rewriter.io.tensors import EXTERNAL, all_tensors
 from rewriter.verify.numerics.isolated import run_isolated
@@ -298,7 +299,7 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
     with tempfile.TemporaryDirectory(prefix="rewriter-verify-") as directory:
         with _runnable(a, base_dirs[0], directory, "original.onnx") as ra_src, \
                 _runnable(b, base_dirs[1], directory, "rewritten.onnx") as rb_src:
-            cast = {"feeds_b": _cast_feeds(b, feeds)} if rel_l2 is not None else {}
+            cast = {"feeds_b": cast_feeds(b, feeds)} if rel_l2 is not None else {}
             pair = _run_pair((a, ra_src), (b, rb_src), feeds, seed, **cast)
     if isinstance(pair, NumericsReport):
         return pair
@@ -317,45 +318,10 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
         elem = a.graph.output[i].type.tensor_type.elem_type or _elem_of(outs_a[i])
         label = name if by_name or names_b[j] == name else f"{name} / {names_b[j]}"
         if rel_l2 is not None and outs_a[i].dtype.kind == "f" and outs_b[j].dtype.kind == "f":
-            comparisons.append(_compare_rel_l2(label, outs_a[i], outs_b[j], rel_l2))
+            comparisons.append(OutputComparison(label, *compare_rel_l2(outs_a[i], outs_b[j], rel_l2)))
             continue
         comparisons.append(_compare(label, elem, outs_a[i], outs_b[j], rtol, atol, scale_atol))
     return NumericsReport(comparisons, be_a, be_b, seed, fallback=fallback)
-
-
-def _cast_feeds(model: onnx.ModelProto, feeds: dict) -> dict:
-    """``feeds`` with each float array cast to the float type ``model``'s input declares."""
-    out = dict(feeds)
-    for v in model.graph.input:
-        elem = v.type.tensor_type.elem_type
-        if v.name in out and out[v.name].dtype.kind == "f" and elem:
-            out[v.name] = out[v.name].astype(onnx.helper.tensor_dtype_to_np_dtype(elem))
-    return out
-
-
-HALF_RMS_FLOOR = 1e-5  # an output whose values all lie near 0 (sigmoid of large negatives) compares by this
-
-
-def _compare_rel_l2(name: str, a: np.ndarray, b: np.ndarray, limit: float) -> OutputComparison:
-    """Relative L2 error of ``b`` against ``a``; NaN and infinities must be where they are in ``a``."""
-    dtype = f"{a.dtype}" if a.dtype == b.dtype else f"{a.dtype} / {b.dtype}"
-    tol = f"relative L2 <= {limit:g}"
-    if a.shape != b.shape:
-        return OutputComparison(name, dtype, None, tol, False, f"shape {a.shape} vs {b.shape}")
-    x, y = a.astype(np.float64), b.astype(np.float64)
-    if not np.array_equal(np.isnan(x), np.isnan(y)):
-        return OutputComparison(name, dtype, None, tol, False, "NaN in different places")
-    if not np.array_equal(np.where(np.isinf(x), x, 0), np.where(np.isinf(y), y, 0)):
-        return OutputComparison(name, dtype, float("inf"), tol, False, "infinities differ")
-    finite = np.isfinite(x)
-    diff = float(np.linalg.norm((y - x)[finite]))
-    norm = float(np.linalg.norm(x[finite]))
-    error = diff / norm if norm > 0 else diff
-    rms = diff / np.sqrt(max(int(finite.sum()), 1))
-    ok = error <= limit or rms <= HALF_RMS_FLOOR  # outputs all near 0: the absolute noise of half precision
-    return OutputComparison(name, dtype, float(np.max(np.abs(y - x)[finite])) if finite.any() else 0.0,
-                            f"{tol} or RMS difference <= {HALF_RMS_FLOOR:g}, measured {error:.2g} (RMS {rms:.2g})",
-                            ok, "" if ok else "beyond tolerance")
 
 
 def _run_pair(first, second, feeds, seed, feeds_b=None):

@@ -1,0 +1,43 @@
+"""Comparing a half-precision rewrite with its float32 source: relative L2 error per output."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+__all__ = ["cast_feeds", "compare_rel_l2", "HALF_RMS_FLOOR"]
+
+HALF_RMS_FLOOR = 1e-5  # an output whose values all lie near 0 (sigmoid of large negatives) compares by this
+
+
+def cast_feeds(model: onnx.ModelProto, feeds: dict) -> dict:
+    """``feeds`` with each float array cast to the float type ``model``'s input declares."""
+    out = dict(feeds)
+    for v in model.graph.input:
+        elem = v.type.tensor_type.elem_type
+        if v.name in out and out[v.name].dtype.kind == "f" and elem:
+            out[v.name] = out[v.name].astype(onnx.helper.tensor_dtype_to_np_dtype(elem))
+    return out
+
+
+def compare_rel_l2(a: np.ndarray, b: np.ndarray, limit: float) -> tuple:
+    """Relative L2 error of ``b`` against ``a``: (dtype text, max abs diff or None, tolerance
+    text, ok, reason); NaN and infinities must be where they are in ``a``."""
+    dtype = f"{a.dtype}" if a.dtype == b.dtype else f"{a.dtype} / {b.dtype}"
+    tol = f"relative L2 <= {limit:g}"
+    if a.shape != b.shape:
+        return (dtype, None, tol, False, f"shape {a.shape} vs {b.shape}")
+    x, y = a.astype(np.float64), b.astype(np.float64)
+    if not np.array_equal(np.isnan(x), np.isnan(y)):
+        return (dtype, None, tol, False, "NaN in different places")
+    if not np.array_equal(np.where(np.isinf(x), x, 0), np.where(np.isinf(y), y, 0)):
+        return (dtype, float("inf"), tol, False, "infinities differ")
+    finite = np.isfinite(x)
+    diff = float(np.linalg.norm((y - x)[finite]))
+    norm = float(np.linalg.norm(x[finite]))
+    error = diff / norm if norm > 0 else diff
+    rms = diff / np.sqrt(max(int(finite.sum()), 1))
+    ok = error <= limit or rms <= HALF_RMS_FLOOR  # outputs all near 0: the absolute noise of half precision
+    return (dtype, float(np.max(np.abs(y - x)[finite])) if finite.any() else 0.0,
+                            f"{tol} or RMS difference <= {HALF_RMS_FLOOR:g}, measured {error:.2g} (RMS {rms:.2g})",
+                            ok, "" if ok else "beyond tolerance")
