@@ -176,7 +176,7 @@ class _Rewrite:
         for reader, i in self.g.readers.get(old, ()):
             reader.input[i] = new
         self.g.readers[new] = self.g.readers.pop(old, [])
-        self.g.producer[new] = producer
+        self.g.producer[new] = self.g.producer.pop(old)  # the Cast made next makes ``old``, in float32
         self.g.defined_in[new] = self.g.defined_in[old]
         self.g.types[new] = self.g.types[old]
         self.g.graph_outputs.add(old)

@@ -382,3 +382,16 @@ def test_verify_by_relative_l2_catches_wrong_results():
     blown = _model([h.make_node("Relu", ["x"], ["r"]), h.make_node("Add", ["r", "k"], ["y"])],
                    [_vi("x", [64])], [_vi("y", [64])], [inf])
     assert verify_numerics(m, blown, rel_l2=1e-2).outputs[0].reason == "infinities differ"
+
+
+def test_graph_output_also_read_inside_the_graph():
+    # the output's producer runs in half: it is renamed, a Cast makes the output's name, and the
+    # other reader takes the half value (nudenet's output0 is read by a Shape too)
+    m = _model([h.make_node("Relu", ["x"], ["z"]), h.make_node("Neg", ["z"], ["n"]), h.make_node("Shape", ["z"], ["s"])],
+               [_vi("x", [2, 3])], [_vi("z", [2, 3]), _vi("n", [2, 3]), _vi("s", [2], T.INT64)])
+    r = rewriter.convert_precision(m, "float16")
+    assert [o.name for o in r.graph.output] == ["z", "n", "s"]
+    neg = _nodes(r, "Neg")[0]
+    assert _elem_of_value(r, neg.input[0]) == T.FLOAT16
+    got = _check_same(m, r, {"x": RNG.standard_normal((2, 3)).astype(np.float32)})
+    assert got[2].tolist() == [2, 3]
