@@ -396,3 +396,17 @@ def test_graph_output_also_read_inside_the_graph():
     assert _elem_of_value(r, neg.input[0]) == T.FLOAT16
     got = _check_same(m, r, {"x": RNG.standard_normal((2, 3)).astype(np.float32)})
     assert got[2].tolist() == [2, 3]
+
+
+def test_target_keeps_ops_without_a_half_kernel_float32():
+    # ONNX Runtime's CPU provider has no float16 EyeLike: without a target the result does not
+    # load there; for the installed release it keeps EyeLike float32 and loads
+    m = _model([h.make_node("EyeLike", ["x"], ["e"]), h.make_node("Add", ["e", "x"], ["y"])],
+               [_vi("x", [3, 3])], [_vi("y", [3, 3])])
+    with pytest.raises(Exception, match="Could not find an implementation for EyeLike"):
+        _run(rewriter.convert_precision(m, "float16"), {"x": np.ones((3, 3), np.float32)})
+    release = ".".join(ort.__version__.split(".")[:2])
+    r, report = _proto_report(m, target=__import__("rewriter.targets", fromlist=["parse_target"]).parse_target(
+        f"onnxruntime=={release}"))
+    assert any(op == "EyeLike" and "no float16 CPU kernel" in reason for _, op, reason in report.kept)
+    _check_same(m, r, {"x": RNG.standard_normal((3, 3)).astype(np.float32)}, limit=1e-6)
