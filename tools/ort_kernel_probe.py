@@ -55,6 +55,48 @@ Output (tools/runtime_data/ort_kernel_probe.json unless --out):
 
 ("type_limited" and "missing_via_function" only where there is something to say.)
 Developer tool; no network.  Takes about a minute for all ten releases.
+
+Half types: ``--dtypes float16,bfloat16 [--current]``
+-----------------------------------------------------
+
+    python tools/ort_kernel_probe.py --dtypes float16,bfloat16 --current [--out FILE] [--data-out FILE] [RELEASE ...]
+
+which schemas have a CPU kernel for float16 / bfloat16.  The same schemas (plus the older
+ones still in force at opset 7, e.g. Relu-6, probed at opset 7 and IR 4), for each type those
+whose type constraints allow it: every type parameter that is float (tensor, seq or optional
+of it) becomes the same form of the half type where allowed, one without float but with
+tensor(half) becomes that; the shape variants as above; when none runs in the half type, the
+type variants move only the other parameters (int64 / int32 indices, ...), never a half one
+back to float.  ``--current`` also measures the onnxruntime of the project's python (as its
+MAJOR.MINOR; it replaces a venv of the same minor in the shipped table, a difference is noted).
+
+A session that loads is not enough: ONNX Runtime's InsertCastTransformer runs even with graph
+optimizations disabled, and a float16 node without a float16 kernel gets Casts to and from
+float32 around it and loads (Add, MatMul, Relu, Conv on x86_64; bfloat16 has no such fallback).
+So each session is made with ``optimized_model_filepath`` and the final graph it saves is read:
+
+* loads, no Cast added, the node still there (or no node left: Constant) -> "kernel";
+* loads, no Cast added, the node expanded into its function body, whose nodes all run in
+  the half type                                                        -> "function";
+* loads with Casts InsertCastTransformer added (named InsertedCast_* in 1.15/1.16,
+  InsertedPrecisionFreeCast_* since 1.17; or more Casts than the model had while the node
+  is kept) -> "cast_fallback" (no half kernel: ORT computes it in float32);
+* "Could not find an implementation for OP(N)", or the float fallback failing ("Failed to
+  find kernel for OP(N)", an error naming an inserted Cast)               -> "missing";
+* any other failure of a model onnx's checker and strict shape inference accept (ORT's own
+  type errors: a function body only valid for float, ...)                  -> "load_error";
+* no variant onnx accepts loads                                           -> "probe_invalid".
+
+A single-node graph measures the kernel registry: ORT's IsIsolatedFp16NodeOnCpu (which moves
+an fp16 node that has a kernel to float32 when every neighbour is cast) needs input edges from
+other nodes and no graph output.  Output: tools/runtime_data/ort_half_probe.json (unless --out)
+with, per release and type, the six parts above as {domain: {op: [since_version, ...]}} (the
+last two as {op: {version: error}}), "type_limited" ({op: {version: "not with ...; with ..."}})
+and "checked"; and the shipped table rewriter/targets/data/onnxruntime_half.json (unless
+--data-out): per release "onnxruntime", "opsets" (NEWEST), per type the versions of "kernel"
+and "function", and "no_kernel" per type ("cast_fallback", "missing", "load_error").
+Kernels differ by platform (arm64 builds register more float16 ones): the source line names it.
+Takes about a minute for both types and all releases.
 """
 
 from __future__ import annotations
@@ -100,19 +142,27 @@ NEWEST = {
     "1.32": {"": 28, ML: 5},
 }
 MIN_VERSION = {"": 7, ML: 1}
+CURRENT = "current"  # the release of the project's own python (--current)
+_ELEM_NAME = {TensorProto.FLOAT: "float", TensorProto.FLOAT16: "float16", TensorProto.BFLOAT16: "bfloat16"}
 
 LOADER = r"""
 import json, os, sys
 import onnxruntime as ort
 ort.set_default_logger_severity(4)
-folder = sys.argv[1]
-names = sys.argv[2:] or sorted(n for n in os.listdir(folder) if n.endswith(".onnx"))
-opts = ort.SessionOptions()
-opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-opts.log_severity_level = 4
+args = sys.argv[1:]
+save = None
+if args[:1] == ["--save"]:  # write each loaded session's final graph to SAVE/<file>
+    save, args = args[1], args[2:]
+folder = args[0]
+names = args[1:] or sorted(n for n in os.listdir(folder) if n.endswith(".onnx"))
 print(json.dumps({"ort": ort.__version__}), flush=True)
 for name in names:
     print(json.dumps({"start": name}), flush=True)
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.log_severity_level = 4
+    if save:
+        opts.optimized_model_filepath = os.path.join(save, name)
     try:
         ort.InferenceSession(os.path.join(folder, name), sess_options=opts, providers=["CPUExecutionProvider"])
         r = {"ok": True}
@@ -123,6 +173,8 @@ for name in names:
 """
 
 MISSING_RE = re.compile(r"Could not find an implementation for ([A-Za-z0-9_]+)\((\d+)\) node")
+# how InsertCastTransformer's float fallback says the node has no kernel for float either (--dtypes)
+FALLBACK_MISSING_RE = re.compile(r"Failed to find kernel for ([A-Za-z0-9_]+)\((\d+)\)")
 
 # --------------------------------------------------------------------------------------------
 # types
@@ -267,6 +319,12 @@ def attributes(op: str, domain: str, v: int, types: dict[str, str], schema) -> d
             a["axes"] = [0]
         elif op == "Upsample" and v < 9:
             a["scales"] = [1.0, 1.0, 2.0, 2.0]
+        elif op == "Slice" and v < 10:  # (schemas before opset 7: --dtypes probes them at opset 7)
+            a.update(starts=[0], ends=[1])
+        elif op == "TopK" and v < 10:
+            a["k"] = 1
+        elif op == "Pad" and v < 11:
+            a["pads"] = [0] * 8  # data of rank 4
         elif op == "Split" and v >= 18:
             a["num_outputs"] = 1
         elif op == "TfIdfVectorizer":
@@ -375,39 +433,43 @@ def _subgraph(name: str, inputs: list[tuple[str, onnx.TypeProto]], outputs: list
     )
 
 
-def control_flow(op: str, v: int, types: dict[str, str], shape) -> tuple[list, dict] | None:
-    """(graph inputs [(name, TypeProto)], attributes) for an op with a subgraph, else None."""
-    f32 = helper.make_tensor_type_proto(TensorProto.FLOAT, shape)
+def control_flow(op: str, v: int, types: dict[str, str], shape,
+                 elem: int = TensorProto.FLOAT) -> tuple[list, dict] | None:
+    """(graph inputs [(name, TypeProto)], attributes) for an op with a subgraph, else None.
+
+    The values passed through are of type ``elem`` (float; the half type in --dtypes mode).
+    """
+    f32 = helper.make_tensor_type_proto(elem, shape)
     scalar = lambda e: helper.make_tensor_type_proto(e, [])  # noqa: E731
     if op == "If":
         branch = lambda tag: _subgraph(  # noqa: E731
-            f"{tag}_branch", [], [(f"{tag}_out", helper.make_tensor_type_proto(TensorProto.FLOAT, [1]))],
-            [_tensor(f"{tag}_out", TensorProto.FLOAT, [1.0 if tag == "then" else 2.0])])
+            f"{tag}_branch", [], [(f"{tag}_out", helper.make_tensor_type_proto(elem, [1]))],
+            [_tensor(f"{tag}_out", elem, [1.0 if tag == "then" else 2.0])])
         return [("cond", scalar(TensorProto.BOOL))], {"then_branch": branch("then"), "else_branch": branch("else")}
     if op == "Loop":
         body = _subgraph(
             "body",
             [("iter", scalar(TensorProto.INT64)), ("cond_in", scalar(TensorProto.BOOL)),
-             ("v_in", helper.make_tensor_type_proto(TensorProto.FLOAT, None))],
-            [("cond_in", scalar(TensorProto.BOOL)), ("v_in", helper.make_tensor_type_proto(TensorProto.FLOAT, None))])
+             ("v_in", helper.make_tensor_type_proto(elem, None))],
+            [("cond_in", scalar(TensorProto.BOOL)), ("v_in", helper.make_tensor_type_proto(elem, None))])
         return ([("M", scalar(TensorProto.INT64)), ("cond", scalar(TensorProto.BOOL)), ("v", f32)],
                 {"body": body})
     if op == "Scan":
         # one state, one scan input; the body returns the state and the scan slice unchanged
         body = _subgraph(
             "body",
-            [("s_in", helper.make_tensor_type_proto(TensorProto.FLOAT, None)),
-             ("x_in", helper.make_tensor_type_proto(TensorProto.FLOAT, None))],
-            [("s_in", helper.make_tensor_type_proto(TensorProto.FLOAT, None)),
-             ("x_in", helper.make_tensor_type_proto(TensorProto.FLOAT, None))])
+            [("s_in", helper.make_tensor_type_proto(elem, None)),
+             ("x_in", helper.make_tensor_type_proto(elem, None))],
+            [("s_in", helper.make_tensor_type_proto(elem, None)),
+             ("x_in", helper.make_tensor_type_proto(elem, None))])
         ins = [("s", f32), ("x", f32)]
         if v == 8:
             ins = [("", None)] + ins
         return ins, {"body": body, "num_scan_inputs": 1}
     if op == "SequenceMap":
-        body = _subgraph("body", [("e_in", helper.make_tensor_type_proto(TensorProto.FLOAT, None))],
-                         [("e_in", helper.make_tensor_type_proto(TensorProto.FLOAT, None))])
-        return [("seq", type_proto("seq(tensor(float))", None))], {"body": body}
+        body = _subgraph("body", [("e_in", helper.make_tensor_type_proto(elem, None))],
+                         [("e_in", helper.make_tensor_type_proto(elem, None))])
+        return [("seq", type_proto(f"seq(tensor({_ELEM_NAME[elem]}))", None))], {"body": body}
     return None
 
 
@@ -431,9 +493,11 @@ def opsets_for(domain: str, v: int) -> list:
     return [helper.make_opsetid("", ML_DEFAULT_OPSET), helper.make_opsetid(domain, v)]
 
 
-def build(schema, v: int, types: dict[str, str], layout: str) -> onnx.ModelProto:
+def build(schema, v: int, types: dict[str, str], layout: str, cf_elem: int = TensorProto.FLOAT,
+          opset: int | None = None) -> onnx.ModelProto:
+    """The single-node model of ``schema`` at opset ``opset`` (default ``v``) of its domain."""
     op, domain = schema.name, schema.domain
-    cf = control_flow(op, v, types, _shape(layout, "x"))
+    cf = control_flow(op, v, types, _shape(layout, "x"), cf_elem)
     graph_inputs: list = []
     node_inputs: list[str] = []
     attrs: dict
@@ -478,9 +542,11 @@ def build(schema, v: int, types: dict[str, str], layout: str) -> onnx.ModelProto
     node = helper.make_node(op, node_inputs, node_outputs, domain=domain, **attrs)
     graph = helper.make_graph(
         [node], f"{op}_{v}", graph_inputs, [helper.make_empty_tensor_value_info(n) for n in node_outputs if n])
-    opsets = opsets_for(domain, v)
-    model = helper.make_model(graph, opset_imports=opsets, ir_version=helper.find_min_ir_version_for(opsets),
-                              producer_name="ort_kernel_probe")
+    opsets = opsets_for(domain, opset or v)
+    ir = helper.find_min_ir_version_for(opsets)
+    if opset is not None and opset > v:
+        ir = max(ir, 4)  # IR 3 wants a subgraph's initializers among its inputs
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=ir, producer_name="ort_kernel_probe")
     # output types: what onnx infers, else the chosen type parameters
     try:
         inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False)
@@ -488,7 +554,8 @@ def build(schema, v: int, types: dict[str, str], layout: str) -> onnx.ModelProto
     except Exception:  # noqa: BLE001
         known = {}
     formal_out = {f"out_{f.name}": f.type_str for f in schema.outputs}
-    formal_out.update(out_state="tensor(float)", out_scan="tensor(float)")
+    cf_type = f"tensor({_ELEM_NAME[cf_elem]})"
+    formal_out.update(out_state=cf_type, out_scan=cf_type)
     for out in model.graph.output:
         t = known.get(out.name)
         if t is not None and t.WhichOneof("value") is not None:
@@ -627,14 +694,24 @@ def make_variants(schema, folder: Path) -> tuple[list[str], list[str], dict[str,
 # running
 
 
-def run_loader(release: str, folder: Path, names: list[str], timeout: float = 1800) -> tuple[dict, str]:
-    """{file: (ok, error)} for each name, loaded by one process of the release's python (restarted after a crash)."""
-    python = old_ort.venvs_dir() / release / "bin" / "python"
+def release_python(release: str) -> str:
+    """The python of the release's venv; CURRENT: the project's own python."""
+    return sys.executable if release == CURRENT else str(old_ort.venvs_dir() / release / "bin" / "python")
+
+
+def run_loader(release: str, folder: Path, names: list[str], timeout: float = 1800,
+               save: Path | None = None) -> tuple[dict, str]:
+    """{file: (ok, error)} for each name, loaded by one process of the release's python (restarted after a crash).
+
+    ``save``: each session's final graph is written to ``save / file`` (``optimized_model_filepath``).
+    """
+    python = release_python(release)
     results: dict[str, tuple[bool, str]] = {}
     version = ""
     todo = list(names)
+    extra = ["--save", str(save)] if save is not None else []
     while todo:
-        proc = subprocess.run([str(python), "-c", LOADER, str(folder), *todo],
+        proc = subprocess.run([python, "-c", LOADER, *extra, str(folder), *todo],
                               capture_output=True, text=True, timeout=timeout)
         started = None
         for line in proc.stdout.splitlines():
@@ -751,13 +828,379 @@ def probe_release(release: str, folder: Path, plan: dict, log) -> dict:
     return out
 
 
+# --------------------------------------------------------------------------------------------
+# --dtypes float16,bfloat16: which schemas have a CPU kernel for a half type
+
+HALF_TYPES = ("float16", "bfloat16")
+HALF_OUT = ROOT / "tools" / "runtime_data" / "ort_half_probe.json"
+HALF_DATA = ROOT / "rewriter" / "targets" / "data" / "onnxruntime_half.json"
+# the names InsertCastTransformer gives its Casts: InsertedCast_X (1.15, 1.16), InsertedPrecisionFreeCast_X (1.17+)
+INSERTED_CAST = re.compile(r"Inserted\w*Cast_")
+_FLOAT_FORMS = ("tensor({})", "seq(tensor({}))", "optional(tensor({}))")
+
+
+def half_types(schema, dtype: str) -> dict[str, str] | None:
+    """The type parameters of the ``dtype`` model of a schema, or None when none allows ``dtype``.
+
+    A type parameter whose default (``choose_types``) is float (tensor, seq or optional of
+    it) becomes the same form of ``dtype`` when the schema allows that; one that does not
+    allow float but allows tensor(dtype) becomes tensor(dtype).  The others keep their default.
+    """
+    types = choose_types(schema)
+    halved = False
+    for tc in schema.type_constraints:
+        p, allowed = tc.type_param_str, list(tc.allowed_type_strs)
+        for form in _FLOAT_FORMS:
+            if types[p] == form.format("float") and form.format(dtype) in allowed:
+                types[p], halved = form.format(dtype), True
+                break
+        else:
+            if "tensor(float)" not in allowed and f"tensor({dtype})" in allowed:
+                types[p], halved = f"tensor({dtype})", True
+    return types if halved else None
+
+
+def half_alternatives(schema, dtype: str, limit: int = 40) -> list[dict[str, str]]:
+    """Other type assignments: each parameter that is not at ``dtype`` through its allowed
+    types, the ``dtype`` ones kept (a kernel that takes the half type only with, say, int64
+    indices still counts; one that takes it only next to float tensors does not: the
+    conversion changes every float tensor of the node)."""
+    base = half_types(schema, dtype)
+    default = choose_types(schema)
+    seen = {tuple(sorted(base.items()))}
+    alts: list[dict[str, str]] = []
+    for tc in schema.type_constraints:
+        p = tc.type_param_str
+        if base[p] != default[p]:
+            continue
+        for t in tc.allowed_type_strs:
+            types = {**base, p: t}
+            key = tuple(sorted(types.items()))
+            if key not in seen:
+                seen.add(key)
+                alts.append(types)
+    return alts[:limit]
+
+
+def half_schemas() -> list:
+    """``schemas_to_probe()`` and the older schemas still in force at opset MIN_VERSION (Relu-6 is
+    Relu up to opset 12): these are probed at opset MIN_VERSION."""
+    out = schemas_to_probe()
+    for s in onnx.defs.get_all_schemas_with_history():
+        low = MIN_VERSION.get(s.domain)
+        if low is None or s.since_version >= low or s.deprecated:
+            continue
+        if s.support_level != onnx.defs.OpSchema.SupportType.COMMON:
+            continue
+        if onnx.defs.get_schema(s.name, low, s.domain).since_version == s.since_version:
+            out.append(s)
+    return sorted(out, key=lambda s: (s.domain, s.name, s.since_version))
+
+
+def make_half_variants(schema, dtype: str, folder: Path) -> tuple[list[str], list[str], dict[str, str], set[str]]:
+    """Like ``make_variants``, for the ``dtype`` model and its ``half_alternatives`` (a schema
+    older than MIN_VERSION at opset MIN_VERSION); also the set of the shape variants that pass
+    ``local_error``."""
+    v = schema.since_version
+    opset = max(v, MIN_VERSION[schema.domain])
+    base = half_types(schema, dtype)
+    cf_elem = elem_type(dtype)
+    prefix = f"{dtype}__{key_of(schema)}"
+    shape_files, bad, seen_bytes, descr = [], [], set(), {}
+    for layout in SHAPE_LAYOUTS:
+        try:
+            m = build(schema, v, base, layout, cf_elem, opset)
+        except Exception:  # noqa: BLE001 - that layout cannot be built
+            continue
+        data = m.SerializeToString()
+        if data in seen_bytes:
+            continue
+        seen_bytes.add(data)
+        name = f"{prefix}__{layout}.onnx"
+        (folder / name).write_bytes(data)
+        descr[name] = describe_types(base)
+        (shape_files if local_error(m) is None else bad).append(name)
+    valid = set(shape_files)
+    shape_files += bad
+    type_files = []
+    for i, types in enumerate(half_alternatives(schema, dtype)):
+        for layout in ("mixed", "none"):
+            try:
+                m = build(schema, v, types, layout, cf_elem, opset)
+            except Exception:  # noqa: BLE001
+                continue
+            if local_error(m) is None:
+                name = f"{prefix}__t{i}_{layout}.onnx"
+                (folder / name).write_bytes(m.SerializeToString())
+                type_files.append(name)
+                descr[name] = describe_types(types)
+                break
+    return shape_files, type_files, descr, valid
+
+
+def _all_nodes(graph: onnx.GraphProto):
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            for g in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs):
+                yield from _all_nodes(g)
+
+
+def how_it_runs(schema, original: Path, saved: Path) -> str:
+    """How a session that loaded runs the node, from the final graph ORT saved.
+
+    "cast": InsertCastTransformer put Casts around it (no kernel for the half type; ORT
+    computes in float32 -- it does so with graph optimizations disabled too): a Cast named as
+    it names them, or, when the node is still there, more Casts than the model had; "function": no
+    Cast was added and the node is gone, expanded into its function body, whose nodes all have
+    half kernels; "kernel": no Cast added and the node is still there (or no node is left at
+    all, as for Constant, which becomes an initializer).
+    """
+    before = onnx.load(str(original), load_external_data=False)
+    after = onnx.load(str(saved), load_external_data=False)
+    nodes = list(_all_nodes(after.graph))
+    norm = lambda d: "" if d in ("", "ai.onnx") else d  # noqa: E731
+    casts = lambda ns: sum(n.op_type == "Cast" and norm(n.domain) == "" for n in ns)  # noqa: E731
+    kept = not nodes or any(n.op_type == schema.name and norm(n.domain) == norm(schema.domain) for n in nodes)
+    if any(n.op_type == "Cast" and INSERTED_CAST.match(n.name) for n in nodes):
+        return "cast"
+    if kept and casts(nodes) > casts(_all_nodes(before.graph)):  # (a function body may hold Casts of its own)
+        return "cast"
+    return "kernel" if kept else "function"
+
+
+def probe_release_half(release: str, dtype: str, folder: Path, plan: dict, log, newest: dict) -> dict:
+    """Classify, for one release and half type, each schema of ``plan`` the release knows.
+
+    Per schema: its shape variants one per round until one loads or reports a missing kernel;
+    a load with a kernel or a function body is the answer; a load through inserted Casts or a
+    missing kernel means the model is valid, and all its type variants follow in one round
+    (one of them running in the half type without Casts: "type_limited").
+    """
+    keys = [k for k, p in plan.items() if p["schema"].since_version <= newest[p["schema"].domain]]
+    state = {k: {"i": 0, "stage": "shape", "errors": [], "missing": None, "cast": None, "base_failed": False,
+                 "ok": None} for k in keys}
+    saved = folder / f"saved-{release}-{dtype}"
+    saved.mkdir(exist_ok=True)
+    version, rounds = "", 0
+    while True:
+        batch: dict[str, str] = {}
+        sent: dict[str, str] = {}
+        for k in keys:
+            st, p = state[k], plan[k]
+            if st["ok"] is not None or st["stage"] == "done":
+                continue
+            if st["stage"] == "shape" and st["i"] >= len(p["shape"]):
+                st["stage"] = "types"
+            if st["stage"] == "shape":
+                batch[p["shape"][st["i"]]] = k
+                sent[k] = "shape"
+            elif p["types"]:
+                batch.update({f: k for f in p["types"]})
+                sent[k] = "types"
+            else:
+                st["stage"] = "done"
+        if not batch:
+            break
+        rounds += 1
+        results, ver = run_loader(release, folder, sorted(batch), save=saved)
+        version = version or ver
+        for f in sorted(batch):
+            k = batch[f]
+            st, schema = state[k], plan[k]["schema"]
+            if st["ok"] is not None:
+                continue
+            ok, err = results[f]
+            if ok:
+                kind = how_it_runs(schema, folder / f, saved / f) if (saved / f).is_file() else "unsaved"
+                if kind in ("kernel", "function"):
+                    st["ok"] = (f, kind)
+                    continue
+                if kind == "unsaved":
+                    err = "loaded, but onnxruntime saved no final graph"
+                else:
+                    st["cast"] = st["cast"] or f
+            miss = None if ok else missing_kernel(err)
+            if miss is None and not ok:  # no half kernel, and InsertCastTransformer's float fallback failed
+                m = FALLBACK_MISSING_RE.search(err)
+                miss = (m.group(1), int(m.group(2))) if m else ("", 0) if INSERTED_CAST.search(err) else None
+            if sent[k] == "shape":
+                if ok and kind == "cast" or miss is not None:
+                    st["base_failed"] = True
+                    if miss is not None and st["missing"] is None:
+                        st["missing"] = (miss, err)
+                    st["stage"] = "types"
+                else:
+                    st["errors"].append((err, f))
+                    st["i"] += 1
+            elif miss is not None and st["missing"] is None:
+                st["missing"] = (miss, err)
+        for k, stage in sent.items():
+            if stage == "types":
+                state[k]["stage"] = "done"
+        log(f"{release} {dtype}: round {rounds}: {len(batch)} models")
+    parts = ("kernel", "function", "cast_fallback", "missing", "load_error", "probe_invalid", "type_limited")
+    out = {"onnxruntime": version, **{part: {"": {}, ML: {}} for part in parts}, "checked": len(keys)}
+    for k in keys:
+        st, p = state[k], plan[k]
+        s, v = p["schema"], p["schema"].since_version
+        d = s.domain
+        if st["ok"] is not None:
+            f, kind = st["ok"]
+            out[kind][d].setdefault(s.name, []).append(v)
+            if st["base_failed"]:
+                out["type_limited"][d].setdefault(s.name, {})[str(v)] = (
+                    f"not with {p['descr'][p['shape'][0]]}; with {p['descr'][f]}")
+        elif st["cast"] is not None:
+            out["cast_fallback"][d].setdefault(s.name, []).append(v)
+        elif st["missing"] is not None:
+            out["missing"][d].setdefault(s.name, []).append(v)
+        else:  # a model onnx takes that the release refuses: it has no kernel (for the half type)
+            valid = [e for e, f in st["errors"] if f in p["valid"]]
+            part = "load_error" if valid else "probe_invalid"
+            err = (valid or [e for e, _ in st["errors"]] or ["no model could be built"])[0]
+            out[part][d].setdefault(s.name, {})[str(v)] = err[:200]
+    for part in parts:
+        for d in out[part]:
+            out[part][d] = dict(sorted(out[part][d].items()))
+    return out
+
+
+def _merge(*tables: dict) -> dict:
+    """{domain: {op: sorted versions}} of the union of tables of that form (op -> list or dict)."""
+    out: dict = {}
+    for table in tables:
+        for d, ops in table.items():
+            for op, vs in ops.items():
+                out.setdefault(d, {}).setdefault(op, set()).update(int(v) for v in vs)
+    return {d: {op: sorted(vs) for op, vs in sorted(ops.items())} for d, ops in out.items()}
+
+
+def shipped_half_data(doc: dict) -> dict:
+    """The compact table rewriter/targets/half_kernels.py reads (its docstring describes it)."""
+    releases = {}
+    for r, per_dtype in doc["releases"].items():
+        first = next(iter(per_dtype.values()))
+        entry = {"onnxruntime": first["onnxruntime"], "opsets": NEWEST[r]}
+        for dtype, res in per_dtype.items():
+            entry[dtype] = _merge(res["kernel"], res["function"])
+        entry["no_kernel"] = {dtype: _merge(res["cast_fallback"], res["missing"], res["load_error"])
+                              for dtype, res in per_dtype.items()}
+        releases[r] = entry
+    return {"source": doc["source"], "releases": releases}
+
+
+def compact_json(obj, indent: int = 0) -> str:
+    """JSON with one line per op: lists, and objects of scalars, stay on one line."""
+    leaf = lambda x: not isinstance(x, (dict, list))  # noqa: E731
+    if isinstance(obj, list) or (isinstance(obj, dict) and all(map(leaf, obj.values()))):
+        return json.dumps(obj)
+    if not isinstance(obj, dict) or not obj:
+        return json.dumps(obj)
+    pad = " " * (indent + 1)
+    items = [f"{pad}{json.dumps(k)}: {compact_json(v, indent + 1)}" for k, v in obj.items()]
+    return "{\n" + ",\n".join(items) + "\n" + " " * indent + "}"
+
+
+def main_half(args, dtypes: list[str], log) -> int:
+    releases = args.releases or [r for r in old_ort.releases() if r in NEWEST]
+    current = None
+    if args.current:
+        import onnxruntime  # the project's own
+
+        current = ".".join(onnxruntime.__version__.split(".")[:2])
+        if current not in NEWEST:
+            print(f"no NEWEST entry for the installed onnxruntime {onnxruntime.__version__}", file=sys.stderr)
+            return 2
+    unknown = [r for r in releases if r not in NEWEST]
+    if unknown:
+        print(f"no NEWEST entry for {unknown}", file=sys.stderr)
+        return 2
+    runs = [(r, r) for r in releases] + ([(CURRENT, current)] if current else [])  # (python, release)
+    with tempfile.TemporaryDirectory(prefix="ort-half-probe-") as tmp:
+        folder = Path(args.keep) if args.keep else Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        plans = {}
+        for dtype in dtypes:
+            plan = {}
+            for s in half_schemas():
+                if half_types(s, dtype) is None:
+                    continue
+                shape, types, descr, valid = make_half_variants(s, dtype, folder)
+                plan[key_of(s)] = {"schema": s, "shape": shape, "types": types, "descr": descr, "valid": valid}
+            plans[dtype] = plan
+            log(f"{dtype}: built models for {len(plan)} schemas into {folder}")
+        with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+            futures = {(py, dtype): pool.submit(probe_release_half, py, dtype, folder, plans[dtype], log, NEWEST[r])
+                       for py, r in runs for dtype in dtypes}
+            results = {key: f.result() for key, f in futures.items()}
+    by_release: dict = {}
+    notes = []
+    for py, release in runs:
+        per = {dtype: results[(py, dtype)] for dtype in dtypes}
+        if py == CURRENT and release in by_release:
+            # the project's onnxruntime and a venv of the same minor release: the data takes the
+            # project's (the tests compare with it); a difference is noted
+            venv = by_release[release]
+            for dtype in dtypes:
+                a, b = shipped_half_data({"source": "", "releases": {release: {dtype: venv[dtype]}}}), \
+                    shipped_half_data({"source": "", "releases": {release: {dtype: per[dtype]}}})
+                same = a["releases"][release][dtype] == b["releases"][release][dtype]
+                notes.append(f"{release} {dtype}: the project's onnxruntime {per[dtype]['onnxruntime']} "
+                             f"{'agrees with' if same else 'DIFFERS from'} the venv's {venv[dtype]['onnxruntime']}")
+        by_release[release] = per
+    by_release = dict(sorted(by_release.items(), key=lambda kv: tuple(int(x) for x in kv[0].split("."))))
+    versions = ", ".join(next(iter(per.values()))["onnxruntime"] for per in by_release.values())
+    import platform
+
+    doc = {
+        "source": f"measured by tools/ort_kernel_probe.py --dtypes {','.join(dtypes)}"
+                  f"{' --current' if current else ''} on {_dt.date.today().isoformat()} with onnxruntime {versions} "
+                  f"(onnx {onnx.__version__} schemas; CPUExecutionProvider of the {platform.system()} "
+                  f"{platform.machine()} wheels, graph optimizations disabled)",
+        "releases": by_release,
+    }
+    if notes:
+        doc["notes"] = notes
+    out = Path(args.out or HALF_OUT)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    log(f"wrote {out}")
+    data = Path(args.data_out or HALF_DATA)
+    data.write_text(compact_json(shipped_half_data(doc)) + "\n")
+    log(f"wrote {data}")
+    for note in notes:
+        print(note)
+    for r, per in by_release.items():
+        for dtype, res in per.items():
+            n = {part: sum(len(x) for t in res[part].values() for x in t.values())
+                 for part in ("kernel", "function", "cast_fallback", "missing", "load_error", "probe_invalid")}
+            ops = len({(d, op) for part in ("kernel", "function") for d, t in res[part].items() for op in t})
+            print(f"{r} ({res['onnxruntime']}) {dtype}: checked {res['checked']}, ops with a kernel {ops}, "
+                  + ", ".join(f"{k} {v}" for k, v in n.items()))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("releases", nargs="*", help="MAJOR.MINOR (default: every working venv with a NEWEST entry)")
-    parser.add_argument("--out", default=str(OUT), help=f"output JSON (default {OUT.relative_to(ROOT)})")
+    parser.add_argument("--out", help=f"output JSON (default {OUT.relative_to(ROOT)}; "
+                                      f"with --dtypes {HALF_OUT.relative_to(ROOT)})")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="releases probed at once")
     parser.add_argument("--keep", help="write the models into this directory (kept) instead of a temporary one")
+    parser.add_argument("--dtypes", help="float16,bfloat16: which schemas have a CPU kernel for these types")
+    parser.add_argument("--current", action="store_true",
+                        help="with --dtypes: also the onnxruntime of this python (its data replaces a venv's)")
+    parser.add_argument("--data-out", help=f"with --dtypes: the shipped table (default {HALF_DATA.relative_to(ROOT)})")
     args = parser.parse_args(argv)
+    if args.dtypes:
+        dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
+        if not dtypes or any(d not in HALF_TYPES for d in dtypes):
+            parser.error(f"--dtypes takes {','.join(HALF_TYPES)}")
+        t0 = time.time()
+        return main_half(args, dtypes, lambda msg: print(f"[{time.time() - t0:7.1f}s] {msg}", file=sys.stderr,
+                                                          flush=True))
+    args.out = args.out or str(OUT)
     releases = args.releases or [r for r in old_ort.releases() if r in NEWEST]
     unknown = [r for r in releases if r not in NEWEST]
     if unknown:

@@ -1,0 +1,101 @@
+"""Which ONNX Runtime CPU kernels take float16 / bfloat16, per release.
+
+From ``data/onnxruntime_half.json``, measured by ``tools/ort_kernel_probe.py --dtypes
+float16,bfloat16 --current`` (its docstring says how; ``tools/runtime_data/README.md`` when).
+Per release ("MAJOR.MINOR")::
+
+    {"onnxruntime": "1.15.1", "opsets": {"": 19, "ai.onnx.ml": 3},
+     "float16": {"": {"Cast": [6, 9, 13], ...}, "ai.onnx.ml": {...}},
+     "bfloat16": {...},
+     "no_kernel": {"float16": {"": {"Add": [7, 13, 14], ...}, ...}, "bfloat16": {...}}}
+
+``float16`` / ``bfloat16`` list the schema since_versions whose single-node model, with every
+float type parameter in that type, runs in it on the CPU execution provider: a kernel of its
+own, or a function body whose nodes all have one. ``no_kernel`` lists the ones measured
+without: no kernel, or only ONNX Runtime's own fallback (Casts to float32 around the node).
+Anything else was not measured. Linux x86_64 wheels: arm64 builds register more float16 kernels.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+
+__all__ = ["has_half_kernel", "half_releases", "HALF_TYPES"]
+
+HALF_TYPES = ("float16", "bfloat16")
+_PATH = os.path.join(os.path.dirname(__file__), "data", "onnxruntime_half.json")
+
+
+def _key(release: str) -> tuple[int, int] | None:
+    parts = release.strip().split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return None
+
+
+@functools.cache
+def _data() -> dict:
+    with open(_PATH, encoding="utf-8") as f:
+        table = json.load(f)
+    return {_key(r): entry for r, entry in table["releases"].items()}
+
+
+def half_releases() -> list[str]:
+    """The measured releases, oldest first."""
+    return [f"{a}.{b}" for a, b in sorted(_data())]
+
+
+def _measured(release: str) -> tuple[dict, bool] | None:
+    """(entry of the nearest measured release at or before ``release`` (else the oldest is
+    not reached: None; newer than all: the newest), whether it is ``release`` itself)."""
+    wanted = _key(release)
+    if wanted is None:
+        return None
+    known = sorted(_data())
+    older = [k for k in known if k <= wanted]
+    if not older:
+        return None
+    return _data()[older[-1]], older[-1] == wanted
+
+
+def _schema(domain: str, op: str, version: int):
+    """onnx's schema of ``op`` in force at ``version`` (None: onnx knows none)."""
+    import onnx.defs
+
+    try:
+        return onnx.defs.get_schema(op, version, domain)
+    except onnx.defs.SchemaError:
+        return None
+
+
+def has_half_kernel(release: str, domain: str, op: str, since_version: int, dtype: str) -> bool | None:
+    """Whether ONNX Runtime ``release`` ("MAJOR.MINOR"; a patch number is ignored) runs ``op``
+    of schema ``since_version`` (an opset version stands for the schema in force at it) in
+    ``dtype`` ("float16" or "bfloat16") on the CPU execution provider, as measured. A release
+    between two measured ones counts as the older, one newer than all as the newest. None
+    when not known (a release older than all, a domain, op or version not measured).
+    ValueError for another dtype."""
+    if dtype not in HALF_TYPES:
+        raise ValueError(f"dtype must be one of {', '.join(HALF_TYPES)}, got {dtype!r}")
+    found = _measured(release)
+    if found is None:
+        return None
+    entry, exact = found
+    domain = "" if domain in ("", "ai.onnx") else domain
+    if domain not in entry[dtype]:
+        return None
+    schema = _schema(domain, op, since_version)
+    version = schema.since_version if schema is not None else since_version
+    if version in entry[dtype][domain].get(op, ()):
+        return True
+    if version in entry["no_kernel"][dtype].get(domain, {}).get(op, ()):
+        return False
+    if schema is not None and not any(f"({dtype})" in t for tc in schema.type_constraints
+                                      for t in tc.allowed_type_strs):
+        return False  # the schema does not take the type
+    if exact and version > entry["opsets"].get(domain, version):
+        return False  # the release does not know that schema version
+    return None
