@@ -77,7 +77,9 @@ So each session is made with ``optimized_model_filepath`` and the final graph it
 
 * loads, no Cast added, the node still there (or no node left: Constant) -> "kernel";
 * loads, no Cast added, the node expanded into its function body, whose nodes all run in
-  the half type                                                        -> "function";
+  the half type -> "function", if it does so with every optional input given too (a body
+  depends on them: Clip-13 without min and max is Identity, with them Less and Where);
+  else what that model does ("function_inputs" says which);
 * loads with Casts InsertCastTransformer added (named InsertedCast_* in 1.15/1.16,
   InsertedPrecisionFreeCast_* since 1.17; or more Casts than the model had while the node
   is kept) -> "cast_fallback" (no half kernel: ORT computes it in float32);
@@ -85,16 +87,17 @@ So each session is made with ``optimized_model_filepath`` and the final graph it
   find kernel for OP(N)", an error naming an inserted Cast)               -> "missing";
 * any other failure of a model onnx's checker and strict shape inference accept (ORT's own
   type errors: a function body only valid for float, ...)                  -> "load_error";
-* no variant onnx accepts loads                                           -> "probe_invalid".
+* only models onnx rejects fail that way (or none could be built)          -> "probe_invalid".
 
 A single-node graph measures the kernel registry: ORT's IsIsolatedFp16NodeOnCpu (which moves
 an fp16 node that has a kernel to float32 when every neighbour is cast) needs input edges from
 other nodes and no graph output.  Output: tools/runtime_data/ort_half_probe.json (unless --out)
 with, per release and type, the six parts above as {domain: {op: [since_version, ...]}} (the
-last two as {op: {version: error}}), "type_limited" ({op: {version: "not with ...; with ..."}})
-and "checked"; and the shipped table rewriter/targets/data/onnxruntime_half.json (unless
---data-out): per release "onnxruntime", "opsets" (NEWEST), per type the versions of "kernel"
-and "function", and "no_kernel" per type ("cast_fallback", "missing", "load_error").
+last two as {op: {version: error}}), "type_limited" ({op: {version: "not with ...; with ..."}}),
+"function_inputs" ({op: {version: note}}) and "checked"; and the shipped table
+rewriter/targets/data/onnxruntime_half.json (unless --data-out): per release "onnxruntime",
+"opsets" (NEWEST), per type the versions of "kernel" and "function", and "no_kernel" per type
+(those of "cast_fallback", "missing", "load_error"); rewriter/targets/half_kernels.py reads it.
 Kernels differ by platform (arm64 builds register more float16 ones): the source line names it.
 Takes about a minute for both types and all releases.
 """
@@ -494,8 +497,9 @@ def opsets_for(domain: str, v: int) -> list:
 
 
 def build(schema, v: int, types: dict[str, str], layout: str, cf_elem: int = TensorProto.FLOAT,
-          opset: int | None = None) -> onnx.ModelProto:
-    """The single-node model of ``schema`` at opset ``opset`` (default ``v``) of its domain."""
+          opset: int | None = None, all_optional: bool = False) -> onnx.ModelProto:
+    """The single-node model of ``schema`` at opset ``opset`` (default ``v``) of its domain
+    (``all_optional``: with every optional input given, too)."""
     op, domain = schema.name, schema.domain
     cf = control_flow(op, v, types, _shape(layout, "x"), cf_elem)
     graph_inputs: list = []
@@ -514,7 +518,7 @@ def build(schema, v: int, types: dict[str, str], layout: str, cf_elem: int = Ten
         # last formal that must be given (required, or optional but kept)
         for i, f in enumerate(formals):
             opt = f.option == onnx.defs.OpSchema.FormalParameterOption.Optional
-            if opt and f.name not in keep:
+            if opt and f.name not in keep and not all_optional:
                 node_inputs.append("")
                 continue
             count = max(1, f.min_arity) if f.option == onnx.defs.OpSchema.FormalParameterOption.Variadic else 1
@@ -897,10 +901,11 @@ def half_schemas() -> list:
     return sorted(out, key=lambda s: (s.domain, s.name, s.since_version))
 
 
-def make_half_variants(schema, dtype: str, folder: Path) -> tuple[list[str], list[str], dict[str, str], set[str]]:
+def make_half_variants(schema, dtype: str, folder: Path) -> dict:
     """Like ``make_variants``, for the ``dtype`` model and its ``half_alternatives`` (a schema
-    older than MIN_VERSION at opset MIN_VERSION); also the set of the shape variants that pass
-    ``local_error``."""
+    older than MIN_VERSION at opset MIN_VERSION): {"shape": files, "types": files, "descr":
+    {file: its types}, "valid": the shape and full variants that pass ``local_error``, "full": the shape
+    variants with every optional input given (none when there is none), valid ones first}."""
     v = schema.since_version
     opset = max(v, MIN_VERSION[schema.domain])
     base = half_types(schema, dtype)
@@ -935,7 +940,23 @@ def make_half_variants(schema, dtype: str, folder: Path) -> tuple[list[str], lis
                 type_files.append(name)
                 descr[name] = describe_types(types)
                 break
-    return shape_files, type_files, descr, valid
+    full, full_bad = [], []
+    if any(f.option == onnx.defs.OpSchema.FormalParameterOption.Optional for f in schema.inputs):
+        for layout in SHAPE_LAYOUTS:
+            try:
+                m = build(schema, v, base, layout, cf_elem, opset, all_optional=True)
+            except Exception:  # noqa: BLE001
+                continue
+            data = m.SerializeToString()
+            if data in seen_bytes:
+                continue
+            seen_bytes.add(data)
+            name = f"{prefix}__full_{layout}.onnx"
+            (folder / name).write_bytes(data)
+            descr[name] = describe_types(base) + ", every optional input"
+            (full if local_error(m) is None else full_bad).append(name)
+    return {"shape": shape_files, "types": type_files, "descr": descr, "valid": valid | set(full),
+            "full": full + full_bad}
 
 
 def _all_nodes(graph: onnx.GraphProto):
@@ -1039,8 +1060,39 @@ def probe_release_half(release: str, dtype: str, folder: Path, plan: dict, log, 
             if stage == "types":
                 state[k]["stage"] = "done"
         log(f"{release} {dtype}: round {rounds}: {len(batch)} models")
+    # a function body depends on which optional inputs are there (Clip-13 without min and max is
+    # Identity, with them Less and Where): a schema that ran as its function body is tried with
+    # every optional input as well, its shape variants one per round until one loads or misses
+    recheck = {k: 0 for k in keys if state[k]["ok"] is not None and state[k]["ok"][1] == "function" and plan[k]["full"]}
+    while recheck:
+        batch = {plan[k]["full"][i]: k for k, i in recheck.items()}
+        results, _ = run_loader(release, folder, sorted(batch), save=saved)
+        rounds += 1
+        for f, k in batch.items():
+            st, schema = state[k], plan[k]["schema"]
+            ok, err = results[f]
+            kind = (how_it_runs(schema, folder / f, saved / f) if (saved / f).is_file() else "unsaved") if ok else None
+            if ok and kind in ("kernel", "function"):
+                del recheck[k]
+                continue
+            missed = not ok and (missing_kernel(err) or FALLBACK_MISSING_RE.search(err) or INSERTED_CAST.search(err))
+            if ok and kind == "cast" or missed or not ok and f in plan[k]["valid"]:
+                st["ok"], st["full_failed"] = None, f
+                if ok:
+                    st["cast"] = f
+                elif missed:
+                    st["missing"] = (missing_kernel(err) or ("", 0), err)
+                else:  # refused though onnx takes it ("load_error")
+                    st["errors"].insert(0, (err, f))
+                del recheck[k]
+                continue
+            recheck[k] += 1
+            if recheck[k] >= len(plan[k]["full"]):  # none loaded: the minimal model's answer stands
+                del recheck[k]
+        log(f"{release} {dtype}: round {rounds}: {len(batch)} models with every optional input")
     parts = ("kernel", "function", "cast_fallback", "missing", "load_error", "probe_invalid", "type_limited")
-    out = {"onnxruntime": version, **{part: {"": {}, ML: {}} for part in parts}, "checked": len(keys)}
+    out = {"onnxruntime": version, **{part: {"": {}, ML: {}} for part in parts}, "checked": len(keys),
+           "function_inputs": {"": {}, ML: {}}}
     for k in keys:
         st, p = state[k], plan[k]
         s, v = p["schema"], p["schema"].since_version
@@ -1059,8 +1111,15 @@ def probe_release_half(release: str, dtype: str, folder: Path, plan: dict, log, 
             valid = [e for e, f in st["errors"] if f in p["valid"]]
             part = "load_error" if valid else "probe_invalid"
             err = (valid or [e for e, _ in st["errors"]] or ["no model could be built"])[0]
-            out[part][d].setdefault(s.name, {})[str(v)] = err[:200]
-    for part in parts:
+            out[part][d].setdefault(s.name, {})[str(v)] = err.replace(f"{folder}{os.sep}", "")[:200]
+        if st.get("full_failed"):
+            out["function_inputs"][d].setdefault(s.name, {})[str(v)] = (
+                "runs as its function body with the required inputs only; with every optional input "
+                + ("through inserted Casts" if st["cast"] else "not at all") + f" ({st['full_failed']})")
+            if not st["cast"] and st["missing"] is None:
+                why = st["errors"][0][0].replace(f"{folder}{os.sep}", "")
+                out["function_inputs"][d][s.name][str(v)] += f": {why[:200]}"
+    for part in (*parts, "function_inputs"):
         for d in out[part]:
             out[part][d] = dict(sorted(out[part][d].items()))
     return out
@@ -1082,9 +1141,10 @@ def shipped_half_data(doc: dict) -> dict:
     for r, per_dtype in doc["releases"].items():
         first = next(iter(per_dtype.values()))
         entry = {"onnxruntime": first["onnxruntime"], "opsets": NEWEST[r]}
-        for dtype, res in per_dtype.items():
-            entry[dtype] = _merge(res["kernel"], res["function"])
-        entry["no_kernel"] = {dtype: _merge(res["cast_fallback"], res["missing"], res["load_error"])
+        for dtype, res in per_dtype.items():  # every domain measured is there, with ops or not
+            entry[dtype] = {d: {} for d in res["kernel"]} | _merge(res["kernel"], res["function"])
+        entry["no_kernel"] = {dtype: {d: {} for d in res["kernel"]}
+                              | _merge(res["cast_fallback"], res["missing"], res["load_error"])
                               for dtype, res in per_dtype.items()}
         releases[r] = entry
     return {"source": doc["source"], "releases": releases}
@@ -1126,8 +1186,7 @@ def main_half(args, dtypes: list[str], log) -> int:
             for s in half_schemas():
                 if half_types(s, dtype) is None:
                     continue
-                shape, types, descr, valid = make_half_variants(s, dtype, folder)
-                plan[key_of(s)] = {"schema": s, "shape": shape, "types": types, "descr": descr, "valid": valid}
+                plan[key_of(s)] = {"schema": s, **make_half_variants(s, dtype, folder)}
             plans[dtype] = plan
             log(f"{dtype}: built models for {len(plan)} schemas into {folder}")
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:

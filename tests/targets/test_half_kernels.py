@@ -37,6 +37,7 @@ CASES = [
     ("Where", 16, [("c", TensorProto.BOOL, [2, 3]), ("a", H, [2, 3]), ("b", H, [2, 3])], {}),
     ("Pad", 21, [("x", H, [2, 3]), ("p", TensorProto.INT64, [4])], {}),
     ("Identity", 21, [("x", H, [2, 3])], {}),
+    ("Clip", 13, [("x", H, [2, 3]), ("lo", H, []), ("hi", H, [])], {}),  # a function body before its kernel
 ]
 
 
