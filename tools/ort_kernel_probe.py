@@ -990,6 +990,11 @@ def how_it_runs(schema, original: Path, saved: Path) -> str:
     return "kernel" if kept else "function"
 
 
+def _stable(error: str, folder: Path) -> str:
+    """An error message without what changes from run to run (the models' folder, addresses)."""
+    return re.sub(r"0x[0-9a-f]{6,}", "0x...", error.replace(f"{folder}{os.sep}", ""))
+
+
 def probe_release_half(release: str, dtype: str, folder: Path, plan: dict, log, newest: dict) -> dict:
     """Classify, for one release and half type, each schema of ``plan`` the release knows.
 
@@ -1111,14 +1116,13 @@ def probe_release_half(release: str, dtype: str, folder: Path, plan: dict, log, 
             valid = [e for e, f in st["errors"] if f in p["valid"]]
             part = "load_error" if valid else "probe_invalid"
             err = (valid or [e for e, _ in st["errors"]] or ["no model could be built"])[0]
-            out[part][d].setdefault(s.name, {})[str(v)] = err.replace(f"{folder}{os.sep}", "")[:200]
+            out[part][d].setdefault(s.name, {})[str(v)] = _stable(err, folder)[:200]
         if st.get("full_failed"):
             out["function_inputs"][d].setdefault(s.name, {})[str(v)] = (
                 "runs as its function body with the required inputs only; with every optional input "
                 + ("through inserted Casts" if st["cast"] else "not at all") + f" ({st['full_failed']})")
             if not st["cast"] and st["missing"] is None:
-                why = st["errors"][0][0].replace(f"{folder}{os.sep}", "")
-                out["function_inputs"][d][s.name][str(v)] += f": {why[:200]}"
+                out["function_inputs"][d][s.name][str(v)] += f": {_stable(st['errors'][0][0], folder)[:200]}"
     for part in (*parts, "function_inputs"):
         for d in out[part]:
             out[part][d] = dict(sorted(out[part][d].items()))
