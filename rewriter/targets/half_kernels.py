@@ -13,7 +13,8 @@ Per release ("MAJOR.MINOR")::
 float type parameter in that type, runs in it on the CPU execution provider: a kernel of its
 own, or a function body whose nodes all have one. ``no_kernel`` lists the ones measured
 without: no kernel, or only ONNX Runtime's own fallback (Casts to float32 around the node).
-Anything else was not measured. Linux x86_64 wheels: arm64 builds register more float16 kernels.
+Of the rest, a schema that does not take the type, or is newer than the release's opset, has
+none; anything else is unknown. Linux x86_64 wheels: arm64 builds register more float16 kernels.
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ def half_releases() -> list[str]:
 
 
 def _measured(release: str) -> tuple[dict, bool] | None:
-    """(entry of the nearest measured release at or before ``release`` (else the oldest is
-    not reached: None; newer than all: the newest), whether it is ``release`` itself)."""
+    """(the entry of the newest measured release not newer than ``release``, whether it is
+    ``release`` itself); None when ``release`` is older than all or not MAJOR.MINOR."""
     wanted = _key(release)
     if wanted is None:
         return None
