@@ -356,11 +356,25 @@ def _first_line(s: str) -> str:
     return " ".join(lines[:3])[:500] if lines else ""
 
 
-def reference(model: dict, threads: int) -> dict:
+def reference(model: dict, threads: int, rtol: float) -> dict:
+    """The float32 source's outputs on the sample, and its "float16 floor": the largest relative
+    L2 error when only the float32 inputs are rounded to float16 (what the Casts at the edge of a
+    keep-io-types conversion do before any float16 arithmetic).  A floor near or above --rtol
+    says the model (with its weights and sample) is ill-conditioned in float16, not the tool."""
     sample = dict(np.load(model["sample"], allow_pickle=False))
     sess = session(model["path"], threads)
     names, outs, _ = run(sess, sample)
-    return {"sample": sample, "names": names, "outputs": outs, "bytes": model_bytes(model["path"])}
+    rounded = {k: (v.astype(np.float16).astype(np.float32) if v.dtype == np.float32 else v) for k, v in sample.items()}
+    floor = None
+    if any(v.dtype == np.float32 for v in sample.values()):
+        _, outs16, _ = run(sess, rounded)
+        _, figures, _ = compare(names, outs, names, outs16, rtol)
+        if any(f.get("verdict") not in ("ok", "error") for f in figures):
+            floor = float("inf")  # another shape, a non-float output changed, NaN/inf appeared
+        else:
+            floor = max([f.get("rel_l2", 0.0) for f in figures], default=0.0)
+    return {"sample": sample, "names": names, "outputs": outs, "bytes": model_bytes(model["path"]),
+            "input_rounding_rel_l2": floor}
 
 
 # ------------------------------------------------------------------ report
@@ -379,19 +393,23 @@ def cell(r: dict) -> str:
     return " ".join(bits)
 
 
-def print_report(models, tools, results, skipped):
+def print_report(models, tools, results, skipped, floors):
     by = {(r["model"], r["tool"]): r for r in results}
     print("\n## Per model (class, size ratio, max relative L2 error over float outputs, tool wall time)\n")
-    head = "| model | MB | " + " | ".join(tools) + " |"
+    print("floor: the source's own error with only its float32 inputs rounded to float16 (inf: a non-float")
+    print("output or a NaN/inf changed); near or above the tolerance, the model is ill-conditioned in float16.\n")
+    head = "| model | MB | floor | " + " | ".join(tools) + " |"
     print(head)
-    print("|" + " --- |" * (2 + len(tools)))
+    print("|" + " --- |" * (3 + len(tools)))
     for m in models:
         if m["name"] in skipped:
-            print(f"| {m['name']} | | " + " | ".join(["(source does not run)"] * len(tools)) + " |")
+            print(f"| {m['name']} | | | " + " | ".join(["(source does not run)"] * len(tools)) + " |")
             continue
         mb = next((r["source_bytes"] for r in results if r["model"] == m["name"] and "source_bytes" in r), None)
         mb = f"{mb / 1e6:.1f}" if mb else ""
-        print(f"| {m['name']} | {mb} | " + " | ".join(cell(by.get((m["name"], t))) for t in tools) + " |")
+        fl = floors.get(m["name"])
+        fl = "" if fl is None else f"{fl:.1e}"
+        print(f"| {m['name']} | {mb} | {fl} | " + " | ".join(cell(by.get((m["name"], t))) for t in tools) + " |")
     print("\n## Summary\n")
     print("| tool | " + " | ".join(CLASSES) + " | total wall s |")
     print("|" + " --- |" * (len(CLASSES) + 2))
@@ -450,7 +468,7 @@ def main(argv=None) -> int:
     refs, skipped = {}, {}
     for m in models:
         try:
-            refs[m["name"]] = reference(m, args.threads)
+            refs[m["name"]] = reference(m, args.threads, args.rtol)
         except Exception as e:  # noqa: BLE001
             skipped[m["name"]] = f"{type(e).__name__}: {e}"[:500]
             print(f"skip {m['name']}: the source does not run: {skipped[m['name']]}", file=sys.stderr)
@@ -480,7 +498,8 @@ def main(argv=None) -> int:
             one(job)
     order = {(m["name"], t): i for i, (m, t) in enumerate(jobs)}
     results.sort(key=lambda r: order[(r["model"], r["tool"])])
-    print_report(models, args.tools, results, skipped)
+    floors = {k: v["input_rounding_rel_l2"] for k, v in refs.items()}
+    print_report(models, args.tools, results, skipped, floors)
     print(f"({time.time() - t0:.0f} s in all)")
     if args.json:
         doc = {"corpus": os.path.abspath(args.corpus), "versions": versions, "tools": args.tools,
@@ -488,7 +507,9 @@ def main(argv=None) -> int:
                "commands": {t: " ".join(tool_command(t, "IN", "OUT", args.venv)) if t != "onnxconverter"
                             else "float16.convert_float_to_float16(onnx.load(IN), keep_io_types=True) -> OUT"
                             for t in args.tools},
-               "models": [{k: m.get(k) for k in ("name", "group", "source")} for m in models],
+               "models": [{**{k: m.get(k) for k in ("name", "group", "source")},
+                           "bytes": refs[m["name"]]["bytes"] if m["name"] in refs else None,
+                           "input_rounding_rel_l2": floors.get(m["name"])} for m in models],
                "skipped": skipped, "summary": summary(results, args.tools), "results": results}
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=1, default=str)
