@@ -73,6 +73,11 @@ TRT_RELEASES = {
               "parsers/onnx pinned by NVIDIA/TensorRT tag v10.16 (52399f555c2f); file from the stored-file index",
               None),
 }
+# releases whose third_party/onnx pin could not be read: the onnx release their docs name, and where
+TRT_IR_FROM_DOCS = {
+    "10.16": ("1.18.0", "onnx-tensorrt docs/Changelog.md at 6bde6596: 10.11 \"Updated ONNX version to `1.18`\", "
+                        "no later onnx update through 10.16; NVIDIA/TensorRT v10.16's samples pin onnx==1.18.0"),
+}
 TRT_MIN_OPSET_8X = 7  # ModelImporter.cpp on 8.5-GA/8.6-GA: "TensorRT supports ONNX graphs generated with at least opset 7"
 
 
@@ -298,6 +303,8 @@ def build_tensorrt(trt_git: str, onnx_git: str, md_files: dict) -> dict:
                     "onnx_submodule": onnx_commit, "onnx_submodule_at": ir_from,
                     "supported": parsed["supported"],
                     "unsupported": parsed["unsupported"], "restrictions": parsed["restrictions"]}
+        out[key].update(_ir_note(key, out[key]))
+        out[key].update(_rules(out[key]))
     src = ("onnx/onnx-tensorrt docs/operators.md on release branches at "
            + ", ".join(f"{k} {v[0] or 'NVIDIA/TensorRT v' + k + ' pin'}@{v[1][:12]}" for k, v in TRT_RELEASES.items())
            + "; ir_version = IR_VERSION of the onnx release third_party/onnx pins (onnx.helper.VERSION_TABLE, "
@@ -306,14 +313,60 @@ def build_tensorrt(trt_git: str, onnx_git: str, md_files: dict) -> dict:
     return {"source": src, "releases": out}
 
 
+def _rules(entry: dict) -> dict:
+    """``rules`` / ``unchecked``: the release's Restrictions column clause by clause
+    (``trt_restrictions.py``), only for the ops it supports."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from trt_restrictions import structure
+
+    rules, unchecked = structure({op: t for op, t in entry["restrictions"].items() if op in entry["supported"]})
+    return {"rules": rules, "unchecked": unchecked}
+
+
+def _ir_note(key: str, entry: dict) -> dict:
+    """The IR version of a release whose third_party/onnx pin could not be read (TRT_IR_FROM_DOCS)."""
+    if entry["ir_version"] is not None or key not in TRT_IR_FROM_DOCS:
+        return {}
+    onnx_release, why = TRT_IR_FROM_DOCS[key]
+    ir = onnx_version_row(onnx_release)[1]
+    top = entry["opsets"][""][1]
+    needed = _opset_ir(top)
+    return {"onnx": onnx_release, "ir_version": max(ir, needed),
+            "ir_version_from": f"{why}; onnx {onnx_release} has IR {ir} (onnx.helper.VERSION_TABLE)"
+                               + (f", and the header's newest opset {top} needs IR {needed} "
+                                  "(onnx.helper.find_min_ir_version_for), which the parser takes: it only logs "
+                                  "the IR version (ModelImporter.cpp)" if needed > ir else "")}
+
+
+def _opset_ir(opset: int) -> int:
+    import onnx.helper
+
+    return onnx.helper.find_min_ir_version_for([onnx.helper.make_opsetid("", opset)])
+
+
+def restructure(path: str) -> None:
+    """Rewrite ``rules`` / ``unchecked`` (and the IR version of TRT_IR_FROM_DOCS releases) of the
+    shipped tensorrt.json from its own ``restrictions`` text; no git needed."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    for key, entry in data["releases"].items():
+        for k in ("rules", "unchecked"):
+            entry.pop(k, None)
+        entry.update(_ir_note(key, entry))
+        entry.update(_rules(entry))
+    write_json(data, os.path.basename(path))
+
+
 def _inline(v) -> bool:
     scalar = lambda x: x is None or isinstance(x, (bool, int, float, str))  # noqa: E731
     return isinstance(v, list) and all(scalar(x) or (isinstance(x, list) and all(map(scalar, x))) for x in v)
 
 
 def _dump(v, indent: int = 0) -> str:
-    """JSON with one op (and its list of ranges) per line."""
+    """JSON with one op (and its list of ranges) per line, one restriction rule per line."""
     pad = " " * (indent + 1)
+    if isinstance(v, dict) and ("kind" in v or "note" in v):  # a restriction rule: one line
+        return json.dumps(v)
     if isinstance(v, dict) and v:
         items = [f"{pad}{json.dumps(k)}: {_dump(x, indent + 1)}" for k, x in v.items()]
         return "{\n" + ",\n".join(items) + "\n" + " " * indent + "}"
@@ -348,15 +401,18 @@ def check(path: str) -> None:
             print(f"  {key}: opsets {opsets} ir {e['ir_version']} cpu_ops {ops}"
                   f" ({e['cpu_ops_source']['ref']})")
         elif "supported" in e:
+            rules = sum(len(r) for r in e.get("rules", {}).values())
+            notes = sum(len(r) for r in e.get("unchecked", {}).values())
             print(f"  {key}: opsets {opsets} ir {e['ir_version']} supported {len(e['supported'])}"
-                  f" unsupported {len(e['unsupported'])} restrictions {len(e['restrictions'])} ({e['branch']})")
+                  f" unsupported {len(e['unsupported'])} restrictions {len(e['restrictions'])}"
+                  f" (rules {rules}, unchecked {notes}) ({e['branch']})")
         else:
             print(f"  {key}: opsets {opsets} ir {e['ir_version']} onnx {e['onnx']}")
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("mode", nargs="?", choices=["check", "build"], default="check")
+    p.add_argument("mode", nargs="?", choices=["check", "build", "restrictions"], default="check")
     p.add_argument("--ort-git", action="append", default=[], help="an onnxruntime git dir (repeatable)")
     p.add_argument("--trt-git", help="an onnx-tensorrt git dir")
     p.add_argument("--onnx-git", help="an onnx git dir (to name the onnx third_party/onnx pins)")
@@ -370,6 +426,8 @@ def main(argv=None) -> int:
                 p.error("--trt-git needs --onnx-git")
             md = dict(s.split("=", 1) for s in a.trt_md)
             write_json(build_tensorrt(a.trt_git, a.onnx_git, md), "tensorrt.json")
+    if a.mode == "restrictions":
+        restructure(os.path.join(DATA, "tensorrt.json"))
     for name in ("onnxruntime.json", "tensorrt.json"):
         path = os.path.join(DATA, name)
         if os.path.exists(path):
