@@ -3,8 +3,8 @@
 :func:`convert_precision` plans every node of every graph (:mod:`.plan`: what runs in half
 and why the rest stays float32), rewrites types, constants, attributes and the Casts at the
 boundary (:mod:`.apply`), and holds the result to the ONNX checker and strict shape
-inference before returning it. Model-local function bodies are left as they are: a call
-stays float32 at its boundary.
+inference before returning it. A call of a model-local function runs in half through a copy of
+the function specialized to it and converted the same way (:mod:`.functions`).
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ class PrecisionReport:
         lines.append(f"casts inserted: {a.casts}; constants converted {a.constants_converted}, stored in both "
                      f"types {a.constants_duplicated}, clamped to float16's range {a.constants_clamped}"
                      + (f"; casts back to {self.dtype} avoided {a.cancelled_casts}" if a.cancelled_casts else ""))
+        if a.function_calls:
+            lines.append(f"calls of local functions through {self.dtype} copies: {a.function_calls}")
         if self.calibrated is not None:
             lines.append(f"calibration: {self.calibrated} value(s) measured beyond {self.dtype}'s range")
         return lines
@@ -63,7 +65,7 @@ class PrecisionReport:
                 "casts_inserted": self.applied.casts, "constants_converted": self.applied.constants_converted,
                 "constants_duplicated": self.applied.constants_duplicated,
                 "constants_clamped": self.applied.constants_clamped,
-                "casts_avoided": self.applied.cancelled_casts, "target": self.target,
+                "casts_avoided": self.applied.cancelled_casts, "function_calls": self.applied.function_calls, "target": self.target,
                 "calibrated": self.calibrated}
 
 
@@ -86,7 +88,8 @@ def _kernel_rule(target, dtype: str):
 
 def convert_precision_proto(model: onnx.ModelProto, dtype: str, *, keep_io_types: bool = True,
                             keep_op_types=(), keep_nodes=(), target=None, base_dir: str | None = None,
-                            measured: dict | None = None) -> tuple[onnx.ModelProto, PrecisionReport]:
+                            measured: dict | None = None, _function_names: set | None = None,
+                            ) -> tuple[onnx.ModelProto, PrecisionReport]:
     """A copy of ``model`` with its float32 computation in ``dtype``, and what was done.
 
     ``target`` is a :class:`rewriter.targets.Target` (or None); ``measured`` maps value names to
@@ -101,10 +104,22 @@ def convert_precision_proto(model: onnx.ModelProto, dtype: str, *, keep_io_types
     result.CopyFrom(model)
     read = tensor_reader(base_dir)
     graphs = Graphs(result)
+    calls = None
+    if result.functions:
+        from rewriter.precision.functions import FunctionCalls
+
+        def convert_body(standalone: onnx.ModelProto):
+            return convert_precision_proto(standalone, dtype, keep_io_types=False, keep_op_types=keep_op_types,
+                                           keep_nodes=keep_nodes, target=target, base_dir=base_dir,
+                                           _function_names=calls.names)
+
+        calls = FunctionCalls(result, dtype, convert_body, _function_names)
     plan = plan_precision(graphs, dtype, keep_op_types=keep_op_types, keep_nodes=keep_nodes,
-                          lacks_kernel=_kernel_rule(target, dtype), read_tensor=read, measured=measured)
-    unknown = set(keep_nodes) - {n.name for s in graphs.sites for n in s.graph.node}
-    if unknown:
+                          lacks_kernel=_kernel_rule(target, dtype), read_tensor=read, measured=measured,
+                          calls=calls)
+    known = {n.name for s in graphs.sites for n in s.graph.node} | {n.name for f in result.functions for n in f.node}
+    unknown = set(keep_nodes) - known
+    if unknown and _function_names is None:  # (a function body's conversion sees only its own nodes)
         raise RewriterError(f"--keep-nodes: no node named {', '.join(repr(n) for n in sorted(unknown))} in the model")
     from rewriter.graph.traversal import node_label
 
@@ -115,7 +130,9 @@ def convert_precision_proto(model: onnx.ModelProto, dtype: str, *, keep_io_types
             half_by_op[p.node.op_type] = half_by_op.get(p.node.op_type, 0) + 1
         else:
             kept.append((node_label(p.node), p.node.op_type, p.reason))
+    function_calls = calls.finish(result, plan) if calls is not None else 0
     applied = apply_plan(result, graphs, plan, keep_io_types=keep_io_types, read_tensor=read)
+    applied.function_calls = function_calls
     _set_ir_for_bfloat16(result, dtype)
     try:
         check_model(result, full_check=True)

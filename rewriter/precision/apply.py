@@ -36,6 +36,7 @@ class Applied:
     constants_duplicated: int = 0
     constants_clamped: int = 0
     cancelled_casts: int = 0
+    function_calls: int = 0  # calls of local functions rewritten to half copies
 
 
 def half_tensor(value: np.ndarray, elem: int, name: str, clamp: bool) -> onnx.TensorProto:

@@ -100,8 +100,9 @@ def _only_huge(value: np.ndarray) -> bool:
 
 class _Planner:
     def __init__(self, graphs: Graphs, dtype: str, keep_op_types, keep_nodes, lacks_kernel, read_tensor,
-                 measured_out_of_range):
+                 measured_out_of_range, calls=None):
         self.g = graphs
+        self.calls = calls  # FunctionCalls: the model's local functions, or None
         self.dtype = dtype
         self.half_str = f"tensor({dtype})"
         self.keep_op_types = frozenset(keep_op_types)
@@ -171,6 +172,8 @@ class _Planner:
             return keep("--keep-nodes")
         if op in self.keep_op_types:
             return keep("--keep-op-types")
+        if self.calls is not None and self.calls.is_call(node):
+            return self._call_plan(node, ins, outs)
         if not default:
             return keep(f"an op of domain '{node.domain}'")
         if op in CONTROL_FLOW:
@@ -203,6 +206,19 @@ class _Planner:
         if reason:
             return keep(reason)
         return NodePlan(node, slots, True, "", frozenset(half_in), frozenset(half_out))
+
+    def _call_plan(self, node: onnx.NodeProto, ins, outs) -> NodePlan:
+        """A call of a local function: half through a specialized copy of its function."""
+        for name in node.output:
+            seen = self.measured.get(name)
+            if seen is not None:
+                return NodePlan(node, None, False, f"calibration: {name!r} reached {seen:.3g}, beyond "
+                                f"{self.dtype}'s range")
+        copy, reason = self.calls.specialize(node, self.g.types)
+        if copy is None:
+            return NodePlan(node, None, False, reason)
+        return NodePlan(node, None, True, "", frozenset(i for i, e in enumerate(ins) if e == FLOAT),
+                        frozenset(i for i, e in enumerate(outs) if e == FLOAT))
 
     def _attribute_float(self, node: onnx.NodeProto, ins) -> bool:
         """Whether an attribute-typed op makes float32: Cast to float from a non-half type,
@@ -359,10 +375,11 @@ def _shape_arithmetic(graphs: Graphs, plans: dict) -> set[int]:
 
 
 def plan_precision(graphs: Graphs, dtype: str, *, keep_op_types=(), keep_nodes=(), lacks_kernel=None,
-                   read_tensor=None, measured=None) -> Plan:
+                   read_tensor=None, measured=None, calls=None) -> Plan:
     """Decide, for every node of every graph that computes in float32, whether it runs in
-    ``dtype`` ("float16" or "bfloat16"), and why not."""
-    planner = _Planner(graphs, dtype, keep_op_types, keep_nodes, lacks_kernel, read_tensor, measured)
+    ``dtype`` ("float16" or "bfloat16"), and why not. ``calls`` (a FunctionCalls) lets calls of
+    local functions run in half through specialized copies."""
+    planner = _Planner(graphs, dtype, keep_op_types, keep_nodes, lacks_kernel, read_tensor, measured, calls)
     plans: dict[int, NodePlan] = {}
     for site in graphs.sites:
         for node in site.graph.node:

@@ -279,15 +279,89 @@ def test_loop_and_scan_bodies_are_converted():
             assert _rel_l2(w, g) <= 1e-2
 
 
-def test_function_call_stays_float32_with_its_body():
-    fn = h.make_function("local", "Twice", ["a"], ["b"], [h.make_node("Add", ["a", "a"], ["b"])],
-                         [h.make_opsetid("", 17)])
-    m = _model([h.make_node("Relu", ["x"], ["r"]), h.make_node("Twice", ["r"], ["y"], domain="local")],
-               [_vi("x", [2])], [_vi("y", [2])], functions=[fn])
+def _scaled_function():
+    """A local function with a Constant (value_float), a Cast to float and an attribute
+    reference: every float32 place a body has."""
+    alpha = h.make_attribute_ref("alpha", onnx.AttributeProto.FLOAT)
+    leaky = h.make_node("LeakyRelu", ["a"], ["l"])
+    leaky.attribute.append(alpha)
+    body = [leaky, h.make_node("Constant", [], ["eps"], value_float=0.5),
+            h.make_node("Add", ["l", "eps"], ["s"]), h.make_node("Cast", ["s"], ["c"], to=T.FLOAT),
+            h.make_node("Mul", ["c", "a"], ["b"])]
+    return h.make_function("local", "Scaled", ["a"], ["b"], body, [h.make_opsetid("", 17)], attributes=["alpha"])
+
+
+def test_function_calls_run_in_half_through_specialized_copies():
+    fn = _scaled_function()
+    nodes = [h.make_node("Relu", ["x"], ["r"]),
+             h.make_node("Scaled", ["r"], ["y1"], domain="local", name="one", alpha=0.1),
+             h.make_node("Scaled", ["r"], ["y2"], domain="local", name="two", alpha=0.2),
+             h.make_node("Scaled", ["r"], ["y3"], domain="local", name="three", alpha=0.1)]
+    m = _model(nodes, [_vi("x", [4])], [_vi("y1", [4]), _vi("y2", [4]), _vi("y3", [4])], functions=[fn])
     r, report = _proto_report(m)
-    assert [(op, reason) for _, op, reason in report.kept] == [("Twice", "an op of domain 'local'")]
-    assert r.functions[0] == m.functions[0]
-    _check_same(m, r, {"x": np.array([1.0, -1.0], np.float32)}, limit=1e-3)
+    assert report.kept == [] and report.applied.function_calls == 3
+    calls = {n.name: n for n in r.graph.node if n.domain == "local"}
+    assert calls["one"].op_type == calls["three"].op_type != calls["two"].op_type  # one copy per alpha
+    assert all(not n.attribute for n in calls.values())
+    copies = {f.name: f for f in r.functions}
+    assert set(copies) == {calls["one"].op_type, calls["two"].op_type}  # the original: no call names it now
+    for f in copies.values():
+        const = next(n for n in f.node if n.op_type == "Constant")
+        assert const.attribute[0].t.data_type == T.FLOAT16
+        assert [a.i for n in f.node if n.op_type == "Cast" for a in n.attribute] == [T.FLOAT16]
+        assert not any(a.ref_attr_name for n in f.node for a in n.attribute)
+    # the calls read and make float16: the Casts are at the model's edge only
+    assert [n.attribute[0].i for n in r.graph.node if n.op_type == "Cast"] == [T.FLOAT16] + [T.FLOAT] * 3
+    x = np.array([1.5, -2.0, 0.25, -0.5], np.float32)
+    got = _check_same(m, r, {"x": x}, limit=1e-3)
+    assert np.allclose(got[0], np.where(x > 0, x, 0) * (np.where(x > 0, x, 0) + 0.5), rtol=1e-3)
+    twice = rewriter.convert_precision(r, "float16")
+    assert twice.SerializeToString() == r.SerializeToString()
+
+
+def test_function_call_kept_by_the_user_keeps_the_original():
+    fn = _scaled_function()
+    nodes = [h.make_node("Scaled", ["x"], ["y1"], domain="local", name="one", alpha=0.1),
+             h.make_node("Scaled", ["x"], ["y2"], domain="local", name="two", alpha=0.1)]
+    m = _model(nodes, [_vi("x", [4])], [_vi("y1", [4]), _vi("y2", [4])], functions=[fn])
+    r, report = _proto_report(m, keep_nodes=["two"])
+    assert [(label, reason) for label, _, reason in report.kept] == [("node 'two' (Scaled)", "--keep-nodes")]
+    names = {f.name for f in r.functions}
+    assert names == {"Scaled", "Scaled_float16"}
+    assert {n.name: n.op_type for n in r.graph.node if n.domain == "local"} == {"one": "Scaled_float16",
+                                                                                 "two": "Scaled"}
+    _check_same(m, r, {"x": np.array([1.5, -2.0, 0.25, -0.5], np.float32)}, limit=1e-3)
+
+
+def test_nested_function_calls_get_copies_at_every_level():
+    inner = h.make_function("local", "Inner", ["a"], ["b"],
+                            [h.make_node("Constant", [], ["k"], value_floats=[3.0]),
+                             h.make_node("Mul", ["a", "k"], ["b"])], [h.make_opsetid("", 17)])
+    outer = h.make_function("local", "Outer", ["a"], ["b"],
+                            [h.make_node("Inner", ["a"], ["t"], domain="local"), h.make_node("Sqrt", ["t"], ["b"])],
+                            [h.make_opsetid("", 17), h.make_opsetid("local", 1)])
+    m = _model([h.make_node("Outer", ["x"], ["y"], domain="local")], [_vi("x", [3])], [_vi("y", [3])],
+               functions=[inner, outer])
+    r, report = _proto_report(m)
+    assert report.kept == []
+    assert sorted(f.name for f in r.functions) == ["Inner_float16", "Outer_float16"]
+    body = next(f for f in r.functions if f.name == "Outer_float16")
+    assert [n.op_type for n in body.node] == ["Inner_float16", "Sqrt"]
+    _check_same(m, r, {"x": np.array([1.0, 4.0, 9.0], np.float32)}, limit=1e-3)
+
+
+def test_function_with_nothing_in_half_stays_float32():
+    fn = h.make_function("local", "Positions", ["n"], ["p"],
+                         [h.make_node("Constant", [], ["zero"], value_float=0.0),
+                          h.make_node("Constant", [], ["one"], value_float=1.0),
+                          h.make_node("Range", ["zero", "n", "one"], ["p"])], [h.make_opsetid("", 17)])
+    m = _model([h.make_node("Positions", ["x"], ["y"], domain="local")], [_vi("x", [])], [_vi("y", [None])],
+               functions=[fn])
+    r, report = _proto_report(m)
+    assert [(op, reason) for _, op, reason in report.kept] == [
+        ("Positions", "no node of its function 'Positions' runs in float16")]
+    assert list(r.functions) == list(m.functions)
+    _check_same(m, r, {"x": np.array(4.0, np.float32)}, limit=0)
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

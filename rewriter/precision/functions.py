@@ -1,0 +1,180 @@
+"""Calls of model-local functions in half precision.
+
+A function's body has no types of its own: it computes in whatever its call feeds it, and its
+Constant and Cast nodes say float32 where they mean it. So a call that computes in float32 is
+rewritten through a copy of its function *specialized* to the call (its attributes' values
+substituted, its inputs' types fixed) and converted as a model of its own with float inputs and
+outputs in half precision, by the same planner and rewrite as the main graph. The call then
+reads and makes half values and names the copy; calls whose copy would run no node in half (or
+would not be valid) stay float32 with the reason. Identical calls share one copy; the original
+function stays while a call still names it.
+"""
+
+from __future__ import annotations
+
+import onnx
+
+from rewriter.graph.traversal import subgraphs
+
+__all__ = ["FunctionCalls"]
+
+
+def _key(f) -> tuple[str, str, str]:
+    return (f.domain, f.name, getattr(f, "overload", ""))
+
+
+class FunctionCalls:
+    """The model's local functions and their half-precision copies, made on demand."""
+
+    def __init__(self, model: onnx.ModelProto, dtype: str, convert, names: set | None = None):
+        self.model = model
+        self.dtype = dtype
+        self.convert = convert  # (standalone ModelProto) -> (converted ModelProto, report)
+        self.functions = {_key(f): f for f in model.functions}
+        self._made: dict = {}  # specialization key -> (FunctionProto | None, reason)
+        self.calls: dict[int, onnx.FunctionProto] = {}  # id(call node) -> the copy it names now
+        self.new: list[onnx.FunctionProto] = []
+        # function names taken, shared with the conversions of bodies (their nested copies)
+        self.names = names if names is not None else set()
+        self.names.update(f.name for f in model.functions)
+
+    def is_call(self, node: onnx.NodeProto) -> bool:
+        return (node.domain, node.op_type, getattr(node, "overload", "")) in self.functions
+
+    def specialize(self, node: onnx.NodeProto, types: dict) -> tuple[onnx.FunctionProto | None, str]:
+        """The half copy of the function ``node`` calls, or None and why the call stays float32."""
+        f = self.functions[(node.domain, node.op_type, getattr(node, "overload", ""))]
+        if len(node.input) != len(f.input) or not all(node.input):
+            return None, "a call of a local function with inputs left out stays float32"
+        in_types = []
+        for name in node.input:
+            t = types.get(name)
+            if t is None or t.WhichOneof("value") is None:
+                return None, f"the type of {name!r} is unknown"
+            in_types.append(t)
+        attrs = {a.name: a for a in f.attribute_proto}
+        attrs.update({a.name: a for a in node.attribute})
+        key = (_key(f), tuple(sorted((k, a.SerializeToString()) for k, a in attrs.items())),
+               tuple(t.SerializeToString() for t in in_types))
+        if key not in self._made:
+            self._made[key] = self._make(f, attrs, in_types)
+        copy, reason = self._made[key]
+        if copy is not None:
+            self.calls[id(node)] = copy
+        return copy, reason
+
+    def _make(self, f: onnx.FunctionProto, attrs: dict, in_types: list) -> tuple[onnx.FunctionProto | None, str]:
+        from onnx import helper
+
+        from rewriter.errors import RewriterError
+
+        body = []
+        for n in f.node:
+            c = onnx.NodeProto()
+            c.CopyFrom(n)
+            _substitute(c, attrs)
+            body.append(c)
+        graph = helper.make_graph(body, f.name, [helper.make_value_info(i, t) for i, t in zip(f.input, in_types)],
+                                  [onnx.ValueInfoProto(name=o) for o in f.output])
+        imports = {o.domain: o.version for o in self.model.opset_import}
+        imports.update({o.domain: o.version for o in f.opset_import})
+        standalone = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in imports.items()],
+                                       ir_version=self.model.ir_version)
+        standalone.functions.extend(self.model.functions)
+        try:
+            standalone = onnx.shape_inference.infer_shapes(standalone, strict_mode=True)
+            converted, report = self.convert(standalone)
+        except (RewriterError, onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as e:
+            return None, f"its function {f.name!r} would not convert: {str(e).strip().splitlines()[0][:200]}"
+        if not report.half_nodes:
+            return None, f"no node of its function {f.name!r} runs in {self.dtype}"
+        if converted.graph.initializer:
+            return None, f"its function {f.name!r} would need initializers"
+        known = {_key(g) for g in self.model.functions} | {_key(g) for g in self.new}
+        self.new.extend(g for g in converted.functions if _key(g) not in known)  # copies of nested calls
+        name, i = f"{f.name}_{self.dtype}", 1
+        while name in self.names:
+            i += 1
+            name = f"{f.name}_{self.dtype}_{i}"
+        self.names.add(name)
+        copy = helper.make_function(f.domain, name, list(f.input), list(f.output), list(converted.graph.node),
+                                    list(converted.opset_import), doc_string=f.doc_string)
+        self.new.append(copy)
+        return copy, ""
+
+    def finish(self, model: onnx.ModelProto, plan) -> int:
+        """Point the calls ``plan`` halves at their copies, add the copies, and drop originals
+        that no call names any more (those the source called). Runs before the rewrite splices
+        new nodes in (which copies the nodes ``plan`` knows by identity). Returns the number of
+        calls rewritten."""
+        halved = {k: c for k, c in self.calls.items() if k in plan.nodes and plan.nodes[k].half}
+        if not halved:
+            return 0
+        called_before = _reachable(model)
+        by_id = {}
+
+        def index(nodes):
+            for n in nodes:
+                by_id[id(n)] = n
+                for g in subgraphs(n):
+                    index(g.node)
+
+        index(model.graph.node)
+        for node_id, copy in halved.items():
+            node = by_id[node_id]
+            node.op_type = copy.name
+            del node.attribute[:]
+        model.functions.extend(self.new)
+        called = _reachable(model)
+        source = set(self.functions)
+        keep = [f for f in model.functions if _key(f) in called or (_key(f) in source and _key(f) not in called_before)]
+        del model.functions[:]
+        model.functions.extend(keep)
+        return len(halved)
+
+
+def _substitute(node: onnx.NodeProto, attrs: dict) -> None:
+    """Replace attribute references by the call's values (or the function's defaults); an
+    attribute referring to one the call does not set is left out, as ONNX specifies."""
+    kept = []
+    for a in node.attribute:
+        if a.ref_attr_name:
+            value = attrs.get(a.ref_attr_name)
+            if value is None:
+                continue
+            b = onnx.AttributeProto()
+            b.CopyFrom(value)
+            b.name = a.name
+            kept.append(b)
+        else:
+            for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
+                for n in g.node:
+                    _substitute(n, attrs)
+            kept.append(a)
+    del node.attribute[:]
+    node.attribute.extend(kept)
+
+
+def _calls_in(nodes) -> set:
+    found = set()
+
+    def walk(ns):
+        for n in ns:
+            found.add((n.domain, n.op_type, getattr(n, "overload", "")))
+            for g in subgraphs(n):
+                walk(g.node)
+
+    walk(nodes)
+    return found
+
+
+def _reachable(model: onnx.ModelProto) -> set:
+    """The functions the main graph calls, directly or through other functions."""
+    bodies = {_key(f): f for f in model.functions}
+    found, frontier = set(), _calls_in(model.graph.node)
+    while frontier:
+        k = frontier.pop()
+        if k in bodies and k not in found:
+            found.add(k)
+            frontier |= _calls_in(bodies[k].node)
+    return found
