@@ -17,7 +17,10 @@
    ``NodeRewritePass``: per-channel Add/Mul into a Conv, neutral arithmetic, identity Reshape/
    Dropout, Slice and Unsqueeze chains, nearest-upsample Slices, Reshape pairs around
    element-wise ops, unit Reshapes around a Transpose, batched MatMul+Add into Gemm), then
-   ``CommonSubexpressionEliminationPass`` and ``RemoveUnusedPass`` (``pipeline.py`` has the order);
+   ``CommonSubexpressionEliminationPass`` and ``RemoveUnusedPass`` (``pipeline.py`` has the order).
+   A pass that fails (raises, or leaves a node reading a value nothing makes) is named in
+   ``report.failed_passes`` and a logged warning, and the passes start again from the model as
+   it came without it: its changes are undone and the others still optimize the model;
 4. Constant nodes become initializers (graphs, not functions), equal small initializers are
    merged, onnxscript's bookkeeping metadata is dropped (everything else is kept unless
    ``strip_metadata``).
@@ -122,12 +125,18 @@ def optimize_proto(model: onnx.ModelProto, options: OptimizeOptions | None = Non
 
         folded, report.reduce_prod = fold.fold_model(model, int_overflow=options.int_overflow, base_dir=base_dir)
     t1 = time.perf_counter()
-    ir_model, carry = bridge.to_ir(folded, base_dir)
-    if report.reduce_prod is not None:
-        _mark_settled(ir_model, report.reduce_prod)
+
+    def fresh():  # the model as it came to the passes: one failing is started again without it
+        ir_model, carry = bridge.to_ir(folded, base_dir)
+        if report.reduce_prod is not None:
+            _mark_settled(ir_model, report.reduce_prod)
+        return ir_model, carry
+
+    ir_model, carry = fresh()
     t2 = time.perf_counter()
     with _library_failures():
-        run_pipeline(ir_model, options, report, keep=frozenset(training_reads(carry.training_info)))
+        run_pipeline(ir_model, options, report, keep=frozenset(training_reads(carry.training_info)),
+                     fresh=lambda: fresh()[0])
     t3 = time.perf_counter()
     with _library_failures():
         result = bridge.to_proto(ir_model, carry)

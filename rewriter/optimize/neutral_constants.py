@@ -133,10 +133,12 @@ def _can_take_name(scope: GraphScope, value: ir.Value) -> bool:
 
 def _take_output(graph, out: ir.Value, value: ir.Value) -> None:
     """``value`` in place of the graph output ``out``, with its name, type and shape (the
-    interface stays as declared)."""
+    interface stays as declared), and in place of ``out`` for every node that reads it (T5's
+    last layer norm: its result is the encoder's output and the decoder's input)."""
     for i, o in enumerate(graph.outputs):
         if o is out:
             graph.outputs[i] = value
+    out.replace_all_uses_with(value)
     name = out.name
     out.name = None
     value.name = name

@@ -61,13 +61,89 @@ def _quiet_libraries():
 
 
 def run_pipeline(model: ir.Model, options: OptimizeOptions, report: OptimizeReport,
-                 keep: frozenset[str] = frozenset()) -> bool:
-    """Optimize ``model`` in place; fills ``report``; returns whether anything changed."""
+                 keep: frozenset[str] = frozenset(), *, fresh=None) -> bool:
+    """Optimize ``model`` in place; fills ``report``; returns whether anything changed.
+
+    A pass that raises, or leaves a node reading a value nothing makes any more, is reported
+    (``report.failed_passes``, and a warning logged) and its changes are undone: the pipeline
+    starts again from the model as it came, without that pass. ``fresh()`` returns a new copy of
+    ``model`` as it came (the optimizer rebuilds it from the ModelProto); without it, the model
+    is cloned once before the passes run (tensors are shared, not copied).
+    """
+    if fresh is None:
+        backup = model.clone()
+        fresh = backup.clone
+    excluded: set[str] = set()
     with _quiet_libraries():
-        return _run(model, options, report, keep)
+        while True:
+            try:
+                return _run(model, options, report, keep, excluded)
+            except PassFailed as failure:
+                report.failed_passes.append((failure.name, failure.reason))
+                logger.warning("the %s pass failed and is left out (its changes undone): %s",
+                               failure.name, failure.reason)
+                _replace_contents(model, fresh())
+                _clear_counts(report)
+                if failure.name in _ESSENTIAL:  # the result would be invalid without it: as it came
+                    return False
+                excluded.add(failure.name)
 
 
-def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep: frozenset[str]) -> bool:
+class PassFailed(Exception):
+    """The pass ``name`` raised, or left the model invalid; ``reason`` says how."""
+
+    def __init__(self, name: str, reason: str):
+        super().__init__(f"{name}: {reason}")
+        self.name, self.reason = name, reason
+
+
+# without it an IR < 4 model would keep the initializers the folds made, which it cannot hold
+_ESSENTIAL = frozenset({"InitializersToConstantsPass"})
+# what _run fills in the report, started again when the pipeline is
+_COUNTS = ("folded", "skipped", "fused", "merged", "removed_nodes", "removed_initializers", "rounds")
+
+
+def _clear_counts(report: OptimizeReport) -> None:
+    blank = OptimizeReport()
+    for name in _COUNTS:
+        setattr(report, name, getattr(blank, name))
+
+
+def _replace_contents(model: ir.Model, source: ir.Model) -> None:
+    """``model`` (the caller's object: the pipeline works in place) becomes ``source``."""
+    for name in type(model).__slots__:
+        if name != "_functions":
+            setattr(model, name, getattr(source, name))
+    model.functions.clear()
+    model.functions.update(source.functions)
+
+
+def _dangling(model: ir.Model) -> str | None:
+    """The first read of a value that no node, input or initializer of the model makes any
+    more (a node removed while its output still had readers), said in words; None when every
+    read is made."""
+    scopes = list(graphs_and_functions(model))
+    live = {g.graph if isinstance(g, ir.Function) else g for g in scopes}
+
+    def missing(value: ir.Value) -> bool:
+        if value.is_graph_input() or value.is_initializer():
+            return False
+        producer = value.producer()
+        return producer is None or producer.graph not in live
+
+    for graph in scopes:
+        for node in graph:
+            for value in node.inputs:
+                if value is not None and missing(value):
+                    return f"{node.op_type} node {node.name!r} reads {value.name!r}, which nothing makes"
+        for value in graph.outputs:
+            if missing(value):
+                return f"the output {value.name!r} is made by nothing"
+    return None
+
+
+def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep: frozenset[str],
+         excluded: set[str]) -> bool:
     original = list(_all_nodes(model))  # held, so that ids stay unique
     unnamed = {id(n) for n in original if not n.name}
     known = {id(n) for n in original}
@@ -84,10 +160,11 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
         unused=RemoveUnusedPass(allow_removing_custom_ops=options.allow_removing_custom_ops, keep=keep))
     unused = passes.unused
     skipped: dict = {}
-    modified = LiftBatchNormParametersPass()(model).modified  # fused in the first round, not the next run
+    # fused in the first round, not the next run
+    modified = _Guarded(LiftBatchNormParametersPass(), excluded)(model).modified
     hidden = hide_overridable(model)  # no rule may read an overridable initializer as a constant
     try:
-        modified |= _rounds(model, options, report, passes, skipped)
+        modified |= _rounds(model, options, report, passes, skipped, excluded)
     finally:
         restore(hidden)
     finals: list = []
@@ -100,7 +177,7 @@ def _run(model: ir.Model, options: OptimizeOptions, report: OptimizeReport, keep
     if options.strip_metadata:
         finals.append(StripMetadataPass())
     for p in finals:
-        modified |= p(model).modified
+        modified |= _Guarded(p, excluded)(model).modified
     report.removed_initializers += unused.removed_initializers
     # onnxscript's folder names every unnamed node it meets: a node that had no name keeps
     # none, and a node a rule created gets no invented name
@@ -123,7 +200,7 @@ class _Passes:
     unused: RemoveUnusedPass
 
 
-def _rounds(model, options, report, passes: _Passes, skipped) -> bool:
+def _rounds(model, options, report, passes: _Passes, skipped, excluded: set[str]) -> bool:
     """Run ``passes`` in rounds until a round changes nothing (at most ``options.iterations``),
     with onnx_ir's PassManager; what the report counts is taken from each pass as it ends."""
     fold, shapes = passes.fold, passes.shapes
@@ -146,9 +223,13 @@ def _rounds(model, options, report, passes: _Passes, skipped) -> bool:
         report.removed_nodes += passes.unused.removed_nodes
         report.removed_initializers += passes.unused.removed_initializers
 
+    def guarded(p):
+        return _Guarded(p, excluded)
+
     rounds = ir.passes.PassManager(
-        [_Then(None, round_started), _Then(fold, folded), _Then(shapes, shapes_folded),
-         passes.fusions, *passes.rewrites, passes.cse, _Then(passes.unused, round_ended)],
+        [_Then(None, round_started), _Then(guarded(fold), folded), _Then(guarded(shapes), shapes_folded),
+         guarded(passes.fusions), *map(guarded, passes.rewrites), guarded(passes.cse),
+         _Then(guarded(passes.unused), round_ended)],
         steps=max(1, options.iterations), early_stop=True)
     try:
         return rounds(model).modified
@@ -159,6 +240,39 @@ def _rounds(model, options, report, passes: _Passes, skipped) -> bool:
         if cause is e:
             raise
         raise cause from None
+
+
+class _Guarded(ir.passes.InPlacePass):
+    """Runs ``inner`` unless its name is in ``excluded``; what it raises, and a model it says it
+    modified where a read is no longer made (:func:`_dangling`), becomes :class:`PassFailed`."""
+
+    def __init__(self, inner, excluded: set[str]):
+        super().__init__()
+        self.inner, self.excluded = inner, excluded
+        self.name = type(inner).__name__
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        if self.name in self.excluded:
+            return ir.passes.PassResult(model, modified=False)
+        try:
+            modified = self.inner(model).modified
+        except Exception as e:
+            raise PassFailed(self.name, _reason(e)) from e
+        problem = _dangling(model) if modified else None
+        if problem is not None:
+            raise PassFailed(self.name, f"it left the model invalid: {problem}")
+        return ir.passes.PassResult(model, modified=modified)
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def _reason(e: BaseException) -> str:
+    """What went wrong, in the failure's own words (onnx_ir's PassError wrappers taken off)."""
+    while isinstance(e, ir.passes.PassError) and e.__cause__ is not None:
+        e = e.__cause__
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text if len(text) <= 500 else text[:497] + "..."
 
 
 class _Then(ir.passes.InPlacePass):

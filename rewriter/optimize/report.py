@@ -37,6 +37,7 @@ class OptimizeReport:
     rounds: int = 0
     seconds: dict = dataclasses.field(default_factory=dict)
     kept_input: bool = False  # nothing got smaller and the result would have grown: the input as it came
+    failed_passes: list = dataclasses.field(default_factory=list)  # (pass name, what went wrong): left out
 
     @property
     def nodes_before(self) -> int:
@@ -66,4 +67,5 @@ class OptimizeReport:
             "removed_nodes": self.removed_nodes, "removed_initializers": self.removed_initializers,
             "rounds": self.rounds, "seconds": {k: round(v, 4) for k, v in self.seconds.items()},
             "kept_input": self.kept_input,
+            "failed_passes": [{"pass": n, "error": e} for n, e in self.failed_passes],
         }

@@ -250,30 +250,6 @@ def test_reshape_keeps_a_computed_shape_whose_dim_comes_from_another_tensor():
     assert "Concat" in ops(result)  # M is not known to equal N
 
 
-def test_a_pass_failing_inside_the_rounds_is_reported_by_its_own_words(monkeypatch):
-    """The pass manager wraps a failure twice; optimize's error carries the failure itself."""
-    from onnx import TensorProto, helper
-
-    import pytest
-
-    from rewriter.errors import RewriterError
-    from rewriter.optimize import optimize_proto
-    from rewriter.optimize.cse import CommonSubexpressionEliminationPass
-
-    def broken(self, model):
-        raise ValueError("the cse broke on purpose")
-
-    monkeypatch.setattr(CommonSubexpressionEliminationPass, "call", broken)
-    model = helper.make_model(helper.make_graph(
-        [helper.make_node("Relu", ["x"], ["y"])], "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])]), opset_imports=[helper.make_opsetid("", 17)])
-    with pytest.raises(RewriterError) as info:
-        optimize_proto(model)
-    assert str(info.value) == "optimize failed: the cse broke on purpose"
-    assert isinstance(info.value.__cause__, ValueError)
-
-
 def test_an_initializer_read_only_by_a_folded_away_branch_goes_in_one_run():
     """The untaken branch of a folded If keeps its nodes' reads of outer values: they are no
     reads, so what only they read goes in the same run (silero-vad grew 2.2 -> 3.1 MiB from them)."""

@@ -1,6 +1,7 @@
 """Opset 11 allowed negative axes in the ops that take an axis (the Reduce family, ReduceProd
 included, Squeeze, Softmax, ...): going below 11 they are normalized with the rank of the tensor
-they index; going up nothing changes.
+they index; going up nothing changes. The valid range is [-rank, rank - 1] (Flatten's axis:
+[-rank, rank]); an axis outside it is refused, negative or not, whenever the rank is known.
 """
 
 from __future__ import annotations
@@ -49,18 +50,22 @@ def _normalize(node, ctx) -> None:
         ctx.block(f"{name} {'comes' if name == 'axis' else 'come'} from the calling node's attribute "
                   f"'{attr.ref_attr_name}', so negative values among them cannot be normalized below opset 11")
     values = list(attr.ints) if name == "axes" else [attr.i]
-    if all(v >= 0 for v in values):
-        return
+    negative = any(v < 0 for v in values)
     rank = _rank(node, ctx, where)
     if rank is None:
+        if not negative:
+            return  # nothing to normalize, and no rank to check the range with
         ctx.block(f"negative {name} {values if name == 'axes' else values[0]} cannot be converted below "
                   f"opset 11 because the rank of '{node.input[0]}' is unknown")
-    top = rank + 1 if node.op_type == "Flatten" else rank  # Flatten's axis may equal the rank
+    # valid: [-rank, rank - 1], and for Flatten [-rank, rank] (its axis may equal the rank)
+    top = rank + 1 if node.op_type == "Flatten" else rank
     normalized = []
     for v in values:
         if not -rank <= v < top:
             ctx.block(f"axis {v} is out of range for rank {rank}")
         normalized.append(v + rank if v < 0 else v)
+    if not negative:
+        return
     if name == "axes":
         set_ints(node, name, normalized)
     else:
@@ -86,14 +91,16 @@ def slice_11_10(node, ctx) -> None:
     if axes is None:
         ctx.block(f"axes input '{node.input[3]}' is not a constant, so negative values cannot be ruled out "
                   f"below opset 11")
-    if (axes >= 0).all():
-        return
     rank = ctx.rank(node.input[0])
     if rank is None:
+        if (axes >= 0).all():
+            return
         ctx.block(f"negative axes cannot be converted below opset 11 because the rank of '{node.input[0]}' "
                   f"is unknown")
     if ((axes < -rank) | (axes >= rank)).any():
         ctx.block(f"axes {axes.tolist()} are out of range for rank {rank}")
+    if (axes >= 0).all():
+        return
     fixed = np.where(axes < 0, axes + rank, axes).astype(axes.dtype)
     ctx.maybe_unused(node.input[3])
     node.input[3] = ctx.add_constant("slice_axes", fixed)
