@@ -132,6 +132,15 @@ def read_external_tensor(tensor: onnx.TensorProto, base_dir: str | None) -> np.n
     what = tensor_name(tensor)
     path, offset, length = reference(tensor, base_dir, what)
     shape = tuple(int(d) for d in tensor.dims)
+    from rewriter.io.half import conversion, to_half
+
+    clamp = conversion(tensor)
+    if clamp is not None:  # a half tensor whose reference is its float32 source
+        source = np.memmap(path, dtype="<f4", mode="r", offset=offset, shape=shape) if length else \
+            np.zeros(shape, np.float32)
+        array = to_half(source, tensor.data_type, clamp)
+        array.flags.writeable = False
+        return array
     if tensor.data_type in PACKED or tensor.data_type == onnx.TensorProto.STRING:
         if tensor.data_type == onnx.TensorProto.STRING:
             raise ModelLoadError(f"{what}: string tensors cannot be stored as external data")

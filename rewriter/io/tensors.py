@@ -2,8 +2,9 @@
 external-data references (resolved and checked against their file), sizes.
 
 Two private ``external_data`` keys travel with references in memory and are never written:
-``BASE_KEY`` (the directory a location is relative to) and ``INLINE_KEY`` (a big inline
-tensor that loading left in the model file, to be written back inline).
+``BASE_KEY`` (the directory a location is relative to), ``INLINE_KEY`` (a big inline
+tensor that loading left in the model file, to be written back inline) and ``CONVERT_KEY`` (a
+half tensor whose reference holds its float32 source, :mod:`rewriter.io.half`).
 """
 
 from __future__ import annotations
@@ -17,13 +18,14 @@ import onnx
 from rewriter.errors import ModelLoadError
 from rewriter.graph import traversal
 
-__all__ = ["INLINE_THRESHOLD", "PROTOBUF_LIMIT", "BASE_KEY", "INLINE_KEY", "PRIVATE_PREFIX", "ALIGN",
+__all__ = ["INLINE_THRESHOLD", "PROTOBUF_LIMIT", "BASE_KEY", "INLINE_KEY", "PRIVATE_PREFIX", "CONVERT_KEY", "ALIGN",
            "EXTERNAL", "PACKED", "all_tensors", "tensor_name", "expected_bytes", "resolve", "reference",
            "set_entries"]
 
 INLINE_THRESHOLD = 1 << 20  # inline raw_data at least this big is left in the file, not parsed
 PROTOBUF_LIMIT = (1 << 31) - (1 << 20)  # a serialized ModelProto must stay under 2 GiB
 BASE_KEY, INLINE_KEY, PRIVATE_PREFIX = "__rewriter_base__", "__rewriter_inline__", "__rewriter"
+CONVERT_KEY = "__rewriter_convert__"  # a half tensor whose reference holds float32 bytes (rewriter.io.half)
 ALIGN = 64
 EXTERNAL = onnx.TensorProto.EXTERNAL
 _T = onnx.TensorProto
@@ -142,6 +144,8 @@ def reference(t: onnx.TensorProto, base_dir: str | None, what: str) -> tuple[str
         raise ModelLoadError(f"{what}: external data offset {offset} + length {length} is past the end "
                              f"of '{entries.get('location')}' ({st.st_size} bytes)")
     expected = expected_bytes(t)
+    if expected is not None and entries.get(CONVERT_KEY) in ("clamp", "round"):
+        expected *= 2  # a half tensor referring to its float32 source
     if expected is not None and expected != length:
         raise ModelLoadError(f"{what}: external data length {length} does not match its type and "
                              f"dims ({expected} bytes)")

@@ -16,7 +16,8 @@ import numpy as np
 import onnx
 
 from rewriter.precision.graphs import FLOAT, Graphs, is_constant_node
-from rewriter.precision.plan import F16_MAX, Plan, attribute
+from rewriter.io.half import converted_reference, to_half
+from rewriter.precision.plan import Plan, attribute
 from rewriter.precision.slots import HALF_TYPES
 
 __all__ = ["apply_plan", "Applied"]
@@ -42,18 +43,18 @@ class Applied:
 def half_tensor(value: np.ndarray, elem: int, name: str, clamp: bool) -> onnx.TensorProto:
     """``value`` (float32) as a float16/bfloat16 TensorProto, rounded to nearest even;
     with ``clamp``, finite magnitudes beyond float16's range become its largest."""
-    v = np.asarray(value, dtype=np.float32)
-    if clamp:
-        v = np.where(np.isfinite(v), np.clip(v, -F16_MAX, F16_MAX), v)
-    if elem == onnx.TensorProto.FLOAT16:
-        data = v.astype("<f2")
-    else:
-        import ml_dtypes
-
-        data = v.astype(ml_dtypes.bfloat16)
-    t = onnx.TensorProto(name=name, data_type=elem, dims=list(v.shape))
+    data = to_half(value, elem, clamp)
+    t = onnx.TensorProto(name=name, data_type=elem, dims=list(data.shape))
     t.raw_data = data.tobytes()
     return t
+
+
+def _half_of(t: onnx.TensorProto, elem: int, name: str, clamp: bool, read) -> onnx.TensorProto:
+    """The half version of a float32 tensor: a reference converted as it is written when ``t``
+    is one (a model of any size is never held in memory), else the converted bytes."""
+    if t.data_location == onnx.TensorProto.EXTERNAL:
+        return converted_reference(t, elem, name, clamp)
+    return half_tensor(read(t), elem, name, clamp)
 
 
 class _Names:
@@ -197,7 +198,7 @@ class _Rewrite:
             self.done.constants_clamped += clamp
             if name in self.g.initializer:
                 t = self.g.initializer[name]
-                half = half_tensor(self.read(t), self.half, target, clamp)
+                half = _half_of(t, self.half, target, clamp, self.read)
                 if in_place:
                     t.Clear()
                     t.CopyFrom(half)
@@ -205,8 +206,11 @@ class _Rewrite:
                     self.g.defined_in[name].graph.initializer.append(half)
             else:
                 node = self.g.producer[name]
-                value = _constant_value(node, self.read)
-                half = half_tensor(value, self.half, "", clamp)
+                a = attribute(node, "value")
+                if a is not None and a.t.data_location == onnx.TensorProto.EXTERNAL:
+                    half = _half_of(a.t, self.half, "", clamp, self.read)
+                else:
+                    half = half_tensor(_constant_value(node, self.read), self.half, "", clamp)
                 if in_place:
                     del node.attribute[:]
                     node.attribute.append(onnx.helper.make_attribute("value", half))

@@ -16,12 +16,12 @@ import numpy as np
 import onnx
 import onnx.shape_inference
 
+from rewriter.io.half import F16_MAX
 from rewriter.precision.graphs import FLOAT, Graphs, is_constant_node
 from rewriter.precision.slots import HALF_TYPES, NodeSlots, node_slots
 
 __all__ = ["Plan", "NodePlan", "plan_precision", "ATTRIBUTE_TYPED", "F16_MAX", "attribute"]
 
-F16_MAX = float(np.finfo(np.float16).max)
 _F16_TINY = 2.0 ** -24  # the smallest float16 subnormal: anything nonzero below it becomes 0
 _F16_NORMAL = 2.0 ** -14  # the smallest normal float16
 INTEGER_TYPES = frozenset({onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32,
