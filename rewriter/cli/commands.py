@@ -293,8 +293,11 @@ def cmd_check(args) -> int:
     if getattr(args, "target", None):
         from rewriter.targets import blockers, parse_target
 
+        import os
+
         runtime = parse_target(args.target)
-        target = {"target": runtime.name, "loads": True, "blockers": blockers(args.run.input_model, runtime)}
+        found = blockers(args.run.input_model, runtime, base_dir=os.path.dirname(os.path.abspath(args.model)))
+        target = {"target": runtime.name, "loads": True, "blockers": found}
         target["loads"] = not target["blockers"]
     if args.json:
         doc = report.to_dict(model=args.model)

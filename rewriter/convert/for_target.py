@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import onnx
 
-from rewriter.convert import ml
-from rewriter.convert.planner import ConvertReport, convert_model
+from rewriter.convert import ml, ort_quirks
+from rewriter.convert.blockers import Blocker
+from rewriter.convert.planner import ConversionBlocked, ConvertReport, convert_model
 from rewriter.errors import RewriterError
 from rewriter.graph import traversal
 
 __all__ = ["convert_for", "resolve"]
 
 
-def resolve(model: onnx.ModelProto, target_opset, ml_opset, ir_version, target):
-    """(target opset, ML opset, pinned IR, IR cap, lacks, the Target) for ``model``."""
+def resolve(model: onnx.ModelProto, target_opset, ml_opset, ir_version, target, inferred=None):
+    """(target opset, ML opset, pinned IR, IR cap, lacks, the Target) for ``model`` (``inferred``:
+    its shape inference when the caller has it, as :func:`rewriter.graph.inferred.resolve` takes it)."""
     if target is None:
         if target_opset is None and ml_opset is None:
             raise RewriterError("give a target opset (or 'latest'), an ML opset, or a runtime target")
@@ -26,18 +28,20 @@ def resolve(model: onnx.ModelProto, target_opset, ml_opset, ir_version, target):
     source = traversal.opset_version(model.opset_import)
     source_ml = ml.ml_opset(model.opset_import)
     if target_opset is None and source is not None:
-        target_opset = _implemented_opset(model, runtime, "", runtime.opset_for("", source))
+        target_opset = _implemented_opset(model, runtime, "", runtime.opset_for("", source), inferred)
     if ml_opset is None and source_ml is not None:
         ml_opset = _implemented_opset(model, runtime, ml.ML_DOMAIN, runtime.opset_for(ml.ML_DOMAIN, source_ml))
     return target_opset, ml_opset, ir_version, runtime.ir_version, runtime.lacks, runtime
 
 
-def _implemented_opset(model: onnx.ModelProto, runtime, domain: str, start: int) -> int:
+def _implemented_opset(model: onnx.ModelProto, runtime, domain: str, start: int, inferred=None) -> int:
     """The newest opset of ``domain`` from ``start`` down at which the runtime implements every
     op of the model in it, or the conversion can write it with ops it has (a function body; the
     TreeEnsembleRegressor a TreeEnsemble becomes): ONNX Runtime 1.15 takes opset 19 but has no
     kernel for Cast-19 or Identity-19, so a model with a Cast goes to 18 for it; ONNX Runtime 1.20
-    takes ai.onnx.ml 5 but has no TreeEnsemble-5 kernel."""
+    takes ai.onnx.ml 5 but has no TreeEnsemble-5 kernel. Nor an opset at which a float16 node
+    without a float16 kernel needs Casts the runtime lacks (``ort_quirks.cast_fallback_lacking``:
+    ONNX Runtime 1.15 refuses a float16 Relu at opset 19)."""
     from rewriter.convert import registry
     from rewriter.convert.paths import has_function_body
 
@@ -53,7 +57,11 @@ def _implemented_opset(model: onnx.ModelProto, runtime, domain: str, start: int)
         versions = registry.schema_versions(op)
         return bool(versions) and has_function_body(op, v if v is not None else versions[0])
 
+    lacking_casts = ort_quirks.cast_fallback_lacking(model, runtime, inferred) if domain == "" else None
+
     def fine(opset: int) -> bool:
+        if lacking_casts is not None and lacking_casts(opset):
+            return False
         for op in ops:
             v = registry.schema_version_at_domain(op, opset, domain)
             if (v is None or runtime.lacks(domain, op, v)) and not writable(op, v):
@@ -66,7 +74,87 @@ def _implemented_opset(model: onnx.ModelProto, runtime, domain: str, start: int)
 def convert_for(model: onnx.ModelProto, target_opset=None, *, ml_opset=None, ir_version=None, runtime=None,
                 **kwargs) -> tuple[onnx.ModelProto, ConvertReport]:
     """:func:`convert_model` with the opsets, IR version and missing ops of ``runtime`` (a
-    :class:`rewriter.targets.Target`, ``RUNTIME==VERSION`` or a profile path) when given."""
-    opset, ml_target, pin, cap, lacks, _ = resolve(model, target_opset, ml_opset, ir_version, runtime)
-    return convert_model(model, opset, ml_opset=ml_target, ir_version=pin, max_ir_version=cap, lacks=lacks,
-                         **kwargs)
+    :class:`rewriter.targets.Target`, ``RUNTIME==VERSION`` or a profile path) when given.
+
+    A runtime with per-op restrictions (TensorRT: onnx-tensorrt's operators.md) has them met on
+    the converted model: exact rewrites where :mod:`rewriter.targets.restriction_rewrites` has
+    one, and every node still breaking one blocks (``plan_only``: listed in the report)."""
+    opset, ml_target, pin, cap, lacks, target = resolve(model, target_opset, ml_opset, ir_version, runtime,
+                                                       kwargs.get("inferred"))
+    kwargs["inlining"] = ort_quirks.inlining_rule(target)  # nodes the runtime would inline wrongly: expanded
+    if target is None or not target.rules:
+        return convert_model(model, opset, ml_opset=ml_target, ir_version=pin, max_ir_version=cap, lacks=lacks,
+                             **kwargs)
+    try:
+        result, report = convert_model(model, opset, ml_opset=ml_target, ir_version=pin, max_ir_version=cap,
+                                       lacks=lacks, **kwargs)
+    except ConversionBlocked as e:  # name the nodes the restrictions block too, as found in the input
+        more = _restriction_blockers(model, target, kwargs.get("base_dir"), {b.node for b in e.blockers})
+        if not more:
+            raise
+        raise ConversionBlocked(e.blockers + more, e.what) from None
+    _meet_restrictions(result, report, target, kwargs.get("base_dir"), kwargs.get("plan_only", False),
+                       kwargs.get("strict_check", True))
+    return result, report
+
+
+def _restriction_blockers(model, target, base_dir, seen=frozenset(), inferred=None) -> list[Blocker]:
+    from rewriter.targets import restriction_violations
+
+    others = _releases_without
+    return [Blocker(v.node, v.op, "restriction", f"{v.reason}: {target.data_release}'s operators.md says "
+                    f"\"{v.restriction}\"", others(target, v.op, v.restriction), name=v.name, where=v.where)
+            for v in restriction_violations(model, target, base_dir=base_dir, inferred=inferred)
+            if v.node not in seen]
+
+
+def _releases_without(target, op: str, text: str) -> str:
+    """The releases of the target's runtime whose data does not state this restriction, in words."""
+    from rewriter.targets import parse_target, releases
+
+    runtime = target.data_release.split(" ")[0]
+    try:
+        free = [r for r in releases(runtime)
+                if not any(rule["text"] == text for rule in parse_target(f"{runtime}=={r}").rules.get(op, []))]
+    except RewriterError:
+        free = []
+    return f"{runtime} {', '.join(free)} (whose operators.md does not state it)" if free else \
+        "no release in the data: the node must change"
+
+
+def _meet_restrictions(result, report, target, base_dir, plan_only: bool, strict: bool) -> None:
+    """Rewrite what breaks the target's restrictions where exact, then block on what still does."""
+    from rewriter.io import tensor_reader
+    from rewriter.targets.restriction_rewrites import rewrite
+
+    checked = sum(len(r) for r in target.rules.values())
+    unchecked = sorted(target.unchecked)
+    whose = "" if target.name == target.data_release else f"{target.name} uses the data of {target.data_release}: "
+    report.target_notes.append(
+        f"{whose}restrictions of {target.data_release} (onnx-tensorrt operators.md): {checked} rule(s) on "
+        f"{len(target.rules)} op(s) checked" + (f"; not checkable statically, not checked: {', '.join(unchecked)}"
+                                                 if unchecked else ""))
+    from rewriter.graph.inferred import LazyInference
+
+    # the rewrites keep every value's shape: one inference serves the check after them too
+    inferred = LazyInference(result)
+    changes, replaced = rewrite(result, target.rules, read_tensor=tensor_reader(base_dir), inferred=inferred)
+    if changes:
+        from rewriter.graph import unused
+
+        unused.remove_unused(result, only=replaced)
+        report.target_notes.extend(changes)
+    blocked = _restriction_blockers(result, target, base_dir, inferred=inferred)
+    if plan_only:
+        report.blockers.extend(blocked)
+        return
+    if blocked:
+        raise ConversionBlocked(blocked, f"for {target.name}")
+    if changes:
+        from rewriter.io import check_model
+
+        try:
+            check_model(result, full_check=strict)
+        except Exception as e:  # noqa: BLE001 - a rewrite that broke the model is this code's bug: say so
+            raise RewriterError(f"the rewrites for {target.name}'s restrictions left an invalid model: "
+                                f"{' '.join(str(e).split())}") from None

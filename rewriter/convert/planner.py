@@ -36,6 +36,7 @@ class ConversionBlocked(ConversionError):
 
     def __init__(self, blockers: list[Blocker], what: str):
         self.blockers = blockers
+        self.what = what
         shown = "; ".join(b.line() for b in blockers[:MAX_LISTED])
         more = f"; and {len(blockers) - MAX_LISTED} more" if len(blockers) > MAX_LISTED else ""
         hint = " (convert --plan lists each one on its own line)" if len(blockers) > 1 else ""
@@ -65,6 +66,8 @@ class ConvertReport:
     expanded: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # op -> nodes
     # op -> nodes replaced by an exact decomposition (ops without a function body)
     decomposed: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    # op -> half-type nodes expanded because the runtime targeted would inline their body wrongly
+    inlined_for_runtime: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     steps: collections.Counter = dataclasses.field(default_factory=collections.Counter)  # (op, how) -> steps
     # the steps of nodes the conversion made (function bodies, rewrites' nodes): (op, how) -> steps
     derived_steps: collections.Counter = dataclasses.field(default_factory=collections.Counter)
@@ -75,6 +78,8 @@ class ConvertReport:
     ir_blockers: list = dataclasses.field(default_factory=list)  # why the IR version cannot be reached
     source_ml_opset: int | None = None  # the ai.onnx.ml opsets, when the model imports the domain
     target_ml_opset: int | None = None
+    # for a runtime target: whose data, what its per-op restrictions made the conversion rewrite
+    target_notes: list = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -92,6 +97,10 @@ class ConvertReport:
         if self.decomposed:
             ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.decomposed.items()))
             lines.append(f"newer than the target, decomposed exactly into older ops: {ops}")
+        if self.inlined_for_runtime:
+            ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.inlined_for_runtime.items()))
+            lines.append(f"half-precision nodes expanded into their ONNX function bodies for opset {self.target_opset}, "
+                         f"which the runtime targeted would inline wrongly: {ops}")
         if self.type_only:
             ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.type_only.items()))
             lines.append(f"type-only schema changes (kept as they are): {ops}")
@@ -99,6 +108,7 @@ class ConvertReport:
             ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.delegated.items()))
             lines.append(f"converted by onnx.version_converter (its adapter known correct): {ops}")
         lines += [f"for the IR version: {change}" for change in self.ir_changes]
+        lines += [f"for the target: {note}" for note in self.target_notes]
         return lines or ["nothing to change"]
 
     def plan_rows(self) -> list[dict]:
@@ -136,6 +146,7 @@ class ConvertReport:
                 lines.append(f"  ... and {len(self.blockers) - MAX_LISTED} more")
         lines += [f"IR version: {change}" for change in self.ir_changes]
         lines += [f"blocked by the IR version: {why}" for why in self.ir_blockers]
+        lines += [f"target: {note}" for note in self.target_notes]
         return lines
 
     def to_dict(self) -> dict:
@@ -143,7 +154,8 @@ class ConvertReport:
                 "ops": self.plan_rows(), "made_by_the_conversion": self.derived_rows(),
                 "blockers": [b.to_dict() for b in self.blockers],
                 "ir_blockers": list(self.ir_blockers), "ir_changes": list(self.ir_changes),
-                "changes": dict(self.changes), "version_converter_called": self.version_converter_called}
+                "changes": dict(self.changes), "version_converter_called": self.version_converter_called,
+                "target_notes": list(self.target_notes)}
 
 
 def _set_opset(opset_import, version: int) -> None:
@@ -156,7 +168,7 @@ def convert_model(
     model: onnx.ModelProto, target_opset: int, *, base_dir: str | None = None,
     strict_check: bool = True, plan_only: bool = False, inferred=None,
     ir_version: int | None = None, max_ir_version: int | None = None, ml_opset: int | None = None,
-    lacks=None,
+    lacks=None, inlining=None,
 ) -> tuple[onnx.ModelProto, ConvertReport]:
     """Convert ``model`` to ``target_opset``; returns the new model and a report.
 
@@ -179,6 +191,10 @@ def convert_model(
     ``ml_opset``: the ``ai.onnx.ml`` opset to reach (:mod:`rewriter.convert.ml`; default: kept).
     ``lacks(domain, op, schema_version)``: whether the runtime targeted lacks an op (an op it
     lacks is expanded into its function body like an op newer than the target, or blocks).
+    ``inlining(op, schema_version, opset)``: the element types (TensorProto) in which the runtime
+    targeted replaces a node of the op by its function body wrongly at that opset (ONNX Runtime
+    1.15 / 1.16, float16 LayerNormalization at 18: ``rewriter.targets.inlining``); such nodes are
+    expanded here into the body for the target opset.
     ``target_opset`` None converts only the ``ai.onnx.ml`` domain.
     """
     latest = onnx.defs.onnx_opset_version()
@@ -209,7 +225,7 @@ def convert_model(
     report.source_ml_opset, report.target_ml_opset = source_ml, ml_opset if ml_opset is not None else source_ml
     state = ConversionState(result, model, base_dir, report, inferred)
 
-    engine = Engine(state, target_opset, None if lacks is None else lambda op, v: lacks("", op, v))
+    engine = Engine(state, target_opset, None if lacks is None else lambda op, v: lacks("", op, v), inlining)
     if source is not None:
         engine.run()
     if source_ml is not None and (ml_opset is not None and ml_opset != source_ml or lacks is not None):

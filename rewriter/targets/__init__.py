@@ -10,7 +10,11 @@ its commits); a JSON profile file describes any other runtime::
     {"name": "my NPU toolchain 2.1", "opsets": {"": 13, "ai.onnx.ml": 2},
      "min_opsets": {"": 11}, "ir_version": 7, "unsupported": {"": ["LayerNormalization"]}}
 
-:func:`blockers` says what stops a target from loading a model as it is.
+:func:`blockers` says what stops a target from loading a model as it is. TensorRT releases also
+carry onnx-tensorrt's per-op restrictions as rules (``rules``, :mod:`rewriter.targets.restrictions`;
+``unchecked`` lists the clauses no static look decides), which :func:`blockers` checks and
+``convert --target`` meets by exact rewrites (:mod:`rewriter.targets.restriction_rewrites`) or
+refuses. A release between two the data knows takes the older one's data (``data_release``).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import os
 
 from rewriter.errors import RewriterError
 
-__all__ = ["Target", "parse_target", "blockers", "releases", "RUNTIMES"]
+__all__ = ["Target", "parse_target", "blockers", "restriction_violations", "releases", "RUNTIMES"]
 
 RUNTIMES = {"onnxruntime": "onnxruntime", "ort": "onnxruntime", "tensorrt": "tensorrt", "trt": "tensorrt"}
 _DATA = os.path.join(os.path.dirname(__file__), "data")
@@ -43,6 +47,11 @@ class Target:
     source: str = ""
     # domain -> op -> schema versions without a kernel, as the release's loading showed (None: not measured)
     missing: dict | None = None
+    # default-domain op -> its restrictions as rules (rewriter.targets.restrictions), and the clauses
+    # recorded but not checked ({op: [{"text", "note"}]}); the release whose data gives them
+    rules: dict = dataclasses.field(default_factory=dict)
+    unchecked: dict = dataclasses.field(default_factory=dict)
+    data_release: str = ""
 
     def lacks(self, domain: str, op: str, version: int | None) -> bool:
         """Whether the runtime lacks ``op`` at schema ``version`` of ``domain``.
@@ -124,6 +133,7 @@ def parse_target(spec: str) -> Target:
                                 f"(known: {', '.join(known)}); describe it with a profile .json file")
         # a release between two the data knows: the older one's limits, which it also meets
         entry, name = table["releases"][older[-1]], f"{runtime} {key} (as {older[-1]}, the newest older release known)"
+        key = older[-1]
     opsets = {d if d not in _DEFAULT else "": v for d, v in entry.get("opsets", {}).items()}
     low = {}
     for d, v in list(opsets.items()):
@@ -137,7 +147,8 @@ def parse_target(spec: str) -> Target:
         (d if d not in _DEFAULT else ""): {op: frozenset(vs) for op, vs in table_.items()}
         for d, table_ in {"": {}, "ai.onnx.ml": {}, **entry["missing_kernels"]}.items()}
     return Target(name, opsets, entry.get("ir_version"), low, ops, unsupported,
-                  table.get("source", ""), missing)
+                  table.get("source", ""), missing, entry.get("rules", {}), entry.get("unchecked", {}),
+                  f"{runtime} {key}")
 
 
 def _profile(path: str) -> Target:
@@ -169,9 +180,22 @@ def _profile(path: str) -> Target:
                   {d: frozenset(v) for d, v in norm(data.get("unsupported")).items()}, path)
 
 
-def blockers(model, target: Target) -> list[str]:
+def restriction_violations(model, target: Target, *, base_dir: str | None = None, inferred=None) -> list:
+    """The nodes of ``model`` that break one of ``target``'s per-op restrictions
+    (:class:`rewriter.targets.restrictions.Violation`, one per node and restriction)."""
+    if not target.rules:
+        return []
+    from rewriter.io import tensor_reader
+    from rewriter.targets.restrictions import violations
+
+    return violations(model, target.rules, read_tensor=tensor_reader(base_dir), inferred=inferred)
+
+
+def blockers(model, target: Target, *, base_dir: str | None = None) -> list[str]:
     """What stops ``target`` from loading ``model`` (a ModelProto) as it is: the IR version, an
-    opset it does not implement, each op it lacks (with the node); empty when nothing does."""
+    opset it does not implement, each op it lacks (with the node), each node that breaks one of
+    its per-op restrictions (with the restriction); empty when nothing does. ``base_dir``: where
+    the model's external data lives (restrictions on constant values read it)."""
     from rewriter.convert.registry import schema_version_at_domain
     from rewriter.graph import traversal
 
@@ -203,4 +227,8 @@ def blockers(model, target: Target) -> list[str]:
         at = f"-{version}" if version is not None else ""
         shown = ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
         found.append(f"{op}{at}{' (' + domain + ')' if domain else ''}, which it does not implement: {shown}")
+    from rewriter.targets.restrictions import REWRITABLE
+
+    for v in restriction_violations(model, target, base_dir=base_dir):
+        found.append(v.line() + (" [convert may rewrite it]" if v.kind in REWRITABLE else ""))
     return found

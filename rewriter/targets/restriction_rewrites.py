@@ -1,0 +1,269 @@
+"""Exact rewrites that make nodes meet a runtime's restrictions (:mod:`rewriter.targets.restrictions`).
+
+Only rewrites that compute exactly what the node computed:
+
+- ``outputs_unused``: an optional output nobody reads is dropped (MaxPool's Indices,
+  LayerNormalization's Mean and InvStdDev, Attention's present_key / present_value /
+  qk_matmul_output). One that is read stays, and blocks.
+- ``constant``: an integer or bool input computed only from constants by deterministic nodes
+  (a Cast or Concat of Constants, shape arithmetic on initializers) becomes an initializer with
+  its value, computed by onnx.reference (integer arithmetic: exact). Float inputs are left alone.
+- ``zero`` (QuantizeLinear / DequantizeLinear zero points): a DequantizeLinear of a constant whose
+  zero point is a constant takes the constant minus the zero point, as int8, and no zero point,
+  when every value fits; a uint8 QuantizeLinear whose zero point is 128 everywhere, all of whose
+  readers are DequantizeLinear nodes with the same scale, axis and zero point, becomes int8 with
+  zero point 0 on both sides (``clamp(round(x/s) + 128, 0, 255) - 128 = clamp(round(x/s), -128, 127)``).
+
+Anything else stays as it is; the checker then names it as a blocker.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from rewriter.graph import traversal
+from rewriter.graph.nondeterministic import NON_DETERMINISTIC_OPS
+from rewriter.targets.restrictions import broken, trt_constant
+
+__all__ = ["rewrite"]
+
+_FOLD_LIMIT = 16  # nodes folded for one input at most (shape arithmetic is a few nodes)
+_FOLD_ELEMENTS = 1 << 16
+
+
+class _Rewriter:
+    def __init__(self, model: onnx.ModelProto, read):
+        self.model = model
+        self.read = read or numpy_helper.to_array
+        self.used: set[str] | None = None
+        self.readers: dict[str, list] | None = None
+        self.names = {n for s in traversal.iter_scopes(model) for n in _names(s)}
+        self.done: list[str] = []
+        self.replaced: set[str] = set()  # names rewritten nodes stopped reading
+
+    def fresh(self, base: str) -> str:
+        name, k = base, 1
+        while name in self.names:
+            name, k = f"{base}_{k}", k + 1
+        self.names.add(name)
+        return name
+
+    def _uses(self):
+        self.used, self.readers = set(), {}
+        for scope in traversal.iter_scopes(self.model):
+            for n in scope.body.node:
+                for i in n.input:
+                    if i:
+                        self.used.add(i)
+                        self.readers.setdefault(i, []).append(n)
+            body = scope.body
+            self.used.update(body.output if scope.is_function else (o.name for o in body.output))
+
+    def is_used(self, name: str) -> bool:
+        if self.used is None:
+            self._uses()
+        return name in self.used
+
+    def readers_of(self, name: str) -> list:
+        if self.readers is None:
+            self._uses()
+        return self.readers.get(name, [])
+
+    def add_constant(self, scope: traversal.Scope, value: np.ndarray, base: str) -> str:
+        """A new constant in ``scope``: an initializer in a graph, a Constant node in a function."""
+        name = self.fresh(base)
+        tensor = numpy_helper.from_array(value, name)
+        if scope.is_function:
+            node = onnx.helper.make_node("Constant", [], [name], value=tensor, name=self.fresh(f"{base}_const"))
+            scope.body.node.insert(0, node)
+        else:
+            scope.body.initializer.append(tensor)
+        scope.invalidate()
+        return name
+
+
+def _names(scope: traversal.Scope):
+    body = scope.body
+    yield from (o for n in body.node for o in n.output)
+    yield from (n.name for n in body.node)
+    if not scope.is_function:
+        yield from (t.name for t in body.initializer)
+        yield from (v.name for v in body.input)
+
+
+# ---- outputs_unused
+
+def _drop_outputs(rw: _Rewriter, node, rule, scope) -> bool:
+    drop = [i for i in rule["outputs"] if i < len(node.output) and node.output[i] and not rw.is_used(node.output[i])]
+    if not drop or any(i < len(node.output) and node.output[i] and rw.is_used(node.output[i]) for i in rule["outputs"]):
+        return False
+    for i in drop:
+        node.output[i] = ""
+    while node.output and not node.output[-1]:
+        node.output.pop()
+    scope.invalidate()
+    rw.done.append(f"{node.op_type}: unused optional output(s) dropped")
+    return True
+
+
+# ---- constant: fold an integer input computed from constants
+
+def _fold(rw: _Rewriter, name: str, scope: traversal.Scope, opset: int, depth: list) -> np.ndarray | None:
+    value = trt_constant(name, scope, rw.read)
+    if value is not None:
+        return value
+    s, producer = scope, None
+    while s is not None and producer is None:
+        if name in s.inputs() and name not in s.initializers():
+            return None
+        producer = s.producers().get(name)
+        s = s.parent if producer is None else s
+    if producer is None or producer.domain not in ("", "ai.onnx") or producer.op_type in NON_DETERMINISTIC_OPS \
+            or any(True for _ in traversal.subgraphs(producer)) or len(depth) >= _FOLD_LIMIT:
+        return None
+    depth.append(producer)
+    inputs = []
+    for i in producer.input:
+        v = _fold(rw, i, s, opset, depth) if i else None
+        if i and v is None:
+            return None
+        inputs.append(v)
+    from rewriter.graph.evaluate import evaluate_node
+
+    try:
+        out = evaluate_node(producer, inputs, opset) if producer.output[0] == name else None
+    except Exception:  # noqa: BLE001 - a node onnx.reference cannot run stays as it is
+        return None
+    if out is None or not isinstance(out, np.ndarray) or out.size > _FOLD_ELEMENTS:
+        return None
+    return out
+
+
+def _fold_constant(rw: _Rewriter, node, rule, scope) -> bool:
+    changed = False
+    for i in rule["inputs"]:
+        name = node.input[i] if i < len(node.input) else ""
+        if not name or trt_constant(name, scope, rw.read) is not None:
+            continue
+        chain: list = []
+        value = _fold(rw, name, scope, scope.opset or onnx.defs.onnx_opset_version(), chain)
+        if value is None or not (np.issubdtype(value.dtype, np.integer) or value.dtype == np.bool_):
+            continue
+        rw.replaced.update(o for n in chain for o in n.output if o)  # what only this input read goes
+        rw.replaced.update(i for n in chain for i in n.input if i)
+        node.input[i] = rw.add_constant(scope, np.asarray(value), f"{name}_folded")
+        rw.done.append(f"{node.op_type}: input {name!r} computed from constants made an initializer")
+        changed = True
+    return changed
+
+
+# ---- zero points
+
+def _per_axis(zp: np.ndarray, x_rank: int, axis: int) -> np.ndarray:
+    if zp.ndim == 0 or zp.size == 1:
+        return zp.reshape(())
+    shape = [1] * x_rank
+    shape[axis % x_rank] = zp.size
+    return zp.reshape(shape)
+
+
+def _attrs(node, *names):
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute if a.name in names}
+
+
+def _dq_constant_input(rw: _Rewriter, node, scope) -> bool:
+    """DequantizeLinear(x const, s, zp const) -> DequantizeLinear(x - zp as int8, s)."""
+    if len(node.input) < 3 or _attrs(node, "block_size").get("block_size", 0):
+        return False
+    x = trt_constant(node.input[0], scope, rw.read)
+    zp = trt_constant(node.input[2], scope, rw.read)
+    if x is None or zp is None or not np.issubdtype(x.dtype, np.integer) or zp.size == 0:
+        return False
+    axis = _attrs(node, "axis").get("axis", 1)
+    if zp.size > 1 and (x.ndim == 0 or zp.size != x.shape[axis % x.ndim]):
+        return False
+    shifted = x.astype(np.int64) - _per_axis(zp.astype(np.int64), x.ndim, axis)
+    if shifted.min(initial=0) < -128 or shifted.max(initial=0) > 127:
+        return False
+    rw.replaced.update(node.input[i] for i in (0, 2))
+    node.input[0] = rw.add_constant(scope, shifted.astype(np.int8), f"{node.input[0]}_int8")
+    del node.input[2:]
+    rw.done.append("DequantizeLinear: zero point folded into its constant input (int8, zero point 0)")
+    return True
+
+
+def _q_dq_uint8_pair(rw: _Rewriter, node, scope) -> bool:
+    """uint8 QuantizeLinear with zero point 128 read only by matching DequantizeLinear nodes -> int8, zero point 0."""
+    if len(node.input) < 3 or len(node.output) != 1:
+        return False
+    zp = trt_constant(node.input[2], scope, rw.read)
+    if zp is None or zp.dtype != np.uint8 or zp.size == 0 or np.any(zp != 128):
+        return False
+    out, attrs = node.output[0], _attrs(node, "axis", "block_size", "output_dtype", "saturate")
+    if attrs.get("output_dtype", onnx.TensorProto.UINT8) != onnx.TensorProto.UINT8 or attrs.get("block_size", 0):
+        return False
+    graph_outputs = {o.name for s in traversal.iter_scopes(rw.model) if not s.is_function for o in s.body.output} | \
+        {o for f in rw.model.functions for o in f.output}
+    readers = rw.readers_of(out)
+    if out in graph_outputs or not readers:
+        return False
+    scale = trt_constant(node.input[1], scope, rw.read)
+    for dq in readers:
+        if dq.op_type != "DequantizeLinear" or dq.domain not in ("", "ai.onnx") or list(dq.input[:1]) != [out] \
+                or len(dq.input) < 3 or _attrs(dq, "axis").get("axis", 1) != attrs.get("axis", 1) \
+                or _attrs(dq, "block_size").get("block_size", 0):
+            return False
+        dq_zp = trt_constant(dq.input[2], scope, rw.read)
+        if dq_zp is None or dq_zp.dtype != np.uint8 or dq_zp.shape != zp.shape or np.any(dq_zp != 128):
+            return False
+        if dq.input[1] != node.input[1]:
+            dq_scale = trt_constant(dq.input[1], scope, rw.read)
+            if scale is None or dq_scale is None or dq_scale.shape != scale.shape or \
+                    dq_scale.dtype != scale.dtype or not np.array_equal(dq_scale, scale):
+                return False
+    zero = rw.add_constant(scope, np.zeros(zp.shape, np.int8), f"{node.input[2]}_int8")
+    rw.replaced.update([node.input[2], *(dq.input[2] for dq in readers)])
+    node.input[2] = zero
+    for dq in readers:
+        dq.input[2] = zero
+    for s in traversal.iter_scopes(rw.model):  # the quantized value's recorded type changes
+        if not s.is_function:
+            for v in s.body.value_info:
+                if v.name == out and v.type.HasField("tensor_type"):
+                    v.type.tensor_type.elem_type = onnx.TensorProto.INT8
+    rw.done.append(f"QuantizeLinear: uint8 with zero point 128 and its {len(readers)} DequantizeLinear reader(s) "
+                   "made int8 with zero point 0")
+    return True
+
+
+def _zero(rw: _Rewriter, node, rule, scope) -> bool:
+    if node.op_type == "DequantizeLinear":
+        return _dq_constant_input(rw, node, scope)
+    if node.op_type == "QuantizeLinear":
+        return _q_dq_uint8_pair(rw, node, scope)
+    return False
+
+
+_REWRITES = {"outputs_unused": _drop_outputs, "constant": _fold_constant, "zero": _zero}
+
+
+def rewrite(model: onnx.ModelProto, rules: dict, *, read_tensor=None, inferred=None) -> tuple[list[str], set[str]]:
+    """Rewrite, in place, the nodes of ``model`` that break one of ``rules`` where this module has an
+    exact rewrite; returns what was done (one line per kind of change, with its count) and the names
+    the rewritten nodes no longer read (for the caller's removal of what became unused). The caller
+    checks again: what is still broken blocks."""
+    todo = [(scope, node, rule) for scope, node, rule, _ in
+            broken(model, {op: [r for r in rs if r["kind"] in _REWRITES] for op, rs in rules.items()},
+                   read_tensor=read_tensor, inferred=inferred)]
+    if not todo:
+        return [], set()
+    rw = _Rewriter(model, read_tensor)
+    for scope, node, rule in todo:
+        if _REWRITES[rule["kind"]](rw, node, rule, scope):
+            rw.used = rw.readers = None
+    counts: dict[str, int] = {}
+    for line in rw.done:
+        counts[line] = counts.get(line, 0) + 1
+    return [f"{line} x{n}" for line, n in counts.items()], rw.replaced
