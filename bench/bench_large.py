@@ -1,10 +1,15 @@
-"""Convert a model with a 2.5 GiB external initializer (sparse file) from opset 13 to 18.
+"""Convert a model with a 2.5 GiB external initializer (sparse file) from opset 13 to 18,
+or (``--dtype float16``) from float32 to float16.
 
 Reports the wall time and peak RSS of the ``rewriter convert`` subprocess against a
 baseline copy of the same data file, interleaved over several runs (median and range).
 Bars (issue 5): peak RSS <= 600 MiB; median wall time <= 1.5x the median copy.
 
-    python bench/bench_large.py [--gib 2.5] [--dir DIR] [--runs 5] [--dense]
+    python bench/bench_large.py [--gib 2.5] [--dir DIR] [--runs 5] [--dense] [--dtype float16|bfloat16]
+
+With ``--dtype`` the weight is converted to half precision in chunks as it is written, and
+the baseline is the least such a rewrite does: numpy reading the data file in 16 MiB chunks,
+``astype`` each, writing them (a converted hole is zeros: every byte is written).
 
 Like with like: with the default sparse source, rewriter keeps the holes in its output
 (as ``cp --sparse=auto``), so the baseline copies only the data extents and keeps the
@@ -111,10 +116,31 @@ def time_copy(src: str, dst: str, sparse: bool) -> float:
     return elapsed
 
 
-def time_convert(model: str, out: str, cwd: str) -> tuple[float, float]:
+def time_numpy_half(src: str, dst: str, dtype: str) -> float:
+    """The least a float32 -> half rewrite of the data file does: read it in 16 MiB chunks,
+    ``astype`` each (ml_dtypes for bfloat16), write and fsync (the baseline for --dtype)."""
+    import ml_dtypes
+
+    target = np.float16 if dtype == "float16" else ml_dtypes.bfloat16
+    start = time.perf_counter()
+    with open(src, "rb") as f, open(dst, "wb") as out:
+        while True:
+            data = f.read(1 << 24)
+            if not data:
+                break
+            out.write(np.frombuffer(data, np.float32).astype(target).tobytes())
+        out.flush()
+        os.fsync(out.fileno())
+    elapsed = time.perf_counter() - start
+    os.unlink(dst)
+    return elapsed
+
+
+def time_convert(model: str, out: str, cwd: str, dtype: str | None = None) -> tuple[float, float]:
     """(wall seconds, peak RSS MiB) of one ``rewriter convert`` subprocess."""
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "rewriter", "convert", model, "--opset", "18", "-o", out],
+    what = ["--dtype", dtype] if dtype else ["--opset", "18"]
+    proc = subprocess.Popen([sys.executable, "-m", "rewriter", "convert", model, *what, "-o", out],
                             cwd=cwd, stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
     elapsed = time.perf_counter() - start
@@ -134,6 +160,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="interleaved runs of each (median and range)")
     parser.add_argument("--dense", action="store_true",
                         help="write every byte of the data file instead of a sparse file")
+    parser.add_argument("--dtype", choices=("float16", "bfloat16"), default=None,
+                        help="convert the weights to this type instead of the opset to 18")
     args = parser.parse_args()
     root = tempfile.mkdtemp(prefix="bench_large_", dir=args.dir)
     try:
@@ -143,16 +171,22 @@ def main() -> None:
         data = os.path.join(model_dir, "weights.bin")
         copies, converts = [], []
         for _ in range(args.runs):  # interleaved
-            copies.append(time_copy(data, os.path.join(model_dir, "copy.bin"), sparse=not args.dense))
-            converts.append(time_convert(model, os.path.join(model_dir, "out.onnx"), cwd=root))
+            if args.dtype:
+                copies.append(time_numpy_half(data, os.path.join(model_dir, "copy.bin"), args.dtype))
+            else:
+                copies.append(time_copy(data, os.path.join(model_dir, "copy.bin"), sparse=not args.dense))
+            converts.append(time_convert(model, os.path.join(model_dir, "out.onnx"), cwd=root, dtype=args.dtype))
         walls = [c[0] for c in converts]
         copy_s, wall_s = statistics.median(copies), statistics.median(walls)
         ratios = [w / c for w, c in zip(walls, copies)]
         rss = max(c[1] for c in converts)
         kind = "dense" if args.dense else "sparse"
         base = "shutil.copyfile" if args.dense else "sparse-aware copy (holes kept)"
+        if args.dtype:
+            base = f"numpy: the data file read in 16 MiB chunks, astype {args.dtype}, written"
         print(f"machine: {machine()}")
-        print(f"model: {args.gib} GiB external float32 initializer ({kind} file), opset 13 -> 18; {args.runs} interleaved runs")
+        job = f"float32 -> {args.dtype}" if args.dtype else "opset 13 -> 18"
+        print(f"model: {args.gib} GiB external float32 initializer ({kind} file), {job}; {args.runs} interleaved runs")
         print(f"baseline {base}: median {copy_s:.2f} s [{min(copies):.2f}-{max(copies):.2f}]")
         print(f"rewriter convert: median {wall_s:.2f} s [{min(walls):.2f}-{max(walls):.2f}], peak RSS {rss:.0f} MiB")
         print(f"ratio convert / copy: median {statistics.median(ratios):.2f}x [{min(ratios):.2f}-{max(ratios):.2f}] "

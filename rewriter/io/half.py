@@ -18,7 +18,7 @@ import onnx
 from rewriter.io import wire
 from rewriter.io.tensors import CONVERT_KEY, EXTERNAL, set_entries
 
-__all__ = ["to_half", "converted_reference", "conversion", "Converted", "write_converted", "F16_MAX"]
+__all__ = ["to_half", "converted_reference", "conversion", "Converted", "write_converted", "chunks", "F16_MAX"]
 
 F16_MAX = float(np.finfo(np.float16).max)
 _CHUNK_ELEMENTS = 1 << 22  # 16 MiB of float32 at a time
@@ -67,12 +67,33 @@ class Converted(wire.Copy):
     clamp: bool = False
 
 
+def _file_chunks(path: str, offset: int, numel: int, dtype, chunk: int):
+    """``numel`` elements of ``dtype`` at ``offset`` of ``path``, ``chunk`` at a time, read
+    (not mapped: mapped pages count as the process's memory)."""
+    dtype = np.dtype(dtype)
+    with open(path, "rb") as f:
+        f.seek(offset)
+        for start in range(0, numel, chunk):
+            count = min(chunk, numel - start)
+            data = f.read(count * dtype.itemsize)
+            if len(data) != count * dtype.itemsize:
+                raise OSError(f"{path}: shorter than expected")
+            yield np.frombuffer(data, dtype)
+
+
+def chunks(value: np.ndarray, chunk: int = _CHUNK_ELEMENTS):
+    """The elements of ``value`` in order, flat, ``chunk`` at a time; an array mapped from a
+    file (:func:`rewriter.io.read_external_tensor`) is read from it instead of mapped whole."""
+    if isinstance(value, np.memmap) and getattr(value, "filename", None) and value.flags.c_contiguous:
+        yield from _file_chunks(value.filename, value.offset, value.size, value.dtype, chunk)
+        return
+    flat = np.asarray(value).reshape(-1)
+    for start in range(0, flat.size, chunk):
+        yield flat[start:start + chunk]
+
+
 def write_converted(out_fd: int, piece: Converted) -> None:
-    numel = piece.length // 2
-    source = np.memmap(piece.path, dtype="<f4", mode="r", offset=piece.offset, shape=(numel,)) if numel else ()
-    for start in range(0, numel, _CHUNK_ELEMENTS):
-        data = to_half(source[start:start + _CHUNK_ELEMENTS], piece.elem, piece.clamp).tobytes()
-        view = memoryview(data)
+    for part in _file_chunks(piece.path, piece.offset, piece.length // 2, "<f4", _CHUNK_ELEMENTS):
+        view = memoryview(to_half(part, piece.elem, piece.clamp).tobytes())
         while view:
             view = view[os.write(out_fd, view):]
-    del source

@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 import onnx.shape_inference
 
-from rewriter.io.half import F16_MAX
+from rewriter.io.half import F16_MAX, chunks
 from rewriter.precision.graphs import FLOAT, Graphs, is_constant_node
 from rewriter.precision.slots import HALF_TYPES, NodeSlots, node_slots
 
@@ -79,23 +79,29 @@ def attribute(node: onnx.NodeProto, name: str):
     return None
 
 
+def _magnitudes(value: np.ndarray) -> tuple[float, float]:
+    """(largest, smallest nonzero) finite magnitude of ``value``, read in chunks (a weight
+    mapped from its file is never read whole into memory); (0, inf) when it has none."""
+    top, low = 0.0, float("inf")
+    for part in chunks(value):
+        a = np.abs(np.asarray(part, dtype=np.float32))
+        finite = np.isfinite(a)
+        top = max(top, float(np.max(a, where=finite, initial=0.0)))
+        low = min(low, float(np.min(a, where=finite & (a > 0), initial=np.inf)))
+    return top, low
+
+
 def _out_of_range(value: np.ndarray) -> bool:
     """Whether a float32 constant loses more than rounding in float16: finite values beyond
     its range (they become inf), or all its nonzero values below float16's normal range (an
     epsilon of 1e-12 becomes 0; a few tiny weights among larger ones flush to 0 harmlessly)."""
-    a = np.abs(np.asarray(value, dtype=np.float32))
-    a = a[np.isfinite(a)]
-    if not a.size:
-        return False
-    top = float(a.max())
+    top, _ = _magnitudes(value)
     return top > F16_MAX or 0 < top < _F16_NORMAL
 
 
 def _only_huge(value: np.ndarray) -> bool:
     """Out of range only by magnitudes beyond float16's (mask fills: -1e9, float32's lowest)."""
-    a = np.abs(np.asarray(value, dtype=np.float32))
-    a = a[np.isfinite(a)]
-    return not ((a > 0) & (a < _F16_TINY)).any()
+    return _magnitudes(value)[1] >= _F16_TINY
 
 
 class _Planner:
