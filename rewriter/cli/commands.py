@@ -88,11 +88,12 @@ def _convert_precision(args, model, base_dir, before, start) -> int:
         lines += report.summary_lines()
         text = _conversion(report, args) + ", "
     measured = None
-    if args.calibrate:
-        from rewriter.precision.calibrate import measure
+    if args.calibrate or args.calibration_data:
+        from rewriter.precision.calibrate import load_samples, measure
 
+        samples = load_samples(source, args.calibration_data) if args.calibration_data else None
         measured = measure(source, base_dir, input_shapes=dict(args.input_shape or []),
-                           input_values=dict(args.input_value or []), seed=args.seed or 0)
+                           input_values=dict(args.input_value or []), seed=args.seed or 0, samples=samples)
     result, report = convert_precision_proto(source, args.dtype, keep_io_types=args.keep_io_types,
                                              keep_op_types=args.keep_op_types or (), keep_nodes=args.keep_nodes or (),
                                              target=target, base_dir=base_dir, measured=measured)

@@ -245,6 +245,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --dtype float16: run the float32 model in ONNX Runtime on random inputs "
                    "(--input-value / --input-shape to give real ones) and keep in float32 the nodes that "
                    "make or read values beyond float16's range")
+    p.add_argument("--calibration-data", action="append", default=None, metavar="NPZ",
+                   help="with --dtype float16: calibrate (as --calibrate) on real inputs: a .npz of one array "
+                   "per graph input, under the input's name (numpy.savez); repeat for several samples, the "
+                   "largest magnitude over all of them counts")
     _add_output(p, required=False)  # required unless --plan: checked by cmd_convert
     _add_verify_flags(p, static=True)
     _add_static_shapes(p)
@@ -346,11 +350,13 @@ def check_usage(args: argparse.Namespace, directory: bool) -> None:
         if args.dtype is None:
             given = [flag for flag, value in (("--keep-op-types", args.keep_op_types), ("--keep-nodes", args.keep_nodes),
                                               ("--calibrate", args.calibrate or None),
+                                              ("--calibration-data", args.calibration_data),
                                               ("--no-keep-io-types", None if args.keep_io_types else True))
                      if value is not None]
             if given:
                 raise UsageError(f"{', '.join(given)}: only for --dtype, which is not given")
-        elif args.calibrate and args.dtype != "float16":
-            raise UsageError("--calibrate: bfloat16 has float32's range, there is nothing to calibrate")
+        elif (args.calibrate or args.calibration_data) and args.dtype != "float16":
+            flag = "--calibrate" if args.calibrate else "--calibration-data"
+            raise UsageError(f"{flag}: bfloat16 has float32's range, there is nothing to calibrate")
         elif getattr(args, "plan", False):
             raise UsageError("--plan shows an opset conversion's plan; with --dtype, the summary says what stays float32")

@@ -14,14 +14,46 @@ import onnx
 from rewriter.errors import RewriterError
 from rewriter.precision.plan import F16_MAX
 
-__all__ = ["measure", "MARGIN"]
+__all__ = ["measure", "load_samples", "MARGIN"]
 
 MARGIN = 0.5  # a value beyond MARGIN * float16's largest counts as out of range
 
 
+def load_samples(model: onnx.ModelProto, paths) -> list[dict]:
+    """The graph inputs' values from each .npz of ``paths`` (one array per input, under its
+    name), as the inputs' element types; RewriterError naming the file and the problem."""
+    inputs = {v.name: v for v in model.graph.input}
+    for t in model.graph.initializer:
+        inputs.pop(t.name, None)
+    samples = []
+    for path in paths:
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {k: data[k] for k in data.files}
+        except (OSError, ValueError) as e:
+            raise RewriterError(f"--calibration-data {path}: not a readable .npz ({e})") from None
+        unknown = sorted(set(arrays) - set(inputs))
+        missing = sorted(set(inputs) - set(arrays))
+        if unknown or missing:
+            said = ([f"no graph input named {', '.join(map(repr, unknown))}"] if unknown else []) + \
+                   ([f"no array for {', '.join(map(repr, missing))}"] if missing else [])
+            raise RewriterError(f"--calibration-data {path}: {'; '.join(said)} (graph inputs: "
+                                f"{', '.join(inputs)})")
+        feeds = {}
+        for name, value in arrays.items():
+            elem = inputs[name].type.tensor_type.elem_type
+            want = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem)) if elem else value.dtype
+            if value.dtype.kind != want.kind and not (value.dtype.kind in "iu" and want.kind in "iu"):
+                raise RewriterError(f"--calibration-data {path}: {name!r} is {value.dtype}, the input is {want}")
+            feeds[name] = value.astype(want, copy=False)
+        samples.append(feeds)
+    return samples
+
+
 def measure(model: onnx.ModelProto, base_dir: str | None, *, input_shapes=None, input_values=None,
-            seed: int = 0, feeds: dict | None = None) -> dict[str, float]:
-    """{value name: largest magnitude} for the float32 values beyond ``MARGIN`` x float16's range."""
+            seed: int = 0, feeds: dict | None = None, samples: list | None = None) -> dict[str, float]:
+    """{value name: largest magnitude} for the float32 values beyond ``MARGIN`` x float16's range,
+    over ``samples`` (input dicts) when given, else ``feeds``, else random inputs."""
     import onnxruntime as ort
 
     from rewriter.precision.graphs import FLOAT, Graphs
@@ -35,7 +67,7 @@ def measure(model: onnx.ModelProto, base_dir: str | None, *, input_shapes=None, 
     for name in names:
         if name not in known:
             probe.graph.output.append(onnx.helper.make_tensor_value_info(name, FLOAT, None))
-    if feeds is None:
+    if samples is None and feeds is None:
         feeds = random_inputs(model, seed, input_shapes or {})
         for name, values in (input_values or {}).items():
             if name not in feeds:
@@ -49,19 +81,20 @@ def measure(model: onnx.ModelProto, base_dir: str | None, *, input_shapes=None, 
     with tempfile.TemporaryDirectory(prefix="rewriter-calibrate-") as d:
         path = f"{d}/probe.onnx"
         save_model(probe, path)
+        seen: dict[str, float] = {}
         try:
             session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-            outputs = session.run(None, feeds)
+            for sample in (samples if samples is not None else [feeds]):
+                outputs = session.run(None, sample)
+                for meta, value in zip(session.get_outputs(), outputs):
+                    v = np.asarray(value)
+                    if v.dtype != np.float32 or not v.size:
+                        continue
+                    finite = np.abs(v[np.isfinite(v)])
+                    top = float(finite.max()) if finite.size else 0.0
+                    if top > MARGIN * F16_MAX:
+                        seen[meta.name] = max(top, seen.get(meta.name, 0.0))
         except Exception as e:  # noqa: BLE001
             raise RewriterError(f"--calibrate: ONNX Runtime cannot run the float32 model: "
                                 f"{str(e).strip().splitlines()[0][:300]}") from None
-    seen = {}
-    for meta, value in zip(session.get_outputs(), outputs):
-        v = np.asarray(value)
-        if v.dtype != np.float32 or not v.size:
-            continue
-        finite = np.abs(v[np.isfinite(v)])
-        top = float(finite.max()) if finite.size else 0.0
-        if top > MARGIN * F16_MAX:
-            seen[meta.name] = top
     return seen

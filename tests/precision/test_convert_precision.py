@@ -419,6 +419,43 @@ def test_calibration_keeps_overflowing_nodes_float32():
     _check_same(m, r, {"x": x}, limit=1e-3)
 
 
+def _overflowing_model():
+    k = nh.from_array(np.array(1000.0, np.float32), "k")
+    return _model([h.make_node("Mul", ["x", "k"], ["a"], name="scale"),
+                   h.make_node("Mul", ["a", "a"], ["sq"], name="square"),
+                   h.make_node("ReduceMean", ["sq"], ["mean"], keepdims=0), h.make_node("Sqrt", ["mean"], ["y"])],
+                  [_vi("x", [16])], [_vi("y", [])], [k])
+
+
+def test_cli_calibration_data_takes_the_largest_over_samples(tmp_path):
+    src = tmp_path / "m.onnx"
+    onnx.save(_overflowing_model(), src)
+    small, big = tmp_path / "small.npz", tmp_path / "big.npz"
+    np.savez(small, x=np.full(16, 0.01, np.float32))
+    np.savez(big, x=np.full(16, 0.9, np.float32))
+
+    def kept(*samples):
+        out = tmp_path / "out.onnx"
+        args = [a for npz in samples for a in ("--calibration-data", str(npz))]
+        r = subprocess.run([sys.executable, "-m", "rewriter", "convert", str(src), "--dtype", "float16", "-o", str(out),
+                            "--json", *args], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(r.stdout)
+        return sorted(k["op"] for k in doc["changes"]["precision"]["kept"] if k["reason"].startswith("calibration"))
+
+    assert kept(small) == []
+    assert kept(small, big) == ["Mul", "ReduceMean", "Sqrt"]
+    wrong = tmp_path / "wrong.npz"
+    np.savez(wrong, y=np.zeros(16, np.float32))
+    r = subprocess.run([sys.executable, "-m", "rewriter", "convert", str(src), "--dtype", "float16", "-o",
+                        str(tmp_path / "o.onnx"), "--calibration-data", str(wrong)], capture_output=True, text=True)
+    assert r.returncode != 0 and "no graph input named 'y'" in r.stderr and "no array for 'x'" in r.stderr
+    assert not (tmp_path / "o.onnx").exists()
+    r = subprocess.run([sys.executable, "-m", "rewriter", "convert", str(src), "--dtype", "bfloat16", "-o",
+                        str(tmp_path / "o.onnx"), "--calibration-data", str(big)], capture_output=True, text=True)
+    assert r.returncode == 2 and "--calibration-data: bfloat16 has float32's range" in r.stderr
+
+
 def test_cli_convert_dtype_verify_and_json(tmp_path):
     src, out = tmp_path / "m.onnx", tmp_path / "m16.onnx"
     onnx.save(_matmul_model(), src)
