@@ -276,20 +276,79 @@ def _check_zero(rule, node, schema, ctx, scope):
     return None
 
 
+_PASS_THROUGH = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Identity", "Flatten", "Cast", "Expand", "Gather",
+                           "Slice", "Tile"})  # every element of the output is an element of the first input
+_BOUND_DEPTH = 24
+
+
+def _bound(name: str, scope, ctx, lowest: bool, depth: int = 0):
+    """An upper bound on every element of integer value ``name`` (``lowest``: on its smallest
+    element), from constants, static dims and the integer ops exporters compute a K with
+    (``Min(150, Shape(x)[1])``, a ReduceMin of a Concat); None when none is known."""
+    value = trt_constant(name, scope, ctx.read)
+    if value is not None:
+        return None if value.size == 0 else float(np.min(value) if lowest else np.max(value))
+    s, node = scope, None
+    while s is not None and node is None:
+        if name in s.inputs():
+            return None
+        node = s.producers().get(name)
+        s = s.parent if node is None else s
+    if node is None or depth > _BOUND_DEPTH or node.domain not in ("", "ai.onnx"):
+        return None
+    op, ins = node.op_type, [i for i in node.input if i]
+    if op == "Shape":
+        shape = ctx.shape(ins[0])
+        dims = shape[node_attr(node, "start") or 0:node_attr(node, "end")] if shape is not None else None
+        return float(min(dims) if lowest else max(dims)) if dims and all(isinstance(d, int) for d in dims) else None
+    if op == "Cast" and node_attr(node, "to") not in _INTEGER_TYPES:
+        return None
+    if op in _PASS_THROUGH:
+        return _bound(ins[0], s, ctx, lowest, depth + 1)
+    if op == "Concat":
+        bounds = [_bound(i, s, ctx, lowest, depth + 1) for i in ins]
+        known = [b for b in bounds if b is not None]
+        if lowest:  # the smallest element is at most the smallest element of any one input
+            return min(known) if known else None
+        return max(bounds) if bounds and None not in bounds else None
+    if op == "Min":  # elementwise: at most any one input
+        known = [b for b in (_bound(i, s, ctx, False, depth + 1) for i in ins) if b is not None]
+        return min(known) if known else None
+    if op == "ReduceMin" and len(ins) == 1 and node_attr(node, "axes") is None:  # over every element
+        return _bound(ins[0], s, ctx, True, depth + 1)
+    return None
+
+
+_INTEGER_TYPES = frozenset({onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32,
+                            onnx.TensorProto.INT64, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
+                            onnx.TensorProto.UINT32, onnx.TensorProto.UINT64})
+
+
+def node_attr(node, name):
+    """A node's attribute value (None when absent or set by a function's caller)."""
+    v = _attr(node, None, name, default=False)
+    return None if v is _UNKNOWN else v
+
+
 def _check_less_than(rule, node, schema, ctx, scope):
     name, limit = _input(node, rule["input"]), rule["value"]
     value = trt_constant(name, scope, ctx.read) if name else None
     if value is not None:
         return f"{_name_of(schema, rule['input'])} is {int(np.max(value))}, not below {limit}" \
             if np.any(value >= limit) else None
-    # not a constant: K never exceeds the dim TopK works along, so a static dim below the limit settles it
+    # computed at run time: bounded by constants (Min(150, n), ReduceMin(Concat(...)))
+    bound = _bound(name, scope, ctx, False) if name else None
+    if bound is not None and bound < limit:
+        return None
+    # K never exceeds the dim TopK works along, so a static dim below the limit settles it too
     shape = ctx.shape(_input(node, 0))
     axis = _attr(node, schema, "axis")
     if shape is not None and isinstance(axis, int) and -len(shape) <= axis < len(shape):
         dim = shape[axis]
         if isinstance(dim, int) and dim < limit:
             return None
-    return f"{_name_of(schema, rule['input'])} is not a constant and the dim it selects from is not known below {limit}"
+    return f"{_name_of(schema, rule['input'])} is computed at run time, and neither a bound on it nor the dim it " \
+           f"selects from is known below {limit}"
 
 
 def _check_input_type(rule, node, schema, ctx, scope):
@@ -323,14 +382,16 @@ def _check_static_dim(rule, node, schema, ctx, scope):
     return None
 
 
-def _check_dim(rule, node, schema, ctx, scope):
+def _check_real_signal(rule, node, schema, ctx, scope):
+    """A real signal: [batch, length, 1], or [batch, length] (which ONNX Runtime reads as real too)."""
     name = _input(node, rule["input"])
-    shape, axis = ctx.shape(name), rule["axis"]
-    dim = shape[axis] if shape is not None and -len(shape) <= axis < len(shape) else None
-    if dim != rule["equals"]:
-        return f"dim {axis} of input {_name_of(schema, rule['input'])} ({name!r}) is " \
-               f"{'not known' if dim is None else dim}, not {rule['equals']}"
-    return None
+    shape = ctx.shape(name)
+    if shape is not None and (len(shape) == 2 or (len(shape) == 3 and shape[2] == 1)):
+        return None
+    what = f"input {_name_of(schema, rule['input'])} ({name!r})"
+    if shape is None or (len(shape) == 3 and not isinstance(shape[2], int)):
+        return f"{what} has shape {'unknown' if shape is None else shape}: not known to be real"
+    return f"{what} has shape {shape}, not [batch, length, 1] (a real signal)"
 
 
 def _check_resize_axes(rule, node, schema, ctx, scope):
@@ -410,7 +471,7 @@ CHECKS: dict[str, Callable] = {
     "same_activations": _check_same_activations, "rank": _check_rank, "inputs_absent": _check_inputs_absent,
     "outputs_unused": _check_outputs_unused, "constant": _check_constant, "zero": _check_zero,
     "less_than": _check_less_than, "input_type": _check_input_type, "static_shape": _check_static_shape,
-    "static_dim": _check_static_dim, "dim": _check_dim, "resize_axes": _check_resize_axes,
+    "static_dim": _check_static_dim, "real_signal": _check_real_signal, "resize_axes": _check_resize_axes,
     "if_branches": _check_if_branches, "einsum_plain": _check_einsum_plain,
     "einsum_no_broadcast": _check_einsum_no_broadcast,
 }

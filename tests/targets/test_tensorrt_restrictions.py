@@ -526,3 +526,81 @@ def test_blocked_conversions_name_the_restricted_nodes_too():
     with pytest.raises(RewriterError) as e:
         convert_for(model, runtime="tensorrt==8.5")
     assert "node 'det'" in str(e.value) and "`Indices` output tensor unsupported" in str(e.value)
+
+
+# ------------------------------------------------------------ edges
+
+def test_a_rank_shape_inference_cannot_tell_counts_as_breaking_the_rule():
+    model = _maxpool(indices=False)
+    model.graph.input[0].type.tensor_type.ClearField("shape")  # no rank: not a valid model any more
+    found = restriction_violations(model, parse_target("tensorrt==10.16"), inferred=model)
+    assert [v.reason for v in found] == ["the rank of input X ('x') is not known (shape inference gives none; "
+                                         "--input-shape may tell)"]
+
+
+def test_an_initializer_that_is_also_a_graph_input_is_one_the_parser_takes_as_weights():
+    model = _model([_node("Unsqueeze", ["x", "a"], ["y"])], [("x", F, [3])], [("y", F, [1, 3])],
+                   {"a": np.array([0], np.int64)})
+    model.graph.input.append(helper.make_tensor_value_info("a", I64, [1]))  # IR 3's form
+    assert restriction_violations(model, parse_target("tensorrt==8.5")) == []
+
+
+@pytest.mark.parametrize("zp2, scale2", [(100, 0.5), (128, 0.25)], ids=["other-zero-point", "other-scale"])
+def test_a_uint8_q_dq_pair_that_is_not_exactly_int8_is_refused(zp2, scale2):
+    # zero points other than 128 clamp to another range; another scale is another computation
+    model = _model([_node("QuantizeLinear", ["x", "s", "zp"], ["q"]),
+                    helper.make_node("DequantizeLinear", ["q", "s2", "zp2"], ["y"], name="dq")],
+                   [("x", F, [6])], ["y"], {"s": np.float32(0.5), "zp": np.uint8(zp2), "s2": np.float32(scale2),
+                                            "zp2": np.uint8(zp2)})
+    with pytest.raises(RewriterError, match="y_zero_point"):
+        convert_for(model, runtime="tensorrt==10.16")
+
+
+def test_a_zero_point_that_is_not_a_constant_is_refused():
+    model = _model([_node("DequantizeLinear", ["x", "s", "zp"], ["y"])], [("x", I8, [3]), ("zp", I8, [])], ["y"],
+                   {"s": np.float32(0.5)})
+    found = restriction_violations(model, parse_target("tensorrt==10.16"))
+    assert [v.reason for v in found] == ["input x_zero_point ('zp') is not a constant"]
+
+
+def test_the_shipped_rules_are_what_the_clause_table_makes_of_the_shipped_text():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("trt_restrictions",
+                                                  os.path.join(ROOT, "tools", "runtime_data", "trt_restrictions.py"))
+    table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(table)
+    for release, entry in TABLE.items():
+        text = {op: t for op, t in entry["restrictions"].items() if op in entry["supported"]}
+        assert table.structure(text) == (entry["rules"], entry["unchecked"]), release
+    with pytest.raises(ValueError, match="is in no clause"):
+        table.structure({"TopK": "`sorted` must be 1. `largest` must be 1."})
+
+
+def test_a_k_computed_at_run_time_passes_when_constants_bound_it_below_the_limit():
+    # torchvision's detection heads: K = ReduceMin(Concat([150], Unsqueeze(Shape(x)[1]))) over a dynamic dim
+    def topk(cap):
+        return _model([helper.make_node("Shape", ["x"], ["s"], name="shape"),
+                       helper.make_node("Gather", ["s", "at"], ["n"], axis=0, name="g"),
+                       helper.make_node("Unsqueeze", ["n", "zero"], ["n1"], name="u"),
+                       helper.make_node("Concat", ["cap", "n1"], ["both"], axis=0, name="c"),
+                       helper.make_node("ReduceMin", ["both"], ["k0"], keepdims=0, name="m"),
+                       helper.make_node("Reshape", ["k0", "one"], ["k"], name="r"),
+                       _node("TopK", ["x", "k"], ["v", "i"])],
+                      [("x", F, [1, "anchors"])], [("v", F, [1, None]), ("i", I64, [1, None])],
+                      {"one": np.array([1], np.int64), "zero": np.array([0], np.int64), "at": np.int64(1),
+                       "cap": np.array([cap], np.int64)})
+    t = parse_target("tensorrt==10.16")
+    assert restriction_violations(topk(150), t) == []
+    assert [v.reason for v in restriction_violations(topk(5000), t)] == [
+        "K is computed at run time, and neither a bound on it nor the dim it selects from is known below 3840"]
+
+
+def test_a_signal_without_its_last_axis_is_real():
+    # [batch, length]: what exporters of speech front ends give STFT, and what ONNX Runtime reads as real
+    model = _model([_node("STFT", ["x", "fs", "", "fl"], ["y"])], [("x", F, [1, "n"])],
+                   [("y", F, [None, None, None, None])], {"fs": np.int64(4), "fl": np.int64(4)})
+    assert restriction_violations(model, parse_target("tensorrt==10.16")) == []
+    model.graph.input[0].type.tensor_type.shape.dim.add().dim_param = "c"
+    assert [v.reason for v in restriction_violations(model, parse_target("tensorrt==10.16"))] == [
+        "input signal ('x') has shape [1, 'n', 'c']: not known to be real"]

@@ -112,7 +112,7 @@ CLAUSES: dict[str, list[tuple[str, dict]]] = {
     "ReverseSequence": [("Dynamic input shapes are unsupported", {"kind": "static_shape", "input": 0})],
     "RotaryEmbedding": [("`position_ids` must be INT64", {"kind": "input_type", "input": 3, "types": ["INT64"]})],
     "STFT": [("`frame_step` and `window` must be an initializer", {"kind": "constant", "inputs": [1, 2]}),
-             ("Input must be real-valued", {"kind": "dim", "input": 0, "axis": -1, "equals": 1})],
+             ("Input must be real-valued", {"kind": "real_signal", "input": 0})],
     "ScatterND": [("`reduction` is not supported", {"kind": "attribute", "attribute": "reduction", "allowed": ["none"]}),
                   ("`reduction` other than `none` is not supported",
                    {"kind": "attribute", "attribute": "reduction", "allowed": ["none"]})],
