@@ -521,3 +521,30 @@ def test_target_keeps_ops_without_a_half_kernel_float32():
         f"onnxruntime=={release}"))
     assert any(op == "EyeLike" and "no float16 CPU kernel" in reason for _, op, reason in report.kept)
     _check_same(m, r, {"x": RNG.standard_normal((3, 3)).astype(np.float32)}, limit=1e-6)
+
+
+@pytest.mark.parametrize("how", [["--opset", "18"], ["--target", "onnxruntime==1.17"]])
+def test_cli_migrates_and_halves_in_one_run(tmp_path, how):
+    w = nh.from_array(RNG.standard_normal((6, 4)).astype(np.float32), "W")
+    m = _model([h.make_node("MatMul", ["x", "W"], ["xw"]),
+                h.make_node("ReduceSum", ["xw"], ["s"], axes=[1], keepdims=0),  # axes: attribute at 12
+                h.make_node("Relu", ["s"], ["y"])],
+               [_vi("x", [3, 6])], [_vi("y", [3])], [w], opset=12)
+    src, out = tmp_path / "m.onnx", tmp_path / "o.onnx"
+    onnx.save(m, src)
+    r = subprocess.run([sys.executable, "-m", "rewriter", "convert", str(src), *how, "--dtype", "float16",
+                        "-o", str(out), "--verify"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    got = onnx.load(out)
+    opset = next(o.version for o in got.opset_import if o.domain in ("", "ai.onnx"))
+    reduce = next(n for n in got.graph.node if n.op_type == "ReduceSum")
+    if how[0] == "--opset":
+        assert opset == 18 and len(reduce.input) == 2 and not reduce.attribute[0].name == "axes"
+    else:  # a release that loads opset 12 keeps it
+        assert opset == 12 and got.ir_version <= 9 and "onnxruntime 1.17" in r.stdout
+    if how[0] == "--opset":
+        assert _elem(got, "W") == T.FLOAT16
+    else:  # ONNX Runtime's CPU provider has no float16 MatMul: it stays float32 for that release
+        assert _elem(got, "W") == T.FLOAT and "no float16 CPU kernel for MatMul-9" in r.stdout
+    assert "float32 -> float16" in r.stdout
+    _check_same(m, got, {"x": RNG.standard_normal((3, 6)).astype(np.float32)})
