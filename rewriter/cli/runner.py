@@ -140,7 +140,10 @@ def _complaint(fn) -> str | None:
 
 def _ort_load(model) -> str | None:
     """None when ONNX Runtime loads ``model`` (its external data resolved in place), else why not."""
-    from rewriter.io import external_data_dir
+    import onnx
+
+    from rewriter.io import external_data_dir, read_external_tensor
+    from rewriter.io.half import conversion
     from rewriter.io.tensors import EXTERNAL, PRIVATE_PREFIX, all_tensors, set_entries
 
     def load():
@@ -150,7 +153,12 @@ def _ort_load(model) -> str | None:
         copy = type(model)()
         copy.CopyFrom(model)
         for t, _ in all_tensors(copy):
-            if t.data_location == EXTERNAL:
+            if t.data_location == EXTERNAL and conversion(t) is not None:  # its bytes are float32 until written
+                value = read_external_tensor(t, None)
+                del t.external_data[:]
+                t.data_location = onnx.TensorProto.DEFAULT
+                t.raw_data = value.tobytes()
+            elif t.data_location == EXTERNAL:
                 set_entries(t, {e.key: e.value for e in t.external_data if not e.key.startswith(PRIVATE_PREFIX)})
         options = ort.SessionOptions()
         options.log_severity_level = 4

@@ -126,3 +126,15 @@ def test_a_file_cannot_ask_for_conversion(tmp_path):
     assert np.array_equal(read_external_tensor(_tensor(loaded, "W"), None), value)
     save_model(loaded, tmp_path / "out.onnx")
     assert np.array_equal(nh.to_array(_tensor(onnx.load(tmp_path / "out.onnx"), "W")), value)
+
+
+def test_cli_result_with_converted_references_passes_the_load_gate(tmp_path):
+    """The command's own gate loads the result in ONNX Runtime before writing it: references
+    still holding float32 bytes are given to it converted."""
+    w, mask = _sources()
+    src, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(_masked_model(w, mask), src)  # W inline, 2 MiB: the loader leaves it in the file
+    r = subprocess.run([sys.executable, "-m", "rewriter", "convert", str(src), "--dtype", "float16", "-o", str(out)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert nh.to_array(_tensor(onnx.load(out), "W")).dtype == np.float16
