@@ -1,7 +1,9 @@
 """QuantizeLinear / DequantizeLinear across 13, 19, 21 and 23 (the later steps only add types).
 
-- 13 added ``axis`` (per-axis scales). Down: a scalar scale (per-tensor) -> axis dropped; a 1-D
-  scale: DequantizeLinear of 8-bit x (int32 with a zero zero-point) -> (Cast(x) - zero point) *
+- 13 added ``axis`` (per-axis scales). Down: a scale of one value (per tensor: a scalar, or a 1-D
+  tensor of one, which ONNX's reference and ONNX Runtime take as per tensor whatever ``axis``
+  says; onnxruntime.quantization writes such for biases, with axis 1 on a 1-D bias) -> scale and
+  zero point as scalars, axis dropped; a longer 1-D scale: DequantizeLinear of 8-bit x (int32 with a zero zero-point) -> (Cast(x) - zero point) *
   scale along the axis (exact); QuantizeLinear of float x -> Cast(Clip(Round(x / scale) + zero
   point)) written for the target (Round exists from 11: targets 11 and 12; below, refused).
   Both in ``quantize_arith.py``, with their exactness conditions.
@@ -25,7 +27,7 @@ import numpy as np
 import onnx
 
 from rewriter.convert.adapters.feature_support import (add_typed_constant, attr_value, check_types, drop_default,
-                                                       no_ref)
+                                                       no_ref, record_type)
 from rewriter.convert.adapters.quantize_arith import BOUNDS, dequantize_as_arithmetic, quantize_as_arithmetic
 from rewriter.convert.attrs import get_attr, remove_attr
 from rewriter.convert.registry import register
@@ -46,6 +48,11 @@ def _type_name(elem) -> str:
 @register(("QuantizeLinear", 13, 10), ("DequantizeLinear", 13, 10), kind="new feature")
 def per_tensor_only(node, ctx) -> None:
     check_types(node, ctx)
+    if _one_element(ctx, node.input[1]):  # per tensor, whatever the axis says (the schemas, ONNX Runtime)
+        for i in (1, 2):
+            if len(node.input) > i and node.input[i] and ctx.rank(node.input[i]) != 0:
+                node.input[i] = _scalar(ctx, node.input[i])
+                ctx.record(f"{node.op_type} {'scale' if i == 1 else 'zero point'} of one value -> scalar")
     rank = ctx.rank(node.input[1])
     if rank == 0:
         if get_attr(node, "axis") is not None:
@@ -64,6 +71,27 @@ def per_tensor_only(node, ctx) -> None:
         return
     ctx.block(f"scale '{node.input[1]}' is {'of unknown rank' if rank is None else f'{rank}-D'}: "
               f"per-axis quantization exists only from opset 13")
+
+
+def _one_element(ctx, name: str) -> bool:
+    """Whether ``name`` holds exactly one value (a scalar, or a 1-D tensor of one)."""
+    value = ctx.constant(name)
+    if value is not None:
+        return value.size == 1
+    shape = ctx.shape(name)
+    return shape is not None and len(shape) <= 1 and all(d == 1 for d in shape)
+
+
+def _scalar(ctx, name: str) -> str:
+    """``name`` (one value) as a scalar, as opset 10's per-tensor scale and zero point are: a
+    scalar constant for a constant, else Reshape to []; a scalar itself is kept."""
+    value = ctx.constant(name)
+    if value is not None:
+        ctx.maybe_unused(name)
+        return add_typed_constant(ctx, f"{name}_scalar", value.reshape(()))
+    reshaped = ctx.insert_before("Reshape", [name, add_typed_constant(ctx, "scalar_shape", np.zeros(0, np.int64))])
+    record_type(ctx, reshaped.output[0], ctx.elem_type(name), [])
+    return reshaped.output[0]
 
 
 @register(("QuantizeLinear", 19, 13), ("DequantizeLinear", 19, 13), kind="new feature")
