@@ -51,9 +51,13 @@ DEFAULT_DOMAINS = registry.DEFAULT_DOMAINS
 class Engine:
     """Converts the nodes of one model copy; see the module doc."""
 
-    def __init__(self, state: ConversionState, target: int, lacks=None):
+    def __init__(self, state: ConversionState, target: int, lacks=None, inlining=None):
         self.state, self.target = state, target
         self.lacks = lacks  # (op, schema version) -> whether the runtime targeted lacks it (None: no runtime)
+        # (op, schema version, opset) -> element types in which the runtime targeted inlines the op's
+        # body wrongly at that opset (None: no such runtime); those nodes are expanded here
+        self.inlining = inlining
+        self._inlined: dict[tuple[str, int], frozenset] = {}  # (op, target) -> self.inlining's answer
         self.report = state.report
         self.blockers: list[Blocker] = []
         self.delegated: set[tuple[str, ...]] = set()  # outputs of the nodes for onnx (value names are unique)
@@ -118,6 +122,8 @@ class Engine:
     def _keep_without_looking(self, op: str, opset: int, target: int) -> Keep:
         """Whether the walk keeps every node of ``op`` at ``opset`` without a look (:class:`Keep`)."""
         how = self._start(op, opset, target)
+        if self.inlining is not None and how.what == "steps" and self._inlined_types(op, target):
+            return Keep.LOOK  # a node in such a type is expanded
         return keep_without_looking(op, how, *(self._path(op, opset, target) if how.what == "steps" else ((), [])))
 
     # ------------------------------------------------------------ one node
@@ -133,6 +139,8 @@ class Engine:
         what, src, fix = self._starts.get((op, opset, frame.target)) or self._start(op, opset, frame.target)
         if what != "steps":
             return self._not_by_steps(node, scope, opset, what, src, label, frame)
+        if self.inlining is not None and self._inlined_by_runtime(node, scope, src, frame.target):
+            return self._expansion.expand_for_runtime(node, scope, src, label, frame)
         if fix is not None and not self._normalized(node, scope, src, fix, label, frame):
             return [node]
         path, kinds = self._paths.get((op, opset, frame.target)) or self._path(op, opset, frame.target)
@@ -253,6 +261,30 @@ class Engine:
             n, scope, frame.target if id(n) in ctx.at_target else b, made)]
         after = [m for n in ctx.after for m in self.convert(n, scope, b, made)]
         return before, after
+
+    def _inlined_types(self, op: str, target: int) -> frozenset:
+        """The element types in which the runtime targeted would inline ``op`` wrongly at ``target``."""
+        key = (op, target)
+        found = self._inlined.get(key)
+        if found is None:
+            dst = registry.schema_version_at(op, target)
+            found = self._inlined[key] = frozenset() if dst is None else frozenset(self.inlining(op, dst, target))
+        return found
+
+    def _inlined_by_runtime(self, node, scope, src: int, target: int) -> bool:
+        """Whether ``node`` (of schema ``src``) reads or writes a tensor of a type in which the runtime
+        targeted would replace it by its function body wrongly at ``target``, and ``src`` has a body
+        to expand into (a model keeps its opset for a runtime that takes it, so an op is not taken
+        up to such a schema for one)."""
+        kinds = self._inlined_types(node.op_type, target)
+        if not kinds or not paths.has_function_body(node.op_type, src):
+            return False
+        types = self.state.types_for(scope)
+        for name in (*node.input, *node.output):
+            t = types.get(name) if name else None
+            if t is not None and t.HasField("tensor_type") and t.tensor_type.elem_type in kinds:
+                return True
+        return False
 
     def _start(self, op: str, opset: int, target: int) -> Start:
         key = (op, opset, target)

@@ -87,6 +87,16 @@ class Expansion:
                             f"no function body for it", f"targets >= {first}")
         return [node]
 
+    def expand_for_runtime(self, node, scope, src: int, label, frame: Frame) -> list[onnx.NodeProto]:
+        """The nodes that replace ``node`` (of schema version ``src``, which has a function body) at
+        ``frame.target``, where the runtime targeted has no kernel for its types and would replace it
+        by that body written for an older opset (``rewriter.targets.inlining``): expanded here, into
+        the body for ``frame.target``."""
+        schema = onnx.defs.get_schema(node.op_type, src, "")
+        versions = sorted(set(schema.function_opset_versions) | set(schema.context_dependent_function_opset_versions))
+        version = max((v for v in versions if v <= frame.target), default=versions[0])
+        return self._function_body(node, scope, src, label, frame, schema, version, self.report.inlined_for_runtime)
+
     def _as_older_op(self, node, scope, opset, frame: Frame, older: str, first: int) -> list[onnx.NodeProto]:
         """An op that was an older op renamed (Resize-10 is Upsample-9): taken down to its first
         version by its own steps, renamed, then converted onward as the older op."""
@@ -118,7 +128,10 @@ class Expansion:
         return named(self.state, self.walk.convert(const, scope, opset, frame), node, node.name, node.output[0],
                      removed=True)
 
-    def _function_body(self, node, scope, src, label, frame: Frame, schema, version) -> list[onnx.NodeProto]:
+    def _function_body(self, node, scope, src, label, frame: Frame, schema, version,
+                       counted=None) -> list[onnx.NodeProto]:
+        """``node`` replaced by its function body (built for ``version``), converted onward;
+        counted in ``counted`` (default: the report's ``expanded``)."""
         op = node.op_type
         first = registry.schema_versions(op)[0]
         try:
@@ -131,7 +144,7 @@ class Expansion:
         nodes = fold_shape_arithmetic(nodes, scope, self.state, version)
         for n in nodes:
             self.state.pending.update((o, n) for o in n.output if o)
-        self.report.expanded[op] += 1
+        (self.report.expanded if counted is None else counted)[op] += 1
         self.walk.count(frame, op, "expanded", (op, src, version, "expanded into its function body"))
         logger.debug("%s: %s expanded into its function body (%d nodes, opset %d)", label, op, len(nodes), version)
         original_name, original_out = node.name, node.output[0] if node.output else None

@@ -1,0 +1,110 @@
+"""What old ONNX Runtime releases do to half-precision models, and what a conversion for one does
+about it (:mod:`rewriter.convert.for_target` asks).
+
+* A node with no kernel for its types whose op has a function body is replaced by ONNX Runtime
+  with that body; 1.15 and 1.16 write it for the opset it was first defined at, so a float16
+  LayerNormalization-17 or Softmax-13 at opset 18 becomes ReduceMean / ReduceMax nodes with an
+  ``axes`` attribute and the model is refused ("Unrecognized attribute: axes for operator
+  ReduceMean"). :func:`inlining_rule` says which nodes; the engine expands them into the body for
+  the target opset itself (``rewriter.targets.inlining`` holds the measurements).
+* A float16 node with no float16 kernel is computed in float32 between Casts that ONNX Runtime
+  inserts, Casts of the model's opset: 1.15 has no Cast-19 kernel and refuses a float16 Relu at
+  opset 19. :func:`cast_fallback_lacking` says when an opset is out for that reason.
+"""
+
+from __future__ import annotations
+
+import onnx
+
+from rewriter.graph import traversal
+
+__all__ = ["inlining_rule", "cast_fallback_lacking"]
+
+_F16 = onnx.TensorProto.FLOAT16
+_ELEM = {"float16": onnx.TensorProto.FLOAT16, "bfloat16": onnx.TensorProto.BFLOAT16}
+
+
+def onnxruntime_release(runtime) -> str | None:
+    """The MAJOR.MINOR of an ONNX Runtime target (as its data names it), None for another."""
+    if runtime is None or not runtime.name.startswith("onnxruntime "):
+        return None
+    return runtime.name.split()[1]
+
+
+def inlining_rule(runtime):
+    """``(op, schema version, opset) -> element types`` (TensorProto) in which ``runtime`` (a
+    :class:`rewriter.targets.Target`) replaces a node of the op by its function body written for
+    an older opset, so that a model of ``opset`` holding one is refused; None when the runtime
+    never does."""
+    release = onnxruntime_release(runtime)
+    if release is None:
+        return None
+    from rewriter.targets.inlining import inlines_wrongly
+
+    def types(op: str, version: int, opset: int) -> frozenset:
+        return frozenset(e for d, e in _ELEM.items() if inlines_wrongly(release, op, version, opset, d))
+
+    return types
+
+
+def _holds_float16(model: onnx.ModelProto) -> bool:
+    """Whether a graph of ``model`` declares a float16 tensor (an input, output, value_info,
+    initializer, Constant value or Cast to float16)."""
+    for scope in traversal.iter_scopes(model):
+        body = scope.body
+        if not scope.is_function:
+            if any(t.data_type == _F16 for t in body.initializer):
+                return True
+            if any(v.type.tensor_type.elem_type == _F16 for v in (*body.input, *body.output, *body.value_info)):
+                return True
+        for n in body.node:
+            for a in n.attribute:
+                if (a.name == "value" and a.t.data_type == _F16) or (n.op_type == "Cast" and a.name == "to"
+                                                                      and a.i == _F16):
+                    return True
+    return False
+
+
+def float16_ops(model: onnx.ModelProto, inferred=None) -> set[str]:
+    """The default-domain ops of the graph nodes that read or write a float16 tensor, by the
+    model's shape inference (``inferred`` as :func:`rewriter.graph.inferred.resolve` takes it; run
+    only when the model declares a float16 tensor at all)."""
+    if not _holds_float16(model):
+        return set()
+    from rewriter.graph.inferred import resolve
+
+    typed = resolve(inferred, model) or model
+    half: set[str] = set()
+    for scope in traversal.iter_scopes(typed):
+        if scope.is_function:
+            continue
+        body = scope.body
+        names = {t.name for t in body.initializer if t.data_type == _F16}
+        names |= {v.name for v in (*body.input, *body.output, *body.value_info) if v.type.tensor_type.elem_type == _F16}
+        half |= {n.op_type for n in body.node
+                 if n.domain in ("", "ai.onnx") and any(x in names for x in (*n.input, *n.output))}
+    return half
+
+
+def cast_fallback_lacking(model: onnx.ModelProto, runtime, inferred=None):
+    """``opset -> bool``: whether ``runtime`` refuses ``model`` at that default-domain opset because
+    a float16 node without a float16 kernel (``rewriter.targets.half_kernels``: not known to have
+    one) needs Casts of that opset, which the runtime lacks. None when that never happens (not ONNX
+    Runtime, no Cast missing, no float16 node)."""
+    from rewriter.convert import registry
+
+    release = onnxruntime_release(runtime)
+    if release is None or not any(runtime.lacks("", "Cast", v) for v in registry.schema_versions("Cast")):
+        return None
+    half = float16_ops(model, inferred)
+    if not half:
+        return None
+    from rewriter.targets.half_kernels import has_half_kernel
+
+    def lacking(opset: int) -> bool:
+        if not runtime.lacks("", "Cast", registry.schema_version_at("Cast", opset)):
+            return False
+        return any(has_half_kernel(release, "", op, v, "float16") is not True
+                   for op in half if (v := registry.schema_version_at(op, opset)) is not None)
+
+    return lacking
