@@ -261,8 +261,10 @@ def convert_model(
         _validate(result, model, strict_check)
         return result, report
 
-    # The target may need a newer IR version (initializers that are not graph inputs, which
-    # the 13->18 adapter adds, need IR 4): set it before the version converter sees the model.
+    # Before onnx's converter sees the model: it cannot parse IR 0 (unset) or 1, which the API
+    # and --allow-invalid-input accept, so the IR becomes at least the target opset's; and it
+    # reads initializers that are not graph inputs only from IR 4 (the constants adapters add).
+    # The result's IR version is chosen again at the end (tests/convert/test_ir_before_delegation.py).
     imports = [onnx.helper.make_opsetid("", target_opset),
                *(o for o in result.opset_import if o.domain not in DEFAULT_DOMAINS)]
     result.ir_version = max(result.ir_version,
