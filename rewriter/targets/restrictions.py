@@ -276,8 +276,9 @@ def _check_zero(rule, node, schema, ctx, scope):
     return None
 
 
-_PASS_THROUGH = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Identity", "Flatten", "Cast", "Expand", "Gather",
-                           "Slice", "Tile"})  # every element of the output is an element of the first input
+# the output's elements are the first input's (all of them, or repeated): its bounds hold
+_PASS_THROUGH = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Identity", "Flatten", "Cast", "Expand", "Tile"})
+_SELECT = frozenset({"Gather", "Slice"})  # some of the first input's elements: only its largest bounds them
 _BOUND_DEPTH = 24
 
 
@@ -305,6 +306,8 @@ def _bound(name: str, scope, ctx, lowest: bool, depth: int = 0):
         return None
     if op in _PASS_THROUGH:
         return _bound(ins[0], s, ctx, lowest, depth + 1)
+    if op in _SELECT:
+        return _bound(ins[0], s, ctx, False, depth + 1)
     if op == "Concat":
         bounds = [_bound(i, s, ctx, lowest, depth + 1) for i in ins]
         known = [b for b in bounds if b is not None]

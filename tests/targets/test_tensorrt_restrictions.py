@@ -545,12 +545,13 @@ def test_an_initializer_that_is_also_a_graph_input_is_one_the_parser_takes_as_we
     assert restriction_violations(model, parse_target("tensorrt==8.5")) == []
 
 
-@pytest.mark.parametrize("zp2, scale2", [(100, 0.5), (128, 0.25)], ids=["other-zero-point", "other-scale"])
-def test_a_uint8_q_dq_pair_that_is_not_exactly_int8_is_refused(zp2, scale2):
+@pytest.mark.parametrize("zp, zp2, scale2", [(100, 100, 0.5), (100, 128, 0.5), (128, 128, 0.25)],
+                         ids=["other-zero-point", "other-q-zero-point", "other-scale"])
+def test_a_uint8_q_dq_pair_that_is_not_exactly_int8_is_refused(zp, zp2, scale2):
     # zero points other than 128 clamp to another range; another scale is another computation
     model = _model([_node("QuantizeLinear", ["x", "s", "zp"], ["q"]),
                     helper.make_node("DequantizeLinear", ["q", "s2", "zp2"], ["y"], name="dq")],
-                   [("x", F, [6])], ["y"], {"s": np.float32(0.5), "zp": np.uint8(zp2), "s2": np.float32(scale2),
+                   [("x", F, [6])], ["y"], {"s": np.float32(0.5), "zp": np.uint8(zp), "s2": np.float32(scale2),
                                             "zp2": np.uint8(zp2)})
     with pytest.raises(RewriterError, match="y_zero_point"):
         convert_for(model, runtime="tensorrt==10.16")
@@ -579,7 +580,7 @@ def test_the_shipped_rules_are_what_the_clause_table_makes_of_the_shipped_text()
 
 def test_a_k_computed_at_run_time_passes_when_constants_bound_it_below_the_limit():
     # torchvision's detection heads: K = ReduceMin(Concat([150], Unsqueeze(Shape(x)[1]))) over a dynamic dim
-    def topk(cap):
+    def topk(cap, dim="anchors"):
         return _model([helper.make_node("Shape", ["x"], ["s"], name="shape"),
                        helper.make_node("Gather", ["s", "at"], ["n"], axis=0, name="g"),
                        helper.make_node("Unsqueeze", ["n", "zero"], ["n1"], name="u"),
@@ -587,11 +588,13 @@ def test_a_k_computed_at_run_time_passes_when_constants_bound_it_below_the_limit
                        helper.make_node("ReduceMin", ["both"], ["k0"], keepdims=0, name="m"),
                        helper.make_node("Reshape", ["k0", "one"], ["k"], name="r"),
                        _node("TopK", ["x", "k"], ["v", "i"])],
-                      [("x", F, [1, "anchors"])], [("v", F, [1, None]), ("i", I64, [1, None])],
+                      [("x", F, [1, dim])], [("v", F, [1, None]), ("i", I64, [1, None])],
                       {"one": np.array([1], np.int64), "zero": np.array([0], np.int64), "at": np.int64(1),
                        "cap": np.array([cap], np.int64)})
     t = parse_target("tensorrt==10.16")
     assert restriction_violations(topk(150), t) == []
+    assert restriction_violations(topk(150, dim=5000), t) == []  # min(150, 5000), though the dim is over the limit
+    assert len(restriction_violations(topk(5000, dim=6000), t)) == 1  # min(5000, 6000): the dim picked, not the 1
     assert [v.reason for v in restriction_violations(topk(5000), t)] == [
         "K is computed at run time, and neither a bound on it nor the dim it selects from is known below 3840"]
 
