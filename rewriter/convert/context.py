@@ -60,14 +60,22 @@ class NodeContext:
 
     def shape(self, name: str) -> list[int | None] | None:
         """The dims of ``name`` (None for a symbolic dim), or None when the rank is unknown."""
-        t = self._state.types_for(self.scope).get(name)
+        t = self._type(name)
         if t is None or not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
             return None
         return [d.dim_value if d.HasField("dim_value") else None for d in t.tensor_type.shape.dim]
 
     def value_type(self, name: str) -> onnx.TypeProto | None:
         """The full TypeProto of ``name`` when known (tensor, sequence, optional)."""
-        return self._state.types_for(self.scope).get(name)
+        return self._type(name)
+
+    def _type(self, name: str) -> onnx.TypeProto | None:
+        """The type of ``name``: from ONNX's inference, else (values behind com.microsoft ops)
+        from ONNX Runtime's (``ConversionState.learn_types``)."""
+        t = self._state.types_for(self.scope).get(name)
+        if t is None and name and self._state.learn_types(self.scope):
+            t = self._state.types_for(self.scope).get(name)
+        return t
 
     def set_type(self, name: str, type_proto: onnx.TypeProto) -> None:
         """Record the type of a value an adapter made (so later steps can read its rank)."""
@@ -159,13 +167,13 @@ class NodeContext:
         return value
 
     def rank(self, name: str) -> int | None:
-        t = self._state.types_for(self.scope).get(name)
+        t = self._type(name)
         if t is None or not t.tensor_type.HasField("shape"):
             return None
         return len(t.tensor_type.shape.dim)
 
     def elem_type(self, name: str) -> int | None:
-        t = self._state.types_for(self.scope).get(name)
+        t = self._type(name)
         return t.tensor_type.elem_type if t is not None else None
 
     def add_constant(self, hint: str, value: np.ndarray) -> str:

@@ -80,6 +80,7 @@ class ConvertReport:
     target_ml_opset: int | None = None
     # for a runtime target: whose data, what its per-op restrictions made the conversion rewrite
     target_notes: list = dataclasses.field(default_factory=list)
+    notes: list = dataclasses.field(default_factory=list)  # what the conversion learned or chose, in words
 
     @property
     def ok(self) -> bool:
@@ -109,6 +110,7 @@ class ConvertReport:
             lines.append(f"converted by onnx.version_converter (its adapter known correct): {ops}")
         lines += [f"for the IR version: {change}" for change in self.ir_changes]
         lines += [f"for the target: {note}" for note in self.target_notes]
+        lines += self.notes
         return lines or ["nothing to change"]
 
     def plan_rows(self) -> list[dict]:
@@ -147,6 +149,7 @@ class ConvertReport:
         lines += [f"IR version: {change}" for change in self.ir_changes]
         lines += [f"blocked by the IR version: {why}" for why in self.ir_blockers]
         lines += [f"target: {note}" for note in self.target_notes]
+        lines += self.notes
         return lines
 
     def to_dict(self) -> dict:
@@ -155,7 +158,7 @@ class ConvertReport:
                 "blockers": [b.to_dict() for b in self.blockers],
                 "ir_blockers": list(self.ir_blockers), "ir_changes": list(self.ir_changes),
                 "changes": dict(self.changes), "version_converter_called": self.version_converter_called,
-                "target_notes": list(self.target_notes)}
+                "target_notes": list(self.target_notes), "notes": list(self.notes)}
 
 
 def _set_opset(opset_import, version: int) -> None:

@@ -55,6 +55,35 @@ class ConversionState:
         # Nodes already in target form, kept out of onnx.version_converter's reach.
         self.held: list[onnx.NodeProto] = []
         self.maybe_unused: list[tuple[str, traversal.Scope]] = []
+        self._learned: bool | None = None  # types asked of onnxruntime: None = not yet
+        self.unlearned: str | None = None  # why onnxruntime could not say, when it was asked
+
+    def learn_types(self, scope: traversal.Scope) -> bool:
+        """Ask ONNX Runtime (``rewriter.convert.ort_types``), once, the element types of the
+        main graph's values ONNX's inference left untyped, when the graph has ``com.microsoft``
+        nodes (only ONNX Runtime knows those ops). True when it answered; the report says so, and
+        ``unlearned`` says why when it could not."""
+        if self._learned is not None or scope.root is not self.scopes[0]:  # function bodies: not asked
+            return bool(self._learned) and scope.root is self.scopes[0]
+        from rewriter.convert import ort_types
+
+        self._learned = False
+        if not ort_types.makes_ort_values(self.original.graph):
+            return False
+        types = self._scope_types(0)
+        untyped = [o for n in self.original.graph.node for o in n.output if o and o not in types]
+        if not untyped:
+            return False
+        found, how = ort_types.onnxruntime_types(self.original, untyped, self.base_dir)
+        if found is None:
+            self.unlearned = how
+            return False
+        for name, elem in found.items():
+            types.setdefault(name, onnx.helper.make_tensor_type_proto(elem, None))
+        self._learned = True
+        self.report.notes.append(f"types of {len(found)} value(s) made by com.microsoft ops, which ONNX's inference "
+                                 f"does not know, from {how}")
+        return True
 
     def types_for(self, scope: traversal.Scope) -> collections.ChainMap:
         """Value types as seen from ``scope`` (its own, then its enclosing scopes'), from

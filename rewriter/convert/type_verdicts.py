@@ -58,7 +58,16 @@ class TypeVerdicts:
             found = self._typed[memo] = step_types_allowed(node, a, b, get)
         elif found is not None:  # the reason names the node's values: said for this node
             found = step_types_allowed(node, a, b, get)
+        if found is not None and self._untyped_value(inputs, outputs, get):
+            if self.state.learn_types(scope):  # types from onnxruntime (com.microsoft ops)
+                found = step_types_allowed(node, a, b, get)
+            if found is not None and self.state.unlearned and self._untyped_value(inputs, outputs, get):
+                found += f" (com.microsoft nodes make values ONNX's inference cannot type; {self.state.unlearned})"
         return found
+
+    @staticmethod
+    def _untyped_value(inputs, outputs, get) -> bool:
+        return any(n and get(n) is None for names in (inputs, outputs) for n in names)
 
 
 def _unknown(_name):
