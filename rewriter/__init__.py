@@ -109,7 +109,9 @@ def convert_opset(model: ModelLike, target_opset: int | str | None = None, *, ml
         ir_version: the IR version of the result (default: chosen as above).
         target: a runtime, ``"onnxruntime==1.15"`` / ``"tensorrt==8.6"`` or a profile .json
             path: the opsets and IR version it implements are chosen (a model already within
-            them keeps its opsets), and an op it lacks is expanded into its function body.
+            them keeps its opsets), an op it lacks is expanded into its function body, and
+            its per-op restrictions (TensorRT: onnx-tensorrt's operators.md) are met by exact
+            rewrites or refused, naming the node and the restriction.
 
     Returns:
         The converted model: the same kind as ``model`` (a ModelProto for a path).
