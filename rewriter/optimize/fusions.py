@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import onnx_ir as ir
 from onnxscript.rewriter import RewriteRuleSet
+
+from rewriter.optimize.scopes import graphs_and_functions
 from onnxscript.rewriter.rules import common as rules
 
 __all__ = ["FusionsPass", "RULE_NAMES"]
@@ -100,4 +102,69 @@ class FusionsPass(ir.passes.InPlacePass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         self.applied = self.rule_set.apply_to_model(model)
+        if self.applied:
+            register_new_constants(model)
         return ir.passes.PassResult(model, modified=bool(self.applied))
+
+
+def register_new_constants(model: ir.Model) -> int:
+    """Make initializers of the constants rules created that no graph holds; returns how many.
+
+    onnxscript 0.7 registers a rule's new initializers by name and drops one whose name is
+    taken: two Flattens of one value (T5's encoder, legacy export) both become Reshapes with a
+    shape named ``<x>/shape``, and the second Reshape reads a value nothing makes. Such a value
+    is read from the initializer that took its name when that holds an equal (small) tensor (the
+    two Reshapes are then one for CSE), else registered in the graph of the node reading it,
+    under a name no other value has."""
+    found = 0
+    for graph in graphs_and_functions(model):
+        if not isinstance(graph, ir.Graph):
+            continue  # onnxscript adds no initializers to functions
+        names = None
+        for node in graph:
+            for i, value in enumerate(node.inputs):
+                if (value is None or value.const_value is None or value.producer() is not None
+                        or value.is_graph_input() or value.is_initializer()):
+                    continue
+                same = _equal_initializer(graph, value)
+                if same is not None:  # the one registered under the name: the same tensor
+                    node.replace_input_with(i, same)
+                    found += 1
+                    continue
+                if names is None:
+                    names = _names(graph)
+                base, n = value.name or "constant", 1
+                name = base
+                while name in names:
+                    name, n = f"{base}_{n}", n + 1
+                value.name = name
+                names.add(name)
+                graph.register_initializer(value)
+                found += 1
+    return found
+
+
+def _equal_initializer(graph: ir.Graph, value: ir.Value) -> ir.Value | None:
+    """An initializer of ``graph`` that holds a tensor equal to ``value``'s (dtype, shape and
+    values; small tensors only) and is no graph input. (onnxscript gave the dropped one a name
+    of its own, ``<x>/shape_1``: the name does not lead to it.)"""
+    import numpy as np
+
+    b = value.const_value
+    if b.size > 1024:
+        return None
+    array = None
+    for found in graph.initializers.values():
+        a = found.const_value
+        if (a is None or found.is_graph_input() or a.dtype != b.dtype or tuple(a.shape) != tuple(b.shape)):
+            continue
+        array = b.numpy() if array is None else array
+        if np.array_equal(a.numpy(), array):
+            return found
+    return None
+
+
+def _names(graph: ir.Graph) -> set:
+    names = {v.name for v in (*graph.inputs, *graph.initializers.values())}
+    names.update(o.name for node in graph for o in node.outputs)
+    return names

@@ -135,6 +135,40 @@ def test_fusions_leave_custom_domain_nodes_alone_even_when_unused():
     assert "Log" in ops(result)
 
 
+def _two_flattens(axis_b: int) -> onnx.ModelProto:
+    z = "float[2,12] z" if axis_b == 1 else "float[6,4] z"
+    return parse(f"""<ir_version: 8, opset_import: ["": 13]>
+        g (float[2,3,4] x) => (float[2,12] y, {z}) {{
+          a = Flatten(x)  b = Flatten<axis = {axis_b}>(x)  y = Relu(a)  z = Neg(b) }}""")
+
+
+def _reads_are_made(model: ir.Model) -> bool:
+    made = {v for v in (*model.graph.inputs, *model.graph.initializers.values())}
+    for node in model.graph:
+        if any(v is not None and v not in made for v in node.inputs):
+            return False
+        made.update(node.outputs)
+    return True
+
+
+def test_two_flattens_of_one_value_read_one_shape_initializer():
+    """onnxscript names both Reshape shapes ``x/shape`` and drops the second (T5's encoder)."""
+    result, modified = run_pass(_two_flattens(1), FusionsPass())
+    assert modified and ops(result) == ["Reshape", "Reshape", "Relu", "Neg"] and _reads_are_made(result)
+    assert list(result.graph.initializers) == ["x/shape"]
+    optimized, report = optimize_and_compare(_two_flattens(1))
+    assert report.failed_passes == [] and ops(optimized).count("Reshape") + ops(optimized).count("Flatten") == 1
+
+
+def test_two_flattens_to_different_shapes_get_two_initializers():
+    result, modified = run_pass(_two_flattens(2), FusionsPass())
+    assert modified and _reads_are_made(result) and len(result.graph.initializers) == 2
+    shapes = sorted(tuple(v.const_value.numpy()) for v in result.graph.initializers.values())
+    assert shapes == [(2, 12), (6, 4)]
+    _, report = optimize_and_compare(_two_flattens(2))
+    assert report.failed_passes == []
+
+
 # ---------------------------------------------------------------- neutral constants
 
 def test_neutral_arithmetic_needs_known_shapes():
