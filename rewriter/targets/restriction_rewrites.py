@@ -8,6 +8,8 @@ Only rewrites that compute exactly what the node computed:
 - ``constant``: an integer or bool input computed only from constants by deterministic nodes
   (a Cast or Concat of Constants, shape arithmetic on initializers) becomes an initializer with
   its value, computed by onnx.reference (integer arithmetic: exact). Float inputs are left alone.
+- ``if_branches``: an else_branch output with the name of a then_branch output is given out as an
+  Identity of it under a fresh name (the If's outputs are positional: nothing else changes).
 - ``zero`` (QuantizeLinear / DequantizeLinear zero points): a DequantizeLinear of a constant whose
   zero point is a constant takes the constant minus the zero point, as int8, and no zero point,
   when every value fits; a uint8 QuantizeLinear whose zero point is 128 everywhere, all of whose
@@ -246,7 +248,29 @@ def _zero(rw: _Rewriter, node, rule, scope) -> bool:
     return False
 
 
-_REWRITES = {"outputs_unused": _drop_outputs, "constant": _fold_constant, "zero": _zero}
+# ---- if_branches: outputs of the same name
+
+def _rename_else_outputs(rw: _Rewriter, node, rule, scope) -> bool:
+    """An else_branch output named as a then_branch one becomes an Identity of it under a fresh name."""
+    then_g = next((a.g for a in node.attribute if a.name == "then_branch"), None)
+    else_g = next((a.g for a in node.attribute if a.name == "else_branch"), None)
+    if then_g is None or else_g is None:
+        return False
+    taken = {o.name for o in then_g.output}
+    changed = 0
+    for out in else_g.output:
+        if out.name in taken:
+            fresh = rw.fresh(f"{out.name}_else")
+            else_g.node.append(onnx.helper.make_node("Identity", [out.name], [fresh], name=rw.fresh(f"{fresh}_id")))
+            out.name = fresh
+            changed += 1
+    if changed:
+        rw.done.append("If: else_branch outputs named as then_branch ones renamed (an Identity each)")
+    return bool(changed)
+
+
+_REWRITES = {"outputs_unused": _drop_outputs, "constant": _fold_constant, "zero": _zero,
+             "if_branches": _rename_else_outputs}
 
 
 def rewrite(model: onnx.ModelProto, rules: dict, *, read_tensor=None, inferred=None) -> tuple[list[str], set[str]]:

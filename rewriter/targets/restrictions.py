@@ -29,7 +29,7 @@ from rewriter.graph.constants import constant_node_value
 __all__ = ["Violation", "violations", "broken", "trt_constant", "REWRITABLE"]
 
 # the rule kinds rewriter.targets.restriction_rewrites can satisfy exactly (for some nodes)
-REWRITABLE = frozenset({"outputs_unused", "zero", "constant"})
+REWRITABLE = frozenset({"outputs_unused", "zero", "constant", "if_branches"})
 _UNKNOWN = object()  # an attribute a function's caller sets (ref_attr_name)
 
 

@@ -244,9 +244,9 @@ REFUSED = [
     ("10.16", "Hardmax", "`axis` dimension", lambda: _model(
         [_node("Hardmax", ["x"], ["y"])], [("x", F, [2, "n"])], ["y"])),
     ("8.5", "If", "Output tensors of the two conditional branches must have broadcastable",
-     lambda: _if([2], [2], same_names=True)),
+     lambda: _if([2], [3])),
     ("10.16", "If", "Output tensors of the two conditional branches must have the same rank",
-     lambda: _if([2], [2], same_names=True)),
+     lambda: _if([2], [2, 2])),
     ("8.5", "InstanceNormalization", "Scales `scale`", lambda: _model(
         [_node("InstanceNormalization", ["x", "s", "b"], ["y"])], [("x", F, [1, 2, 3]), ("s", F, [2])], ["y"],
         {"b": np.zeros(2, np.float32)})),
@@ -383,6 +383,10 @@ REWRITTEN = [
      {"x": np.array([-70.0, -64.2, -1.3, 0.25, 63.4, 99.0], np.float32)}),
     ("8.5", "DequantizeLinear", "`x_zero_point`", _dq_of_constant, {"x": np.ones((2, 3), np.float32)}),
     ("10.16", "Unsqueeze", "`axes` must be resolvable", _folded_axes, {"x": np.arange(3, dtype=np.float32)}),
+    ("10.16", "If", "Output tensors of the two conditional branches must have the same rank",
+     lambda: _if([2], [2], same_names=True), {"c": np.array(False)}),
+    ("8.5", "If", "Output tensors of the two conditional branches must have broadcastable",
+     lambda: _if([2], [2], same_names=True), {"c": np.array(True)}),
     ("10.16", "CumSum", "`axis` must be a build-time", lambda: _model(
         [_const("a", np.int64(0)), helper.make_node("Identity", ["a"], ["a2"], name="id"),
          _node("CumSum", ["x", "a2"], ["y"])], [("x", F, [2, 3])], ["y"]),
