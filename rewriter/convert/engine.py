@@ -140,7 +140,7 @@ class Engine:
         if what != "steps":
             return self._not_by_steps(node, scope, opset, what, src, label, frame)
         if self.inlining is not None and self._inlined_by_runtime(node, scope, src, frame.target):
-            return self._expansion.expand_for_runtime(node, scope, src, label, frame)
+            return self._expansion.expand_for_runtime(node, scope, opset, src, label, frame)
         if fix is not None and not self._normalized(node, scope, src, fix, label, frame):
             return [node]
         path, kinds = self._paths.get((op, opset, frame.target)) or self._path(op, opset, frame.target)
@@ -273,11 +273,12 @@ class Engine:
 
     def _inlined_by_runtime(self, node, scope, src: int, target: int) -> bool:
         """Whether ``node`` (of schema ``src``) reads or writes a tensor of a type in which the runtime
-        targeted would replace it by its function body wrongly at ``target``, and ``src`` has a body
-        to expand into (a model keeps its opset for a runtime that takes it, so an op is not taken
-        up to such a schema for one)."""
+        targeted would replace it by its function body wrongly at ``target``. A schema without a
+        body is taken to the one with it first, which must be of an older opset than ``target``."""
         kinds = self._inlined_types(node.op_type, target)
-        if not kinds or not paths.has_function_body(node.op_type, src):
+        if not kinds:
+            return False
+        if not paths.has_function_body(node.op_type, src) and registry.schema_version_at(node.op_type, target) >= target:
             return False
         types = self.state.types_for(scope)
         for name in (*node.input, *node.output):

@@ -87,15 +87,27 @@ class Expansion:
                             f"no function body for it", f"targets >= {first}")
         return [node]
 
-    def expand_for_runtime(self, node, scope, src: int, label, frame: Frame) -> list[onnx.NodeProto]:
-        """The nodes that replace ``node`` (of schema version ``src``, which has a function body) at
-        ``frame.target``, where the runtime targeted has no kernel for its types and would replace it
-        by that body written for an older opset (``rewriter.targets.inlining``): expanded here, into
-        the body for ``frame.target``."""
-        schema = onnx.defs.get_schema(node.op_type, src, "")
+    def expand_for_runtime(self, node, scope, opset: int, src: int, label, frame: Frame) -> list[onnx.NodeProto]:
+        """The nodes that replace ``node`` (of schema version ``src``, at ``opset``) at ``frame.target``,
+        where the runtime targeted has no kernel for its types and would replace it by its function
+        body written for an older opset (``rewriter.targets.inlining``): expanded here, into the body
+        for ``frame.target``. A schema without a body (Softmax-11 on its way to Softmax-13) takes its
+        steps to the one the runtime would inline first."""
+        op = node.op_type
+        schema = onnx.defs.get_schema(op, src, "")
         versions = sorted(set(schema.function_opset_versions) | set(schema.context_dependent_function_opset_versions))
-        version = max((v for v in versions if v <= frame.target), default=versions[0])
-        return self._function_body(node, scope, src, label, frame, schema, version, self.report.inlined_for_runtime)
+        if versions:
+            version = max((v for v in versions if v <= frame.target), default=versions[0])
+            return self._function_body(node, scope, src, label, frame, schema, version,
+                                       self.report.inlined_for_runtime)
+        dst = registry.schema_version_at(op, frame.target)  # older than the target (Engine._inlined_by_runtime)
+        blocked = len(self.walk.blockers)
+        original_name, original_out = node.name, node.output[0] if node.output else None
+        sequence = self.walk.convert(node, scope, opset, frame.towards(dst), top=not frame.derived)
+        if len(self.walk.blockers) > blocked:
+            return sequence
+        result = [m for n in sequence for m in self.walk.convert(n, scope, dst, frame)]
+        return named(self.state, result, node, original_name, original_out)
 
     def _as_older_op(self, node, scope, opset, frame: Frame, older: str, first: int) -> list[onnx.NodeProto]:
         """An op that was an older op renamed (Resize-10 is Upsample-9): taken down to its first

@@ -136,6 +136,21 @@ def test_a_node_the_release_runs_is_kept(case):
     assert not report.inlined_for_runtime
 
 
+@pytest.mark.parametrize("axis", [-1, 1])
+def test_a_softmax_11_taken_up_to_18_for_the_release_is_expanded_after_its_steps(axis):
+    # Softmax-11 has no function body: it takes its steps to Softmax-13 (at 13), which is expanded
+    graph = helper.make_graph([helper.make_node("Softmax", ["x"], ["y"], axis=axis, name="sm")], "g",
+                              [helper.make_tensor_value_info("x", H, [2, 3, 4])],
+                              [helper.make_tensor_value_info("y", H, [2, 3, 4])])
+    source = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)], ir_version=6)
+    result, report = convert_for(source, 18, runtime="onnxruntime==1.15")
+    assert _wrongly_inlined(result, "1.15") == [] and report.inlined_for_runtime["Softmax"] == 1
+    onnx.checker.check_model(result, full_check=True)
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float16)
+    run = lambda m: ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]  # noqa: E731
+    np.testing.assert_allclose(run(result).astype(np.float32), run(source).astype(np.float32), atol=1e-3)
+
+
 def test_without_a_runtime_nothing_is_expanded():
     result, report = convert_for(_model("LayerNormalization", 17), 18)
     assert [n.op_type for n in result.graph.node] == ["LayerNormalization"]
