@@ -141,6 +141,9 @@ def _conversion(report, args) -> str:
     text = f"opset {report.source_opset} -> {report.target_opset}" if report.source_opset is not None else ""
     if report.source_ml_opset is not None and report.target_ml_opset != report.source_ml_opset:
         text += f"{', ' if text else ''}ai.onnx.ml {report.source_ml_opset} -> {report.target_ml_opset}"
+    if report.source_opset is None and report.target_opset is not None and getattr(args, "opset", None) is not None:
+        # a model importing only ai.onnx.ml, for a runtime of the opset asked for
+        text = (text or f"ai.onnx.ml {report.source_ml_opset} kept") + f" for opset {report.target_opset}"
     if getattr(args, "target", None):
         text += f" for {args.target}"
     return text or "nothing to convert"

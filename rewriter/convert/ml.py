@@ -11,6 +11,8 @@ cannot go is a :class:`rewriter.convert.blockers.Blocker`, as in the default dom
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import onnx
 
 from rewriter.convert import registry
@@ -18,7 +20,8 @@ from rewriter.convert.blockers import Blocker, Label
 from rewriter.errors import ConversionError
 from rewriter.graph import traversal
 
-__all__ = ["ML_DOMAIN", "ML_STEPS", "REPLACED", "convert_ml", "ml_opset", "latest"]
+__all__ = ["ML_DOMAIN", "ML_STEPS", "REPLACED", "Paired", "convert_ml", "ml_opset", "latest", "paired_note",
+           "paired_with"]
 
 ML_DOMAIN = "ai.onnx.ml"
 
@@ -36,6 +39,37 @@ ML_STEPS = {
 
 # ops that become another op where they do not exist (TreeEnsemble below ML opset 5)
 REPLACED = frozenset({"TreeEnsemble"})
+
+
+class Paired(NamedTuple):
+    """What came with a default-domain opset (``onnx.helper.VERSION_TABLE``): the first onnx
+    release that has it, and that release's ai.onnx.ml opset and IR version."""
+
+    opset: int
+    release: str
+    ir_version: int
+    ml_opset: int
+
+
+def paired_with(opset: int) -> Paired:
+    """The ai.onnx.ml opset and IR version that came with default-domain opset ``opset``: those
+    of the first onnx release whose opset is the newest not above it (a runtime built with that
+    release loads them). The runtime data pairs the opsets the same way
+    (``tools/runtime_data/build_tables.py``)."""
+    rows = [r for r in onnx.helper.VERSION_TABLE if r[2] <= opset] or [onnx.helper.VERSION_TABLE[0]]
+    newest = max(r[2] for r in rows)
+    release, ir_version, _, ml_version = next(r for r in rows if r[2] == newest)[:4]
+    return Paired(opset, release, ir_version, ml_version)
+
+
+def paired_note(paired: Paired, source_ml: int, target_ml: int) -> str:
+    """What a conversion of a model importing only ai.onnx.ml to ``paired.opset`` did, in words."""
+    came = (f"opset {paired.opset} came with ai.onnx.ml {paired.ml_opset} and IR {paired.ir_version} "
+            f"(onnx {paired.release})")
+    done = (f"ai.onnx.ml {source_ml} kept" if target_ml == source_ml
+            else f"ai.onnx.ml {source_ml} lowered to {target_ml}")
+    return (f"the model imports only ai.onnx.ml: {done} for a runtime of opset {paired.opset} ({came}); "
+            f"no default-domain import added (no node needs one)")
 
 
 def latest() -> int:

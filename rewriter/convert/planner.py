@@ -219,6 +219,11 @@ def convert_model(
         if value is not None and not ir_versions.LOWEST <= value <= onnx.IR_VERSION:
             raise RewriterError(f"{name} must be in {ir_versions.LOWEST}..{onnx.IR_VERSION} (IR 1 and 2 have "
                                 f"no opset imports; {onnx.IR_VERSION} is the newest this onnx knows), got {value}")
+    paired = None  # a model importing only ai.onnx.ml, given an opset: what a runtime of that opset loads
+    if source is None and ml_opset is None and source_ml is not None and target_opset is not None:
+        paired = ml.paired_with(target_opset)
+        ml_opset = min(source_ml, paired.ml_opset)
+        max_ir_version = paired.ir_version if max_ir_version is None else min(max_ir_version, paired.ir_version)
     if source is None and ml_opset is None:
         raise ConversionError("the model does not import the default ONNX domain: nothing to convert"
                               + (" (its ai.onnx.ml opset converts with --ml-opset)" if source_ml else ""))
@@ -226,6 +231,8 @@ def convert_model(
     result.CopyFrom(model)
     report = ConvertReport(source, target_opset)
     report.source_ml_opset, report.target_ml_opset = source_ml, ml_opset if ml_opset is not None else source_ml
+    if paired is not None:
+        report.notes.append(ml.paired_note(paired, source_ml, ml_opset))
     state = ConversionState(result, model, base_dir, report, inferred)
 
     engine = Engine(state, target_opset, None if lacks is None else lambda op, v: lacks("", op, v), inlining)
