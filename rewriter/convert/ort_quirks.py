@@ -18,7 +18,7 @@ import onnx
 
 from rewriter.graph import traversal
 
-__all__ = ["inlining_rule", "cast_fallback_lacking"]
+__all__ = ["inlining_rule", "cast_fallback_lacking", "half_precision_blockers"]
 
 _F16 = onnx.TensorProto.FLOAT16
 _ELEM = {"float16": onnx.TensorProto.FLOAT16, "bfloat16": onnx.TensorProto.BFLOAT16}
@@ -47,43 +47,52 @@ def inlining_rule(runtime):
     return types
 
 
-def _holds_float16(model: onnx.ModelProto) -> bool:
-    """Whether a graph of ``model`` declares a float16 tensor (an input, output, value_info,
-    initializer, Constant value or Cast to float16)."""
+def _holds(model: onnx.ModelProto, elems: frozenset) -> bool:
+    """Whether a graph of ``model`` declares a tensor of one of ``elems`` (an input, output,
+    value_info, initializer, Constant value or Cast target)."""
     for scope in traversal.iter_scopes(model):
         body = scope.body
         if not scope.is_function:
-            if any(t.data_type == _F16 for t in body.initializer):
+            if any(t.data_type in elems for t in body.initializer):
                 return True
-            if any(v.type.tensor_type.elem_type == _F16 for v in (*body.input, *body.output, *body.value_info)):
+            if any(v.type.tensor_type.elem_type in elems for v in (*body.input, *body.output, *body.value_info)):
                 return True
         for n in body.node:
             for a in n.attribute:
-                if (a.name == "value" and a.t.data_type == _F16) or (n.op_type == "Cast" and a.name == "to"
-                                                                      and a.i == _F16):
+                if (a.name == "value" and a.t.data_type in elems) or (n.op_type == "Cast" and a.name == "to"
+                                                                       and a.i in elems):
                     return True
     return False
 
 
-def float16_ops(model: onnx.ModelProto, inferred=None) -> set[str]:
-    """The default-domain ops of the graph nodes that read or write a float16 tensor, by the
-    model's shape inference (``inferred`` as :func:`rewriter.graph.inferred.resolve` takes it; run
-    only when the model declares a float16 tensor at all)."""
-    if not _holds_float16(model):
-        return set()
+def half_nodes(model: onnx.ModelProto, inferred=None, elems: frozenset = frozenset({_F16})):
+    """``(scope, node, the elem types of ``elems`` it reads or writes)`` for each default-domain node of
+    the model's graphs (not functions) that touches one, by the model's shape inference
+    (``inferred`` as :func:`rewriter.graph.inferred.resolve` takes it; run only when the model
+    declares such a tensor at all)."""
+    if not _holds(model, elems):
+        return []
     from rewriter.graph.inferred import resolve
 
     typed = resolve(inferred, model) or model
-    half: set[str] = set()
+    found = []
     for scope in traversal.iter_scopes(typed):
         if scope.is_function:
             continue
         body = scope.body
-        names = {t.name for t in body.initializer if t.data_type == _F16}
-        names |= {v.name for v in (*body.input, *body.output, *body.value_info) if v.type.tensor_type.elem_type == _F16}
-        half |= {n.op_type for n in body.node
-                 if n.domain in ("", "ai.onnx") and any(x in names for x in (*n.input, *n.output))}
-    return half
+        names = {t.name: t.data_type for t in body.initializer if t.data_type in elems}
+        names.update({v.name: v.type.tensor_type.elem_type for v in (*body.input, *body.output, *body.value_info)
+                      if v.type.tensor_type.elem_type in elems})
+        for n in body.node:
+            touched = frozenset(names[x] for x in (*n.input, *n.output) if x in names)
+            if touched and n.domain in ("", "ai.onnx"):
+                found.append((scope, n, touched))
+    return found
+
+
+def float16_ops(model: onnx.ModelProto, inferred=None) -> set[str]:
+    """The default-domain ops of the graph nodes that read or write a float16 tensor (:func:`half_nodes`)."""
+    return {n.op_type for _, n, _ in half_nodes(model, inferred)}
 
 
 def cast_fallback_lacking(model: onnx.ModelProto, runtime, inferred=None):
@@ -108,3 +117,42 @@ def cast_fallback_lacking(model: onnx.ModelProto, runtime, inferred=None):
                    for op in half if (v := registry.schema_version_at(op, opset)) is not None)
 
     return lacking
+
+
+def half_precision_blockers(model: onnx.ModelProto, runtime, inferred=None) -> list[str]:
+    """What stops ONNX Runtime release ``runtime`` from loading the half-precision nodes of ``model``
+    as they are (for :func:`rewriter.targets.blockers`): nodes it would inline wrongly, and float16
+    nodes whose fallback Casts it lacks at the model's opset; empty for another runtime."""
+    from rewriter.convert import registry
+    from rewriter.targets.inlining import inlines_wrongly
+
+    release = onnxruntime_release(runtime)
+    opset = traversal.opset_version(model.opset_import)
+    if release is None or opset is None:
+        return []
+    names = {e: d for d, e in _ELEM.items()}
+    nodes = half_nodes(model, inferred, frozenset(_ELEM.values()))
+    inlined: dict[tuple[str, int, str], list[str]] = {}
+    for scope, n, touched in nodes:
+        v = registry.schema_version_at(n.op_type, opset)
+        for e in sorted(touched):
+            if v is not None and inlines_wrongly(release, n.op_type, v, opset, names[e]):
+                inlined.setdefault((n.op_type, v, names[e]), []).append(traversal.node_label(n, scope))
+    found = [f"{op}-{v} in {dtype} at opset {opset}, which {runtime.name} has no kernel for and replaces by its "
+             f"function body written for an older opset (refused: 'Unrecognized attribute'): {_shown(labels)}"
+             for (op, v, dtype), labels in sorted(inlined.items())]
+    lacking = cast_fallback_lacking(model, runtime, inferred)
+    if lacking is not None and lacking(opset):
+        from rewriter.targets.half_kernels import has_half_kernel
+
+        labels = [traversal.node_label(n, scope) for scope, n, touched in nodes if _F16 in touched
+                  and (v := registry.schema_version_at(n.op_type, opset)) is not None
+                  and has_half_kernel(release, "", n.op_type, v, "float16") is not True]
+        cast = registry.schema_version_at("Cast", opset)
+        found.append(f"float16 nodes without a float16 kernel at opset {opset}: {runtime.name} computes them in "
+                     f"float32 between Casts of that opset, and has no Cast-{cast}: {_shown(labels)}")
+    return found
+
+
+def _shown(labels: list[str]) -> str:
+    return ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")

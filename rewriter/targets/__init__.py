@@ -193,8 +193,9 @@ def restriction_violations(model, target: Target, *, base_dir: str | None = None
 
 def blockers(model, target: Target, *, base_dir: str | None = None) -> list[str]:
     """What stops ``target`` from loading ``model`` (a ModelProto) as it is: the IR version, an
-    opset it does not implement, each op it lacks (with the node), each node that breaks one of
-    its per-op restrictions (with the restriction); empty when nothing does. ``base_dir``: where
+    opset it does not implement, each op it lacks (with the node), the half-precision nodes an old
+    ONNX Runtime refuses (``rewriter.convert.ort_quirks``), each node that breaks one of its per-op
+    restrictions (with the restriction); empty when nothing does. ``base_dir``: where
     the model's external data lives (restrictions on constant values read it)."""
     from rewriter.convert.registry import schema_version_at_domain
     from rewriter.graph import traversal
@@ -227,6 +228,9 @@ def blockers(model, target: Target, *, base_dir: str | None = None) -> list[str]
         at = f"-{version}" if version is not None else ""
         shown = ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
         found.append(f"{op}{at}{' (' + domain + ')' if domain else ''}, which it does not implement: {shown}")
+    from rewriter.convert.ort_quirks import half_precision_blockers
+
+    found += half_precision_blockers(model, target)
     from rewriter.targets.restrictions import REWRITABLE
 
     for v in restriction_violations(model, target, base_dir=base_dir):

@@ -21,6 +21,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from rewriter.convert import convert_for, registry
+from rewriter.targets import blockers, parse_target
 from rewriter.targets.inlining import inlines_wrongly, inlining_releases
 from tests import old_ort
 
@@ -181,6 +182,23 @@ def test_the_float16_nodes_are_found_by_shape_inference():
                              helper.make_node("Relu", ["h"], ["h2"]), helper.make_node("Cast", ["h2"], ["y"], to=F)])
     assert float16_ops(model) == {"Cast", "Relu"}
     assert float16_ops(_relu(19, F)) == set()
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_check_target_names_the_node_the_release_would_inline_wrongly(op):
+    source = _model(op, 18)
+    found = blockers(source, parse_target("onnxruntime==1.15"))
+    assert len(found) == 1 and found[0].startswith(f"{op}-") and "in float16 at opset 18" in found[0], found
+    assert not blockers(convert_for(source, runtime="onnxruntime==1.15")[0], parse_target("onnxruntime==1.15"))
+    assert not blockers(source, parse_target("onnxruntime==1.17"))
+    assert not blockers(_model(op, 18, F), parse_target("onnxruntime==1.15"))
+
+
+def test_check_target_names_the_float16_nodes_whose_casts_1_15_lacks():
+    found = blockers(_relu(19, H), parse_target("onnxruntime==1.15"))
+    assert len(found) == 1 and "no Cast-19" in found[0] and "node 'r' (Relu)" in found[0], found
+    assert not blockers(_relu(19, H), parse_target("onnxruntime==1.16"))
+    assert not blockers(_relu(19, F), parse_target("onnxruntime==1.15"))
 
 
 # ---------------------------------------------------------------- the data
