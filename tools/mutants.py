@@ -510,6 +510,13 @@ MUTANTS: list[Mutant] = [
     M("half-calibration-samples-last", "rewriter/precision/calibrate.py",
       "seen[meta.name] = max(top, seen.get(meta.name, 0.0))", "seen[meta.name] = top",
       "tests/precision/test_convert_precision.py", "(a later sample's smaller magnitude wins)"),
+    M("half-bias-flush-kept", "rewriter/precision/plan.py",
+      "    if (node.op_type, i) in _BIAS_SLOTS:\n        return False", "    if False:\n        return False",
+      "tests/precision/test_convert_precision.py", "tiny Conv biases keep their Conv float32"),
+    M("half-scale-flush-ignored", "rewriter/precision/plan.py",
+      'return not (node.op_type in ("Add", "Sub") and np.asarray(value).size > 1)',
+      'return not (node.op_type in ("Add", "Sub", "Mul") and np.asarray(value).size > 1)',
+      "tests/precision/test_convert_precision.py", "a tiny per-channel scale flushes to 0"),
     # ---- issue 27 trust round 2
     M("numerics-inf-sign", "rewriter/verify/numerics/compare.py",
       "inf_ok = np.array_equal(np.where(np.isinf(x), x, 0), np.where(np.isinf(y), y, 0))",

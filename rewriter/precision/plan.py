@@ -91,17 +91,35 @@ def _magnitudes(value: np.ndarray) -> tuple[float, float]:
     return top, low
 
 
-def _out_of_range(value: np.ndarray) -> bool:
+def _out_of_range(value: np.ndarray, flush_matters: bool = True) -> bool:
     """Whether a float32 constant loses more than rounding in float16: finite values beyond
     its range (they become inf), or all its nonzero values below float16's normal range (an
-    epsilon of 1e-12 becomes 0; a few tiny weights among larger ones flush to 0 harmlessly)."""
+    epsilon of 1e-12 becomes 0; a few tiny weights among larger ones flush to 0 harmlessly).
+    ``flush_matters`` False: the constant is a bias added to a sum (tiny values vanish beside
+    it in float32 too), only the upper bound counts."""
     top, _ = _magnitudes(value)
-    return top > F16_MAX or 0 < top < _F16_NORMAL
+    return top > F16_MAX or (flush_matters and 0 < top < _F16_NORMAL)
 
 
 def _only_huge(value: np.ndarray) -> bool:
     """Out of range only by magnitudes beyond float16's (mask fills: -1e9, float32's lowest)."""
     return _magnitudes(value)[1] >= _F16_TINY
+
+
+# (op, input) where a constant is a bias added to a computed sum: Conv/ConvTranspose/Gemm's
+# bias; a tiny one (BatchNorm folded with a mean equal to the batch's) flushing to 0 changes
+# the result by less than float16's rounding of the sum
+_BIAS_SLOTS = frozenset({("Conv", 2), ("ConvTranspose", 2), ("Gemm", 2)})
+
+
+def _flush_matters(node: onnx.NodeProto, i: int, value: np.ndarray) -> bool:
+    """Whether flushing an all-tiny constant to 0 changes what ``node`` computes beyond
+    rounding: not for a bias (above), nor for a per-element Add/Sub operand of more than one
+    value (a folded bias); yes for scalars (epsilons added before a Sqrt or a Div) and for
+    every other use (scales, weights)."""
+    if (node.op_type, i) in _BIAS_SLOTS:
+        return False
+    return not (node.op_type in ("Add", "Sub") and np.asarray(value).size > 1)
 
 
 class _Planner:
@@ -279,13 +297,13 @@ class _Planner:
     def _constants_fit(self, node: onnx.NodeProto, half_in) -> str:
         if self.dtype != "float16":
             return ""
-        values = [(node.input[i], self.constant(node.input[i])) for i in sorted(half_in)]
+        values = [(node.input[i], self.constant(node.input[i]), i) for i in sorted(half_in)]
         if node.op_type == "ConstantOfShape":
             a = attribute(node, "value")
             if a is not None:
-                values.append((f"{node.name or 'ConstantOfShape'}.value", self.read_tensor(a.t)))
-        for name, value in values:
-            if value is None or not _out_of_range(value):
+                values.append((f"{node.name or 'ConstantOfShape'}.value", self.read_tensor(a.t), -1))
+        for name, value, i in values:
+            if value is None or not _out_of_range(value, _flush_matters(node, i, value)):
                 continue
             if _only_huge(value) and self.feeds_softmax_only(node):
                 self.clamped.add(name)

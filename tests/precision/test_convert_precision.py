@@ -238,6 +238,24 @@ def test_tiny_constant_that_would_flush_to_zero_keeps_its_reader_float32():
     _check_same(m, r, {"x": np.array([0.0, 2.0], np.float32)}, limit=1e-3)
 
 
+def test_tiny_biases_are_halved_and_tiny_scales_are_not():
+    """All-tiny biases (BatchNorm folded on random weights gives 1e-8) flush to 0 beside the
+    sums they are added to; a tiny per-channel scale flushing to 0 would zero its channel."""
+    w = nh.from_array(RNG.standard_normal((4, 3, 3, 3)).astype(np.float32), "W")
+    b = nh.from_array((RNG.standard_normal(4) * 1e-8).astype(np.float32), "B")
+    shift = nh.from_array((RNG.standard_normal((1, 4, 1, 1)) * 1e-9).astype(np.float32), "shift")
+    scale = nh.from_array((RNG.random((1, 4, 1, 1)) * 1e-6 + 1e-7).astype(np.float32), "scale")
+    m = _model([h.make_node("Conv", ["x", "W", "B"], ["c"], name="conv"),
+                h.make_node("Add", ["c", "shift"], ["a"], name="shifted"),
+                h.make_node("Mul", ["a", "scale"], ["y"], name="scaled")],
+               [_vi("x", [1, 3, 8, 8])], [_vi("y", [1, 4, 6, 6])], [w, b, shift, scale])
+    r, report = _proto_report(m)
+    assert [(label, reason) for label, _, reason in report.kept] == [
+        ("node 'scaled' (Mul)", "constant 'scale' is outside float16's range")]
+    assert _elem(r, "B") == _elem(r, "shift") == T.FLOAT16 and _elem(r, "scale") == T.FLOAT
+    _check_same(m, r, {"x": RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)})
+
+
 def test_shape_arithmetic_stays_float32():
     m = _model([h.make_node("Shape", ["x"], ["s"]), h.make_node("Cast", ["s"], ["sf"], to=T.FLOAT),
                 h.make_node("Mul", ["sf", "k"], ["m"]), h.make_node("Floor", ["m"], ["fl"]),
