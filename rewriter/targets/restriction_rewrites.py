@@ -16,6 +16,10 @@ Only rewrites that compute exactly what the node computed:
   readers are DequantizeLinear nodes with the same scale, axis and zero point, becomes int8 with
   zero point 0 on both sides (``clamp(round(x/s) + 128, 0, 255) - 128 = clamp(round(x/s), -128, 127)``).
 
+- ``rank`` (2D or 3D pooling): a 1D AveragePool / MaxPool becomes a 2D one over an added last axis
+  of 1, between an Unsqueeze and a Squeeze (onnx-tensorrt's importer does the same with a rank-3
+  input; kernel 1 and no padding along that axis give the same windows).
+
 Anything else stays as it is; the checker then names it as a blocker.
 """
 
@@ -27,7 +31,7 @@ from onnx import numpy_helper
 
 from rewriter.graph import traversal
 from rewriter.graph.nondeterministic import NON_DETERMINISTIC_OPS
-from rewriter.targets.restrictions import broken, trt_constant
+from rewriter.targets.restrictions import Lookups, broken, trt_constant
 
 __all__ = ["rewrite"]
 
@@ -44,6 +48,27 @@ class _Rewriter:
         self.names = {n for s in traversal.iter_scopes(model) for n in _names(s)}
         self.done: list[str] = []
         self.replaced: set[str] = set()  # names rewritten nodes stopped reading
+        self.lookups: Lookups | None = None
+        self.around: dict[int, tuple] = {}  # id(node) -> (body, nodes before it, nodes after it)
+
+    def insert_around(self, body, node, before: list, after: list) -> None:
+        """Nodes to place just before and after ``node`` of ``body`` (done at the end, in one pass)."""
+        _, b, a = self.around.setdefault(id(node), (body, [], []))
+        b.extend(before)
+        a.extend(after)
+
+    def place_inserted(self) -> None:
+        bodies = {id(body): body for body, _, _ in self.around.values()}
+        for body in bodies.values():
+            nodes = []
+            for n in body.node:
+                _, before, after = self.around.get(id(n), (None, [], []))
+                nodes += [*before, n, *after]
+            copies = [onnx.NodeProto() for _ in nodes]
+            for c, n in zip(copies, nodes):
+                c.CopyFrom(n)
+            del body.node[:]
+            body.node.extend(copies)
 
     def fresh(self, base: str) -> str:
         name, k = base, 1
@@ -269,8 +294,48 @@ def _rename_else_outputs(rw: _Rewriter, node, rule, scope) -> bool:
     return bool(changed)
 
 
+# ---- rank: 1D pooling as 2D (what onnx-tensorrt's poolingHelper itself does with a rank-3 input)
+
+_POOLS = frozenset({"AveragePool", "MaxPool"})
+
+
+def _axes_node(rw, op, x, out, scope, base):
+    """Unsqueeze / Squeeze of axis 3, with axes as the node's opset wants them."""
+    name = rw.fresh(base)
+    if (scope.opset or 13) >= 13:
+        return onnx.helper.make_node(op, [x, rw.add_constant(scope, np.array([3], np.int64), f"{base}_axes")], [out],
+                                     name=name)
+    return onnx.helper.make_node(op, [x], [out], axes=[3], name=name)
+
+
+def _pool_as_2d(rw: _Rewriter, node, rule, scope) -> bool:
+    """A 1D AveragePool / MaxPool, [N, C, L], as a 2D one over [N, C, L, 1] between an Unsqueeze
+    and a Squeeze: the same windows, kernel 1 and no padding along the added axis."""
+    shape = rw.lookups.shape(node.input[0]) if rw.lookups is not None else None
+    if node.op_type not in _POOLS or shape is None or len(shape) != 3 or 4 not in rule["ranks"] \
+            or (len(node.output) > 1 and node.output[1]) or any(a.ref_attr_name for a in node.attribute):
+        return False
+    x, y = node.input[0], node.output[0]
+    x4, y4 = rw.fresh(f"{x}_2d"), rw.fresh(f"{y}_2d")
+    before = _axes_node(rw, "Unsqueeze", x, x4, scope, f"{node.name or node.op_type}_to_2d")
+    after = _axes_node(rw, "Squeeze", y4, y, scope, f"{node.name or node.op_type}_from_2d")
+    for a in node.attribute:
+        if a.name in ("kernel_shape", "strides", "dilations"):
+            vals = list(a.ints) + [1]
+        elif a.name == "pads":
+            vals = [a.ints[0], 0, a.ints[1], 0]
+        else:
+            continue
+        del a.ints[:]
+        a.ints.extend(vals)
+    node.input[0], node.output[0] = x4, y4
+    rw.insert_around(scope.body, node, [before], [after])
+    rw.done.append(f"{node.op_type}: 1D pooling made 2D (an Unsqueeze before, a Squeeze after)")
+    return True
+
+
 _REWRITES = {"outputs_unused": _drop_outputs, "constant": _fold_constant, "zero": _zero,
-             "if_branches": _rename_else_outputs}
+             "if_branches": _rename_else_outputs, "rank": _pool_as_2d}
 
 
 def rewrite(model: onnx.ModelProto, rules: dict, *, read_tensor=None, inferred=None) -> tuple[list[str], set[str]]:
@@ -278,15 +343,18 @@ def rewrite(model: onnx.ModelProto, rules: dict, *, read_tensor=None, inferred=N
     exact rewrite; returns what was done (one line per kind of change, with its count) and the names
     the rewritten nodes no longer read (for the caller's removal of what became unused). The caller
     checks again: what is still broken blocks."""
+    lookups = Lookups(model, read_tensor, inferred)
     todo = [(scope, node, rule) for scope, node, rule, _ in
             broken(model, {op: [r for r in rs if r["kind"] in _REWRITES] for op, rs in rules.items()},
-                   read_tensor=read_tensor, inferred=inferred)]
+                   lookups=lookups)]
     if not todo:
         return [], set()
     rw = _Rewriter(model, read_tensor)
+    rw.lookups = lookups
     for scope, node, rule in todo:
         if _REWRITES[rule["kind"]](rw, node, rule, scope):
             rw.used = rw.readers = None
+    rw.place_inserted()
     counts: dict[str, int] = {}
     for line in rw.done:
         counts[line] = counts.get(line, 0) + 1

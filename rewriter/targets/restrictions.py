@@ -26,10 +26,10 @@ from onnx import helper, numpy_helper
 from rewriter.graph import traversal
 from rewriter.graph.constants import constant_node_value
 
-__all__ = ["Violation", "violations", "broken", "trt_constant", "REWRITABLE"]
+__all__ = ["Violation", "violations", "broken", "trt_constant", "Lookups", "REWRITABLE"]
 
 # the rule kinds rewriter.targets.restriction_rewrites can satisfy exactly (for some nodes)
-REWRITABLE = frozenset({"outputs_unused", "zero", "constant", "if_branches"})
+REWRITABLE = frozenset({"outputs_unused", "zero", "constant", "if_branches", "rank"})
 _UNKNOWN = object()  # an attribute a function's caller sets (ref_attr_name)
 
 
@@ -49,8 +49,8 @@ class Violation:
         return f"{self.node}: {self.reason} (operators.md: \"{self.restriction}\")"
 
 
-class _Model:
-    """Lookups shared by the rules: constants in scope, uses, inferred types (lazily)."""
+class Lookups:
+    """What the rules look up in a model, computed once each: uses, inferred types (lazily)."""
 
     def __init__(self, model: onnx.ModelProto, read_tensor, inferred):
         self.model = model
@@ -480,12 +480,12 @@ CHECKS: dict[str, Callable] = {
 }
 
 
-def broken(model: onnx.ModelProto, rules: dict, *, read_tensor=None, inferred=None):
+def broken(model: onnx.ModelProto, rules: dict, *, read_tensor=None, inferred=None, lookups: Lookups | None = None):
     """(scope, node, rule, reason) for every node of ``model`` that breaks one of ``rules``
     ({op: [rule, ...]}, the default domain's ops), in model order."""
     if not rules:
         return
-    ctx = _Model(model, read_tensor, inferred)
+    ctx = lookups or Lookups(model, read_tensor, inferred)
     for scope in traversal.iter_scopes(model):
         for node in scope.body.node:
             if node.domain not in ("", "ai.onnx") or node.op_type not in rules:

@@ -199,8 +199,8 @@ REFUSED = [
     ("10.16", "Attention", "`Q`, `K`, `V`", lambda: _attention(rank=3)),
     ("10.16", "Attention", "`past_key`", lambda: _attention(past=True)),
     ("10.16", "Attention", "`qk_matmul_output_mode`", lambda: _attention(softcap=2.0)),
-    ("10.16", "AveragePool", "2D or 3D", lambda: _model([_node("AveragePool", ["x"], ["y"], kernel_shape=[2])],
-                                                        [("x", F, [1, 1, 8])], ["y"])),
+    ("10.16", "AveragePool", "2D or 3D", lambda: _model([_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2, 2, 2])],
+                                                        [("x", F, [1, 1, 3, 3, 3, 3])], ["y"])),
     ("10.0", "AveragePool", "`dilations`", lambda: _model(
         [_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2], dilations=[2, 2])], [("x", F, [1, 1, 6, 6])], ["y"],
         opset=19)),
@@ -259,7 +259,8 @@ REFUSED = [
     ("10.0", "LpPool", "`dilations`", lambda: _model(
         [_node("LpPool", ["x"], ["y"], kernel_shape=[2, 2], dilations=[2, 2])], [("x", F, [1, 1, 6, 6])], ["y"],
         opset=18)),
-    ("8.5", "MaxPool", "2D or 3D pooling", lambda: _maxpool(rank=3, indices=False)),
+    ("8.5", "MaxPool", "2D or 3D pooling", lambda: _model([_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2, 2, 2])],
+                                                         [("x", F, [1, 1, 3, 3, 3, 3])], ["y"])),
     ("10.16", "MaxPool", "`Indices` output", lambda: _maxpool(used=True)),
     ("10.0", "MaxPool", "`dilations`", lambda: _maxpool(indices=False, dilations=[2, 2])),
     ("10.16", "OneHot", "`depth`", lambda: _model(
@@ -385,6 +386,14 @@ REWRITTEN = [
     ("10.16", "Unsqueeze", "`axes` must be resolvable", _folded_axes, {"x": np.arange(3, dtype=np.float32)}),
     ("10.16", "If", "Output tensors of the two conditional branches must have the same rank",
      lambda: _if([2], [2], same_names=True), {"c": np.array(False)}),
+    ("10.16", "MaxPool", "2D or 3D pooling", lambda: _maxpool(rank=3, indices=False, pads=[1, 0]),
+     {"x": np.arange(8, dtype=np.float32).reshape(1, 1, 8)}),
+    ("8.5", "AveragePool", "2D or 3D", lambda: _model(
+        [_node("AveragePool", ["x"], ["y"], kernel_shape=[3], strides=[2], pads=[1, 1], count_include_pad=1)],
+        [("x", F, [1, 2, 9])], ["y"], opset=11), {"x": np.arange(18, dtype=np.float32).reshape(1, 2, 9)}),
+    ("10.16", "AveragePool", "2D or 3D", lambda: _model(
+        [_node("AveragePool", ["x"], ["y"], kernel_shape=[3], auto_pad="SAME_UPPER", ceil_mode=1)],
+        [("x", F, [2, 1, 7])], ["y"]), {"x": np.arange(14, dtype=np.float32).reshape(2, 1, 7)}),
     ("8.5", "If", "Output tensors of the two conditional branches must have broadcastable",
      lambda: _if([2], [2], same_names=True), {"c": np.array(True)}),
     ("10.16", "CumSum", "`axis` must be a build-time", lambda: _model(
