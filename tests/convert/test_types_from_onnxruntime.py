@@ -110,3 +110,17 @@ def test_the_symbolic_fallback_leaves_no_file_in_the_working_directory(tmp_path,
     m.graph.node.insert(2, helper.make_node("Unknown", ["added"], ["other"], domain=MS))
     ort_types._from_symbolic(m, ["added", "other"])
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_adapter_asking_a_type_behind_a_qlinear_op_gets_it():
+    # DequantizeLinear 19 -> 13 checks that x is of a type 13 takes (19 added float8): x is the
+    # QLinearAdd result, whose type only ONNX Runtime knows; the adapter asks, not the engine
+    m = _qlinear_model(opset=19)
+    del m.graph.node[2:]
+    del m.graph.output[:]
+    m.graph.node.append(helper.make_node("DequantizeLinear", ["added", "s", "zp"], ["y"], name="dequant"))
+    m.graph.output.append(helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 2]))
+    result, report = convert_model(m, 13)
+    assert result.opset_import[0].version == 13
+    assert_same_outputs(run(m, X), run(result, X))
+    assert any("onnxruntime" in n for n in report.notes)
