@@ -84,7 +84,8 @@ def _convert_precision(args, model, base_dir, before, start) -> int:
         from rewriter.convert import convert_for
 
         source, report = convert_for(model, args.opset, ml_opset=args.ml_opset, ir_version=args.ir_version,
-                                     runtime=target, base_dir=base_dir, inferred=args.run.input_inferred)
+                                     runtime=target, base_dir=base_dir, inferred=args.run.input_inferred,
+                                     half=args.dtype)
         lines += report.summary_lines()
         text = _conversion(report, args) + ", "
     measured = None

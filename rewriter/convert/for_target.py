@@ -15,9 +15,10 @@ from rewriter.graph import traversal
 __all__ = ["convert_for", "resolve"]
 
 
-def resolve(model: onnx.ModelProto, target_opset, ml_opset, ir_version, target, inferred=None):
+def resolve(model: onnx.ModelProto, target_opset, ml_opset, ir_version, target, inferred=None, half=None):
     """(target opset, ML opset, pinned IR, IR cap, lacks, the Target) for ``model`` (``inferred``:
-    its shape inference when the caller has it, as :func:`rewriter.graph.inferred.resolve` takes it)."""
+    its shape inference when the caller has it, as :func:`rewriter.graph.inferred.resolve` takes it;
+    ``half``: the half type the result is rewritten to next, whose Casts the opset must take)."""
     if target is None:
         if target_opset is None and ml_opset is None:
             raise RewriterError("give a target opset (or 'latest'), an ML opset, or a runtime target")
@@ -28,27 +29,30 @@ def resolve(model: onnx.ModelProto, target_opset, ml_opset, ir_version, target, 
     source = traversal.opset_version(model.opset_import)
     source_ml = ml.ml_opset(model.opset_import)
     if target_opset is None and source is not None:
-        target_opset = _implemented_opset(model, runtime, "", runtime.opset_for("", source), inferred)
+        target_opset = _implemented_opset(model, runtime, "", runtime.opset_for("", source), inferred,
+                                          ("Cast",) if half else ())
     if ml_opset is None and source_ml is not None:
         ml_opset = _implemented_opset(model, runtime, ml.ML_DOMAIN, runtime.opset_for(ml.ML_DOMAIN, source_ml))
     return target_opset, ml_opset, ir_version, runtime.ir_version, runtime.lacks, runtime
 
 
-def _implemented_opset(model: onnx.ModelProto, runtime, domain: str, start: int, inferred=None) -> int:
+def _implemented_opset(model: onnx.ModelProto, runtime, domain: str, start: int, inferred=None,
+                       also=()) -> int:
     """The newest opset of ``domain`` from ``start`` down at which the runtime implements every
     op of the model in it, or the conversion can write it with ops it has (a function body; the
     TreeEnsembleRegressor a TreeEnsemble becomes): ONNX Runtime 1.15 takes opset 19 but has no
     kernel for Cast-19 or Identity-19, so a model with a Cast goes to 18 for it; ONNX Runtime 1.20
     takes ai.onnx.ml 5 but has no TreeEnsemble-5 kernel. Nor an opset at which a float16 node
     without a float16 kernel needs Casts the runtime lacks (``ort_quirks.cast_fallback_lacking``:
-    ONNX Runtime 1.15 refuses a float16 Relu at opset 19)."""
+    ONNX Runtime 1.15 refuses a float16 Relu at opset 19). ``also``: ops the result will hold
+    besides the model's (the Casts of a half-precision rewrite that follows)."""
     from rewriter.convert import registry
     from rewriter.convert.paths import has_function_body
 
     if runtime.ops is None and not runtime.unsupported and not runtime.missing:
         return start
     domains = ("", "ai.onnx") if domain == "" else (domain,)
-    ops = {n.op_type for s in traversal.iter_scopes(model) for n in s.body.node if n.domain in domains}
+    ops = {n.op_type for s in traversal.iter_scopes(model) for n in s.body.node if n.domain in domains} | set(also)
     low = runtime.min_opsets.get(domain, 1)
 
     def writable(op: str, v: int | None) -> bool:
@@ -72,15 +76,19 @@ def _implemented_opset(model: onnx.ModelProto, runtime, domain: str, start: int,
 
 
 def convert_for(model: onnx.ModelProto, target_opset=None, *, ml_opset=None, ir_version=None, runtime=None,
-                **kwargs) -> tuple[onnx.ModelProto, ConvertReport]:
+                half: str | None = None, **kwargs) -> tuple[onnx.ModelProto, ConvertReport]:
     """:func:`convert_model` with the opsets, IR version and missing ops of ``runtime`` (a
     :class:`rewriter.targets.Target`, ``RUNTIME==VERSION`` or a profile path) when given.
 
     A runtime with per-op restrictions (TensorRT: onnx-tensorrt's operators.md) has them met on
     the converted model: exact rewrites where :mod:`rewriter.targets.restriction_rewrites` has
-    one, and every node still breaking one blocks (``plan_only``: listed in the report)."""
+    one, and every node still breaking one blocks (``plan_only``: listed in the report).
+
+    ``half``: the half type ("float16", "bfloat16") the result is rewritten to next (``convert
+    --dtype``): the opset chosen for ``runtime`` takes the Casts that rewrite inserts (ONNX Runtime
+    1.15 has no Cast-19: such a model goes to opset 18 for it)."""
     opset, ml_target, pin, cap, lacks, target = resolve(model, target_opset, ml_opset, ir_version, runtime,
-                                                       kwargs.get("inferred"))
+                                                       kwargs.get("inferred"), half)
     kwargs["inlining"] = ort_quirks.inlining_rule(target)  # nodes the runtime would inline wrongly: expanded
     if target is None or not target.rules:
         return convert_model(model, opset, ml_opset=ml_target, ir_version=pin, max_ir_version=cap, lacks=lacks,
@@ -136,6 +144,7 @@ def _meet_restrictions(result, report, target, base_dir, plan_only: bool, strict
                                                  if unchecked else ""))
     from rewriter.graph.inferred import LazyInference
 
+    # the rewrites keep every value's shape: one inference serves the check after them too
     inferred = LazyInference(result)
     changes, replaced = rewrite(result, target.rules, read_tensor=tensor_reader(base_dir), inferred=inferred)
     if changes:
@@ -143,7 +152,6 @@ def _meet_restrictions(result, report, target, base_dir, plan_only: bool, strict
 
         unused.remove_unused(result, only=replaced)
         report.target_notes.extend(changes)
-        inferred = LazyInference(result)  # a rewrite may have made values (1D pooling as 2D)
     blocked = _restriction_blockers(result, target, base_dir, inferred=inferred)
     if plan_only:
         report.blockers.extend(blocked)

@@ -201,6 +201,35 @@ def test_check_target_names_the_float16_nodes_whose_casts_1_15_lacks():
     assert not blockers(_relu(19, F), parse_target("onnxruntime==1.15"))
 
 
+def _transpose_gather_relu(opset: int) -> onnx.ModelProto:
+    """float32; Transpose and Gather have float16 kernels in 1.15, Relu has none: --dtype float16
+    halves the first two and puts Casts between them and the rest."""
+    nodes = [helper.make_node("Transpose", ["x"], ["t"], perm=[1, 0], name="tr"),
+             helper.make_node("Gather", ["t", "i"], ["g"], axis=0, name="ga"), helper.make_node("Relu", ["g"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, [4, 3])],
+                              [helper.make_tensor_value_info("y", F, [2, 4])],
+                              [numpy_helper.from_array(np.array([0, 2], np.int64), "i")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=10)
+
+
+def test_convert_dtype_for_1_15_takes_an_opset_whose_casts_it_has(tmp_path):
+    from rewriter import cli
+
+    src, out = str(tmp_path / "m.onnx"), str(tmp_path / "h.onnx")
+    onnx.save(_transpose_gather_relu(21), src)
+    assert cli.main(["convert", src, "--dtype", "float16", "--target", "onnxruntime==1.15", "-o", out]) == 0
+    result = onnx.load(out)
+    assert result.opset_import[0].version == 18 and "Cast" in {n.op_type for n in result.graph.node}
+    assert convert_for(_transpose_gather_relu(21), runtime="onnxruntime==1.15")[0].opset_import[0].version == 19
+    assert convert_for(_transpose_gather_relu(21), runtime="onnxruntime==1.16", half="float16")[0] \
+        .opset_import[0].version == 19
+    if "1.15" in INSTALLED:  # the release runs it, and computes what the source does
+        x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+        there = old_ort.run("1.15", out, {"x": x})
+        assert there["ok"], there["error"]
+        np.testing.assert_allclose(there["outputs"]["y"], np.maximum(x.T[[0, 2]], 0), rtol=1e-3, atol=1e-3)
+
+
 # ---------------------------------------------------------------- the data
 
 
