@@ -144,7 +144,6 @@ def _meet_restrictions(result, report, target, base_dir, plan_only: bool, strict
                                                  if unchecked else ""))
     from rewriter.graph.inferred import LazyInference
 
-    # the rewrites keep every value's shape: one inference serves the check after them too
     inferred = LazyInference(result)
     changes, replaced = rewrite(result, target.rules, read_tensor=tensor_reader(base_dir), inferred=inferred)
     if changes:
@@ -152,6 +151,7 @@ def _meet_restrictions(result, report, target, base_dir, plan_only: bool, strict
 
         unused.remove_unused(result, only=replaced)
         report.target_notes.extend(changes)
+        inferred = LazyInference(result)  # a rewrite may have made values (1D pooling as 2D)
     blocked = _restriction_blockers(result, target, base_dir, inferred=inferred)
     if plan_only:
         report.blockers.extend(blocked)
