@@ -15,7 +15,9 @@ that is a graph output goes only when the value it passes on is made by a node o
 graph and read by nothing else, which then takes the output's name (its name is the
 interface: scikit-learn pipelines' ``Mul(probabilities, 1.0)`` before the output). The Mul by
 gamma and the Add of beta after a written-out LayerNorm (``Div(Sub(x, mean), Sqrt(...))``) stay
-when both are 1-D: ONNX Runtime's LayerNormalization fusion needs them (and fuses no other shape).
+when both are 1-D: ONNX Runtime's LayerNormalization fusion needs them (and fuses no other shape);
+so does the 1-D Mul after a written-out RMS norm (``x / sqrt(mean(x^2) + eps)``, T5's and Llama's
+legacy exports) for its SimplifiedLayerNormalization fusion.
 """
 
 from __future__ import annotations
@@ -71,6 +73,38 @@ def _normalized(value: ir.Value | None) -> bool:
     return sub is not None and len(sub.inputs) == 2 and _produced_by(sub.inputs[0], "Transpose") is None
 
 
+def _rms_normalized(value: ir.Value | None) -> bool:
+    """``value`` is ``x / sqrt(mean(x^2) + eps)``, written as ``Div(x, Sqrt(...))`` or
+    ``Mul(x, Div(1, Sqrt(...)))`` (torch's legacy export of T5's and Llama's RMS norm), where
+    ONNX Runtime's SimplifiedLayerNormalization fusion looks for a Mul by a 1-D scale after it
+    (it does not fuse the ``Reciprocal`` form the dynamo exporter writes)."""
+    def root_mean_square_of(x, sqrt_value) -> bool:
+        if _produced_by(x, "Sub") is not None:
+            return False  # a LayerNorm's centered value: what _normalized says is what ORT fuses
+        sqrt = _produced_by(sqrt_value, "Sqrt")
+        add = _produced_by(sqrt.inputs[0], "Add") if sqrt is not None and sqrt.inputs else None
+        if add is None:
+            return False
+        for v in add.inputs:
+            mean = _produced_by(v, "ReduceMean")
+            power = _produced_by(mean.inputs[0], "Pow") if mean is not None and mean.inputs else None
+            if power is not None and power.inputs and power.inputs[0] is x:
+                return True
+        return False
+
+    div = _produced_by(value, "Div")
+    if div is not None and len(div.inputs) == 2:
+        return root_mean_square_of(div.inputs[0], div.inputs[1])
+    mul = _produced_by(value, "Mul")
+    if mul is None or len(mul.inputs) != 2:
+        return False
+    for x, r in (mul.inputs, mul.inputs[::-1]):
+        inverse = _produced_by(r, "Div")
+        if inverse is not None and len(inverse.inputs) == 2 and root_mean_square_of(x, inverse.inputs[1]):
+            return True
+    return False
+
+
 def _one_dim(value: ir.Value | None) -> bool:
     return value is not None and value.const_value is not None and len(value.const_value.shape) == 1
 
@@ -83,7 +117,7 @@ def _layer_norm_tail(op: str, other: ir.Value | None, constant: ir.Value | None)
     if not _one_dim(constant):
         return False
     if op == "Mul":
-        return _normalized(other)
+        return _normalized(other) or _rms_normalized(other)
     if op == "Add":
         mul = _produced_by(other, "Mul")
         return mul is not None and len(mul.inputs) == 2 and any(

@@ -184,3 +184,54 @@ def test_a_graph_output_stays_where_its_input_is_read_elsewhere_or_is_an_input()
     model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
     result, _ = optimize_proto(model, OptimizeOptions())
     assert [n.op_type for n in result.graph.node] == ["Mul"]
+
+
+def _rms_norm(form: str, gamma: np.ndarray, pow_of=None):
+    """An RMS norm (T5, Llama) with a scale of ones, as exporters write it: ``x / sqrt(mean(x^2) + eps)``
+    (``div``), ``x * (1 / sqrt(...))`` (``div1``, torch's legacy export) or ``x * Reciprocal(sqrt(...))``
+    (``reciprocal``, the dynamo exporter's)."""
+    nodes = [h.make_node("Relu", ["x"], ["a"]), h.make_node("Neg", ["x"], ["b"]),
+             h.make_node("Pow", [pow_of or "a", "two"], ["p"]), h.make_node("ReduceMean", ["p"], ["m"], axes=[-1]),
+             h.make_node("Add", ["m", "eps"], ["v"]), h.make_node("Sqrt", ["v"], ["s"])]
+    nodes += {"div": [h.make_node("Div", ["a", "s"], ["n"])],
+              "div1": [h.make_node("Div", ["one", "s"], ["r"]), h.make_node("Mul", ["a", "r"], ["n"])],
+              "reciprocal": [h.make_node("Reciprocal", ["s"], ["r"]), h.make_node("Mul", ["r", "a"], ["n"])]}[form]
+    nodes += [h.make_node("Mul", ["gamma", "n"], ["g"]), h.make_node("Add", ["g", "b"], ["y"])]
+    inits = [nh.from_array(np.array(2.0, np.float32), "two"), nh.from_array(np.array(1e-6, np.float32), "eps"),
+             nh.from_array(np.array(1.0, np.float32), "one"), nh.from_array(gamma, "gamma")]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", F, ["n", 3, 4])],
+                         [h.make_tensor_value_info("y", F, ["n", 3, 4])], inits)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _muls(model) -> int:
+    return [n.op_type for n in model.graph.node].count("Mul")
+
+
+def test_an_rms_norms_scale_of_ones_stays_so_onnx_runtime_fuses_it(tmp_path):
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    for form in ("div", "div1"):
+        model = _rms_norm(form, np.ones(4, np.float32))
+        assert "SimplifiedLayerNormalization" in _ort_graph(model, tmp_path)
+        result, _ = optimize_proto(model, OptimizeOptions())
+        assert _muls(result) == _muls(model), form
+        assert "SimplifiedLayerNormalization" in _ort_graph(result, tmp_path)
+        np.testing.assert_allclose(_run(result, x), _run(model, x), rtol=1e-6, atol=1e-6)
+
+
+def test_an_rms_norms_scale_of_ones_goes_where_onnx_runtime_would_not_fuse_it(tmp_path):
+    """A [1, 1, 4] scale, the Reciprocal form, or a Pow of another value than the one normalized:
+    ORT fuses none of them (checked), and the Mul by ones goes."""
+    cases = [("div", np.ones((1, 1, 4), np.float32), None), ("div1", np.ones((1, 1, 4), np.float32), None),
+             ("reciprocal", np.ones(4, np.float32), None), ("div", np.ones(4, np.float32), "b"),
+             ("div1", np.ones(4, np.float32), "b")]
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    for form, gamma, pow_of in cases:
+        model = _rms_norm(form, gamma, pow_of)
+        assert "SimplifiedLayerNormalization" not in _ort_graph(model, tmp_path)
+        result, _ = optimize_proto(model, OptimizeOptions())
+        assert _muls(result) == _muls(model) - 1, (form, gamma.shape, pow_of)
+        np.testing.assert_allclose(_run(result, x), _run(model, x), rtol=1e-6, atol=1e-6)
