@@ -517,6 +517,9 @@ MUTANTS: list[Mutant] = [
       'return not (node.op_type in ("Add", "Sub") and np.asarray(value).size > 1)',
       'return not (node.op_type in ("Add", "Sub", "Mul") and np.asarray(value).size > 1)',
       "tests/precision/test_convert_precision.py", "a tiny per-channel scale flushes to 0"),
+    M("half-sibling-names-shared", "rewriter/precision/__init__.py",
+      "    unique_subgraph_names(result)  #", "    pass  #",
+      "tests/precision/test_convert_precision.py", "sibling bodies' equal names share one table entry"),
     # ---- issue 27 trust round 2
     M("numerics-inf-sign", "rewriter/verify/numerics/compare.py",
       "inf_ok = np.array_equal(np.where(np.isinf(x), x, 0), np.where(np.isinf(y), y, 0))",

@@ -16,7 +16,7 @@ import onnx
 
 from rewriter.errors import RewriterError
 from rewriter.precision.apply import Applied, apply_plan
-from rewriter.precision.graphs import Graphs
+from rewriter.precision.graphs import Graphs, unique_subgraph_names
 from rewriter.precision.plan import plan_precision
 from rewriter.precision.slots import HALF_TYPES
 
@@ -103,6 +103,7 @@ def convert_precision_proto(model: onnx.ModelProto, dtype: str, *, keep_io_types
     result = onnx.ModelProto()
     result.CopyFrom(model)
     read = tensor_reader(base_dir)
+    unique_subgraph_names(result)  # sibling bodies may reuse names: one table per model needs them apart
     graphs = Graphs(result)
     calls = None
     if result.functions:

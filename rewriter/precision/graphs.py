@@ -1,8 +1,9 @@
 """The model as the half-precision rewrite sees it: every node of every graph, with where it
 lives, what each value's type is, and who reads it.
 
-Names are unique across a model's nested graphs (ONNX's single static assignment covers
-subgraphs), so one table per model serves every scope. Model-local function bodies are not
+ONNX's single static assignment forbids a subgraph to redefine a name of an enclosing scope,
+but sibling subgraphs (the bodies of two Loops) may each define the same name:
+:func:`unique_subgraph_names` renames those first, so one table per model serves every scope. Model-local function bodies are not
 entered: a call is an op of another domain, kept in float32 at its boundary.
 """
 
@@ -16,7 +17,7 @@ import onnx.shape_inference
 from rewriter.graph.traversal import opset_version, subgraphs
 from rewriter.io.load import without_big_data
 
-__all__ = ["Graphs", "Site", "elem_of"]
+__all__ = ["Graphs", "Site", "elem_of", "unique_subgraph_names"]
 
 FLOAT = onnx.TensorProto.FLOAT
 
@@ -139,3 +140,56 @@ def _constant_elem(node: onnx.NodeProto) -> int | None:
         if a.name in ("value_string", "value_strings"):
             return onnx.TensorProto.STRING
     return None
+
+
+def _defined(graph: onnx.GraphProto) -> list[str]:
+    names = [v.name for v in graph.input] + [t.name for t in graph.initializer]
+    names += [o for n in graph.node for o in n.output if o]
+    return names
+
+
+def _rename_in(graph: onnx.GraphProto, mapping: dict) -> None:
+    """Rename values of ``graph`` and of the graphs nested in it (which may read them)."""
+    for v in list(graph.input) + list(graph.output) + list(graph.value_info):
+        v.name = mapping.get(v.name, v.name)
+    for t in graph.initializer:
+        t.name = mapping.get(t.name, t.name)
+    for n in graph.node:
+        for i, name in enumerate(n.input):
+            if name in mapping:
+                n.input[i] = mapping[name]
+        for i, name in enumerate(n.output):
+            if name in mapping:
+                n.output[i] = mapping[name]
+        for g in subgraphs(n):
+            _rename_in(g, mapping)
+
+
+def unique_subgraph_names(model: onnx.ModelProto) -> int:
+    """Rename, in place, the values a subgraph defines under a name another graph of the model
+    defines too (sibling bodies exported from the same code); returns how many were renamed.
+    Only names inside subgraphs change: the main graph's inputs, outputs and values keep theirs."""
+    taken = set(_defined(model.graph)) | {v.name for v in model.graph.output}
+    renamed = 0
+
+    def visit(graph: onnx.GraphProto) -> None:
+        nonlocal renamed
+        for node in graph.node:
+            for g in subgraphs(node):
+                mapping = {}
+                for name in _defined(g):
+                    if name in taken and name not in mapping:
+                        base, i = name, 1
+                        while f"{base}__{i}" in taken:
+                            i += 1
+                        mapping[name] = f"{base}__{i}"
+                        taken.add(mapping[name])
+                    else:
+                        taken.add(name)
+                if mapping:
+                    _rename_in(g, mapping)
+                    renamed += len(mapping)
+                visit(g)
+
+    visit(model.graph)
+    return renamed

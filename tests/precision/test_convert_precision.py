@@ -309,6 +309,32 @@ def _scaled_function():
     return h.make_function("local", "Scaled", ["a"], ["b"], body, [h.make_opsetid("", 17)], attributes=["alpha"])
 
 
+def test_sibling_bodies_defining_the_same_names():
+    """Two Loops whose bodies define the same value names (tf2onnx exports each LSTM direction
+    so): each body's Casts land in its own body."""
+    def body():
+        w = nh.from_array(np.full((4,), 0.5, np.float32), "w")
+        nodes = [h.make_node("Identity", ["cond_in"], ["cond_out"]),
+                 h.make_node("Mul", ["acc_in", "w"], ["scaled"]), h.make_node("Tanh", ["scaled"], ["acc_out"])]
+        return h.make_graph(nodes, "body", [h.make_tensor_value_info("i", T.INT64, []),
+                                            h.make_tensor_value_info("cond_in", T.BOOL, []),
+                                            _vi("acc_in", [4])],
+                            [h.make_tensor_value_info("cond_out", T.BOOL, []), _vi("acc_out", [4])], [w])
+
+    trip = nh.from_array(np.array(3, np.int64), "trip")
+    cond = nh.from_array(np.array(True), "cond")
+    m = _model([h.make_node("Relu", ["x"], ["r"]),
+                h.make_node("Loop", ["trip", "cond", "r"], ["y1"], body=body(), name="forward"),
+                h.make_node("Loop", ["trip", "cond", "r"], ["y2"], body=body(), name="backward")],
+               [_vi("x", [4])], [_vi("y1", [4]), _vi("y2", [4])], [trip, cond])
+    r, report = _proto_report(m)
+    assert report.half_nodes >= 4
+    bodies = [n.attribute[0].g for n in r.graph.node if n.op_type == "Loop"]
+    names = [{o for n in b.node for o in n.output} | {i.name for i in b.input} for b in bodies]
+    assert not names[0] & names[1]  # the second body's values were renamed
+    _check_same(m, r, {"x": np.array([1.0, -2.0, 0.5, 3.0], np.float32)}, limit=2e-3)
+
+
 def test_function_calls_run_in_half_through_specialized_copies():
     fn = _scaled_function()
     nodes = [h.make_node("Relu", ["x"], ["r"]),
