@@ -34,7 +34,7 @@ def makes_ort_values(graph: onnx.GraphProto) -> bool:
     return any(_ort_domain(n.domain) for n in graph.node)
 
 
-def onnxruntime_types(model: onnx.ModelProto, names, base_dir: str | None = None):
+def onnxruntime_types(model: onnx.ModelProto, names):
     """(element type of each of ``names`` (main-graph values) that ONNX Runtime's inference
     gives, what answered) or (None, why nothing could)."""
     try:
@@ -42,7 +42,7 @@ def onnxruntime_types(model: onnx.ModelProto, names, base_dir: str | None = None
     except ImportError as e:
         return None, f"onnxruntime, whose type inference knows such ops, is not installed ({e})"
     names = [n for n in dict.fromkeys(names) if n]
-    found, why = _from_session(model, names, base_dir)
+    found, why = _from_session(model, names)
     if found is not None:
         return found, "onnxruntime's type inference"
     found, why_symbolic = _from_symbolic(model, names)
@@ -51,20 +51,25 @@ def onnxruntime_types(model: onnx.ModelProto, names, base_dir: str | None = None
     return None, f"onnxruntime could not type them ({why}; symbolic shape inference: {why_symbolic})"
 
 
-def _from_session(model, names, base_dir):
+def _from_session(model, names):
     import onnxruntime as ort
+
+    from rewriter.io import external_data_dir
+    from rewriter.io.tensors import EXTERNAL, PRIVATE_PREFIX, all_tensors, set_entries
 
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
+    for t, _ in all_tensors(copy):  # the loader's lazy references, as ONNX Runtime reads them (cli.runner's way)
+        if t.data_location == EXTERNAL:
+            set_entries(t, {e.key: e.value for e in t.external_data if not e.key.startswith(PRIVATE_PREFIX)})
     declared = {o.name for o in copy.graph.output}
     copy.graph.output.extend(onnx.ValueInfoProto(name=n) for n in names if n not in declared)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.log_severity_level = 3
-    if base_dir:  # external data lies beside the model
-        options.add_session_config_entry("session.model_external_initializers_file_folder_path", base_dir)
+    options.log_severity_level = 4
     try:
-        session = ort.InferenceSession(copy.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        with external_data_dir(model):
+            session = ort.InferenceSession(copy.SerializeToString(), options, providers=["CPUExecutionProvider"])
     except Exception as e:  # noqa: BLE001 - any refusal only means no answer from here
         return None, " ".join(str(e).split())[:300]
     wanted = set(names)
@@ -81,6 +86,9 @@ def _from_symbolic(model, names):
         from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
     except ImportError as e:
         return None, f"not available ({e})"
+    from rewriter.io import without_big_data
+
+    model = without_big_data(model)  # small constants (shapes, axes) read; big weights: type and dims
     try:
         # the loop of SymbolicShapeInference.infer_shapes, without the file it writes into the
         # working directory when inference is incomplete: a partial answer is still an answer
@@ -90,7 +98,7 @@ def _from_symbolic(model, names):
             inference._infer_impl()
         known = inference.known_vi_
     except Exception as e:  # noqa: BLE001
-        return None, f"failed ({' '.join(str(e).split())[:200]})"
+        return None, f"failed ({' '.join(str(e).split())[:200] or type(e).__name__})"
     found = {}
     for name in names:
         vi = known.get(name)

@@ -124,3 +124,21 @@ def test_an_adapter_asking_a_type_behind_a_qlinear_op_gets_it():
     assert result.opset_import[0].version == 13
     assert_same_outputs(run(m, X), run(result, X))
     assert any("onnxruntime" in n for n in report.notes)
+
+
+@pytest.mark.parametrize("external", [False, True])
+def test_the_cli_asks_onnxruntime_about_a_model_whose_weights_it_left_on_disk(tmp_path, capsys, external):
+    # a weight above the loader's inline threshold stays in the file (or in its external data)
+    # until written: the session that types the values must read it from there
+    from rewriter import cli
+
+    m = _qlinear_model()
+    big = np.random.default_rng(0).uniform(-1, 1, size=(4, 1 << 16)).astype(np.float32)
+    m.graph.initializer.append(onnx.numpy_helper.from_array(big, "big"))
+    m.graph.node.append(helper.make_node("ReduceMax", ["big"], ["big_max"], name="reduce_big", keepdims=0))
+    m.graph.output.append(helper.make_tensor_value_info("big_max", TensorProto.FLOAT, []))
+    path, out = str(tmp_path / "m.onnx"), str(tmp_path / "o.onnx")
+    onnx.save(m, path, save_as_external_data=external, location="m.data", size_threshold=1024)
+    assert cli.main(["convert", path, "--opset", "11", "-o", out, "--verify"]) == 0
+    text = capsys.readouterr().out
+    assert "made by com.microsoft ops" in text and "from onnxruntime's type inference" in text
