@@ -10,9 +10,9 @@ Only rewrites that compute exactly what the node computed:
   its value, computed by onnx.reference (integer arithmetic: exact). Float inputs are left alone.
 - ``if_branches``: an else_branch output with the name of a then_branch output is given out as an
   Identity of it under a fresh name (the If's outputs are positional: nothing else changes).
-- ``zero`` (QuantizeLinear / DequantizeLinear zero points): a DequantizeLinear of a constant whose
-  zero point is a constant takes the constant minus the zero point, as int8, and no zero point,
-  when every value fits; a uint8 QuantizeLinear whose zero point is 128 everywhere, all of whose
+- ``zero`` (QuantizeLinear / DequantizeLinear zero points) and ``input_type`` (DequantizeLinear's
+  quantized input): a DequantizeLinear of a constant whose zero point is a constant (or absent)
+  takes the constant minus the zero point, as int8, and no zero point, when every value fits; a uint8 QuantizeLinear whose zero point is 128 everywhere, all of whose
   readers are DequantizeLinear nodes with the same scale, axis and zero point, becomes int8 with
   zero point 0 on both sides (``clamp(round(x/s) + 128, 0, 255) - 128 = clamp(round(x/s), -128, 127)``).
 
@@ -201,12 +201,14 @@ def _attrs(node, *names):
 
 
 def _dq_constant_input(rw: _Rewriter, node, scope) -> bool:
-    """DequantizeLinear(x const, s, zp const) -> DequantizeLinear(x - zp as int8, s)."""
-    if len(node.input) < 3 or _attrs(node, "block_size").get("block_size", 0):
+    """DequantizeLinear(x const, s, zp const or none) -> DequantizeLinear(x - zp as int8, s)."""
+    if _attrs(node, "block_size").get("block_size", 0):
         return False
     x = trt_constant(node.input[0], scope, rw.read)
-    zp = trt_constant(node.input[2], scope, rw.read)
-    if x is None or zp is None or not np.issubdtype(x.dtype, np.integer) or zp.size == 0:
+    has_zp = len(node.input) > 2 and bool(node.input[2])
+    zp = trt_constant(node.input[2], scope, rw.read) if has_zp else np.zeros((), np.int64)
+    if x is None or zp is None or not np.issubdtype(x.dtype, np.integer) or zp.size == 0 or \
+            (x.dtype == np.int8 and not np.any(zp)):
         return False
     axis = _attrs(node, "axis").get("axis", 1)
     if zp.size > 1 and (x.ndim == 0 or zp.size != x.shape[axis % x.ndim]):
@@ -214,10 +216,10 @@ def _dq_constant_input(rw: _Rewriter, node, scope) -> bool:
     shifted = x.astype(np.int64) - _per_axis(zp.astype(np.int64), x.ndim, axis)
     if shifted.min(initial=0) < -128 or shifted.max(initial=0) > 127:
         return False
-    rw.replaced.update(node.input[i] for i in (0, 2))
+    rw.replaced.update(node.input[i] for i in (0, 2) if i < len(node.input) and node.input[i])
     node.input[0] = rw.add_constant(scope, shifted.astype(np.int8), f"{node.input[0]}_int8")
     del node.input[2:]
-    rw.done.append("DequantizeLinear: zero point folded into its constant input (int8, zero point 0)")
+    rw.done.append("DequantizeLinear: constant input made int8 (its zero point folded in: 0)")
     return True
 
 
@@ -266,9 +268,10 @@ def _q_dq_uint8_pair(rw: _Rewriter, node, scope) -> bool:
 
 
 def _zero(rw: _Rewriter, node, rule, scope) -> bool:
-    if node.op_type == "DequantizeLinear":
+    """Zero points (``zero``) and DequantizeLinear's quantized type (``input_type``)."""
+    if node.op_type == "DequantizeLinear" and (rule["kind"] == "zero" or "INT8" in rule.get("types", ())):
         return _dq_constant_input(rw, node, scope)
-    if node.op_type == "QuantizeLinear":
+    if node.op_type == "QuantizeLinear" and rule["kind"] == "zero":
         return _q_dq_uint8_pair(rw, node, scope)
     return False
 
@@ -334,7 +337,7 @@ def _pool_as_2d(rw: _Rewriter, node, rule, scope) -> bool:
     return True
 
 
-_REWRITES = {"outputs_unused": _drop_outputs, "constant": _fold_constant, "zero": _zero,
+_REWRITES = {"outputs_unused": _drop_outputs, "constant": _fold_constant, "zero": _zero, "input_type": _zero,
              "if_branches": _rename_else_outputs, "rank": _pool_as_2d}
 
 

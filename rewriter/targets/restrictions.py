@@ -29,7 +29,7 @@ from rewriter.graph.constants import constant_node_value
 __all__ = ["Violation", "violations", "broken", "trt_constant", "Lookups", "REWRITABLE"]
 
 # the rule kinds rewriter.targets.restriction_rewrites can satisfy exactly (for some nodes)
-REWRITABLE = frozenset({"outputs_unused", "zero", "constant", "if_branches", "rank"})
+REWRITABLE = frozenset({"outputs_unused", "zero", "constant", "if_branches", "rank", "input_type"})
 _UNKNOWN = object()  # an attribute a function's caller sets (ref_attr_name)
 
 
@@ -69,6 +69,9 @@ class Lookups:
                 for v in (*g.input, *g.value_info, *g.output):
                     if v.type.HasField("tensor_type"):
                         self._types.setdefault(v.name, v.type)
+                for t in g.initializer:  # those that are not graph inputs have no value_info
+                    if t.name not in self._types:
+                        self._types[t.name] = helper.make_tensor_type_proto(t.data_type, list(t.dims))
         return self._types
 
     def used(self) -> set[str]:

@@ -33,8 +33,12 @@ F, I64, U8, I8 = T.FLOAT, T.INT64, T.UINT8, T.INT8
 
 # ------------------------------------------------------------ the data against operators.md
 
-def _extract(release: str) -> tuple[str, dict]:
-    """(header line, {op: restrictions cell}) of the kept extract of a release's operators.md."""
+TYPES = "Supported Types: "  # how a rule from the Supported Types column quotes it
+
+
+def _extract(release: str, column: int = 4) -> tuple[str, dict]:
+    """(header line, {op: restrictions cell}) of the kept extract of a release's operators.md
+    (``column`` 3: the Supported Types cells)."""
     with open(os.path.join(EXTRACTS, f"{release}.md"), encoding="utf-8") as f:
         lines = f.read().splitlines()
     header = next(line for line in lines if line.startswith("TensorRT "))
@@ -42,8 +46,13 @@ def _extract(release: str) -> tuple[str, dict]:
     for line in lines:
         parts = [p.strip() for p in line.split("|")]
         if line.startswith("| ") and len(parts) > 4 and parts[2] == "Y":
-            cells[parts[1]] = parts[4]
+            cells[parts[1]] = parts[column]
     return header, cells
+
+
+def _column_rules(entry, op):
+    """The rules of the Restrictions column (not the Supported Types ones)."""
+    return [r for r in entry["rules"].get(op, []) if not r["text"].startswith(TYPES)]
 
 
 def test_every_release_has_an_extract_and_its_column_is_the_datas():
@@ -59,10 +68,15 @@ def test_every_release_has_an_extract_and_its_column_is_the_datas():
 def test_every_rule_and_note_quotes_its_releases_operators_md():
     for release, entry in TABLE.items():
         _, cells = _extract(release)
+        _, types = _extract(release, column=3)
         for key in ("rules", "unchecked"):
             for op, items in entry[key].items():
                 for item in items:
-                    assert item["text"] in cells[op], (release, op, item["text"])
+                    if item["text"].startswith(TYPES):
+                        assert item["text"] == TYPES + types[op], (release, op, item["text"])
+                        assert op in ("QuantizeLinear", "DequantizeLinear") and item["kind"] == "input_type"
+                    else:
+                        assert item["text"] in cells[op], (release, op, item["text"])
 
 
 def test_every_clause_of_the_column_is_a_rule_or_a_note():
@@ -72,7 +86,7 @@ def test_every_clause_of_the_column_is_a_rule_or_a_note():
         _, cells = _extract(release)
         for op, cell in cells.items():
             rest = cell
-            for item in entry["rules"].get(op, []) + entry["unchecked"].get(op, []):
+            for item in _column_rules(entry, op) + entry["unchecked"].get(op, []):
                 rest = rest.replace(item["text"], "", 1)
             assert re.fullmatch(r"(?:[\s.]|<br\s*/?>)*", rest), (release, op, rest)
             assert all(n["note"] for n in entry["unchecked"].get(op, [])), (release, op)
@@ -84,7 +98,8 @@ def test_rule_kinds_are_known_and_the_counts_are_as_documented():
         for rules in entry["rules"].values():
             assert all(r["kind"] in CHECKS for r in rules), release
         counts[release] = (sum(map(len, entry["rules"].values())), sum(map(len, entry["unchecked"].values())))
-    assert counts == {"8.5": (22, 4), "8.6": (18, 4), "10.0": (36, 4), "10.1": (47, 6), "10.16": (54, 7)}
+    # the Restrictions column's clauses plus the two Supported Types rules (QuantizeLinear, DequantizeLinear)
+    assert counts == {"8.5": (24, 4), "8.6": (20, 4), "10.0": (38, 4), "10.1": (49, 6), "10.16": (56, 7)}
     assert sorted(TABLE["10.16"]["unchecked"]) == ["Attention", "Loop", "RandomNormal", "RandomNormalLike",
                                                    "RandomUniform", "RandomUniformLike"]
 
@@ -220,8 +235,18 @@ REFUSED = [
         [_node("DeformConv", ["x", "w", "off"], ["y"], pads=[1, 0, 0, 1])],
         [("x", F, [1, 1, 4, 4]), ("off", F, [1, 8, 4, 4])], ["y"], {"w": np.ones((1, 1, 2, 2), np.float32)}, opset=19)),
     ("10.16", "DequantizeLinear", "`x_zero_point`", lambda: _model(
-        [_node("DequantizeLinear", ["x", "s", "zp"], ["y"])], [("x", U8, [3])], ["y"],
-        {"s": np.float32(0.5), "zp": np.uint8(128)})),
+        [_node("DequantizeLinear", ["x", "s", "zp"], ["y"])], [("x", I8, [3])], ["y"],
+        {"s": np.float32(0.5), "zp": np.int8(3)})),
+    ("8.5", "DequantizeLinear", TYPES, lambda: _model(  # a uint8 one TensorRT would compute as int8
+        [_node("DequantizeLinear", ["x", "s"], ["y"])], [("x", U8, [3])], ["y"], {"s": np.float32(0.5)})),
+    ("10.16", "DequantizeLinear", TYPES, lambda: _model(
+        [_node("DequantizeLinear", ["x", "s"], ["y"])], [("x", U8, [3])], ["y"], {"s": np.float32(0.5)})),
+    ("10.0", "DequantizeLinear", TYPES, lambda: _model(
+        [_node("DequantizeLinear", ["x", "s"], ["y"])], [("x", T.INT32, [3])], ["y"], {"s": np.float32(0.5)})),
+    ("8.5", "QuantizeLinear", TYPES, lambda: _model(
+        [_node("QuantizeLinear", ["x", "s"], ["y"])], [("x", T.INT32, [3])], ["y"], {"s": np.float32(0.5)}, opset=13)),
+    ("10.0", "QuantizeLinear", TYPES, lambda: _model(
+        [_node("QuantizeLinear", ["x", "s"], ["y"])], [("x", T.INT32, [3])], ["y"], {"s": np.float32(0.5)}, opset=13)),
     ("10.16", "Dropout", "`is_training`", lambda: _model(
         [_node("Dropout", ["x", "", "t"], ["y"])], [("x", F, [2, 3])], ["y"], {"t": np.bool_(True)})),
     ("10.1", "Dropout", "`is_traning`", lambda: _model(
@@ -383,6 +408,10 @@ REWRITTEN = [
     ("10.16", "QuantizeLinear", "`y_zero_point`", _q_dq_pair,
      {"x": np.array([-70.0, -64.2, -1.3, 0.25, 63.4, 99.0], np.float32)}),
     ("8.5", "DequantizeLinear", "`x_zero_point`", _dq_of_constant, {"x": np.ones((2, 3), np.float32)}),
+    ("10.16", "DequantizeLinear", TYPES, lambda: _model(
+        [_node("DequantizeLinear", ["w", "s"], ["d"]), helper.make_node("Add", ["d", "x"], ["y"])],
+        [("x", F, [3])], ["y"], {"w": np.array([0, 7, 127], np.uint8), "s": np.float32(0.5)}),
+     {"x": np.ones(3, np.float32)}),
     ("10.16", "Unsqueeze", "`axes` must be resolvable", _folded_axes, {"x": np.arange(3, dtype=np.float32)}),
     ("10.16", "If", "Output tensors of the two conditional branches must have the same rank",
      lambda: _if([2], [2], same_names=True), {"c": np.array(False)}),
@@ -586,7 +615,7 @@ def test_the_shipped_rules_are_what_the_clause_table_makes_of_the_shipped_text()
     spec.loader.exec_module(table)
     for release, entry in TABLE.items():
         text = {op: t for op, t in entry["restrictions"].items() if op in entry["supported"]}
-        assert table.structure(text) == (entry["rules"], entry["unchecked"]), release
+        assert table.structure(text, _extract(release, column=3)[1]) == (entry["rules"], entry["unchecked"]), release
     with pytest.raises(ValueError, match="is in no clause"):
         table.structure({"TopK": "`sorted` must be 1. `largest` must be 1."})
 

@@ -183,7 +183,7 @@ def parse_operator_kernels(md: str) -> dict:
 
 def parse_trt_operators(md: str) -> dict:
     """docs/operators.md -> {"header": str, "opsets": [min|None, max], "supported": [...],
-    "unsupported": [...], "restrictions": {op: text}}."""
+    "unsupported": [...], "restrictions": {op: text}, "types": {op: Supported Types}}."""
     header = next(l for l in md.splitlines() if re.match(r"^TensorRT \S+ supports operators", l))
     m = re.search(r"inclusive range of opset (\d+) to opset (\d+)", header, re.I)
     if m:
@@ -193,7 +193,7 @@ def parse_trt_operators(md: str) -> dict:
         opsets = [None, int(m.group(1))]
     lines = md.splitlines()
     start = next(i for i, l in enumerate(lines) if l.startswith("| Operator"))
-    supported, unsupported, restrictions = [], [], {}
+    supported, unsupported, restrictions, types = [], [], {}, {}
     for line in lines[start + 2:]:
         if not line.startswith("|"):
             if line.strip():
@@ -209,11 +209,14 @@ def parse_trt_operators(md: str) -> dict:
             raise ValueError(f"operators.md: {op!r} has Supported = {flag!r}")
         if len(cells) > 3 and cells[3]:
             restrictions[op] = cells[3]
+        if len(cells) > 2 and cells[2] and flag == "Y":
+            types[op] = cells[2]
     dup = {o for o in supported + unsupported if (supported + unsupported).count(o) > 1}
     if dup:
         raise ValueError(f"operators.md lists {sorted(dup)} more than once")
     return {"header": header, "opsets": opsets, "supported": sorted(supported),
-            "unsupported": sorted(unsupported), "restrictions": dict(sorted(restrictions.items()))}
+            "unsupported": sorted(unsupported), "restrictions": dict(sorted(restrictions.items())),
+            "types": dict(sorted(types.items()))}
 
 
 def onnx_version_row(version: str) -> tuple:
@@ -304,7 +307,7 @@ def build_tensorrt(trt_git: str, onnx_git: str, md_files: dict) -> dict:
                     "supported": parsed["supported"],
                     "unsupported": parsed["unsupported"], "restrictions": parsed["restrictions"]}
         out[key].update(_ir_note(key, out[key]))
-        out[key].update(_rules(out[key]))
+        out[key].update(_rules(out[key], parsed["types"]))
     src = ("onnx/onnx-tensorrt docs/operators.md on release branches at "
            + ", ".join(f"{k} {v[0] or 'NVIDIA/TensorRT v' + k + ' pin'}@{v[1][:12]}" for k, v in TRT_RELEASES.items())
            + "; ir_version = IR_VERSION of the onnx release third_party/onnx pins (onnx.helper.VERSION_TABLE, "
@@ -313,14 +316,23 @@ def build_tensorrt(trt_git: str, onnx_git: str, md_files: dict) -> dict:
     return {"source": src, "releases": out}
 
 
-def _rules(entry: dict) -> dict:
-    """``rules`` / ``unchecked``: the release's Restrictions column clause by clause
-    (``trt_restrictions.py``), only for the ops it supports."""
+def _rules(entry: dict, types: dict) -> dict:
+    """``rules`` / ``unchecked``: the release's Restrictions column clause by clause, and the
+    Supported Types of the ops ``trt_restrictions.TYPED`` names (``trt_restrictions.py``), only for
+    the ops it supports."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from trt_restrictions import structure
 
-    rules, unchecked = structure({op: t for op, t in entry["restrictions"].items() if op in entry["supported"]})
+    rules, unchecked = structure({op: t for op, t in entry["restrictions"].items() if op in entry["supported"]},
+                                 types)
     return {"rules": rules, "unchecked": unchecked}
+
+
+def _extract_types(key: str) -> dict:
+    """The Supported Types cells of the rows kept in ``trt_operators/<release>.md``."""
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "trt_operators", f"{key}.md"),
+              encoding="utf-8") as f:
+        return parse_trt_operators(f.read())["types"]
 
 
 def _ir_note(key: str, entry: dict) -> dict:
@@ -346,14 +358,15 @@ def _opset_ir(opset: int) -> int:
 
 def restructure(path: str) -> None:
     """Rewrite ``rules`` / ``unchecked`` (and the IR version of TRT_IR_FROM_DOCS releases) of the
-    shipped tensorrt.json from its own ``restrictions`` text; no git needed."""
+    shipped tensorrt.json from its own ``restrictions`` text and the Supported Types kept in the
+    ``trt_operators/`` extracts; no git needed."""
     with open(path, encoding="utf-8") as f:
         data = json.load(f)
     for key, entry in data["releases"].items():
         for k in ("rules", "unchecked"):
             entry.pop(k, None)
         entry.update(_ir_note(key, entry))
-        entry.update(_rules(entry))
+        entry.update(_rules(entry, _extract_types(key)))
     write_json(data, os.path.basename(path))
 
 

@@ -128,17 +128,38 @@ CLAUSES: dict[str, list[tuple[str, dict]]] = {
                   ("`axes` must be resolvable to a constant", _AXES_INPUT)],
 }
 
+# ops whose Supported Types column is checked too, and the input it is about: for QuantizeLinear the
+# float input, for DequantizeLinear the quantized one (TensorRT computes a uint8 one as int8: the
+# parser warns "TensorRT doesn't support QuantizeLinear/DequantizeLinear with UINT8 zero_point").
+# The column of other ops is not checked (what it covers per op, input or output, is not said).
+TYPED = {"QuantizeLinear": 0, "DequantizeLinear": 0}
+TYPE_NAMES = {"FP32": "FLOAT", "FP16": "FLOAT16", "BF16": "BFLOAT16", "FP8": "FLOAT8E4M3FN", "FP4": "FLOAT4E2M1",
+              "INT4": "INT4", "INT8": "INT8", "INT32": "INT32", "INT64": "INT64", "UINT8": "UINT8", "BOOL": "BOOL",
+              "DOUBLE": "DOUBLE"}
+TYPES_PREFIX = "Supported Types: "
+
 # what may stand between clauses: sentence ends, line breaks, spaces
 _GLUE = re.compile(r"^(?:[\s.]|<br\s*/?>)*$")
 
 
-def structure(restrictions: dict[str, str]) -> tuple[dict, dict]:
-    """One release's Restrictions column ({op: text}) -> (rules {op: [rule]}, unchecked {op: [note]}).
+def structure(restrictions: dict[str, str], types: dict[str, str] | None = None) -> tuple[dict, dict]:
+    """One release's Restrictions column ({op: text}) -> (rules {op: [rule]}, unchecked {op: [note]}),
+    with the Supported Types rules of the :data:`TYPED` ops from ``types`` ({op: that column}).
 
-    Every rule and note carries the clause it comes from as ``text``. Raises ValueError when some
-    part of an op's text is no clause :data:`CLAUSES` lists for it."""
+    Every rule and note carries the clause it comes from as ``text`` (a types rule:
+    ``"Supported Types: " + the cell``). Raises ValueError when some part of an op's text is no
+    clause :data:`CLAUSES` lists for it, or a type name is unknown."""
     rules: dict[str, list] = {}
     unchecked: dict[str, list] = {}
+    for op, index in TYPED.items():
+        cell = (types or {}).get(op)
+        if not cell:
+            continue
+        names = [t.strip() for t in cell.split(",") if t.strip()]
+        if any(t not in TYPE_NAMES for t in names):
+            raise ValueError(f"operators.md: {op}'s Supported Types {cell!r} has a type TYPE_NAMES lacks")
+        rules.setdefault(op, []).append({"text": TYPES_PREFIX + cell, "kind": "input_type", "input": index,
+                                         "types": [TYPE_NAMES[t] for t in names]})
     for op, text in sorted(restrictions.items()):
         rest = text
         for clause, meaning in CLAUSES.get(op, []):
@@ -152,4 +173,4 @@ def structure(restrictions: dict[str, str]) -> tuple[dict, dict]:
         if not _GLUE.match(rest):
             raise ValueError(f"operators.md: {op}'s restriction {rest.strip()!r} is in no clause of "
                              f"tools/runtime_data/trt_restrictions.py (add it, structured or with a note)")
-    return rules, unchecked
+    return dict(sorted(rules.items())), unchecked
