@@ -783,6 +783,18 @@ MUTANTS: list[Mutant] = [
       "    kwargs[\"inlining\"] = ort_quirks.inlining_rule(target)",
       "    kwargs[\"inlining\"] = None",
       "tests/convert/test_ort_quirks.py", "convert_for does not hand the runtime's inlining rule to the engine"),
+    M("ort15-dtype-casts", "rewriter/convert/for_target.py",
+      "(\"Cast\",) if half else ()",
+      "()",
+      "tests/convert/test_ort_quirks.py", "convert --dtype --target 1.15 picks opset 19, whose Cast-19 (inserted by the rewrite) 1.15 lacks"),
+    M("ort15-check-off", "rewriter/targets/__init__.py",
+      "    found += half_precision_blockers(model, target)",
+      "    found += []",
+      "tests/convert/test_ort_quirks.py", "check --target says nothing stops 1.15 from loading a float16 LayerNormalization at 18"),
+    M("ort15-check-inlined", "rewriter/convert/ort_quirks.py",
+      "if v is not None and inlines_wrongly(release, n.op_type, v, opset, names[e]):",
+      "if False:",
+      "tests/convert/test_ort_quirks.py", "check --target does not name the nodes the release would inline wrongly"),
 ]
 
 
