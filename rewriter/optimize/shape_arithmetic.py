@@ -19,6 +19,10 @@ is a run-time element) and:
   Reshape is valid, -1 works out to the same value (``[N * 4, 2]`` -> ``[-1, 2]``). Not next
   to a copied symbolic dim, which could be 0 at run time.
 
+The dims of a Reshape's or an Expand's output are worked out from its shape vector where ONNX's
+inference cannot tell them (the vector is computed at run time), so the batch dim's name
+reaches the shape chains further down (MobileViT-v2's ``Expand(x, Shape(y))``).
+
 Two dims are the same when they are the same dim of the same value, or the same named
 symbolic dim (ONNX: equal names are equal sizes). Values that are graph outputs are kept.
 """
@@ -181,6 +185,8 @@ class FoldShapeArithmeticPass(ir.passes.InPlacePass):
                 infer_node(node, opset)
             if node.op_type == "Reshape":
                 self._reshape_dims(node)
+            elif node.op_type == "Expand":
+                self._expand_dims(node)
             if len(node.outputs) != 1 or node.op_type == "Reshape":
                 continue
             found = self._evaluate(node)
@@ -284,6 +290,40 @@ class FoldShapeArithmeticPass(ir.passes.InPlacePass):
                 dims.append(e if e > 0 else data.shape.dims[p] if copied else ir.SymbolicDim(None))
             elif e[0] == "sym":
                 dims.append(ir.SymbolicDim(e[1]))
+            else:
+                dims.append(ir.SymbolicDim(None))
+        if out.type is None and data.type is not None:
+            out.type = data.type
+        fill_shape(out, ir.Shape(dims))
+
+    def _expand_dims(self, node: ir.Node) -> None:
+        """The dims of an Expand's output from its shape vector when ONNX's inference could not
+        tell them (``Expand(x, Shape(y))``, MobileViT-v2's attention): the two shapes broadcast,
+        aligned on the right. Where the input's dim is 1, the vector's element is the dim (an
+        int, or a named symbolic dim); where the input's dim is a static d > 1, it is d; where
+        both are the same named dim, that dim; else unknown."""
+        data = node.inputs[0] if node.inputs else None
+        found = self._vector(node.inputs[1] if len(node.inputs) > 1 else None)
+        out = node.outputs[0]
+        if data is None or data.shape is None or found is None or found[1]:
+            return
+        elements, rank = found[0], len(data.shape)
+        size = max(rank, len(elements))
+        ins = [1] * (size - rank) + list(data.shape.dims)
+        wanted = [1] * (size - len(elements)) + list(elements)
+        dims = []
+        for d, e in zip(ins, wanted):
+            named = isinstance(e, tuple) and e[0] == "sym"
+            if isinstance(d, int) and d != 1:
+                dims.append(d)
+            elif d == 1 and isinstance(e, int) and e >= 1:
+                dims.append(e)
+            elif d == 1 and named:
+                dims.append(ir.SymbolicDim(e[1]))
+            elif isinstance(d, ir.SymbolicDim) and d.value and (named and e[1] == d.value or e == 1):
+                dims.append(ir.SymbolicDim(d.value))
+            elif isinstance(d, ir.SymbolicDim) and isinstance(e, int) and e > 1:
+                dims.append(e)
             else:
                 dims.append(ir.SymbolicDim(None))
         if out.type is None and data.type is not None:

@@ -263,3 +263,59 @@ def test_a_dim_may_equal_zero_or_a_positive_constant():
         for batch in (0, 2, 3):
             x = np.zeros((batch, 3), np.float32)
             np.testing.assert_array_equal(_run(result, x), _run(model, x))
+
+
+def _expand_of_a_shape(data_dims, y_dims):
+    """MobileViT-v2's attention, legacy export: ``e = Expand(s, Shape(y))`` (``s`` of ``data_dims``,
+    ``y`` of ``y_dims``), then ``Reshape(e, [Gather(Shape(x), 0), -1])``: e's dim 0 is x's "n"
+    only when the Expand's dims are worked out from the shape vector."""
+    nodes = [h.make_node("Relu", ["s"], ["sr"]),
+             h.make_node("Shape", ["y"], ["ys"]),
+             h.make_node("Expand", ["sr", "ys"], ["e"]),
+             h.make_node("Shape", ["x"], ["xs"]),
+             h.make_node("Gather", ["xs", "i0"], ["n"], axis=0),
+             h.make_node("Unsqueeze", ["n", "zero"], ["nu"]),
+             h.make_node("Concat", ["nu", "minus_one"], ["flat"], axis=0),
+             h.make_node("Reshape", ["e", "flat"], ["z"])]
+    inits = [_i("i0", 0), _i("zero", [0]), _i("minus_one", [-1])]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", F, ["n", 3]),
+                                      h.make_tensor_value_info("s", F, data_dims),
+                                      h.make_tensor_value_info("y", F, y_dims)],
+                         [h.make_tensor_value_info("z", F, ["n", "w"])], inits)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def _expand_dims(data_dims, y_dims):
+    import onnx_ir as ir
+
+    from rewriter.optimize.shape_arithmetic import FoldShapeArithmeticPass
+
+    model = ir.serde.deserialize_model(_expand_of_a_shape(data_dims, y_dims))
+    FoldShapeArithmeticPass()(model)
+    e = next(n for n in model.graph if n.op_type == "Expand").outputs[0]
+    return [d if isinstance(d, int) else d.value for d in e.shape.dims]
+
+
+def test_an_expand_to_a_computed_shape_has_the_broadcast_dims():
+    assert _expand_dims(["n", 4, 1], ["n", 4, 8]) == ["n", 4, 8]  # a 1 takes the vector's dim, named or static
+    assert _expand_dims([1, 4, 1], ["n", 1, 8]) == ["n", 4, 8]  # a static d > 1 stays
+    assert _expand_dims(["m", 1], ["n", 8]) == [None, 8]  # two different names: not known
+    assert _expand_dims([4, 1], ["n", "k", 8]) == ["n", 4, 8]  # a longer vector: 4 against "k" is 4
+    assert _expand_dims(["m", 4], [5, 1]) == [5, 4]  # an unknown d against 5 > 1 is 5 (valid only then)
+
+
+def test_a_reshape_reading_the_batch_after_an_expand_gets_a_constant_shape():
+    model = _expand_of_a_shape(["n", 3, 1], ["n", 3, 8])
+    result, _ = optimize_proto(model, OptimizeOptions())
+    oracle.assert_valid(result)
+    assert [n.op_type for n in result.graph.node] == ["Relu", "Shape", "Expand", "Reshape"]
+    flat = next(t for t in result.graph.initializer if t.name == result.graph.node[-1].input[1])
+    assert nh.to_array(flat).tolist() == [0, -1]
+    rng = np.random.default_rng(0)
+    for batch in (1, 3):
+        feeds = {"x": rng.standard_normal((batch, 3)).astype(np.float32),
+                 "s": rng.standard_normal((batch, 3, 1)).astype(np.float32),
+                 "y": rng.standard_normal((batch, 3, 8)).astype(np.float32)}
+        np.testing.assert_array_equal(oracle.run(result, feeds)[0], oracle.run(model, feeds)[0])
