@@ -6,16 +6,16 @@ Only rewrites that compute exactly what the node computed:
   LayerNormalization's Mean and InvStdDev, Attention's present_key / present_value /
   qk_matmul_output). One that is read stays, and blocks.
 - ``constant``: an integer or bool input computed only from constants by deterministic nodes
-  (a Cast or Concat of Constants, shape arithmetic on initializers) becomes an initializer with
+  (a Cast or an Identity of a Constant, shape arithmetic on initializers) becomes an initializer with
   its value, computed by onnx.reference (integer arithmetic: exact). Float inputs are left alone.
 - ``if_branches``: an else_branch output with the name of a then_branch output is given out as an
   Identity of it under a fresh name (the If's outputs are positional: nothing else changes).
 - ``zero`` (QuantizeLinear / DequantizeLinear zero points) and ``input_type`` (DequantizeLinear's
   quantized input): a DequantizeLinear of a constant whose zero point is a constant (or absent)
-  takes the constant minus the zero point, as int8, and no zero point, when every value fits; a uint8 QuantizeLinear whose zero point is 128 everywhere, all of whose
-  readers are DequantizeLinear nodes with the same scale, axis and zero point, becomes int8 with
-  zero point 0 on both sides (``clamp(round(x/s) + 128, 0, 255) - 128 = clamp(round(x/s), -128, 127)``).
-
+  takes the constant minus the zero point, as int8, and no zero point, when every value fits; a
+  uint8 QuantizeLinear whose zero point is 128 everywhere, all of whose readers are
+  DequantizeLinear nodes with the same scale, axis and zero point, becomes int8 with zero point 0
+  on both sides (``clamp(round(x/s) + 128, 0, 255) - 128 = clamp(round(x/s), -128, 127)``).
 - ``rank`` (2D or 3D pooling): a 1D AveragePool / MaxPool becomes a 2D one over an added last axis
   of 1, between an Unsqueeze and a Squeeze (onnx-tensorrt's importer does the same with a rank-3
   input; kernel 1 and no padding along that axis give the same windows).
