@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from rewriter.convert.state import ConversionState, untyped_value
+from rewriter.convert.state import ConversionState
 from rewriter.errors import ConversionError
 from rewriter.graph import traversal
 from rewriter.graph.constants import constant_node_value, constant_value
@@ -73,7 +73,7 @@ class NodeContext:
         """The type of ``name``: from ONNX's inference, else (values behind com.microsoft ops)
         from ONNX Runtime's (``ConversionState.learn_types``)."""
         t = self._state.types_for(self.scope).get(name)
-        if untyped_value(t) and name and self._state.learn_types(self.scope):
+        if t is None and name and self._state.learn_types(self.scope):
             t = self._state.types_for(self.scope).get(name)
         return t
 

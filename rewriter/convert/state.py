@@ -17,7 +17,7 @@ from rewriter.graph import traversal
 from rewriter.graph.inferred import resolve
 from rewriter.io import tensor_reader
 
-__all__ = ["ConversionState", "untyped_value"]
+__all__ = ["ConversionState"]
 
 logger = logging.getLogger(__name__)
 
@@ -71,16 +71,15 @@ class ConversionState:
         if not ort_types.makes_ort_values(self.original.graph):
             return False
         types = self._scope_types(0)
-        untyped = [o for n in self.original.graph.node for o in n.output if o and untyped_value(types.get(o))]
+        untyped = [o for n in self.original.graph.node for o in n.output if o and o not in types]
         if not untyped:
             return False
         found, how = ort_types.onnxruntime_types(self.original, untyped)
         if found is None:
             self.unlearned = how
             return False
-        for name, elem in found.items():  # where inference left no type, or a tensor of no element type
-            if untyped_value(types.get(name)):
-                types[name] = onnx.helper.make_tensor_type_proto(elem, None)
+        for name, elem in found.items():
+            types.setdefault(name, onnx.helper.make_tensor_type_proto(elem, None))
         self._learned = True
         self.report.notes.append(f"types of {len(found)} value(s) made by com.microsoft ops, which ONNX's inference "
                                  f"does not know, from {how}")
@@ -258,12 +257,6 @@ class ConversionState:
             name = f"{hint}_{i}"
         self._names.add(name)
         return name
-
-
-def untyped_value(t: onnx.TypeProto | None) -> bool:
-    """Whether ``t`` says nothing of a value's type (absent, or a tensor of no element type, as
-    inference leaves the outputs of ops it does not know)."""
-    return t is None or t.WhichOneof("value") in (None, "tensor_type") and not t.tensor_type.elem_type
 
 
 def _infer(model: onnx.ModelProto) -> onnx.ModelProto:

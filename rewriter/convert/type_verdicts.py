@@ -8,7 +8,7 @@ import functools
 
 import onnx
 
-from rewriter.convert.state import ConversionState, untyped_value
+from rewriter.convert.state import ConversionState
 from rewriter.convert.type_only import allowed_types, step_types_allowed
 
 __all__ = ["TypeVerdicts", "widening"]
@@ -67,7 +67,7 @@ class TypeVerdicts:
 
     @staticmethod
     def _untyped_value(inputs, outputs, get) -> bool:
-        return any(n and untyped_value(get(n)) for names in (inputs, outputs) for n in names)
+        return any(n and get(n) is None for names in (inputs, outputs) for n in names)
 
 
 def _unknown(_name):
