@@ -98,6 +98,13 @@ def _convert_precision(args, model, base_dir, before, start) -> int:
     result, report = convert_precision_proto(source, args.dtype, keep_io_types=args.keep_io_types,
                                              keep_op_types=args.keep_op_types or (), keep_nodes=args.keep_nodes or (),
                                              target=target, base_dir=base_dir, measured=measured)
+    if target is not None and target.rules:  # the half types must still be ones the runtime's ops take
+        from rewriter.targets import restriction_violations
+
+        broken = restriction_violations(result, target, base_dir=base_dir)
+        if broken:
+            raise RewriterError(f"cannot write {args.dtype} for {target.name}: {len(broken)} node(s) would break its "
+                                f"restrictions: " + "; ".join(v.line() for v in broken[:20]))
     args.run.result_checked = True  # convert_precision_proto returns only what the checker accepts
     args.run.reordered_sums = []
     t1 = time.perf_counter()

@@ -649,3 +649,25 @@ def test_a_signal_without_its_last_axis_is_real():
     model.graph.input[0].type.tensor_type.shape.dim.add().dim_param = "c"
     assert [v.reason for v in restriction_violations(model, parse_target("tensorrt==10.16"))] == [
         "input signal ('x') has shape [1, 'n', 'c']: not known to be real"]
+
+
+def test_convert_dtype_for_tensorrt_writes_no_half_type_its_ops_refuse(tmp_path, capsys, monkeypatch):
+    """The half rewrite runs after the restrictions were met: a type it makes that a rule refuses
+    stops the command. (No shipped rule is broken so: TensorRT's Q/DQ take the half types its
+    opsets allow. So the rule here is made up: a Relu in float32 only.)"""
+    import dataclasses
+
+    import rewriter.targets as targets
+
+    real = targets.parse_target
+    rule = {"text": "Supported Types: FP32", "kind": "input_type", "input": 0, "types": ["FLOAT"]}
+    monkeypatch.setattr(targets, "parse_target", lambda spec: dataclasses.replace(real(spec), rules={"Relu": [rule]}))
+    path, out = str(tmp_path / "m.onnx"), str(tmp_path / "out.onnx")
+    onnx.save(_model([_node("Relu", ["x"], ["r"]), helper.make_node("Relu", ["r"], ["y"], name="n2")],
+                     [("x", F, [3])], ["y"]), path)
+    assert cli.main(["convert", path, "--target", "tensorrt==10.16", "-o", out]) == 0
+    capsys.readouterr()
+    assert cli.main(["convert", path, "--dtype", "float16", "--target", "tensorrt==10.16", "-o", out,
+                     "--no-keep-io-types"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write float16 for tensorrt 10.16" in err and "Supported Types: FP32" in err
