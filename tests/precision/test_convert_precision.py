@@ -488,7 +488,15 @@ def test_cli_calibration_data_takes_the_largest_over_samples(tmp_path):
         return sorted(k["op"] for k in doc["changes"]["precision"]["kept"] if k["reason"].startswith("calibration"))
 
     assert kept(small) == []
-    assert kept(small, big) == ["Mul", "ReduceMean", "Sqrt"]
+    assert kept(small, big) == kept(big, small) == ["Mul", "ReduceMean", "Sqrt"]
+    medium = tmp_path / "medium.npz"
+    np.savez(medium, x=np.full(16, 0.5, np.float32))  # 500^2 = 250000: beyond too, but less
+    out = tmp_path / "out.onnx"
+    r = subprocess.run([sys.executable, "-m", "rewriter", "convert", str(src), "--dtype", "float16", "-o", str(out),
+                        "--json", "--calibration-data", str(big), "--calibration-data", str(medium)],
+                       capture_output=True, text=True)
+    reasons = [k["reason"] for k in json.loads(r.stdout)["changes"]["precision"]["kept"]]
+    assert "calibration: 'sq' reached 8.1e+05, beyond float16's range" in reasons  # the largest over samples
     wrong = tmp_path / "wrong.npz"
     np.savez(wrong, y=np.zeros(16, np.float32))
     r = subprocess.run([sys.executable, "-m", "rewriter", "convert", str(src), "--dtype", "float16", "-o",
