@@ -195,6 +195,7 @@ def _rms_norm(form: str, gamma: np.ndarray, pow_of=None):
              h.make_node("Add", ["m", "eps"], ["v"]), h.make_node("Sqrt", ["v"], ["s"])]
     nodes += {"div": [h.make_node("Div", ["a", "s"], ["n"])],
               "div1": [h.make_node("Div", ["one", "s"], ["r"]), h.make_node("Mul", ["a", "r"], ["n"])],
+              "div1r": [h.make_node("Div", ["one", "s"], ["r"]), h.make_node("Mul", ["r", "a"], ["n"])],
               "reciprocal": [h.make_node("Reciprocal", ["s"], ["r"]), h.make_node("Mul", ["r", "a"], ["n"])]}[form]
     nodes += [h.make_node("Mul", ["gamma", "n"], ["g"]), h.make_node("Add", ["g", "b"], ["y"])]
     inits = [nh.from_array(np.array(2.0, np.float32), "two"), nh.from_array(np.array(1e-6, np.float32), "eps"),
@@ -213,7 +214,7 @@ def _muls(model) -> int:
 
 def test_an_rms_norms_scale_of_ones_stays_so_onnx_runtime_fuses_it(tmp_path):
     x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
-    for form in ("div", "div1"):
+    for form in ("div", "div1", "div1r"):
         model = _rms_norm(form, np.ones(4, np.float32))
         assert "SimplifiedLayerNormalization" in _ort_graph(model, tmp_path)
         result, _ = optimize_proto(model, OptimizeOptions())
