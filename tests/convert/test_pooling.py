@@ -65,10 +65,12 @@ def test_maxpool_indices_are_refused_below_8_and_storage_order_dropped_without_t
     assert [a.name for a in result.graph.node[0].attribute] == ["kernel_shape"]
 
 
-def test_maxpool_int8_is_refused_below_12():
+def test_maxpool_int8_goes_below_12_through_float():
+    # MaxPool-11 takes floats only; the route (tests/convert/test_type_routes_maxpool.py) is exact
     node = helper.make_node("MaxPool", ["x"], ["y"], name="pool", kernel_shape=[2])
     m = model([node], 13, [("x", TensorProto.INT8, [1, 1, 4])], [("y", TensorProto.INT8, None)])
-    refused(m, 11, "'pool'", "tensor(int8)", "MaxPool-11")
+    result, _ = converts(m, 11, {"x": np.array([[[-128, 5, 127, -3]]], np.int8)})
+    assert [n.op_type for n in result.graph.node] == ["Cast", "MaxPool", "Cast"]
 
 
 def test_lppool_p_is_an_int_from_2():

@@ -1,5 +1,6 @@
 """Exact routes for nodes that an older schema refuses only because of a type: Max/Min across
-12 (integers from 12), Pow across 12 (the exponent got its own type; integers base from 12).
+12 (integers from 12), Pow across 12 (the exponent got its own type; integers base from 12),
+MaxPool across 12 (int8/uint8 from 12).
 Clip's integer route (also 12) is in ``clip.py`` and uses :func:`where_extreme` from here.
 
 - Max/Min 12 -> 8: integers of up to 32 bits go through double (Cast there and back: a double
@@ -9,6 +10,7 @@ Clip's integer route (also 12) is in ``clip.py`` and uses :func:`where_extreme` 
   below 9 refused). Comparison and selection are exact on integers, and both Less and Where
   broadcast multidirectionally as Max/Min-8 do, so the chain has Max/Min's shape.
 - Pow 12 -> 7: see :func:`pow_12_7`.
+- MaxPool 12 -> 11 on int8/uint8: through float32 (see :func:`maxpool_12_11`).
 """
 
 from __future__ import annotations
@@ -214,3 +216,46 @@ def pow_12_7(node, ctx) -> None:
         return
     ctx.record(f"Pow of {type_name(tb)} ** {type_name(te)} -> through double")
     check_types(node, ctx)  # a double base: the node stays Pow
+
+
+# ------------------------------------------------------------------ MaxPool
+
+@register("MaxPool", 12, 11, kind="type-only")
+def maxpool_12_11(node, ctx) -> None:
+    """MaxPool-11 takes floats only (int8/uint8 from 12; QOperator quantization leaves MaxPool on
+    uint8): an 8-bit MaxPool goes through float32, ``Cast(MaxPool(Cast(x, float)), x's type)``.
+    Exact where every window holds an element of x: float32 holds every 8-bit value, the max of a
+    window is one of its values, and the Cast back of that value is exact. A window of padding
+    only would be -inf in float and the type's lowest value in 8 bits; with the default dilations,
+    floor mode and every pad smaller than the kernel no window is, so only those are taken.
+    Indices (the optional second output) are refused: another kernel may break ties otherwise."""
+    elem = ctx.elem_type(node.input[0]) or ctx.elem_type(node.output[0])
+    if elem in _FLOATS:
+        return
+    if elem not in (_T.INT8, _T.UINT8):
+        ctx.block(f"MaxPool-11 takes floats only; the type of '{node.input[0]}' is {type_name(elem)}")
+    what = f"MaxPool on {type_name(elem)} exists only from opset 12; the route through float takes"
+    if len(node.output) > 1 and node.output[1]:
+        ctx.block(f"{what} no Indices output (another kernel may break ties between equal values otherwise)")
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    if any(a.ref_attr_name for a in node.attribute):
+        ctx.block(f"{what} attributes the conversion can see (one comes from the calling function)")
+    kernel, pads = list(attrs.get("kernel_shape", [])), list(attrs.get("pads", []))
+    if attrs.get("ceil_mode", 0) or any(d != 1 for d in attrs.get("dilations", [])) or \
+            any(p >= kernel[i % len(kernel)] for i, p in enumerate(pads)) or \
+            attrs.get("auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET", b"VALID", "VALID"):
+        ctx.block(f"{what} floor mode, dilations of 1, explicit pads smaller than the kernel (so that no window "
+                  f"is padding only)")
+    wide = cast_to(ctx, node.input[0], _T.FLOAT)
+    inner = ctx.insert_before("MaxPool", [wide], **attrs).output[0]
+    record_type(ctx, inner, _T.FLOAT, dims(ctx, node.output[0]))
+    del node.input[:]
+    del node.attribute[:]
+    del node.output[1:]
+    node.op_type = "Cast"
+    node.input.append(inner)
+    node.attribute.append(onnx.helper.make_attribute("to", elem))
+    ctx.record("MaxPool on 8-bit integers -> through float")
+
+
+register("MaxPool", 11, 12, kind="type-only")(_types_added)
