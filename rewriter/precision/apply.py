@@ -91,6 +91,8 @@ class _Rewrite:
         elem = self.g.elem(name)
         if elem != FLOAT:
             return elem
+        if name in self.plan.half_values:
+            return self.half
         if name in self.main_inputs:
             return FLOAT if self.keep_io else self.half
         node = self.g.producer.get(name)
@@ -102,7 +104,7 @@ class _Rewrite:
 
     def need(self, reader: onnx.NodeProto, i: int, name: str) -> int:
         p = self.plan.plan_of(reader)
-        if p is not None and p.half and i in p.half_inputs:
+        if (p is not None and p.half and i in p.half_inputs) or (id(reader), i) in self.plan.half_reads:
             return self.half
         from rewriter.precision.slots import node_slots
 
@@ -150,11 +152,11 @@ class _Rewrite:
                 if self.g.elem(v.name) != FLOAT:
                     continue
                 main = site.owner is None
-                want = self.half if main and not self.keep_io else FLOAT
+                want = self.half if (not self.keep_io if main else v.name in self.plan.half_values) else FLOAT
                 have = self.natural(v.name)
                 producer = self.g.producer.get(v.name)
                 if have == want or (self.g.is_constant(v.name) and producer is None):
-                    if main and have == want == self.half:
+                    if have == want == self.half:
                         v.type.tensor_type.elem_type = self.half
                     continue
                 if producer is None or self.g.site_of_node[id(producer)] is not site:
@@ -272,6 +274,8 @@ class _Rewrite:
             entries = list(site.graph.value_info)
             if site.owner is None and not self.keep_io:
                 entries += list(site.graph.input)
+            elif site.owner is not None:
+                entries += [v for v in site.graph.input if v.name in self.plan.half_values]
             for v in entries:
                 if v.type.WhichOneof("value") == "tensor_type" and v.type.tensor_type.elem_type == FLOAT:
                     if self.natural(v.name) == self.half or v.name in self._converted:

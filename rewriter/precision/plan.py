@@ -63,6 +63,10 @@ class Plan:
     dtype: str
     nodes: dict  # id(node) -> NodePlan
     clamped: set = dataclasses.field(default_factory=set)  # constant names clamped to the half range
+    # Loop-carried constants passed through unchanged (weights an exporter carries into the body):
+    # carried in half, so no node makes them but they are half values
+    half_values: set = dataclasses.field(default_factory=set)  # body inputs and Loop outputs
+    half_reads: set = dataclasses.field(default_factory=set)  # (id(Loop node), input position)
 
     def plan_of(self, node: onnx.NodeProto) -> NodePlan | None:
         return self.nodes.get(id(node))
@@ -415,4 +419,35 @@ def plan_precision(graphs: Graphs, dtype: str, *, keep_op_types=(), keep_nodes=(
         if p is not None and p.half:
             plans[key] = NodePlan(p.node, p.slots, False, "shape arithmetic (float values of sizes or "
                                   "indices that go back to integers)")
-    return Plan(dtype, plans, planner.clamped)
+    plan = Plan(dtype, plans, planner.clamped)
+    _carried_in_half(graphs, plan)
+    return plan
+
+
+def _carried_in_half(graphs: Graphs, plan: Plan) -> None:
+    """Loop state variables that are float32 constants passed through the body unchanged (the
+    body output is the body input) and that every reader in the body reads in half: carried in
+    half, so the weights are stored once, in half, and not cast on every iteration."""
+    g = graphs
+    for site in g.sites:
+        for loop in site.graph.node:
+            if loop.op_type != "Loop" or loop.domain not in ("", "ai.onnx"):
+                continue
+            body = next((a.g for a in loop.attribute if a.name == "body"), None)
+            if body is None:
+                continue
+            for k in range(len(loop.input) - 2):
+                init = loop.input[2 + k]
+                if not init or g.elem(init) != FLOAT or not g.is_constant(init) or 2 + k >= len(body.input) \
+                        or 1 + k >= len(body.output):
+                    continue
+                carried = body.input[2 + k].name
+                if body.output[1 + k].name != carried:
+                    continue
+                readers = g.readers.get(carried, [])
+                if not readers or not all(plan.is_half(r) and i in plan.plan_of(r).half_inputs for r, i in readers):
+                    continue
+                plan.half_values.add(carried)
+                if k < len(loop.output) and loop.output[k]:
+                    plan.half_values.add(loop.output[k])
+                plan.half_reads.add((id(loop), 2 + k))

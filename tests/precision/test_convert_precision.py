@@ -335,6 +335,44 @@ def test_sibling_bodies_defining_the_same_names():
     _check_same(m, r, {"x": np.array([1.0, -2.0, 0.5, 3.0], np.float32)}, limit=2e-3)
 
 
+def _carried_weight_loop():
+    """A Loop carrying a weight through its body unchanged (as tf2onnx exports LSTMs):
+    state (acc, w) -> (tanh(acc @ w), w)."""
+    nodes = [h.make_node("Identity", ["cond_in"], ["cond_out"]),
+             h.make_node("MatMul", ["acc_in", "w_in"], ["prod"], name="step"), h.make_node("Tanh", ["prod"], ["acc_out"])]
+    body = h.make_graph(nodes, "body", [h.make_tensor_value_info("i", T.INT64, []),
+                                        h.make_tensor_value_info("cond_in", T.BOOL, []), _vi("acc_in", [1, 8]),
+                                        _vi("w_in", [8, 8])],
+                        [h.make_tensor_value_info("cond_out", T.BOOL, []), _vi("acc_out", [1, 8]), _vi("w_in", [8, 8])])
+    w = nh.from_array((RNG.standard_normal((8, 8)) * 0.5).astype(np.float32), "W")
+    trip = nh.from_array(np.array(4, np.int64), "trip")
+    cond = nh.from_array(np.array(True), "cond")
+    return _model([h.make_node("Loop", ["trip", "cond", "x", "W"], ["y", "w_last"], body=body, name="loop")],
+                  [_vi("x", [1, 8])], [_vi("y", [1, 8]), _vi("w_last", [8, 8])], [w, trip, cond])
+
+
+def test_loop_carried_weights_are_carried_in_half():
+    m = _carried_weight_loop()
+    r, report = _proto_report(m)
+    assert report.applied.constants_duplicated == 0 and _elem(r, "W") == T.FLOAT16
+    body = r.graph.node[-1].attribute[0].g if r.graph.node[-1].op_type == "Loop" else \
+        next(n for n in r.graph.node if n.op_type == "Loop").attribute[0].g
+    assert next(v for v in body.input if v.name == "w_in").type.tensor_type.elem_type == T.FLOAT16
+    assert next(v for v in body.output if v.name == "w_in").type.tensor_type.elem_type == T.FLOAT16
+    assert not [n for n in body.node if n.op_type == "Cast" and "w_in" in n.input]  # not cast on each iteration
+    got = _check_same(m, r, {"x": RNG.standard_normal((1, 8)).astype(np.float32)}, limit=5e-3)
+    assert got[1].dtype == np.float32  # the carried weight's final value: a float32 output still
+
+
+def test_loop_carried_weight_read_in_float32_stays_float32():
+    m = _carried_weight_loop()
+    r, report = _proto_report(m, keep_nodes=["step"])
+    assert _elem(r, "W") == T.FLOAT
+    body = next(n for n in r.graph.node if n.op_type == "Loop").attribute[0].g
+    assert next(v for v in body.input if v.name == "w_in").type.tensor_type.elem_type == T.FLOAT
+    _check_same(m, r, {"x": RNG.standard_normal((1, 8)).astype(np.float32)}, limit=5e-3)
+
+
 def test_function_calls_run_in_half_through_specialized_copies():
     fn = _scaled_function()
     nodes = [h.make_node("Relu", ["x"], ["r"]),
