@@ -304,6 +304,7 @@ def test_an_expand_to_a_computed_shape_has_the_broadcast_dims():
     assert _expand_dims(["m", 1], ["n", 8]) == [None, 8]  # two different names: not known
     assert _expand_dims([4, 1], ["n", "k", 8]) == ["n", 4, 8]  # a longer vector: 4 against "k" is 4
     assert _expand_dims(["m", 4], [5, 1]) == [5, 4]  # an unknown d against 5 > 1 is 5 (valid only then)
+    assert _expand_dims([None, 4], [1, 4]) == [None, 4]  # an unnamed d against 1 stays unknown
 
 
 def test_a_reshape_reading_the_batch_after_an_expand_gets_a_constant_shape():
