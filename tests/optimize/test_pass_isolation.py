@@ -179,6 +179,20 @@ def test_a_pass_that_leaves_a_read_of_a_removed_value_is_caught(monkeypatch):
     assert ops(result) == ["Relu", "Neg"]  # the other passes ran: the Mul by ones went
 
 
+def test_a_pass_that_removes_what_makes_a_graph_output_is_caught(monkeypatch):
+    def careless(self, scope, node):  # drops the Neg making the output
+        scope.graph.remove(node, safe=False)
+        self.count += 1
+
+    monkeypatch.setattr(RemoveStaticNoOpsPass, "OPS", frozenset({"Neg"}))
+    monkeypatch.setattr(RemoveStaticNoOpsPass, "visit", careless)
+    model = onnx.parser.parse_model("""<ir_version: 8, opset_import: ["": 13]>
+        g (float[2,3] x) => (float[2,3] y) <float[3] one = {1, 1, 1}> { a = Mul(x, one)  y = Neg(a) }""")
+    result, report = optimize_and_compare(model)
+    assert report.failed_passes == [("RemoveStaticNoOpsPass", "it left the model invalid: the output 'y' is made by nothing")]
+    assert ops(result) == ["Neg"]
+
+
 def test_two_failing_passes_are_both_left_out(monkeypatch):
     def broken(self, model):
         raise RuntimeError(f"{type(self).__name__} broke")
