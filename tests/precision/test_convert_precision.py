@@ -364,6 +364,23 @@ def test_loop_carried_weights_are_carried_in_half():
     assert got[1].dtype == np.float32  # the carried weight's final value: a float32 output still
 
 
+def test_loop_state_with_a_constant_start_that_the_body_changes():
+    nodes = [h.make_node("Identity", ["cond_in"], ["cond_out"]),
+             h.make_node("Mul", ["acc_in", "x"], ["prod"]), h.make_node("Tanh", ["prod"], ["acc_out"])]
+    body = h.make_graph(nodes, "body", [h.make_tensor_value_info("i", T.INT64, []),
+                                        h.make_tensor_value_info("cond_in", T.BOOL, []), _vi("acc_in", [8])],
+                        [h.make_tensor_value_info("cond_out", T.BOOL, []), _vi("acc_out", [8])])
+    start = nh.from_array(np.linspace(0.5, 1.5, 8).astype(np.float32), "start")
+    trip = nh.from_array(np.array(3, np.int64), "trip")
+    cond = nh.from_array(np.array(True), "cond")
+    m = _model([h.make_node("Loop", ["trip", "cond", "start"], ["y"], body=body)], [_vi("x", [8])], [_vi("y", [8])],
+               [start, trip, cond])
+    r, _ = _proto_report(m)
+    body = next(n for n in r.graph.node if n.op_type == "Loop").attribute[0].g
+    assert body.input[2].type.tensor_type.elem_type == T.FLOAT  # a changing state keeps the Loop's boundary
+    _check_same(m, r, {"x": RNG.standard_normal(8).astype(np.float32)}, limit=5e-3)
+
+
 def test_loop_carried_weight_read_in_float32_stays_float32():
     m = _carried_weight_loop()
     r, report = _proto_report(m, keep_nodes=["step"])
