@@ -10,7 +10,9 @@ one run, as a user runs it (a whole process, file to file):
 - ``onnxslim``: ``onnxslim IN OUT --dtype fp16`` (this makes the graph's float inputs and
   outputs float16 too: such inputs are fed the sample cast to float16, and outputs are cast
   back to float32 to compare);
-- ``rewriter``: ``python -m rewriter convert IN --dtype float16 -o OUT`` with this python.
+- ``rewriter``: ``python -m rewriter convert IN --dtype float16 -o OUT`` with this python;
+- ``rewriter-optimize``: the same with ``--optimize`` (rewriter's optimizer first, as onnxslim
+  slims before it halves: BatchNormalization folded into Conv is one rounding fewer).
 
 Each result is judged in this python's onnxruntime (CPU) against the float32 source run there
 on the same sample, in this order, and put in the first class that applies:
@@ -45,7 +47,8 @@ onnx, onnxruntime and rewriter itself, which runs as a subprocess):
 Run:
 
     python bench/bench_precision.py [/work/corpus/fp16] [--only NAME ...] \\
-        [--tools onnxconverter onnxslim rewriter] [-j N] [--json PATH] [--keep DIR] \\
+        [--tools onnxconverter onnxslim rewriter rewriter-optimize] [-j N] [--json PATH] [--keep DIR] \\
+        [--rewriter-src SNAPSHOT] \\
         [--venv /work/venvs/fp16] [--timeout 1800] [--rtol 1e-2] [--max-ratio 0.6]
 
 With -j N, N (model, tool) jobs run at once (each judged with one onnxruntime thread); the
@@ -71,7 +74,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-TOOLS = ("onnxconverter", "onnxslim", "rewriter")
+TOOLS = ("onnxconverter", "onnxslim", "rewriter", "rewriter-optimize")
 CLASSES = ("OK", "fails the checker", "does not load", "computes something else", "not halved", "tool error")
 SHORT = {"OK": "OK", "fails the checker": "checker", "does not load": "no load",
          "computes something else": "differs", "not halved": "not halved", "tool error": "tool error"}
@@ -261,14 +264,16 @@ def tool_command(tool: str, src: str, dst: str, venv: str) -> list[str]:
         return [os.path.join(venv, "bin", "onnxslim"), src, dst, "--dtype", "fp16"]
     if tool == "rewriter":
         return [sys.executable, "-m", "rewriter", "convert", src, "--dtype", "float16", "-o", dst]
+    if tool == "rewriter-optimize":
+        return [sys.executable, "-m", "rewriter", "convert", src, "--dtype", "float16", "--optimize", "-o", dst]
     raise ValueError(tool)
 
 
 def tool_version(tool: str, venv: str) -> str | None:
     code = {"onnxconverter": "import onnxconverter_common as m; print(m.__version__)",
             "onnxslim": "import onnxslim as m; print(m.__version__)",
-            "rewriter": "import rewriter as m; print(getattr(m, '__version__', '?'))"}[tool]
-    py = sys.executable if tool == "rewriter" else os.path.join(venv, "bin", "python")
+            "rewriter": "import rewriter as m; print(getattr(m, '__version__', '?'))"}[tool.split("-")[0]]
+    py = sys.executable if tool.startswith("rewriter") else os.path.join(venv, "bin", "python")
     try:
         r = subprocess.run([py, "-c", code], capture_output=True, text=True, timeout=120)
         return r.stdout.strip() or r.stderr.strip().splitlines()[-1]
@@ -288,6 +293,8 @@ def judge(model: dict, tool: str, out_dir: str, ref: dict, args) -> dict:
     t0 = time.perf_counter()
     try:
         env = {**os.environ, **({"OMP_NUM_THREADS": "1"} if args.threads else {})}
+        if args.rewriter_src and tool.startswith("rewriter"):  # a snapshot of the package, not the work tree
+            env["PYTHONPATH"] = os.path.abspath(args.rewriter_src)
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
         r["seconds"] = round(time.perf_counter() - t0, 3)
         r["returncode"] = p.returncode
@@ -439,6 +446,9 @@ def main(argv=None) -> int:
     ap.add_argument("corpus", nargs="?", default="/work/corpus/fp16")
     ap.add_argument("--only", nargs="+", metavar="NAME", help="model names (a name that is no model's is taken as a substring)")
     ap.add_argument("--tools", nargs="+", default=list(TOOLS), choices=TOOLS)
+    ap.add_argument("--rewriter-src", default=None, metavar="DIR",
+                    help="run rewriter from DIR/rewriter (a copy of the package, native kernel included) instead "
+                    "of the installed one: a run is not disturbed by edits to the work tree")
     ap.add_argument("-j", "--jobs", type=int, default=1, help="(model, tool) jobs at once (default 1)")
     ap.add_argument("--json", metavar="PATH", help="write every figure to PATH")
     ap.add_argument("--keep", metavar="DIR", help="keep the results in DIR/<tool>/<model>.onnx")

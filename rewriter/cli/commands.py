@@ -88,6 +88,13 @@ def _convert_precision(args, model, base_dir, before, start) -> int:
                                      half=args.dtype)
         lines += report.summary_lines()
         text = _conversion(report, args) + ", "
+    if args.optimize:
+        from rewriter.optimize import OptimizeOptions, optimize_proto
+
+        source, optimized = optimize_proto(source, OptimizeOptions(), base_dir=base_dir)
+        lines.append(f"optimized first: {optimized.nodes_before} -> {optimized.nodes_after} nodes"
+                     + (f" (passes that failed and were left out: {', '.join(optimized.failed_passes)})"
+                        if getattr(optimized, "failed_passes", None) else ""))
     measured = None
     if args.calibrate or args.calibration_data:
         from rewriter.precision.calibrate import load_samples, measure

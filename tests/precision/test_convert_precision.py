@@ -655,3 +655,29 @@ def test_cli_migrates_and_halves_in_one_run(tmp_path, how):
         assert _elem(got, "W") == T.FLOAT and "no float16 CPU kernel for MatMul-9" in r.stdout
     assert "float32 -> float16" in r.stdout
     _check_same(m, got, {"x": RNG.standard_normal((3, 6)).astype(np.float32)})
+
+
+def test_cli_optimize_first_folds_batchnorm_before_halving(tmp_path):
+    c = 4
+    params = [nh.from_array(RNG.standard_normal((c, 3, 3, 3)).astype(np.float32), "W"),
+              nh.from_array(RNG.random(c).astype(np.float32) + 0.5, "gamma"),
+              nh.from_array(RNG.standard_normal(c).astype(np.float32), "beta"),
+              nh.from_array(RNG.standard_normal(c).astype(np.float32), "mean"),
+              nh.from_array(RNG.random(c).astype(np.float32) + 0.5, "var")]
+    m = _model([h.make_node("Conv", ["x", "W"], ["c"]),
+                h.make_node("BatchNormalization", ["c", "gamma", "beta", "mean", "var"], ["b"]),
+                h.make_node("Relu", ["b"], ["y"])],
+               [_vi("x", [1, 3, 8, 8])], [_vi("y", [1, c, 6, 6])], params)
+    src, out = tmp_path / "m.onnx", tmp_path / "o.onnx"
+    onnx.save(m, src)
+    r = subprocess.run([sys.executable, "-m", "rewriter", "convert", str(src), "--dtype", "float16", "--optimize",
+                        "-o", str(out), "--verify"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "optimized first: 3 -> 2 nodes" in r.stdout
+    got = onnx.load(out)
+    assert [n.op_type for n in got.graph.node if n.op_type != "Cast"] == ["Conv", "Relu"]
+    assert all(t.data_type == T.FLOAT16 for t in got.graph.initializer)
+    _check_same(m, got, {"x": RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)})
+    r = subprocess.run([sys.executable, "-m", "rewriter", "convert", str(src), "--opset", "18", "--optimize",
+                        "-o", str(out)], capture_output=True, text=True)
+    assert r.returncode == 2 and "--optimize: only for --dtype" in r.stderr
