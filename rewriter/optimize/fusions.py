@@ -90,12 +90,65 @@ def _tried_at_roots(rule):
     return rule if roots is None else _TriedAtRoots(rule, roots)
 
 
+class _MaterializeReshapeShape:
+    """``materialize_reshape_shape_rule`` (a Reshape's computed shape replaced by its output's
+    known dims), where what it writes is valid and its dims are inferred, not declared:
+
+    - not for a Reshape making a graph output: a declared output shape is a claim, not
+      inference (ddddocr's OCR model declares ``[1, seqlen]`` for a Reshape that makes
+      ``[20, 1, 8210]``; the rule wrote ``Reshape(x, [1, -1])``, which computes another tensor);
+    - its Reshape carries ``allowzero=1`` whatever the opset, an attribute Reshape has from
+      opset 14: before 14 the attribute goes, which changes nothing when no dim of the new shape
+      is 0; a shape with a 0 (a real zero there, a copy of the input's dim without allowzero)
+      is not rewritten."""
+
+    def __init__(self, rule):
+        self._rule = rule
+
+    def __getattr__(self, name):
+        return getattr(self._rule, name)
+
+    def try_rewrite(self, model, graph_or_function, node, **kwargs):
+        if any(o.is_graph_output() for o in node.outputs):
+            return None
+        delta = self._rule.try_rewrite(model, graph_or_function, node, **kwargs)
+        imports = graph_or_function.opset_imports if isinstance(graph_or_function, ir.Function) else model.opset_imports
+        if delta is None or imports.get("", imports.get("ai.onnx", 1)) >= 14:
+            return delta
+        for new in delta.new_nodes:
+            if new.op_type != "Reshape" or "allowzero" not in new.attributes:
+                continue
+            shape = _constant_ints(new.inputs[1] if len(new.inputs) > 1 else None)
+            if shape is None or 0 in shape:
+                return None
+            new.attributes.pop("allowzero")
+        return delta
+
+
+def _constant_ints(value: ir.Value | None) -> list[int] | None:
+    """The ints of ``value`` when it is constant or a Constant node's ``value`` (the rule's new
+    nodes are not folded yet)."""
+    if value is None:
+        return None
+    tensor = value.const_value
+    producer = value.producer()
+    if tensor is None and producer is not None and producer.op_type == "Constant":
+        attr = producer.attributes.get("value")
+        tensor = attr.value if attr is not None and not attr.is_ref() else None
+    return None if tensor is None else [int(v) for v in tensor.numpy().reshape(-1)]
+
+
+def _rule(name: str):
+    rule = _tried_at_roots(getattr(rules, name))
+    return _MaterializeReshapeShape(rule) if name == "materialize_reshape_shape_rule" else rule
+
+
 class FusionsPass(ir.passes.InPlacePass):
     """Apply the rules of :data:`RULE_NAMES` once over the model; ``self.applied`` counts them."""
 
     def __init__(self, rule_names: tuple[str, ...] = RULE_NAMES):
         super().__init__()
-        self.rule_set = RewriteRuleSet([_tried_at_roots(getattr(rules, n)) for n in rule_names if hasattr(rules, n)])
+        self.rule_set = RewriteRuleSet([_rule(n) for n in rule_names if hasattr(rules, n)])
         # onnxscript's own unused-node sweep would remove custom-domain nodes: RemoveUnusedPass does it
         self.rule_set.remove_unused_nodes = False
         self.applied = 0

@@ -8,11 +8,13 @@ import onnx_ir as ir
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
+from rewriter.optimize import optimize_proto
 from rewriter.optimize.batched_gemm import BatchedMatMulAddToGemmPass
 from rewriter.optimize.cse import CommonSubexpressionEliminationPass
 from rewriter.optimize.fusions import FusionsPass
 from rewriter.optimize.neutral_constants import RemoveNeutralArithmeticPass
 from rewriter.optimize.unused import RemoveUnusedPass
+from tests import oracle
 from tests.optimize.common import ops, optimize_and_compare, parse, run_pass
 
 F = onnx.TensorProto.FLOAT
@@ -167,6 +169,50 @@ def test_two_flattens_to_different_shapes_get_two_initializers():
     assert shapes == [(2, 12), (6, 4)]
     _, report = optimize_and_compare(_two_flattens(2))
     assert report.failed_passes == []
+
+
+def _reshape_to(shape_input_dims: str, opset: int, out: str, value_info: str = "") -> onnx.ModelProto:
+    """``Reshape(x, s)`` with ``s`` a run-time input: only its result's known dims say the shape
+    (and an Identity to remove: a result no smaller than its input is not written)."""
+    return parse(f"""<ir_version: 8, opset_import: ["": {opset}]>
+        g (float[2,3,4] x, int64[{shape_input_dims}] s) => ({out}) {value_info} {{
+          i = Identity(x)  r = Reshape(i, s)  y = Relu(r) }}""")
+
+
+def _run_with(model, s):
+    feeds = {"x": np.arange(24, dtype=np.float32).reshape(2, 3, 4) - 12, "s": np.array(s, np.int64)}
+    return oracle.run(model, feeds)[0]
+
+
+def test_a_materialized_reshape_shape_has_no_allowzero_before_opset_14():
+    """onnxscript's rule writes allowzero=1 (an attribute of Reshape-14) at every opset."""
+    model = _reshape_to("2", 12, "float[6,4] y", "<float[6,4] r>")
+    result, report = optimize_proto(model)
+    oracle.assert_valid(result)
+    np.testing.assert_array_equal(_run_with(result, [6, 4]), _run_with(model, [6, 4]))
+    reshape = next(n for n in result.graph.node if n.op_type == "Reshape")
+    assert report.failed_passes == [] and not reshape.attribute and reshape.input[1] != "s"
+    at_14, _ = optimize_proto(_reshape_to("2", 14, "float[6,4] y", "<float[6,4] r>"))
+    assert [a.name for a in next(n for n in at_14.graph.node if n.op_type == "Reshape").attribute] == ["allowzero"]
+
+
+def test_a_zero_in_a_materialized_shape_before_opset_14_is_not_written():
+    """[0, 4] with allowzero=1 is a zero dim; without the attribute (opset < 14) 0 copies x's dim."""
+    model = parse("""<ir_version: 8, opset_import: ["": 12]>
+        g (float[0,6] x, int64[2] s) => (float[0,4] y) <float[0,4] r> { i = Identity(x)  r = Reshape(i, s)  y = Relu(r) }""")
+    result, _ = optimize_proto(model)
+    oracle.assert_valid(result)
+    assert next(n for n in result.graph.node if n.op_type == "Reshape").input[1] == "s"
+
+
+def test_a_reshape_making_a_graph_output_keeps_its_computed_shape():
+    """ddddocr declares [1, seqlen] for an output its Reshape makes [20, 1, 8210]: a declared
+    output shape is no inference, and the Reshape keeps reading its shape."""
+    model = parse("""<ir_version: 8, opset_import: ["": 13]>
+        g (float[2,3,4] x, int64[2] s) => (float[1,seqlen] r) { i = Identity(x)  r = Reshape(i, s) }""")
+    result, _ = optimize_proto(model)
+    assert [n.op_type for n in result.graph.node] == ["Reshape"] and result.graph.node[0].input[1] == "s"
+    np.testing.assert_array_equal(_run_with(result, [2, 12]).reshape(2, 12), _run_with(model, [2, 12]).reshape(2, 12))
 
 
 # ---------------------------------------------------------------- neutral constants
