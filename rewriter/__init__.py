@@ -126,6 +126,17 @@ def convert_opset(model: ModelLike, target_opset: int | str | None = None, *, ml
         >>> m13 = rewriter.convert_opset("model.onnx", 13)  # doctest: +SKIP
         >>> for_old_ort = rewriter.convert_opset("model.onnx", target="onnxruntime==1.15")  # doctest: +SKIP
     """
+    target_opset = _convert_args(target_opset, ml_opset, ir_version, target)
+    from rewriter.convert import convert_for
+
+    proto, kind, base_dir = _open(model)
+    return _back(convert_for(proto, target_opset, ml_opset=ml_opset, ir_version=ir_version, runtime=target,
+                             base_dir=base_dir)[0], kind, base_dir)
+
+
+def _convert_args(target_opset, ml_opset, ir_version, target):
+    """``target_opset`` as an int or None ("latest" resolved); TypeError for arguments of the
+    wrong type or when nothing is asked (shared by convert_opset and ConvertOpsetPass)."""
     import onnx.defs
 
     if isinstance(target_opset, str) and target_opset.strip().lower() == "latest":
@@ -134,13 +145,11 @@ def convert_opset(model: ModelLike, target_opset: int | str | None = None, *, ml
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             kinds = "an int or 'latest'" if name == "target_opset" else "an int"
             raise TypeError(f"{name} must be {kinds}, got {type(value).__name__} {value!r}")
+    if target is not None and not isinstance(target, str):
+        raise TypeError(f"target must be a str such as 'onnxruntime==1.17', got {type(target).__name__}")
     if target_opset is None and ml_opset is None and target is None:
         raise TypeError("target_opset must be an int or 'latest' (it may be None only with ml_opset or target)")
-    from rewriter.convert import convert_for
-
-    proto, kind, base_dir = _open(model)
-    return _back(convert_for(proto, target_opset, ml_opset=ml_opset, ir_version=ir_version, runtime=target,
-                             base_dir=base_dir)[0], kind, base_dir)
+    return target_opset
 
 
 def convert_precision(model: ModelLike, dtype: str = "float16", *, keep_io_types: bool = True,
@@ -153,7 +162,8 @@ def convert_precision(model: ModelLike, dtype: str = "float16", *, keep_io_types
     schema fixes to float, ops without a half type or, for ``target``, without a half kernel,
     constants beyond float16's range unless clamping is exact (masks before a Softmax), shape
     arithmetic, ``keep_op_types`` and ``keep_nodes``), with one Cast per value at the boundary.
-    Model-local function calls stay float32. The result passes the ONNX checker.
+    A call of a model-local function runs in half through a copy of its function specialized to
+    the call. The result passes the ONNX checker.
 
     Args:
         model: an ``onnx.ModelProto``, an ``onnx_ir.Model`` or a path to a model file.

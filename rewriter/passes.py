@@ -32,38 +32,53 @@ __all__ = ["ConvertOpsetPass", "ConvertPrecisionPass", "FoldReduceProdPass", "Ve
 
 
 class ConvertOpsetPass(ir.passes.FunctionalPass):
-    """Convert a model's default-domain opset to ``target_opset``, up or down.
+    """Convert a model's default-domain opset to ``target_opset``, up or down: the pass form
+    of :func:`rewriter.convert_opset`, with the same parameters.
 
-    The pass form of :func:`rewriter.convert_opset`: every node in every scope (main graph,
-    If/Loop/Scan bodies, model-local functions) is converted one schema step at a time; the
-    conversion completes for every node or raises. Functional: the input model is not changed.
+    Every node in every scope (main graph, If/Loop/Scan bodies, model-local functions) is
+    converted one schema step at a time; the conversion completes for every node or raises.
+    Functional: the input model is not changed.
 
     Args:
-        target_opset: the default-domain opset to reach, 1..``onnx.defs.onnx_opset_version()``.
+        target_opset: the default-domain opset to reach, 1..``onnx.defs.onnx_opset_version()``
+            or ``"latest"``; None keeps it (with ``ml_opset`` or ``target``).
+        ml_opset: the ``ai.onnx.ml`` opset to reach (default: kept).
+        ir_version: the IR version of the result (default: the lowest it needs going down).
+        target: a runtime (``"onnxruntime==1.15"``, ``"tensorrt==10.16"``) or a profile path.
 
     Attributes:
         report: after a run, the :class:`rewriter.convert.ConvertReport` (what changed, per op).
 
-    Raises (when called):
-        RewriterError: the conversion is impossible (every blocking node named) or the model
-            is invalid.
+    Raises:
+        TypeError (when made): an argument of the wrong type, or nothing to reach.
+        RewriterError (when called): the conversion is impossible (every blocking node named)
+            or the model is invalid.
 
     Example:
         >>> result = ConvertOpsetPass(13)(ir.load("model.onnx"))  # doctest: +SKIP
         >>> result.model.opset_imports[""]
         13
+        >>> for_old_ort = ConvertOpsetPass(target="onnxruntime==1.15")(ir.load("model.onnx"))  # doctest: +SKIP
     """
 
-    def __init__(self, target_opset: int) -> None:
+    def __init__(self, target_opset: int | str | None = None, *, ml_opset: int | None = None,
+                 ir_version: int | None = None, target: str | None = None) -> None:
         super().__init__()
-        self.target_opset = target_opset
+        from rewriter import _convert_args
+
+        self.target_opset = _convert_args(target_opset, ml_opset, ir_version, target)
+        self.ml_opset, self.ir_version, self.target = ml_opset, ir_version, target
         self.report = None
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         """Convert ``model``; returns a new model and whether anything changed."""
+        from rewriter.convert import convert_for
+
         proto, base_dir = proto_of(model)
-        proto, self.report = convert_model(proto, self.target_opset, base_dir=base_dir)
-        modified = self.report.source_opset != self.report.target_opset or bool(self.report.changes)
+        before = proto.SerializeToString()
+        proto, self.report = convert_for(proto, self.target_opset, ml_opset=self.ml_opset,
+                                         ir_version=self.ir_version, runtime=self.target, base_dir=base_dir)
+        modified = proto.SerializeToString() != before
         return ir.passes.PassResult(to_ir(proto, base_dir)[0], modified=modified)
 
 

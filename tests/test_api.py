@@ -200,3 +200,31 @@ def test_verify_shapes_pass_is_the_deprecated_name_of_verify_reduce_prod_shapes_
                for w in caught)
     assert isinstance(old, rewriter.VerifyReduceProdShapesPass)
     assert not old(ir.load(str(MIXED))).modified
+
+
+def test_convert_opset_pass_takes_convert_opsets_parameters():
+    """ConvertOpsetPass(...) and convert_opset(...) take the same arguments and agree."""
+    import inspect
+
+    import onnx_ir as ir
+    from onnx import TensorProto, helper
+
+    assert list(inspect.signature(rewriter.ConvertOpsetPass).parameters) == \
+        list(inspect.signature(rewriter.convert_opset).parameters)[1:]
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("ReduceSum", ["x", "axes"], ["y"], keepdims=0)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+        [helper.make_tensor("axes", TensorProto.INT64, [1], [1])]), opset_imports=[helper.make_opsetid("", 21)])
+    for kwargs in ({"target": "onnxruntime==1.15"}, {"target_opset": 11, "ir_version": 6}, {"target_opset": "latest"}):
+        by_function = rewriter.convert_opset(model, **kwargs)
+        by_pass = rewriter.ConvertOpsetPass(**kwargs)(ir.from_proto(model))
+        got = ir.to_proto(by_pass.model)
+        assert dict((o.domain, o.version) for o in got.opset_import) == \
+            dict((o.domain, o.version) for o in by_function.opset_import)
+        assert got.ir_version == by_function.ir_version
+        assert by_pass.modified == (by_function.SerializeToString() != model.SerializeToString())
+    with pytest.raises(TypeError, match="target_opset must be an int or 'latest'"):
+        rewriter.ConvertOpsetPass()
+    with pytest.raises(TypeError, match="ml_opset must be an int"):
+        rewriter.ConvertOpsetPass(13, ml_opset="3")
