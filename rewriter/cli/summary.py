@@ -17,6 +17,8 @@ object (schema ``rewriter.result/1``) on stdout.
 
 from __future__ import annotations
 
+from rewriter.graph.schemas import is_default_domain
+
 import collections
 import dataclasses
 import json
@@ -63,7 +65,7 @@ class ModelStats:
 
 
 def _op_name(node) -> str:
-    return node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}"
+    return node.op_type if is_default_domain(node.domain) else f"{node.domain}:{node.op_type}"
 
 
 def model_stats(model, files: list[str]) -> ModelStats:

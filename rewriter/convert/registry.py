@@ -27,7 +27,10 @@ __all__ = ["DEFAULT_DOMAINS", "ADAPTERS", "KINDS", "DOMAIN_ADAPTERS", "DOMAIN_KI
            "schema_version_at_domain",
            "steps_between", "all_ops", "has_adapters"]
 
-DEFAULT_DOMAINS = ("", "ai.onnx")
+# the schema queries live in rewriter.graph.schemas (targets read them too); re-exported here
+
+from rewriter.graph.schemas import (DEFAULT_DOMAINS, all_ops, is_default_domain,  # noqa: E402,F401
+                                    schema_version_at, schema_version_at_domain, schema_versions, steps_between)
 
 Adapter = Callable[[onnx.NodeProto, "object"], None]
 ADAPTERS: dict[tuple[str, int, int], Adapter] = {}  # the default domain's
@@ -84,56 +87,6 @@ def lookup(op_type: str, a: int, b: int, domain: str = "") -> Adapter | None:
     if not _LOADED:
         _load_adapters()
     return DOMAIN_ADAPTERS.get("" if domain in DEFAULT_DOMAINS else domain, {}).get((op_type, a, b))
-
-
-@functools.lru_cache(maxsize=None)
-def _versions_by_domain() -> dict[str, dict[str, tuple[int, ...]]]:
-    found: dict[str, dict[str, list[int]]] = {}
-    for s in onnx.defs.get_all_schemas_with_history():
-        found.setdefault(s.domain, {}).setdefault(s.name, []).append(s.since_version)
-    return {d: {op: tuple(sorted(set(v))) for op, v in ops.items()} for d, ops in found.items()}
-
-
-def _all_versions(domain: str = "") -> dict[str, tuple[int, ...]]:
-    return _versions_by_domain().get("" if domain in DEFAULT_DOMAINS else domain, {})
-
-
-def all_ops() -> list[str]:
-    """Every op of the default domain in ``onnx.defs``."""
-    return sorted(_all_versions())
-
-
-def schema_versions(op_type: str, domain: str = "") -> tuple[int, ...]:
-    """The since_versions of every schema of ``op_type`` in ``domain``, ascending, from onnx.defs."""
-    return _all_versions(domain).get(op_type, ())
-
-
-@functools.lru_cache(maxsize=None)
-def schema_version_at_domain(op_type: str, opset: int, domain: str = "") -> int | None:
-    """The schema version of ``op_type`` of ``domain`` in force at that domain's ``opset``."""
-    usable = [v for v in _all_versions(domain).get(op_type, ()) if v <= opset]
-    return usable[-1] if usable else None
-
-
-@functools.lru_cache(maxsize=None)
-def schema_version_at(op_type: str, opset: int) -> int | None:
-    """The schema version of ``op_type`` in force at ``opset`` (newest since_version <= opset),
-    None when the op does not exist at that opset."""
-    usable = [v for v in _all_versions().get(op_type, ()) if v <= opset]
-    return usable[-1] if usable else None
-
-
-@functools.lru_cache(maxsize=None)
-def steps_between(op_type: str, from_opset: int, to_opset: int) -> tuple[tuple[int, int], ...]:
-    """The adjacent schema steps ``(a, b)`` that take ``op_type`` from one opset to another."""
-    versions = list(_all_versions().get(op_type, ()))
-    src, dst = schema_version_at(op_type, from_opset), schema_version_at(op_type, to_opset)
-    if src is None or dst is None:
-        raise ValueError(f"{op_type} does not exist at opset {from_opset if src is None else to_opset}")
-    i, j = versions.index(src), versions.index(dst)
-    if i <= j:
-        return tuple((versions[k], versions[k + 1]) for k in range(i, j))
-    return tuple((versions[k], versions[k - 1]) for k in range(i, j, -1))
 
 
 @functools.lru_cache(maxsize=None)

@@ -21,6 +21,7 @@ from rewriter.fold.value import FOLD_INT_OVERFLOW_POLICIES, NotFoldable, reduce_
 from rewriter.graph import traversal, unused
 from rewriter.graph.constants import constant_value
 from rewriter.io import tensor_reader
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["fold_model", "FoldReport", "FOLD_INT_OVERFLOW_POLICIES", "INT_OVERFLOW_MODES"]
 
@@ -169,7 +170,7 @@ class _Folder:
 
     def _shape_producer(self, name, scope):
         kind, producer, where = traversal.definition(name, scope)
-        if kind == "node" and producer.op_type == "Shape" and producer.domain in ("", "ai.onnx"):
+        if kind == "node" and producer.op_type == "Shape" and is_default_domain(producer.domain):
             return producer, where
         return None, None
 
@@ -297,7 +298,7 @@ class _Folder:
 
 
 def _is_reduce_prod(node: onnx.NodeProto) -> bool:
-    return node.op_type == "ReduceProd" and node.domain in ("", "ai.onnx")
+    return node.op_type == "ReduceProd" and is_default_domain(node.domain)
 
 
 def fold_model(model: onnx.ModelProto, *, int_overflow: str = "skip", base_dir: str | None = None,

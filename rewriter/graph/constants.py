@@ -13,6 +13,7 @@ import numpy as np
 import onnx
 
 from rewriter.graph.traversal import Scope, definition
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["TensorReader", "constant_value", "constant_node_value"]
 
@@ -44,7 +45,7 @@ def constant_value(name: str, scope: Scope, read_tensor: TensorReader) -> np.nda
     of a Constant node, in ``scope`` or an enclosing one; the nearest definition wins.
     """
     kind, thing, _ = definition(name, scope)
-    if kind == "node" and thing.op_type == "Constant" and thing.domain in ("", "ai.onnx"):
+    if kind == "node" and thing.op_type == "Constant" and is_default_domain(thing.domain):
         return constant_node_value(thing, read_tensor)
     if kind == "initializer":
         return read_tensor(thing)

@@ -13,6 +13,7 @@ import numpy as np
 import onnx
 
 from rewriter.graph.evaluate import evaluate_node
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["LazyInference", "resolve", "infer_with_static_shapes"]
 
@@ -112,7 +113,7 @@ def _shapeless(inferred: onnx.ModelProto) -> list[str]:
 
 def _decided(model: onnx.ModelProto, inferred: onnx.ModelProto) -> dict[str, np.ndarray]:
     """Integer values of main-graph node outputs that static dims and constants decide."""
-    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    opset = next((o.version for o in model.opset_import if is_default_domain(o.domain)), None)
     if opset is None:
         return {}
     types = {v.name: v.type for v in (*inferred.graph.input, *inferred.graph.value_info)}
@@ -124,7 +125,7 @@ def _decided(model: onnx.ModelProto, inferred: onnx.ModelProto) -> dict[str, np.
             values[t.name] = onnx.numpy_helper.to_array(t)
     decided: dict[str, np.ndarray] = {}
     for node in model.graph.node:
-        if node.domain not in ("", "ai.onnx") or len(node.output) != 1:
+        if not is_default_domain(node.domain) or len(node.output) != 1:
             continue
         value = None
         try:

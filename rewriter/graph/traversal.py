@@ -13,6 +13,8 @@ from collections.abc import Iterator
 
 import onnx
 
+from rewriter.graph.schemas import DEFAULT_DOMAINS, is_default_domain
+
 __all__ = [
     "GRAPH_KINDS",
     "TENSOR_KINDS",
@@ -78,7 +80,7 @@ class Scope:
 def opset_version(opset_import, domain: str = "") -> int | None:
     """The version imported for ``domain`` ('' and 'ai.onnx' are the same), or None."""
     for entry in opset_import:
-        if entry.domain in (("", "ai.onnx") if domain in ("", "ai.onnx") else (domain,)):
+        if entry.domain in (DEFAULT_DOMAINS if is_default_domain(domain) else (domain,)):
             return entry.version
     return None
 
@@ -91,12 +93,12 @@ TENSOR_KINDS = frozenset({_A.TENSOR, _A.TENSORS, _A.SPARSE_TENSOR, _A.SPARSE_TEN
 @functools.lru_cache(maxsize=None)
 def _default_ops_with(kinds: frozenset) -> frozenset:
     return frozenset(s.name for s in onnx.defs.get_all_schemas_with_history()
-                     if s.domain in ("", "ai.onnx") and any(a.type in kinds for a in s.attributes.values()))
+                     if is_default_domain(s.domain) and any(a.type in kinds for a in s.attributes.values()))
 
 
 def ops_with(kinds: frozenset) -> frozenset:
     """The default-domain ops whose schemas declare an attribute of one of ``kinds``: for loops
-    that test many nodes (``node.domain not in ("", "ai.onnx") or node.op_type in ops_with(k)``)."""
+    that test many nodes (``not is_default_domain(node.domain) or node.op_type in ops_with(k)``)."""
     return _default_ops_with(kinds)
 
 

@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 
 from rewriter.graph import traversal
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["remove_unused", "constant_bytes", "training_reads"]
 
@@ -212,7 +213,7 @@ def constant_bytes(model: onnx.ModelProto) -> int:
         if not scope.is_function:
             total += sum(_tensor_nbytes(t) for t in scope.body.initializer)
         for node in scope.body.node:
-            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+            if node.op_type == "Constant" and is_default_domain(node.domain):
                 for attr in node.attribute:
                     if attr.type == onnx.AttributeProto.TENSOR:
                         total += _tensor_nbytes(attr.t)

@@ -19,6 +19,7 @@ from rewriter.precision.graphs import FLOAT, Graphs, is_constant_node
 from rewriter.io.half import converted_reference, to_half
 from rewriter.precision.plan import Plan, attribute
 from rewriter.precision.slots import HALF_TYPES
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["apply_plan", "Applied"]
 
@@ -109,7 +110,7 @@ class _Rewrite:
         from rewriter.precision.slots import node_slots
 
         slots = p.slots if p is not None else node_slots(reader, self.g.opset)
-        if (reader.op_type in _TYPE_BLIND and reader.domain in ("", "ai.onnx") and slots is not None
+        if (reader.op_type in _TYPE_BLIND and is_default_domain(reader.domain) and slots is not None
                 and i < len(slots.inputs) and slots.inputs[i].free):
             allowed = slots.inputs[i].allowed
             if f"tensor({self.plan.dtype})" in allowed and "tensor(float)" in allowed:
@@ -130,7 +131,7 @@ class _Rewrite:
             return self.casts[key]
         producer = self.g.producer.get(name)
         if (output is None and to == self.half and producer is not None and producer.op_type == "Cast"
-                and producer.domain in ("", "ai.onnx") and self.natural(producer.input[0]) == self.half):
+                and is_default_domain(producer.domain) and self.natural(producer.input[0]) == self.half):
             self.done.cancelled_casts += 1
             self.casts[key] = producer.input[0]
             return producer.input[0]

@@ -16,6 +16,7 @@ import onnx.shape_inference
 
 from rewriter.graph.traversal import opset_version, subgraphs
 from rewriter.io.load import without_big_data
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["Graphs", "Site", "elem_of", "unique_subgraph_names"]
 
@@ -100,7 +101,7 @@ class Graphs:
                     tp = onnx.helper.make_tensor_type_proto(t.data_type, list(t.dims))
                     types[t.name] = tp
             for node in graph.node:
-                if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and node.output:
+                if node.op_type == "Constant" and is_default_domain(node.domain) and node.output:
                     elem = _constant_elem(node)
                     if elem and node.output[0] not in types:
                         types[node.output[0]] = onnx.helper.make_tensor_type_proto(elem, None)
@@ -125,7 +126,7 @@ class Graphs:
 
 
 def is_constant_node(node: onnx.NodeProto) -> bool:
-    return (node.op_type == "Constant" and node.domain in ("", "ai.onnx")
+    return (node.op_type == "Constant" and is_default_domain(node.domain)
             and not any(a.ref_attr_name for a in node.attribute))
 
 

@@ -19,6 +19,7 @@ import onnx.shape_inference
 from rewriter.io.half import F16_MAX, chunks
 from rewriter.precision.graphs import FLOAT, Graphs, is_constant_node
 from rewriter.precision.slots import HALF_TYPES, NodeSlots, node_slots
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["Plan", "NodePlan", "plan_precision", "ATTRIBUTE_TYPED", "F16_MAX", "attribute"]
 
@@ -168,7 +169,7 @@ class _Planner:
                     for reader, _ in self.g.readers.get(out, ()):
                         if reader.op_type in _SOFTMAX:
                             found = True
-                        elif reader.op_type in _MASK_PATH and reader.domain in ("", "ai.onnx"):
+                        elif reader.op_type in _MASK_PATH and is_default_domain(reader.domain):
                             if id(reader) not in seen:
                                 seen.add(id(reader))
                                 nxt.append(reader)
@@ -185,7 +186,7 @@ class _Planner:
         ins = [g.elem(n) if n else None for n in node.input]
         outs = [g.elem(n) if n else None for n in node.output]
         op = node.op_type
-        default = node.domain in ("", "ai.onnx")
+        default = is_default_domain(node.domain)
         touches = FLOAT in ins or FLOAT in outs
         if default and op in ATTRIBUTE_TYPED:
             touches = self._attribute_float(node, ins)
@@ -361,7 +362,7 @@ def _shape_arithmetic(graphs: Graphs, plans: dict) -> set[int]:
     """Nodes computing float values from integers (shapes, sizes, indices cast to float)
     that go back to integers: kept float32, where half precision would lose integers."""
     g = graphs
-    start = [n for n in g.producer.values() if n.op_type == "Cast" and n.domain in ("", "ai.onnx")
+    start = [n for n in g.producer.values() if n.op_type == "Cast" and is_default_domain(n.domain)
              and g.elem(n.input[0]) in INTEGER_TYPES and g.elem(n.output[0]) == FLOAT]
     region: dict[int, onnx.NodeProto] = {id(n): n for n in start}
     frontier = list(start)
@@ -431,7 +432,7 @@ def _carried_in_half(graphs: Graphs, plan: Plan) -> None:
     g = graphs
     for site in g.sites:
         for loop in site.graph.node:
-            if loop.op_type != "Loop" or loop.domain not in ("", "ai.onnx"):
+            if loop.op_type != "Loop" or not is_default_domain(loop.domain):
                 continue
             body = next((a.g for a in loop.attribute if a.name == "body"), None)
             if body is None:

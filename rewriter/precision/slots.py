@@ -16,6 +16,8 @@ import functools
 import onnx
 import onnx.defs
 
+from rewriter.graph.schemas import is_default_domain
+
 __all__ = ["Slot", "NodeSlots", "node_slots", "HALF_TYPES"]
 
 HALF_TYPES = {"float16": onnx.TensorProto.FLOAT16, "bfloat16": onnx.TensorProto.BFLOAT16}
@@ -58,7 +60,7 @@ def _formal(params, i: int):
 def node_slots(node: onnx.NodeProto, opset: int | None) -> NodeSlots | None:
     """The slots of ``node`` at the default-domain ``opset``; None when it is not a
     default-domain op the installed onnx knows."""
-    if node.domain not in ("", "ai.onnx") or opset is None:
+    if not is_default_domain(node.domain) or opset is None:
         return None
     schema = _schema(node.op_type, opset, "")
     if schema is None:

@@ -30,7 +30,8 @@ __all__ = ["Target", "parse_target", "blockers", "restriction_violations", "rele
 
 RUNTIMES = {"onnxruntime": "onnxruntime", "ort": "onnxruntime", "tensorrt": "tensorrt", "trt": "tensorrt"}
 _DATA = os.path.join(os.path.dirname(__file__), "data")
-_DEFAULT = ("", "ai.onnx")
+
+from rewriter.graph.schemas import DEFAULT_DOMAINS as _DEFAULT  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +75,7 @@ class Target:
             return True
         if version is None:
             return False
-        from rewriter.convert.registry import schema_versions
+        from rewriter.graph.schemas import schema_versions
 
         later = schema_versions(op, domain)
         return not any(a <= version and (version <= b if b is not None else
@@ -197,7 +198,7 @@ def blockers(model, target: Target, *, base_dir: str | None = None) -> list[str]
     ONNX Runtime refuses (``rewriter.convert.ort_quirks``), each node that breaks one of its per-op
     restrictions (with the restriction); empty when nothing does. ``base_dir``: where
     the model's external data lives (restrictions on constant values read it)."""
-    from rewriter.convert.registry import schema_version_at_domain
+    from rewriter.graph.schemas import schema_version_at_domain
     from rewriter.graph import traversal
 
     found = []

@@ -19,6 +19,8 @@ none; anything else is unknown. Linux x86_64 wheels: arm64 builds register more 
 
 from __future__ import annotations
 
+from rewriter.graph.schemas import is_default_domain
+
 import functools
 import json
 import os
@@ -85,7 +87,7 @@ def has_half_kernel(release: str, domain: str, op: str, since_version: int, dtyp
     if found is None:
         return None
     entry, exact = found
-    domain = "" if domain in ("", "ai.onnx") else domain
+    domain = "" if is_default_domain(domain) else domain
     if domain not in entry[dtype]:
         return None
     schema = _schema(domain, op, since_version)

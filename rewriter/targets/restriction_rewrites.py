@@ -32,6 +32,7 @@ from onnx import numpy_helper
 from rewriter.graph import traversal
 from rewriter.graph.nondeterministic import NON_DETERMINISTIC_OPS
 from rewriter.targets.restrictions import Lookups, broken, trt_constant
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["rewrite"]
 
@@ -147,7 +148,7 @@ def _fold(rw: _Rewriter, name: str, scope: traversal.Scope, opset: int, depth: l
             return None
         producer = s.producers().get(name)
         s = s.parent if producer is None else s
-    if producer is None or producer.domain not in ("", "ai.onnx") or producer.op_type in NON_DETERMINISTIC_OPS \
+    if producer is None or not is_default_domain(producer.domain) or producer.op_type in NON_DETERMINISTIC_OPS \
             or any(True for _ in traversal.subgraphs(producer)) or len(depth) >= _FOLD_LIMIT:
         return None
     depth.append(producer)
@@ -240,7 +241,7 @@ def _q_dq_uint8_pair(rw: _Rewriter, node, scope) -> bool:
         return False
     scale = trt_constant(node.input[1], scope, rw.read)
     for dq in readers:
-        if dq.op_type != "DequantizeLinear" or dq.domain not in ("", "ai.onnx") or list(dq.input[:1]) != [out] \
+        if dq.op_type != "DequantizeLinear" or not is_default_domain(dq.domain) or list(dq.input[:1]) != [out] \
                 or len(dq.input) < 3 or _attrs(dq, "axis").get("axis", 1) != attrs.get("axis", 1) \
                 or _attrs(dq, "block_size").get("block_size", 0):
             return False

@@ -25,6 +25,7 @@ from onnx import helper, numpy_helper
 
 from rewriter.graph import traversal
 from rewriter.graph.constants import constant_node_value
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["Violation", "violations", "broken", "trt_constant", "Lookups", "REWRITABLE"]
 
@@ -118,7 +119,7 @@ def trt_constant(name: str, scope: traversal.Scope, read) -> np.ndarray | None:
             return None
         producer = s.producers().get(name)
         if producer is not None:
-            if producer.op_type == "Constant" and producer.domain in ("", "ai.onnx"):
+            if producer.op_type == "Constant" and is_default_domain(producer.domain):
                 return constant_node_value(producer, read)
             return None
         s = s.parent
@@ -298,7 +299,7 @@ def _bound(name: str, scope, ctx, lowest: bool, depth: int = 0):
             return None
         node = s.producers().get(name)
         s = s.parent if node is None else s
-    if node is None or depth > _BOUND_DEPTH or node.domain not in ("", "ai.onnx"):
+    if node is None or depth > _BOUND_DEPTH or not is_default_domain(node.domain):
         return None
     op, ins = node.op_type, [i for i in node.input if i]
     if op == "Shape":
@@ -491,7 +492,7 @@ def broken(model: onnx.ModelProto, rules: dict, *, read_tensor=None, inferred=No
     ctx = lookups or Lookups(model, read_tensor, inferred)
     for scope in traversal.iter_scopes(model):
         for node in scope.body.node:
-            if node.domain not in ("", "ai.onnx") or node.op_type not in rules:
+            if not is_default_domain(node.domain) or node.op_type not in rules:
                 continue
             schema = _schema(node.op_type, scope.opset)
             for rule in rules[node.op_type]:

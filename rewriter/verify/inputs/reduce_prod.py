@@ -25,7 +25,7 @@ __all__ = ["check_reduce_prods", "PendingRankChecks"]
 
 logger = logging.getLogger(__name__)
 
-_DEFAULT = ("", "ai.onnx")
+from rewriter.graph.schemas import DEFAULT_DOMAINS as _DEFAULT  # noqa: E402
 _INT, _INTS = onnx.AttributeProto.INT, onnx.AttributeProto.INTS
 
 

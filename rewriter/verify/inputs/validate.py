@@ -23,6 +23,7 @@ from rewriter.io import check_model
 from rewriter.io.tensors import all_tensors, expected_bytes, tensor_name
 from rewriter.verify.inputs.utf8 import all_text_utf8
 from rewriter.verify.inputs.reduce_prod import check_reduce_prods
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["validate_model", "checker_complaint"]
 
@@ -131,7 +132,7 @@ def _check_schemas(scopes: list[Scope], path: str) -> None:
     for scope in scopes:
         opset = scope.opset
         for node in scope.body.node:
-            if node.domain not in ("", "ai.onnx"):
+            if not is_default_domain(node.domain):
                 continue
             key = (node.op_type, opset or 0)
             if key not in known:
@@ -253,7 +254,7 @@ def _check_versions(model: onnx.ModelProto, path: str) -> None:
     imports += [(f"function '{f.domain}:{f.name}'", f.opset_import) for f in model.functions]
     for where, opset_import in imports:
         for o in opset_import:
-            if o.domain in ("", "ai.onnx") and not 1 <= o.version <= latest:
+            if is_default_domain(o.domain) and not 1 <= o.version <= latest:
                 raise RewriterError(f"{path}: {where} imports default-domain opset {o.version}, "
                                     f"outside 1..{latest}")
 

@@ -48,6 +48,7 @@ from rewriter.io.base_dir import proto_of
 from rewriter.io.tensors import EXTERNAL, all_tensors
 from rewriter.verify.numerics.isolated import run_isolated
 from rewriter.verify.numerics.random_inputs import SYMBOL_SIZE, axes_from_inputs, random_inputs
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["OutputComparison", "NumericsReport", "verify_numerics", "random_inputs", "TOLERANCES"]
 
@@ -117,7 +118,7 @@ class NumericsReport:
 
 def _default_opset(model: onnx.ModelProto) -> int:
     for o in model.opset_import:
-        if o.domain in ("", "ai.onnx"):
+        if is_default_domain(o.domain):
             return o.version
     return 0
 

@@ -10,6 +10,7 @@ import onnx
 from rewriter.errors import RewriterError
 from rewriter.graph import traversal
 from rewriter.graph.static_shapes import ANONYMOUS
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["random_inputs", "axes_from_inputs", "SYMBOL_SIZE"]
 
@@ -85,7 +86,7 @@ def axes_from_inputs(model: onnx.ModelProto) -> list[str]:
         if scope.is_function or (scope.opset or 0) < 18:
             continue
         for node in scope.body.node:
-            if (node.op_type == "ReduceProd" and node.domain in ("", "ai.onnx") and len(node.input) > 1
+            if (node.op_type == "ReduceProd" and is_default_domain(node.domain) and len(node.input) > 1
                     and node.input[1] in inputs
                     and traversal.definition(node.input[1], scope)[0] == "input"):
                 found.append(f"'{node.input[1]}' gives {traversal.node_label(node, scope)} its axes")

@@ -173,7 +173,7 @@ class TypeIndex:
 
 # ---------------------------------------------------------------- scopes
 
-_DEFAULT = ("", "ai.onnx")
+from rewriter.graph.schemas import DEFAULT_DOMAINS as _DEFAULT  # noqa: E402
 
 
 def _walk(body, scope: traversal.Scope, scopes: list, found: list) -> None:
