@@ -978,6 +978,15 @@ MUTANTS: list[Mutant] = [
     M("i27opt-expand-one-named", "rewriter/optimize/shape_arithmetic.py",
       "            elif d == 1 and named:", "            elif False:",
       "tests/optimize/test_shape_chains.py", "a 1 expanded to a named dim is not that dim"),
+    M("i27opt-materialize-output", "rewriter/optimize/fusions.py",
+      "        if any(o.is_graph_output() for o in node.outputs):\n            return None\n", "",
+      "tests/optimize/test_passes.py", "ddddocr: a Reshape making a graph output takes its declared (wrong) shape"),
+    M("i27opt-materialize-allowzero", "rewriter/optimize/fusions.py",
+      "            new.attributes.pop(\"allowzero\")", "            pass",
+      "tests/optimize/test_passes.py", "Reshape(allowzero=1) written below opset 14: the checker refuses it"),
+    M("i27opt-materialize-zero", "rewriter/optimize/fusions.py",
+      "            if shape is None or 0 in shape:", "            if shape is None:",
+      "tests/optimize/test_passes.py", "a 0 in a materialized shape below 14 copies the input's dim"),
 ]
 
 
