@@ -40,12 +40,12 @@ from rewriter.convert.state import ConversionState
 from rewriter.convert.type_verdicts import TypeVerdicts
 from rewriter.errors import ConversionError
 from rewriter.graph import traversal
+from rewriter.graph.schemas import is_default_domain
 
-__all__ = ["Blocker", "Engine", "DEFAULT_DOMAINS"]
+__all__ = ["Blocker", "Engine"]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_DOMAINS = registry.DEFAULT_DOMAINS
 
 
 class Engine:
@@ -99,7 +99,7 @@ class Engine:
         look, type_only = Keep.LOOK, Keep.TYPE_ONLY  # (an Enum member's lookup costs more than this loop's test)
         shift = 0  # nodes inserted (less those removed) before the current one so far
         for k, node in enumerate(list(nodes)):  # the body's own nodes; inserted ones come converted
-            if node.domain not in DEFAULT_DOMAINS:
+            if not is_default_domain(node.domain):
                 continue
             op = node.op_type
             if seen is not None:

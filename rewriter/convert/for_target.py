@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import onnx
 
+from rewriter.graph.schemas import DEFAULT_DOMAINS
 from rewriter.convert import ml, ort_quirks
 from rewriter.convert.blockers import Blocker
 from rewriter.convert.planner import ConversionBlocked, ConvertReport, convert_model
@@ -51,7 +52,7 @@ def _implemented_opset(model: onnx.ModelProto, runtime, domain: str, start: int,
 
     if runtime.ops is None and not runtime.unsupported and not runtime.missing:
         return start
-    domains = ("", "ai.onnx") if domain == "" else (domain,)
+    domains = DEFAULT_DOMAINS if domain == "" else (domain,)
     ops = {n.op_type for s in traversal.iter_scopes(model) for n in s.body.node if n.domain in domains} | set(also)
     low = runtime.min_opsets.get(domain, 1)
 

@@ -15,12 +15,12 @@ import logging
 import numpy as np
 import onnx
 
-from rewriter.convert.registry import DEFAULT_DOMAINS
 from rewriter.convert.state import ConversionState
 from rewriter.errors import ConversionError
 from rewriter.graph import traversal
 from rewriter.graph.constants import constant_node_value, constant_value
 from rewriter.graph.evaluate import evaluate_node
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["function_body", "inline", "fold_shape_arithmetic"]
 
@@ -131,7 +131,7 @@ def fold_shape_arithmetic(nodes: list[onnx.NodeProto], scope, state: ConversionS
     result = []
     for n in nodes:
         folded = None
-        if n.op_type in _SHAPE_OPS and len(n.output) == 1 and n.domain in DEFAULT_DOMAINS and \
+        if n.op_type in _SHAPE_OPS and len(n.output) == 1 and is_default_domain(n.domain) and \
                 n.output[0] not in keep and not any(a.ref_attr_name for a in n.attribute):
             try:
                 folded = _fold_one(n, known, types, scope, state, opset)
@@ -156,7 +156,7 @@ def evaluate_constant_node(node: onnx.NodeProto, scope, state: ConversionState, 
     (and that holds no subgraph), evaluated with onnx.reference at ``opset``, when it has at most
     :data:`EVALUATED_LIMIT` elements; else None. For an op the target lacks (a Mod of two
     constants going below 10): its value stands in for it exactly."""
-    if len(node.output) != 1 or not node.output[0] or node.domain not in DEFAULT_DOMAINS or \
+    if len(node.output) != 1 or not node.output[0] or not is_default_domain(node.domain) or \
             any(a.ref_attr_name or a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
                 for a in node.attribute):
         return None
@@ -193,7 +193,7 @@ def shape_value(name: str, scope, state: ConversionState, opset: int, *, _depth:
     chain: list[str] = []
     if value is None and _depth < 32:
         kind, node, where = traversal.definition(name, scope)
-        if kind == "node" and node.op_type in _SHAPE_OPS and node.domain in DEFAULT_DOMAINS and \
+        if kind == "node" and node.op_type in _SHAPE_OPS and is_default_domain(node.domain) and \
                 len(node.output) == 1 and not any(a.ref_attr_name for a in node.attribute):
             known = {}
             if node.op_type in ("Shape", "Size"):  # those read the type only; what computed

@@ -29,6 +29,7 @@ from onnx import numpy_helper
 
 from rewriter.errors import ConversionError
 from rewriter.graph import traversal
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["Feature", "features", "needed", "lower", "opset_ir", "MOVED_METADATA", "LOWEST"]
 
@@ -165,7 +166,7 @@ def features(model: onnx.ModelProto) -> list[Feature]:
                 if kind in _PLAIN_ATTRS:
                     continue
                 if kind == onnx.AttributeProto.INT and a.name in _DTYPE_ATTRS and \
-                        node.domain in ("", "ai.onnx") and a.i in _TYPE_IR:
+                        is_default_domain(node.domain) and a.i in _TYPE_IR:
                     add(Feature(_TYPE_IR[a.i], f"type {_type_name(a.i)} in attribute '{a.name}' of node {label}",
                                 where))
                 if kind == onnx.AttributeProto.TENSOR:
@@ -174,7 +175,7 @@ def features(model: onnx.ModelProto) -> list[Feature]:
                     for t in a.tensors:
                         found.extend(_tensor_features(t, f"node {label}"))
                 if kind == onnx.AttributeProto.SPARSE_TENSOR:
-                    exact = "made dense" if node.op_type == "Constant" and node.domain in ("", "ai.onnx") else None
+                    exact = "made dense" if node.op_type == "Constant" and is_default_domain(node.domain) else None
                     add(Feature(6, f"a sparse tensor in attribute '{a.name}' of node {label}", where, exact))
                 if kind == onnx.AttributeProto.TYPE_PROTO or kind == onnx.AttributeProto.TYPE_PROTOS:
                     for tp in [a.tp, *a.type_protos]:
@@ -324,7 +325,7 @@ def _densify(model: onnx.ModelProto) -> str:
             count += len(body.sparse_initializer)
             del body.sparse_initializer[:]
         for node in body.node:
-            if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
+            if node.op_type == "Constant" and is_default_domain(node.domain):
                 for a in node.attribute:
                     if a.type == onnx.AttributeProto.SPARSE_TENSOR:
                         dense = _dense(a.sparse_tensor)

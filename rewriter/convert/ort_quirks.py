@@ -17,6 +17,7 @@ from __future__ import annotations
 import onnx
 
 from rewriter.graph import traversal
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["inlining_rule", "cast_fallback_lacking", "half_precision_blockers"]
 
@@ -85,7 +86,7 @@ def half_nodes(model: onnx.ModelProto, inferred=None, elems: frozenset = frozens
                       if v.type.tensor_type.elem_type in elems})
         for n in body.node:
             touched = frozenset(names[x] for x in (*n.input, *n.output) if x in names)
-            if touched and n.domain in ("", "ai.onnx"):
+            if touched and is_default_domain(n.domain):
                 found.append((scope, n, touched))
     return found
 

@@ -20,11 +20,12 @@ import onnx
 from rewriter.convert import delegate, ml
 from rewriter.convert import ir_version as ir_versions
 from rewriter.convert.delegate import HOLD_DOMAIN
-from rewriter.convert.engine import DEFAULT_DOMAINS, Blocker, Engine
+from rewriter.convert.engine import Blocker, Engine
 from rewriter.convert.state import ConversionState
 from rewriter.errors import ConversionError, RewriterError
 from rewriter.graph import traversal, unused
 from rewriter.io import check_model
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["convert_model", "ConvertReport", "ConversionBlocked"]
 
@@ -163,7 +164,7 @@ class ConvertReport:
 
 def _set_opset(opset_import, version: int) -> None:
     for entry in opset_import:
-        if entry.domain in DEFAULT_DOMAINS:
+        if is_default_domain(entry.domain):
             entry.version = version
 
 
@@ -276,7 +277,7 @@ def convert_model(
     # reads initializers that are not graph inputs only from IR 4 (the constants adapters add).
     # The result's IR version is chosen again at the end (tests/convert/test_ir_before_delegation.py).
     imports = [onnx.helper.make_opsetid("", target_opset),
-               *(o for o in result.opset_import if o.domain not in DEFAULT_DOMAINS)]
+               *(o for o in result.opset_import if not is_default_domain(o.domain))]
     result.ir_version = max(result.ir_version,
                             onnx.helper.find_min_ir_version_for(imports, ignore_unknown=True))
     if result.ir_version < 4 and any(  # initializers that are not graph inputs (added constants) need IR 4
@@ -335,7 +336,7 @@ def _delegate(result: onnx.ModelProto, delegated: set, target: int) -> None:
                     s = s.parent
     for scope in scopes:
         for node in scope.body.node:
-            if node.domain not in DEFAULT_DOMAINS or tuple(node.output) in wanted:
+            if not is_default_domain(node.domain) or tuple(node.output) in wanted:
                 continue
             if any(id(g) in holding for g in traversal.subgraphs(node)):
                 continue  # a control-flow node whose body needs the converter goes with it

@@ -45,7 +45,7 @@ def register(*key, kind: str = "rewrite", domain: str = ""):
     ``register(("Op", from, to), ("Op2", from, to), ...)`` (a generic adapter); ``domain`` is
     the op's (default: the default domain)."""
     keys = [key] if key and isinstance(key[0], str) else list(key)
-    domain = "" if domain in DEFAULT_DOMAINS else domain
+    domain = "" if is_default_domain(domain) else domain
 
     def decorate(fn: Adapter) -> Adapter:
         for op_type, a, b in keys:
@@ -59,7 +59,7 @@ def register(*key, kind: str = "rewrite", domain: str = ""):
 
 def kind(op_type: str, a: int, b: int, domain: str = "") -> str:
     """The kind an adapter was registered with ("rewrite" when none was said)."""
-    return DOMAIN_KINDS.get("" if domain in DEFAULT_DOMAINS else domain, {}).get((op_type, a, b), "rewrite")
+    return DOMAIN_KINDS.get("" if is_default_domain(domain) else domain, {}).get((op_type, a, b), "rewrite")
 
 
 NORMALIZERS: dict[str, Adapter] = {}
@@ -86,7 +86,7 @@ def normalizer(op_type: str) -> Adapter | None:
 def lookup(op_type: str, a: int, b: int, domain: str = "") -> Adapter | None:
     if not _LOADED:
         _load_adapters()
-    return DOMAIN_ADAPTERS.get("" if domain in DEFAULT_DOMAINS else domain, {}).get((op_type, a, b))
+    return DOMAIN_ADAPTERS.get("" if is_default_domain(domain) else domain, {}).get((op_type, a, b))
 
 
 @functools.lru_cache(maxsize=None)

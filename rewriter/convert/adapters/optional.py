@@ -15,6 +15,7 @@ from onnx import numpy_helper
 
 from rewriter.convert.registry import register
 from rewriter.graph import traversal
+from rewriter.graph.schemas import is_default_domain
 
 __all__: list[str] = []
 
@@ -31,7 +32,7 @@ def _kind(ctx, name: str) -> str | None:
         for vi in where.body.input:
             if vi.name == name and vi.type.WhichOneof("value"):
                 return vi.type.WhichOneof("value")
-    if kind == "node" and producer.domain in ("", "ai.onnx"):
+    if kind == "node" and is_default_domain(producer.domain):
         if producer.op_type == "Optional":
             return "optional_type"
         if producer.op_type.startswith("Sequence") and producer.op_type not in ("SequenceAt", "SequenceLength"):
