@@ -16,28 +16,21 @@ import numpy as np
 import onnx
 import onnx.shape_inference
 
-from rewriter.io.half import F16_MAX, chunks
-from rewriter.precision.graphs import FLOAT, Graphs, is_constant_node
-from rewriter.precision.slots import HALF_TYPES, NodeSlots, node_slots
 from rewriter.graph.schemas import is_default_domain
+from rewriter.io.half import F16_MAX
+from rewriter.precision.graphs import FLOAT, Graphs, is_constant_node
+from rewriter.precision.ranges import flush_matters, only_huge, out_of_range
+from rewriter.precision.regions import carried_in_half, shape_arithmetic
+from rewriter.precision.slots import HALF_TYPES, NodeSlots, node_slots
 
 __all__ = ["Plan", "NodePlan", "plan_precision", "ATTRIBUTE_TYPED", "F16_MAX", "attribute"]
 
-_F16_TINY = 2.0 ** -24  # the smallest float16 subnormal: anything nonzero below it becomes 0
-_F16_NORMAL = 2.0 ** -14  # the smallest normal float16
-INTEGER_TYPES = frozenset({onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32,
-                           onnx.TensorProto.INT64, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
-                           onnx.TensorProto.UINT32, onnx.TensorProto.UINT64})
 HALF_ELEMS = frozenset(HALF_TYPES.values())
 # ops whose float output type an attribute sets: (attribute, its default when absent: None = follows the input)
 ATTRIBUTE_TYPED = {"Cast": ("to", None), "RandomNormal": ("dtype", FLOAT), "RandomUniform": ("dtype", FLOAT),
                    "RandomNormalLike": ("dtype", None), "RandomUniformLike": ("dtype", None),
                    "EyeLike": ("dtype", None), "Bernoulli": ("dtype", None), "ConstantOfShape": ("value", FLOAT)}
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan", "SequenceMap"})
-# float arithmetic that shapes go through on their way back to integers (sizes, indices)
-_SHAPE_ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Div", "Floor", "Ceil", "Round", "Max", "Min", "Neg", "Abs",
-                               "Sqrt", "Reciprocal", "Cast", "Concat", "Gather", "Slice", "Unsqueeze", "Squeeze",
-                               "Reshape", "Identity", "Clip", "Range", "Pow"})
 # what an additive mask goes through on its way to a Softmax (clamping it to float16's lowest is exact there)
 _MASK_PATH = frozenset({"Add", "Sub", "Mul", "Where", "Expand", "Reshape", "Unsqueeze", "Squeeze", "Cast",
                         "Concat", "Slice", "Transpose", "Identity", "Min", "Max", "Tile", "Gather"})
@@ -82,49 +75,6 @@ def attribute(node: onnx.NodeProto, name: str):
         if a.name == name:
             return a
     return None
-
-
-def _magnitudes(value: np.ndarray) -> tuple[float, float]:
-    """(largest, smallest nonzero) finite magnitude of ``value``, read in chunks (a weight
-    mapped from its file is never read whole into memory); (0, inf) when it has none."""
-    top, low = 0.0, float("inf")
-    for part in chunks(value):
-        a = np.abs(np.asarray(part, dtype=np.float32))
-        finite = np.isfinite(a)
-        top = max(top, float(np.max(a, where=finite, initial=0.0)))
-        low = min(low, float(np.min(a, where=finite & (a > 0), initial=np.inf)))
-    return top, low
-
-
-def _out_of_range(value: np.ndarray, flush_matters: bool = True) -> bool:
-    """Whether a float32 constant loses more than rounding in float16: finite values beyond
-    its range (they become inf), or all its nonzero values below float16's normal range (an
-    epsilon of 1e-12 becomes 0; a few tiny weights among larger ones flush to 0 harmlessly).
-    ``flush_matters`` False: the constant is a bias added to a sum (tiny values vanish beside
-    it in float32 too), only the upper bound counts."""
-    top, _ = _magnitudes(value)
-    return top > F16_MAX or (flush_matters and 0 < top < _F16_NORMAL)
-
-
-def _only_huge(value: np.ndarray) -> bool:
-    """Out of range only by magnitudes beyond float16's (mask fills: -1e9, float32's lowest)."""
-    return _magnitudes(value)[1] >= _F16_TINY
-
-
-# (op, input) where a constant is a bias added to a computed sum: Conv/ConvTranspose/Gemm's
-# bias; a tiny one (BatchNorm folded with a mean equal to the batch's) flushing to 0 changes
-# the result by less than float16's rounding of the sum
-_BIAS_SLOTS = frozenset({("Conv", 2), ("ConvTranspose", 2), ("Gemm", 2)})
-
-
-def _flush_matters(node: onnx.NodeProto, i: int, value: np.ndarray) -> bool:
-    """Whether flushing an all-tiny constant to 0 changes what ``node`` computes beyond
-    rounding: not for a bias (above), nor for a per-element Add/Sub operand of more than one
-    value (a folded bias); yes for scalars (epsilons added before a Sqrt or a Div) and for
-    every other use (scales, weights)."""
-    if (node.op_type, i) in _BIAS_SLOTS:
-        return False
-    return not (node.op_type in ("Add", "Sub") and np.asarray(value).size > 1)
 
 
 class _Planner:
@@ -308,9 +258,9 @@ class _Planner:
             if a is not None:
                 values.append((f"{node.name or 'ConstantOfShape'}.value", self.read_tensor(a.t), -1))
         for name, value, i in values:
-            if value is None or not _out_of_range(value, _flush_matters(node, i, value)):
+            if value is None or not out_of_range(value, flush_matters(node, i, value)):
                 continue
-            if _only_huge(value) and self.feeds_softmax_only(node):
+            if only_huge(value) and self.feeds_softmax_only(node):
                 self.clamped.add(name)
                 continue
             return f"constant {name!r} is outside float16's range"
@@ -358,51 +308,6 @@ def _infers_in_half(node: onnx.NodeProto, since: int, g: Graphs, half_in, dtype:
     return ok
 
 
-def _shape_arithmetic(graphs: Graphs, plans: dict) -> set[int]:
-    """Nodes computing float values from integers (shapes, sizes, indices cast to float)
-    that go back to integers: kept float32, where half precision would lose integers."""
-    g = graphs
-    start = [n for n in g.producer.values() if n.op_type == "Cast" and is_default_domain(n.domain)
-             and g.elem(n.input[0]) in INTEGER_TYPES and g.elem(n.output[0]) == FLOAT]
-    region: dict[int, onnx.NodeProto] = {id(n): n for n in start}
-    frontier = list(start)
-    while frontier:
-        nxt = []
-        for node in frontier:
-            for out in node.output:
-                for reader, _ in g.readers.get(out, ()):
-                    if id(reader) in region or reader.op_type not in _SHAPE_ARITHMETIC:
-                        continue
-                    others = [x for x in reader.input if x and x != out]
-                    if all(g.is_constant(x) or (x in g.producer and id(g.producer[x]) in region)
-                           or g.elem(x) in INTEGER_TYPES for x in others):
-                        region[id(reader)] = reader
-                        nxt.append(reader)
-        frontier = nxt
-    # keep only what leads back to integers (a Cast to an integer type) or a float-only slot
-    sinks: set[int] = set()
-    for key, node in region.items():
-        if node.op_type == "Cast" and g.elem(node.output[0]) in INTEGER_TYPES:
-            sinks.add(key)
-        for out in node.output:
-            for reader, i in g.readers.get(out, ()):
-                p = plans.get(id(reader))
-                slots = p.slots if p is not None else node_slots(reader, g.opset)
-                if slots is not None and i < len(slots.inputs) and slots.inputs[i].param is None:
-                    sinks.add(key)
-    keep = set(sinks)
-    changed = True
-    while changed:
-        changed = False
-        for key, node in region.items():
-            if key in keep:
-                continue
-            if any(id(r) in keep for out in node.output for r, _ in g.readers.get(out, ())):
-                keep.add(key)
-                changed = True
-    return keep
-
-
 def plan_precision(graphs: Graphs, dtype: str, *, keep_op_types=(), keep_nodes=(), lacks_kernel=None,
                    read_tensor=None, measured=None, calls=None) -> Plan:
     """Decide, for every node of every graph that computes in float32, whether it runs in
@@ -415,40 +320,11 @@ def plan_precision(graphs: Graphs, dtype: str, *, keep_op_types=(), keep_nodes=(
             p = planner.node_plan(node)
             if p is not None:
                 plans[id(node)] = p
-    for key in _shape_arithmetic(graphs, plans):
+    for key in shape_arithmetic(graphs, plans):
         p = plans.get(key)
         if p is not None and p.half:
             plans[key] = NodePlan(p.node, p.slots, False, "shape arithmetic (float values of sizes or "
                                   "indices that go back to integers)")
     plan = Plan(dtype, plans, planner.clamped)
-    _carried_in_half(graphs, plan)
+    carried_in_half(graphs, plan)
     return plan
-
-
-def _carried_in_half(graphs: Graphs, plan: Plan) -> None:
-    """Loop state variables that are float32 constants passed through the body unchanged (the
-    body output is the body input) and that every reader in the body reads in half: carried in
-    half, so the weights are stored once, in half, and not cast on every iteration."""
-    g = graphs
-    for site in g.sites:
-        for loop in site.graph.node:
-            if loop.op_type != "Loop" or not is_default_domain(loop.domain):
-                continue
-            body = next((a.g for a in loop.attribute if a.name == "body"), None)
-            if body is None:
-                continue
-            for k in range(len(loop.input) - 2):
-                init = loop.input[2 + k]
-                if not init or g.elem(init) != FLOAT or not g.is_constant(init) or 2 + k >= len(body.input) \
-                        or 1 + k >= len(body.output):
-                    continue
-                carried = body.input[2 + k].name
-                if body.output[1 + k].name != carried:
-                    continue
-                readers = g.readers.get(carried, [])
-                if not readers or not all(plan.is_half(r) and i in plan.plan_of(r).half_inputs for r, i in readers):
-                    continue
-                plan.half_values.add(carried)
-                if k < len(loop.output) and loop.output[k]:
-                    plan.half_values.add(loop.output[k])
-                plan.half_reads.add((id(loop), 2 + k))
