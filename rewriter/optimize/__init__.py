@@ -41,6 +41,7 @@ from rewriter.errors import RewriterError
 from rewriter.graph import traversal
 from rewriter.graph.unused import training_reads
 from rewriter.optimize.report import OptimizeOptions, OptimizeReport
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["optimize_proto", "OptimizeReport", "OptimizeOptions", "count_ops", "initializer_count"]
 
@@ -50,7 +51,7 @@ def count_ops(model: onnx.ModelProto) -> Counter:
     counts: Counter = Counter()
     for body in (model.graph, *model.functions):
         for node in traversal.all_nodes(body):
-            op = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}:{node.op_type}"
+            op = node.op_type if is_default_domain(node.domain) else f"{node.domain}:{node.op_type}"
             counts[op] += 1
     return counts
 

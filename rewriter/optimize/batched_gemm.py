@@ -23,6 +23,7 @@ import onnx_ir as ir
 
 from rewriter.optimize.node_pass import GraphScope, NodeRewritePass
 from rewriter.optimize.values import add_constant
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["BatchedMatMulAddToGemmPass"]
 
@@ -82,7 +83,7 @@ class BatchedMatMulAddToGemmPass(NodeRewritePass):
             self.count += 1
 
     def _match(self, matmul: ir.Node, outputs):
-        if matmul.op_type != "MatMul" or matmul.domain not in ("", "ai.onnx") or len(matmul.inputs) != 2:
+        if matmul.op_type != "MatMul" or not is_default_domain(matmul.domain) or len(matmul.inputs) != 2:
             return None
         x, w = matmul.inputs
         wt = _const(w)
@@ -96,7 +97,7 @@ class BatchedMatMulAddToGemmPass(NodeRewritePass):
         n = wt.shape[1]
         mm_out = matmul.outputs[0]
         add = _single_use(mm_out)
-        if mm_out in outputs or add is None or add.node.op_type != "Add" or add.node.domain not in ("", "ai.onnx"):
+        if mm_out in outputs or add is None or add.node.op_type != "Add" or not is_default_domain(add.node.domain):
             return None
         add = add.node
         bias = add.inputs[1 - add.inputs.index(mm_out)] if add.inputs.count(mm_out) == 1 else None
@@ -111,7 +112,7 @@ class BatchedMatMulAddToGemmPass(NodeRewritePass):
         readers = []
         for use in result.uses():
             node = use.node
-            if node.op_type != "Reshape" or node.domain not in ("", "ai.onnx") or use.idx != 0:
+            if node.op_type != "Reshape" or not is_default_domain(node.domain) or use.idx != 0:
                 return None
             shape = _const(node.inputs[1]) if len(node.inputs) > 1 else None
             if shape is None or np.any(shape.numpy() == 0):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import onnx_ir as ir
 
 from rewriter.optimize.scopes import subgraphs
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["LiftBatchNormParametersPass"]
 
@@ -32,7 +33,7 @@ class LiftBatchNormParametersPass(ir.passes.InPlacePass):
         graphs = [model.graph, *(g for node in list(model.graph) for g in subgraphs(node))]
         for graph in graphs:
             for node in list(graph):
-                if node.op_type not in _FUSED or node.domain not in ("", "ai.onnx"):
+                if node.op_type not in _FUSED or not is_default_domain(node.domain):
                     continue
                 for value in node.inputs[1:]:
                     self._lift(graph, value)
@@ -40,7 +41,7 @@ class LiftBatchNormParametersPass(ir.passes.InPlacePass):
 
     def _lift(self, graph: ir.Graph, value: ir.Value | None) -> None:
         producer = value.producer() if value is not None else None
-        if (producer is None or producer.op_type != "Constant" or producer.domain not in ("", "ai.onnx")
+        if (producer is None or producer.op_type != "Constant" or not is_default_domain(producer.domain)
                 or producer.graph is not graph or set(producer.attributes) != {"value"}
                 or producer.attributes["value"].is_ref() or value.is_graph_output()):
             return

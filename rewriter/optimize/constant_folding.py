@@ -35,6 +35,7 @@ from onnxscript.optimizer import _constant_folding as _oscf
 
 from rewriter.optimize import evaluators
 from rewriter.graph.nondeterministic import NON_DETERMINISTIC_OPS as _NON_DETERMINISTIC
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["FoldConstantsPass", "FoldStats", "DEFAULT_FOLD_LIMIT", "hide_overridable", "restore"]
 
@@ -43,7 +44,6 @@ logger = logging.getLogger(__name__)
 # onnxscript's default output limit (512 x 512 elements) in bytes of float32.
 DEFAULT_FOLD_LIMIT = 512 * 512 * 4
 
-_DEFAULT = ("", "ai.onnx")
 # Ops whose result is exact whatever the element type: they move, compare or select
 # values without arithmetic (or with arithmetic that is exact in IEEE: Neg, Abs, Min, Max).
 _EXACT_OPS = frozenset("""
@@ -179,7 +179,7 @@ class FoldConstantsPass(_oscf.FoldConstantsPass):
     def _policy(self, node: ir.Node) -> bool | None:
         """onnxscript's should_fold: False to keep the node, True to let onnxscript's
         reference evaluation fold it; nodes we evaluate ourselves are marked and get False."""
-        if node.domain not in _DEFAULT:
+        if not is_default_domain(node.domain):
             return False
         if node.op_type == "ConstantOfShape":
             return _small_fill(node)

@@ -25,6 +25,7 @@ import onnx_ir as ir
 
 from rewriter.optimize.node_pass import GraphScope, NodeRewritePass
 from rewriter.optimize.values import add_constant, constant_array
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["FoldChannelAffineIntoConvPass"]
 
@@ -73,7 +74,7 @@ class FoldChannelAffineIntoConvPass(NodeRewritePass):
         for pos in (0, 1):
             out, other = node.inputs[pos], node.inputs[1 - pos]
             conv = out.producer() if out is not None else None
-            if (conv is None or conv.op_type not in _CONVS or conv.domain not in ("", "ai.onnx")
+            if (conv is None or conv.op_type not in _CONVS or not is_default_domain(conv.domain)
                     or conv.graph is not node.graph or len(conv.outputs) != 1 or out in outputs
                     or len(out.uses()) != 1):
                 continue

@@ -14,6 +14,7 @@ import onnx_ir as ir
 
 from rewriter.optimize.node_pass import GraphScope, NodeRewritePass
 from rewriter.graph.nondeterministic import NON_DETERMINISTIC_OPS as _NON_DETERMINISTIC
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["CommonSubexpressionEliminationPass"]
 
@@ -41,7 +42,7 @@ def _attr_key(attr: ir.Attr, size_limit: int):
 
 
 def _key(node: ir.Node, size_limit: int):
-    if node.domain not in ("", "ai.onnx") or node.op_type in _NON_DETERMINISTIC:
+    if not is_default_domain(node.domain) or node.op_type in _NON_DETERMINISTIC:
         return None
     attrs = []
     for name, attr in sorted(node.attributes.items()):

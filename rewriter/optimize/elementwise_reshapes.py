@@ -25,6 +25,7 @@ import onnx_ir as ir
 
 from rewriter.optimize.node_pass import GraphScope, NodeRewritePass
 from rewriter.optimize.values import constant_array, named_dims
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["RemoveElementwiseReshapesPass"]
 
@@ -112,7 +113,7 @@ class RemoveElementwiseReshapesPass(NodeRewritePass):
                 node = use.node
                 if node in region or node in ends:
                     continue
-                if node.graph is not first.graph or node.domain not in ("", "ai.onnx"):
+                if node.graph is not first.graph or not is_default_domain(node.domain):
                     return
                 if node.op_type == "Reshape" and use.idx == 0:
                     if not _gives(node, b, a) or node.outputs[0] in outputs:

@@ -17,6 +17,7 @@ import onnx_ir as ir
 
 from rewriter.optimize.node_pass import GraphScope, NodeRewritePass
 from rewriter.optimize.values import const_ints
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["RemoveLayoutOpsBeforeReshapePass"]
 
@@ -51,7 +52,7 @@ class RemoveLayoutOpsBeforeReshapePass(NodeRewritePass):
         layout = data.producer()
         shape = const_ints(node.inputs[1])
         allowzero = node.attributes.get("allowzero")
-        if (layout is None or layout.op_type not in _LAYOUT or layout.domain not in ("", "ai.onnx")
+        if (layout is None or layout.op_type not in _LAYOUT or not is_default_domain(layout.domain)
                 or layout.graph is not node.graph or not layout.inputs or layout.inputs[0] is None
                 or data in scope.outputs or len(data.uses()) != 1 or shape is None
                 or (allowzero is not None and allowzero.is_ref())):

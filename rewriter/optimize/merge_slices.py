@@ -16,6 +16,7 @@ import onnx_ir as ir
 
 from rewriter.optimize.node_pass import GraphScope, NodeRewritePass
 from rewriter.optimize.values import add_constant, const_ints
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["MergeSlicesPass"]
 
@@ -50,11 +51,11 @@ class MergeSlicesPass(NodeRewritePass):
         self._merge(scope.graph, node, scope.outputs)
 
     def _merge(self, graph, second: ir.Node, outputs) -> None:
-        if second.op_type != "Slice" or second.domain not in ("", "ai.onnx") or not second.inputs:
+        if second.op_type != "Slice" or not is_default_domain(second.domain) or not second.inputs:
             return
         mid = second.inputs[0]
         first = mid.producer() if mid is not None else None
-        if first is None or first.op_type != "Slice" or first.domain not in ("", "ai.onnx"):
+        if first is None or first.op_type != "Slice" or not is_default_domain(first.domain):
             return
         if first.graph is not second.graph:
             return

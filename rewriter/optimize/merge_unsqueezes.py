@@ -22,6 +22,7 @@ import onnx_ir as ir
 
 from rewriter.optimize.node_pass import GraphScope, NodeRewritePass
 from rewriter.optimize.values import add_constant, constant_array
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["MergeUnsqueezesPass"]
 
@@ -62,10 +63,10 @@ class MergeUnsqueezesPass(NodeRewritePass):
     def _try(self, graph, second: ir.Node, outputs, opset: int) -> None:
         mid = second.inputs[0] if second.inputs else None
         first = mid.producer() if mid is not None else None
-        if first is not None and first.op_type == "Squeeze" and first.domain in ("", "ai.onnx"):
+        if first is not None and first.op_type == "Squeeze" and is_default_domain(first.domain):
             self._undo_squeeze(graph, first, second, outputs, opset)
             return
-        if first is None or first.op_type != "Unsqueeze" or first.domain not in ("", "ai.onnx"):
+        if first is None or first.op_type != "Unsqueeze" or not is_default_domain(first.domain):
             return
         if first.graph is not second.graph or mid in outputs or len(mid.uses()) != 1 or first.inputs[0] is None:
             return

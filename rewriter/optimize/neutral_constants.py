@@ -27,6 +27,7 @@ import numpy as np
 import onnx_ir as ir
 
 from rewriter.optimize.node_pass import GraphScope, NodeRewritePass
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["RemoveNeutralArithmeticPass"]
 
@@ -58,7 +59,7 @@ def _keeps_shape(x: ir.Value, constant: np.ndarray, out: ir.Value) -> bool:
 
 def _produced_by(value: ir.Value | None, op: str) -> ir.Node | None:
     node = value.producer() if value is not None else None
-    return node if node is not None and node.op_type == op and node.domain in ("", "ai.onnx") else None
+    return node if node is not None and node.op_type == op and is_default_domain(node.domain) else None
 
 
 def _normalized(value: ir.Value | None) -> bool:

@@ -15,6 +15,8 @@ import logging
 import onnx
 import onnx_ir as ir
 
+from rewriter.graph.schemas import is_default_domain
+
 __all__ = ["infer_node", "fill_shape"]
 
 logger = logging.getLogger(__name__)
@@ -63,7 +65,7 @@ def infer_node(node: ir.Node, opset: int) -> bool:
     """Fill the unknown types and dims of ``node``'s outputs by ONNX's inference at ``opset``
     (default-domain nodes only); returns whether anything was filled. A node ONNX cannot
     infer (unknown input types, an inference error) is left as it is."""
-    if node.domain not in ("", "ai.onnx") or not any(
+    if not is_default_domain(node.domain) or not any(
             o.type is None or o.shape is None or any(_unknown(d) for d in o.shape.dims) for o in node.outputs):
         return False
     types, data = {}, {}

@@ -17,10 +17,10 @@ import logging
 import onnx_ir as ir
 
 from rewriter.optimize.scopes import graphs_and_functions
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["GraphScope", "NodeRewritePass"]
 
-DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +59,7 @@ class NodeRewritePass(ir.passes.InPlacePass):
     def visit_graph(self, scope: GraphScope) -> None:
         ops = self.OPS
         for node in list(scope.graph):
-            if node.graph is None or node.domain not in DEFAULT_DOMAINS or (ops is not None and node.op_type not in ops):
+            if node.graph is None or not is_default_domain(node.domain) or (ops is not None and node.op_type not in ops):
                 continue  # removed earlier in this walk, another domain, or not an op of the pass
             self.visit(scope, node)
 

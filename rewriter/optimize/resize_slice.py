@@ -23,6 +23,7 @@ import onnx_ir as ir
 
 from rewriter.optimize.node_pass import GraphScope, NodeRewritePass
 from rewriter.optimize.values import constant_array
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["RemoveUpsampleSubsamplePass"]
 
@@ -115,7 +116,7 @@ class RemoveUpsampleSubsamplePass(NodeRewritePass):
     def _try(self, graph, node: ir.Node, outputs) -> None:
         up = node.inputs[0] if node.inputs else None
         resize = up.producer() if up is not None else None
-        if resize is None or resize.op_type != "Resize" or resize.domain not in ("", "ai.onnx") or node.outputs[0] in outputs:
+        if resize is None or resize.op_type != "Resize" or not is_default_domain(resize.domain) or node.outputs[0] in outputs:
             return
         x = resize.inputs[0]
         a, b = _dims(x), _dims(up)

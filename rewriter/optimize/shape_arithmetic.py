@@ -37,6 +37,7 @@ import onnx_ir as ir
 from rewriter.optimize.node_inference import fill_shape, infer_node
 from rewriter.optimize.values import add_constant
 from rewriter.optimize.scopes import graphs_and_functions
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["FoldShapeArithmeticPass"]
 
@@ -177,7 +178,7 @@ class FoldShapeArithmeticPass(ir.passes.InPlacePass):
         self._vectors: dict = {}
         outputs = frozenset(graph.outputs)
         for node in list(graph):
-            if node.domain not in ("", "ai.onnx"):
+            if not is_default_domain(node.domain):
                 continue
             if node.op_type == "Reshape":
                 self._reshape(graph, node)

@@ -24,6 +24,7 @@ import onnx_ir as ir
 
 from rewriter.optimize.node_pass import GraphScope, NodeRewritePass
 from rewriter.optimize.values import named_dims
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["FoldUnitReshapesIntoTransposePass"]
 
@@ -44,7 +45,7 @@ def _single_reader(value: ir.Value, ops: frozenset, outputs) -> ir.Node | None:
     if value in outputs or len(uses) != 1:
         return None
     node = uses[0].node
-    if node.op_type not in ops or node.domain not in ("", "ai.onnx") or uses[0].idx != 0:
+    if node.op_type not in ops or not is_default_domain(node.domain) or uses[0].idx != 0:
         return None
     return node
 

@@ -13,6 +13,7 @@ import logging
 import onnx_ir as ir
 
 from rewriter.optimize.scopes import graphs_and_functions, subgraphs
+from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["RemoveUnusedPass"]
 
@@ -50,7 +51,7 @@ class RemoveUnusedPass(ir.passes.InPlacePass):
         return ir.passes.PassResult(model, modified=modified)
 
     def _removable(self, node: ir.Node, outputs: frozenset, main: bool) -> bool:
-        if node.domain not in ("", "ai.onnx") and not self.allow_removing_custom_ops:
+        if not is_default_domain(node.domain) and not self.allow_removing_custom_ops:
             return False
         for out in node.outputs:
             if out in outputs or out.uses() or (main and out.name in self.keep):
