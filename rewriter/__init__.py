@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the annotations only; importing onnx / onnx_ir here would s
     import onnx_ir
 
     from rewriter.verify.numerics import NumericsReport
-    from rewriter.verify.shapes.report import ShapeProblem
+    from rewriter.verify.shapes.shape_report import ShapeProblem
 
 ModelLike = Union["onnx.ModelProto", "onnx_ir.Model", str, os.PathLike]
 """What every function accepts as a model: a ModelProto, an onnx_ir Model or a path to a model file."""

@@ -24,7 +24,7 @@ from rewriter.optimize.cse import CommonSubexpressionEliminationPass
 from rewriter.optimize.fusions import FusionsPass
 from rewriter.optimize.metadata import DropToolMetadataPass, StripMetadataPass
 from rewriter.optimize.pipeline import OptimizePass
-from rewriter.optimize.unused import RemoveUnusedPass
+from rewriter.optimize.remove_unused import RemoveUnusedPass
 
 __all__ = ["ConvertOpsetPass", "ConvertPrecisionPass", "FoldReduceProdPass", "VerifyReduceProdShapesPass", "VerifyShapesPass",
            "OptimizePass", "FoldConstantsPass", "FusionsPass", "CommonSubexpressionEliminationPass",

@@ -30,7 +30,7 @@ import sys
 import time
 
 from rewriter.cli import interrupts
-from rewriter.cli.state import RunState
+from rewriter.cli.run_state import RunState
 from rewriter.cli.runner import EXIT_ERROR, EXIT_INTERRUPTED, EXIT_OK, EXIT_PROBLEM, UsageError, run_one
 
 __all__ = ["find_models", "run_directory", "FileResult"]

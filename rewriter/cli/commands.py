@@ -304,7 +304,7 @@ def cmd_check(args) -> int:
     """One row per ReduceProd (or one JSON document, schema rewriter.check/1) and a verdict."""
     import json
 
-    from rewriter.verify.shapes.report import table_lines
+    from rewriter.verify.shapes.shape_report import table_lines
     from rewriter.verify.shapes import check_report
 
     report = check_report(args.run.input_model)

@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None, *, as_process: bool = False) -> int:
 def _main(argv: list[str] | None, parsed: list, as_process: bool) -> int:
     from rewriter.cli.parser import build_parser, check_usage
     from rewriter.cli.runner import EXIT_ERROR, EXIT_OK, UsageError, one_line, run_one
-    from rewriter.cli.state import RunState
+    from rewriter.cli.run_state import RunState
 
     parser = build_parser()
     try:

@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from rewriter.convert.state import ConversionState
+from rewriter.convert.model_state import ConversionState
 from rewriter.errors import ConversionError
 from rewriter.graph import traversal
 from rewriter.graph.constants import constant_node_value, constant_value

@@ -36,7 +36,7 @@ from rewriter.convert.expansion import Expansion
 from rewriter.convert.frame import Frame
 from rewriter.convert.paths import Keep, Start, keep_without_looking
 from rewriter.convert.splice import named, splice
-from rewriter.convert.state import ConversionState
+from rewriter.convert.model_state import ConversionState
 from rewriter.convert.type_verdicts import TypeVerdicts
 from rewriter.errors import ConversionError
 from rewriter.graph import traversal

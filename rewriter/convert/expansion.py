@@ -23,7 +23,7 @@ from rewriter.convert.context import NodeContext
 from rewriter.convert.frame import Frame
 from rewriter.convert.function_bodies import evaluate_constant_node, fold_shape_arithmetic, function_body, inline
 from rewriter.convert.splice import named
-from rewriter.convert.state import ConversionState
+from rewriter.convert.model_state import ConversionState
 from rewriter.errors import ConversionError
 from rewriter.graph import traversal
 

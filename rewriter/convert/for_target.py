@@ -7,7 +7,7 @@ from __future__ import annotations
 import onnx
 
 from rewriter.graph.schemas import DEFAULT_DOMAINS
-from rewriter.convert import ml, ort_quirks
+from rewriter.convert import ml_opsets as ml, ort_quirks
 from rewriter.convert.blockers import Blocker
 from rewriter.convert.planner import ConversionBlocked, ConvertReport, convert_model
 from rewriter.errors import RewriterError
@@ -151,7 +151,7 @@ def _meet_restrictions(result, report, target, base_dir, plan_only: bool, strict
     inferred = LazyInference(result)
     changes, replaced = rewrite(result, target.rules, read_tensor=tensor_reader(base_dir), inferred=inferred)
     if changes:
-        from rewriter.graph import unused
+        from rewriter.graph import unused_values as unused
 
         unused.remove_unused(result, only=replaced)
         report.target_notes.extend(changes)

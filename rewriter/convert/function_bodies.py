@@ -15,7 +15,7 @@ import logging
 import numpy as np
 import onnx
 
-from rewriter.convert.state import ConversionState
+from rewriter.convert.model_state import ConversionState
 from rewriter.errors import ConversionError
 from rewriter.graph import traversal
 from rewriter.graph.constants import constant_node_value, constant_value

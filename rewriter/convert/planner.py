@@ -17,13 +17,13 @@ import logging
 
 import onnx
 
-from rewriter.convert import delegate, ml
+from rewriter.convert import delegate, ml_opsets as ml
 from rewriter.convert import ir_version as ir_versions
 from rewriter.convert.delegate import HOLD_DOMAIN
 from rewriter.convert.engine import Blocker, Engine
-from rewriter.convert.state import ConversionState
+from rewriter.convert.model_state import ConversionState
 from rewriter.errors import ConversionError, RewriterError
-from rewriter.graph import traversal, unused
+from rewriter.graph import traversal, unused_values as unused
 from rewriter.io import check_model
 from rewriter.graph.schemas import is_default_domain
 
@@ -192,7 +192,7 @@ def convert_model(
     it, ``max_ir_version`` (a runtime's) caps it; either rewrites what an older IR cannot hold
     where that is exact, and fails (before anything is written) naming what it cannot.
 
-    ``ml_opset``: the ``ai.onnx.ml`` opset to reach (:mod:`rewriter.convert.ml`; default: kept).
+    ``ml_opset``: the ``ai.onnx.ml`` opset to reach (:mod:`rewriter.convert.ml_opsets`; default: kept).
     ``lacks(domain, op, schema_version)``: whether the runtime targeted lacks an op (an op it
     lacks is expanded into its function body like an op newer than the target, or blocks).
     ``inlining(op, schema_version, opset)``: the element types (TensorProto) in which the runtime

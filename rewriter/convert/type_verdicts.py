@@ -8,7 +8,7 @@ import functools
 
 import onnx
 
-from rewriter.convert.state import ConversionState
+from rewriter.convert.model_state import ConversionState
 from rewriter.convert.type_only import allowed_types, step_types_allowed
 
 __all__ = ["TypeVerdicts", "widening"]

@@ -7,7 +7,7 @@ the optimizer's constant folder uses too; a ReduceProd this fold judged and left
 ``SETTLED`` for it. ``INT_OVERFLOW_MODES`` is the policies' old name.
 """
 
-from rewriter.fold.reduce_prod import INT_OVERFLOW_MODES, FoldReport, fold_model
+from rewriter.fold.reduce_prod_fold import INT_OVERFLOW_MODES, FoldReport, fold_model
 from rewriter.fold.value import FOLD_INT_OVERFLOW_POLICIES, KERNEL_MODE, SETTLED, NotFoldable, reduce_prod_value
 
 __all__ = ["fold_model", "FoldReport", "FOLD_INT_OVERFLOW_POLICIES", "KERNEL_MODE", "NotFoldable",

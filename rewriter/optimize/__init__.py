@@ -39,8 +39,8 @@ import onnx
 
 from rewriter.errors import RewriterError
 from rewriter.graph import traversal
-from rewriter.graph.unused import training_reads
-from rewriter.optimize.report import OptimizeOptions, OptimizeReport
+from rewriter.graph.unused_values import training_reads
+from rewriter.optimize.optimize_report import OptimizeOptions, OptimizeReport
 from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["optimize_proto", "OptimizeReport", "OptimizeOptions", "count_ops", "initializer_count"]

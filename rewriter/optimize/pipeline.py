@@ -9,7 +9,7 @@ import logging
 import onnx_ir as ir
 from onnx_ir.passes.common import LiftConstantsToInitializersPass
 
-from rewriter.optimize.report import OptimizeOptions, OptimizeReport
+from rewriter.optimize.optimize_report import OptimizeOptions, OptimizeReport
 from rewriter.optimize.batched_gemm import BatchedMatMulAddToGemmPass
 from rewriter.optimize.batchnorm_parameters import LiftBatchNormParametersPass
 from rewriter.optimize.conv_affine import FoldChannelAffineIntoConvPass
@@ -23,13 +23,13 @@ from rewriter.optimize.merge_slices import MergeSlicesPass
 from rewriter.optimize.merge_unsqueezes import MergeUnsqueezesPass
 from rewriter.optimize.metadata import DropToolMetadataPass, StripMetadataPass
 from rewriter.optimize.neutral_constants import RemoveNeutralArithmeticPass
-from rewriter.optimize.old_ir import InitializersToConstantsPass
+from rewriter.optimize.ir3_initializers import InitializersToConstantsPass
 from rewriter.optimize.static_noops import RemoveStaticNoOpsPass
 from rewriter.optimize.resize_slice import RemoveUpsampleSubsamplePass
 from rewriter.optimize.shape_arithmetic import FoldShapeArithmeticPass
 from rewriter.optimize.scopes import graphs_and_functions
 from rewriter.optimize.unit_reshapes import FoldUnitReshapesIntoTransposePass
-from rewriter.optimize.unused import RemoveUnusedPass
+from rewriter.optimize.remove_unused import RemoveUnusedPass
 
 __all__ = ["run_pipeline", "OptimizePass"]
 

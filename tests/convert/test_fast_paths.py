@@ -20,7 +20,7 @@ from rewriter.convert import convert_model
 from rewriter.convert.paths import Keep
 from rewriter.convert.planner import ConversionBlocked
 from rewriter.graph.inferred import LazyInference
-from rewriter.graph.unused import remove_unused
+from rewriter.graph.unused_values import remove_unused
 from tests.convert.test_export_like import MODELS, SCOPED, LATEST
 from tests.oracle import assert_valid
 

@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from rewriter.convert import convert_model
-from rewriter.convert.ml import ML_DOMAIN, ML_STEPS
+from rewriter.convert.ml_opsets import ML_DOMAIN, ML_STEPS
 from rewriter.errors import ConversionError
 
 ML = ML_DOMAIN

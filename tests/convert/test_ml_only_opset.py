@@ -12,8 +12,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from rewriter.convert import convert_model
-from rewriter.convert.ml import ML_DOMAIN as ML
-from rewriter.convert.ml import paired_with
+from rewriter.convert.ml_opsets import ML_DOMAIN as ML
+from rewriter.convert.ml_opsets import paired_with
 
 FEEDS = {"x": np.array([[0.1], [0.25], [0.3], [-5.0]], dtype=np.float32)}
 

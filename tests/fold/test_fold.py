@@ -24,7 +24,7 @@ from onnx.reference import ReferenceEvaluator
 
 import rewriter
 from rewriter import fold
-from rewriter.graph import unused
+from rewriter.graph import unused_values as unused
 
 DTYPES = {
     "float32": (T.FLOAT, np.float32), "float64": (T.DOUBLE, np.float64),

@@ -1,4 +1,4 @@
-"""Unused-value removal (``rewriter.graph.unused``, what convert and fold use) inside subgraphs
+"""Unused-value removal (``rewriter.graph.unused_values``, what convert and fold use) inside subgraphs
 and functions: a node whose only reader is a subgraph's output (If branch, Loop body, Scan
 body, a function's output), or a node making one, is live (issue 27).
 
@@ -18,7 +18,7 @@ from onnx import numpy_helper as nh
 
 import rewriter
 from rewriter.graph import traversal
-from rewriter.graph.unused import remove_unused
+from rewriter.graph.unused_values import remove_unused
 from tests.graph.subgraph_models import BUILDERS, node_names, subgraph_outputs_made
 
 

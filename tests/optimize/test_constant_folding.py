@@ -10,7 +10,7 @@ import pytest
 import onnx_ir as ir
 
 from rewriter.optimize.constant_folding import FoldConstantsPass
-from rewriter.optimize.unused import RemoveUnusedPass
+from rewriter.optimize.remove_unused import RemoveUnusedPass
 from tests.optimize.common import ops, optimize_and_compare, parse
 
 

@@ -224,7 +224,7 @@ def test_a_failure_in_a_pass_run_after_the_rounds_is_isolated_too(monkeypatch):
 def test_without_a_pass_the_result_must_not_hold_the_model_is_written_as_it_came(monkeypatch):
     """IR 3 cannot hold initializers that are not inputs: without the pass that makes Constant
     nodes of what the folds made, nothing of the run is kept."""
-    from rewriter.optimize.old_ir import InitializersToConstantsPass
+    from rewriter.optimize.ir3_initializers import InitializersToConstantsPass
 
     def broken(self, model):
         raise RuntimeError("no constants today")

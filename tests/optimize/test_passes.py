@@ -13,7 +13,7 @@ from rewriter.optimize.batched_gemm import BatchedMatMulAddToGemmPass
 from rewriter.optimize.cse import CommonSubexpressionEliminationPass
 from rewriter.optimize.fusions import FusionsPass
 from rewriter.optimize.neutral_constants import RemoveNeutralArithmeticPass
-from rewriter.optimize.unused import RemoveUnusedPass
+from rewriter.optimize.remove_unused import RemoveUnusedPass
 from tests import oracle
 from tests.optimize.common import ops, optimize_and_compare, parse, run_pass
 

@@ -16,7 +16,7 @@ import pytest
 
 import rewriter
 from rewriter.optimize import optimize_proto
-from rewriter.optimize.unused import RemoveUnusedPass
+from rewriter.optimize.remove_unused import RemoveUnusedPass
 from tests.graph.subgraph_models import BUILDERS, node_names, subgraph_outputs_made
 
 

@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     import onnx
 
     from rewriter.convert import convert_model
-    from rewriter.convert.ml import ml_opset
+    from rewriter.convert.ml_opsets import ml_opset
     from rewriter.graph import traversal
 
     ap = argparse.ArgumentParser()

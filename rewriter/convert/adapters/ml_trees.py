@@ -1,6 +1,6 @@
 """``ai.onnx.ml`` TreeEnsemble-5 <-> TreeEnsembleRegressor-1/3, node for node, exactly or not at all.
 
-Pure functions on :class:`onnx.NodeProto` (no registration: :mod:`rewriter.convert.ml` calls them).
+Pure functions on :class:`onnx.NodeProto` (no registration: :mod:`rewriter.convert.ml_opsets` calls them).
 Every rewrite keeps the node's name, inputs and outputs; anything whose meaning would change is
 refused with a :class:`~rewriter.errors.ConversionError` naming the attribute and the reason.
 

@@ -22,7 +22,7 @@ from rewriter.graph.traversal import Scope, node_label
 from rewriter.io import check_model
 from rewriter.io.tensors import all_tensors, expected_bytes, tensor_name
 from rewriter.verify.inputs.utf8 import all_text_utf8
-from rewriter.verify.inputs.reduce_prod import check_reduce_prods
+from rewriter.verify.inputs.reduce_prod_inputs import check_reduce_prods
 from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["validate_model", "checker_complaint"]
@@ -268,7 +268,7 @@ def validate_model(model: onnx.ModelProto, path: str | os.PathLike = "<model>", 
     model after (lenient) ONNX shape inference when the caller has it already, or a
     :class:`rewriter.graph.inferred.LazyInference` to share with later work. ``rank_checks``: a
     list; given with a LazyInference, the ReduceProd checks that need it wait there (a
-    :class:`rewriter.verify.inputs.reduce_prod.PendingRankChecks` whose ``finish`` the caller
+    :class:`rewriter.verify.inputs.reduce_prod_inputs.PendingRankChecks` whose ``finish`` the caller
     runs before writing anything).
     """
     path = os.fspath(path)

@@ -21,7 +21,7 @@ from rewriter.graph.constants import constant_value
 from rewriter.io import tensor_reader
 from rewriter.io.base_dir import proto_of
 from rewriter.verify.shapes import inference as shape_infer
-from rewriter.verify.shapes.report import JSON_SCHEMA, CheckReport, ReduceProdRow, ShapeProblem
+from rewriter.verify.shapes.shape_report import JSON_SCHEMA, CheckReport, ReduceProdRow, ShapeProblem
 from rewriter.verify.shapes.rule import (
     DYNAMIC_AXES,
     ShapeRuleError,

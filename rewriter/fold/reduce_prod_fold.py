@@ -18,7 +18,7 @@ from onnx import numpy_helper
 from rewriter import kernels
 from rewriter.errors import KernelError, RewriterError
 from rewriter.fold.value import FOLD_INT_OVERFLOW_POLICIES, NotFoldable, reduce_prod_value
-from rewriter.graph import traversal, unused
+from rewriter.graph import traversal, unused_values as unused
 from rewriter.graph.constants import constant_value
 from rewriter.io import tensor_reader
 from rewriter.graph.schemas import is_default_domain
