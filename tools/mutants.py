@@ -789,7 +789,7 @@ MUTANTS: list[Mutant] = [
       "has_half_kernel(release, \"\", op, v, \"float16\") is True",
       "tests/convert/test_ort_quirks.py", "only float16 nodes that have a kernel count as needing fallback Casts"),
     M("ort15-float16-uninferred", "rewriter/convert/ort_quirks.py",
-      "typed = resolve(inferred, model) or model",
+      "typed = inferred_model(inferred, model) or model",
       "typed = model",
       "tests/convert/test_ort_quirks.py", "float16 values only shape inference knows (between Casts) are not seen"),
     M("ort15-rule-not-passed", "rewriter/convert/for_target.py",

@@ -18,7 +18,7 @@ __all__ = ["convert_for", "resolve"]
 
 def resolve(model: onnx.ModelProto, target_opset, ml_opset, ir_version, target, inferred=None, half=None):
     """(target opset, ML opset, pinned IR, IR cap, lacks, the Target) for ``model`` (``inferred``:
-    its shape inference when the caller has it, as :func:`rewriter.graph.inferred.resolve` takes it;
+    its shape inference when the caller has it, as :func:`rewriter.graph.inferred.inferred_model` takes it;
     ``half``: the half type the result is rewritten to next, whose Casts the opset must take)."""
     if target is None:
         if target_opset is None and ml_opset is None:

@@ -14,7 +14,7 @@ import logging
 import onnx
 
 from rewriter.graph import traversal
-from rewriter.graph.inferred import resolve
+from rewriter.graph.inferred import inferred_model
 from rewriter.io import tensor_reader
 
 __all__ = ["ConversionState"]
@@ -103,7 +103,7 @@ class ConversionState:
     def _scope_types(self, index: int) -> dict[str, onnx.TypeProto]:
         if self._types is None:
             if not isinstance(self._inferred, onnx.ModelProto):  # None, or a LazyInference
-                self._inferred = resolve(self._inferred, self.original) or self.original
+                self._inferred = inferred_model(self._inferred, self.original) or self.original
             inferred = list(traversal.iter_scopes(self._inferred))
             if len(inferred) != self._original_scopes:  # inference changed the structure: know nothing
                 inferred = [None] * len(self.scopes)

@@ -69,13 +69,13 @@ def _holds(model: onnx.ModelProto, elems: frozenset) -> bool:
 def half_nodes(model: onnx.ModelProto, inferred=None, elems: frozenset = frozenset({_F16})):
     """``(scope, node, the elem types of ``elems`` it reads or writes)`` for each default-domain node of
     the model's graphs (not functions) that touches one, by the model's shape inference
-    (``inferred`` as :func:`rewriter.graph.inferred.resolve` takes it; run only when the model
+    (``inferred`` as :func:`rewriter.graph.inferred.inferred_model` takes it; run only when the model
     declares such a tensor at all)."""
     if not _holds(model, elems):
         return []
-    from rewriter.graph.inferred import resolve
+    from rewriter.graph.inferred import inferred_model
 
-    typed = resolve(inferred, model) or model
+    typed = inferred_model(inferred, model) or model
     found = []
     for scope in traversal.iter_scopes(typed):
         if scope.is_function:

@@ -15,7 +15,7 @@ import onnx
 from rewriter.graph.evaluate import evaluate_node
 from rewriter.graph.schemas import is_default_domain
 
-__all__ = ["LazyInference", "resolve", "infer_with_static_shapes"]
+__all__ = ["LazyInference", "inferred_model", "infer_with_static_shapes"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ class LazyInference:
         return self._value
 
 
-def resolve(inferred, model: onnx.ModelProto) -> onnx.ModelProto | None:
+def inferred_model(inferred, model: onnx.ModelProto) -> onnx.ModelProto | None:
     """The inferred model from ``inferred``: a ModelProto, a :class:`LazyInference` (or any
     zero-argument callable), or None (then ``model`` is inferred here); None when that fails."""
     if inferred is None:

@@ -19,7 +19,7 @@ from rewriter.errors import ModelLoadError
 from rewriter.graph import traversal
 
 __all__ = ["INLINE_THRESHOLD", "PROTOBUF_LIMIT", "BASE_KEY", "INLINE_KEY", "PRIVATE_PREFIX", "CONVERT_KEY", "ALIGN",
-           "EXTERNAL", "PACKED", "all_tensors", "tensor_name", "expected_bytes", "resolve", "reference",
+           "EXTERNAL", "PACKED", "all_tensors", "tensor_name", "expected_bytes", "resolve_location", "reference",
            "set_entries"]
 
 INLINE_THRESHOLD = 1 << 20  # inline raw_data at least this big is left in the file, not parsed
@@ -106,7 +106,7 @@ def expected_bytes(t: onnx.TensorProto) -> int | None:
 
 # ---------------------------------------------------------------- references
 
-def resolve(location: str, base_dir: str, what: str) -> str:
+def resolve_location(location: str, base_dir: str, what: str) -> str:
     """The real path of ``location`` under ``base_dir``; refuses anything that leaves it."""
     if not location or "\0" in location:
         raise ModelLoadError(f"{what}: external data has an empty or invalid location")
@@ -128,7 +128,7 @@ def reference(t: onnx.TensorProto, base_dir: str | None, what: str) -> tuple[str
     base = entries.get(BASE_KEY) or base_dir
     if base is None:
         raise ModelLoadError(f"{what}: external data but no directory to resolve '{entries.get('location')}' in")
-    path = resolve(entries.get("location", ""), base, what)
+    path = resolve_location(entries.get("location", ""), base, what)
     try:
         st = os.stat(path)
     except OSError:

@@ -62,9 +62,9 @@ class Lookups:
 
     def types(self) -> dict[str, onnx.TypeProto]:
         if self._types is None:
-            from rewriter.graph.inferred import resolve
+            from rewriter.graph.inferred import inferred_model
 
-            inferred = resolve(self._inferred, self.model)
+            inferred = inferred_model(self._inferred, self.model)
             self._types = {}
             for g in _graphs(inferred if inferred is not None else self.model):
                 for v in (*g.input, *g.value_info, *g.output):

@@ -17,7 +17,7 @@ from onnx import numpy_helper
 
 from rewriter.errors import RewriterError
 from rewriter.graph import traversal
-from rewriter.graph.inferred import LazyInference, resolve
+from rewriter.graph.inferred import LazyInference, inferred_model
 from rewriter.graph.traversal import Scope, node_label
 from rewriter.io import read_external_tensor
 
@@ -232,7 +232,7 @@ def _inferred_ranks(model: onnx.ModelProto, wanted: set[str], inferred=None, mai
     """Ranks of the ``wanted`` values from ONNX shape inference (``inferred``, when the caller
     has it already), one dict per scope in iter_scopes order (the main graph's alone with
     ``main_only``)."""
-    inferred = resolve(inferred, model)
+    inferred = inferred_model(inferred, model)
     if inferred is None:  # inference trouble is for `check` to report, not a load error
         return []
     ranks = []
