@@ -482,7 +482,7 @@ MUTANTS: list[Mutant] = [
       "self.new.extend(g for g in converted.functions if _key(g) not in known)", "pass",
       "tests/precision/test_convert_precision.py", "copies of nested calls are not added"),
     M("half-fn-reachable-direct-only", "rewriter/precision/functions.py",
-      "            frontier |= _calls_in(bodies[k].node)", "            pass",
+      "            frontier |= _calls_in(bodies[k])", "            pass",
       "tests/precision/test_convert_precision.py", "functions called only through others count as uncalled"),
     M("half-fn-empty-body-halved", "rewriter/precision/functions.py",
       "        if not report.half_nodes:\n", "        if False:\n",

@@ -15,6 +15,7 @@ import onnx
 
 from rewriter.graph import traversal
 from rewriter.graph.inferred import inferred_model
+from rewriter.graph.names import fresh_name as _fresh
 from rewriter.io import tensor_reader
 
 __all__ = ["ConversionState"]
@@ -232,12 +233,7 @@ class ConversionState:
         """A node name not used by any node of the model."""
         if self._node_names is None:
             self._node_names = {n.name for s in self.scopes for n in s.body.node if n.name}
-        name, i = hint, 0
-        while name in self._node_names:
-            i += 1
-            name = f"{hint}_{i}"
-        self._node_names.add(name)
-        return name
+        return _fresh(self._node_names, hint)
 
     def fresh_name(self, hint: str) -> str:
         if self._names is None:
@@ -251,12 +247,7 @@ class ConversionState:
                     names.update(t.name for t in scope.body.initializer)
                     names.update(v.name for v in scope.body.input)
             self._names = names
-        name, i = hint, 0
-        while name in self._names:
-            i += 1
-            name = f"{hint}_{i}"
-        self._names.add(name)
-        return name
+        return _fresh(self._names, hint)
 
 
 def _infer(model: onnx.ModelProto) -> onnx.ModelProto:

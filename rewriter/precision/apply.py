@@ -19,6 +19,7 @@ from rewriter.precision.graphs import FLOAT, Graphs, is_constant_node
 from rewriter.io.half import converted_reference, to_half
 from rewriter.precision.plan import Plan, attribute
 from rewriter.precision.slots import HALF_TYPES
+from rewriter.graph.names import fresh_name
 from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["apply_plan", "Applied"]
@@ -64,12 +65,7 @@ class _Names:
         self.used |= {n.name for s in graphs.sites for n in s.graph.node if n.name}
 
     def fresh(self, base: str) -> str:
-        name, i = base, 1
-        while name in self.used:
-            i += 1
-            name = f"{base}_{i}"
-        self.used.add(name)
-        return name
+        return fresh_name(self.used, base, first=2)
 
 
 class _Rewrite:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import onnx
 
-from rewriter.graph.traversal import subgraphs
+from rewriter.graph.traversal import all_nodes
 
 __all__ = ["FunctionCalls"]
 
@@ -111,15 +111,7 @@ class FunctionCalls:
         if not halved:
             return 0
         called_before = _reachable(model)
-        by_id = {}
-
-        def index(nodes):
-            for n in nodes:
-                by_id[id(n)] = n
-                for g in subgraphs(n):
-                    index(g.node)
-
-        index(model.graph.node)
+        by_id = {id(n): n for n in all_nodes(model.graph)}
         for node_id, copy in halved.items():
             node = by_id[node_id]
             node.op_type = copy.name
@@ -155,26 +147,17 @@ def _substitute(node: onnx.NodeProto, attrs: dict) -> None:
     node.attribute.extend(kept)
 
 
-def _calls_in(nodes) -> set:
-    found = set()
-
-    def walk(ns):
-        for n in ns:
-            found.add((n.domain, n.op_type, getattr(n, "overload", "")))
-            for g in subgraphs(n):
-                walk(g.node)
-
-    walk(nodes)
-    return found
+def _calls_in(graph_like) -> set:
+    return {(n.domain, n.op_type, getattr(n, "overload", "")) for n in all_nodes(graph_like)}
 
 
 def _reachable(model: onnx.ModelProto) -> set:
     """The functions the main graph calls, directly or through other functions."""
     bodies = {_key(f): f for f in model.functions}
-    found, frontier = set(), _calls_in(model.graph.node)
+    found, frontier = set(), _calls_in(model.graph)
     while frontier:
         k = frontier.pop()
         if k in bodies and k not in found:
             found.add(k)
-            frontier |= _calls_in(bodies[k].node)
+            frontier |= _calls_in(bodies[k])
     return found

@@ -22,8 +22,9 @@ from __future__ import annotations
 from rewriter.graph.schemas import is_default_domain
 
 import functools
-import json
 import os
+
+from rewriter.targets.release_tables import load_releases, release_key
 
 __all__ = ["has_half_kernel", "half_releases", "HALF_TYPES"]
 
@@ -31,19 +32,9 @@ HALF_TYPES = ("float16", "bfloat16")
 _PATH = os.path.join(os.path.dirname(__file__), "data", "onnxruntime_half.json")
 
 
-def _key(release: str) -> tuple[int, int] | None:
-    parts = release.strip().split(".")
-    try:
-        return int(parts[0]), int(parts[1])
-    except (IndexError, ValueError):
-        return None
-
-
 @functools.cache
 def _data() -> dict:
-    with open(_PATH, encoding="utf-8") as f:
-        table = json.load(f)
-    return {_key(r): entry for r, entry in table["releases"].items()}
+    return load_releases(_PATH)
 
 
 def half_releases() -> list[str]:
@@ -54,7 +45,7 @@ def half_releases() -> list[str]:
 def _measured(release: str) -> tuple[dict, bool] | None:
     """(the entry of the newest measured release not newer than ``release``, whether it is
     ``release`` itself); None when ``release`` is older than all or not MAJOR.MINOR."""
-    wanted = _key(release)
+    wanted = release_key(release)
     if wanted is None:
         return None
     known = sorted(_data())

@@ -15,27 +15,18 @@ says how): per release, per half type, op -> {since_version: [opsets where loadi
 from __future__ import annotations
 
 import functools
-import json
 import os
+
+from rewriter.targets.release_tables import load_releases, release_key
 
 __all__ = ["inlines_wrongly", "inlining_releases"]
 
 _PATH = os.path.join(os.path.dirname(__file__), "data", "onnxruntime_inlining.json")
 
 
-def _key(release: str) -> tuple[int, int] | None:
-    parts = release.strip().split(".")
-    try:
-        return int(parts[0]), int(parts[1])
-    except (IndexError, ValueError):
-        return None
-
-
 @functools.cache
 def _data() -> dict:
-    with open(_PATH, encoding="utf-8") as f:
-        table = json.load(f)
-    return {_key(r): entry for r, entry in table["releases"].items()}
+    return load_releases(_PATH)
 
 
 def inlining_releases() -> list[str]:
@@ -49,7 +40,7 @@ def inlines_wrongly(release: str, op: str, since_version: int, opset: int, dtype
     ("float16", "bfloat16") because it inlines the op's function body wrongly, as measured. A
     release between two measured ones counts as the older, one newer than all as the newest;
     one older than all, or not MAJOR.MINOR, as not known: False."""
-    wanted = _key(release)
+    wanted = release_key(release)
     if wanted is None:
         return False
     older = [k for k in sorted(_data()) if k <= wanted]
