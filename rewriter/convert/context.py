@@ -17,10 +17,17 @@ from onnx import numpy_helper
 from rewriter.convert.model_state import ConversionState
 from rewriter.errors import ConversionError
 from rewriter.graph import traversal
+from rewriter.graph.schemas import is_default_domain
 from rewriter.graph.constants import constant_node_value, constant_value
 
 __all__ = ["NodeContext"]
 
+
+# ops whose first output has their first input's rank, whatever the shapes
+_RANK_KEEPING = frozenset({"QuantizeLinear", "DequantizeLinear", "Identity", "Cast", "Relu", "Sigmoid", "Tanh",
+                           "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal", "Floor", "Ceil", "Round", "Erf",
+                           "Clip", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu", "Selu", "Softplus", "Dropout"})
+_RANK_DEPTH = 16
 
 class NodeContext:
     """The view of the conversion that an adapter gets for one node."""
@@ -167,10 +174,26 @@ class NodeContext:
         return value
 
     def rank(self, name: str) -> int | None:
-        t = self._type(name)
-        if t is None or not t.tensor_type.HasField("shape"):
-            return None
-        return len(t.tensor_type.shape.dim)
+        """The rank of ``name``: from its type, else from what makes it when that fixes the rank
+        whatever the shapes (a Flatten makes rank 2; quantization, casts and elementwise unary
+        ops keep their input's), as after ``DequantizeLinear(QuantizeLinear(Flatten(x)))``."""
+        for _ in range(_RANK_DEPTH):
+            t = self._type(name)
+            if t is not None and t.tensor_type.HasField("shape"):
+                return len(t.tensor_type.shape.dim)
+            producer = self._state.pending.get(name)
+            if producer is None:
+                kind, producer, _ = traversal.definition(name, self.scope)
+                if kind != "node":
+                    return None
+            if not is_default_domain(producer.domain) or not producer.input or not producer.input[0]:
+                return None
+            if producer.op_type == "Flatten":
+                return 2
+            if producer.op_type not in _RANK_KEEPING or name != producer.output[0]:
+                return None
+            name = producer.input[0]
+        return None
 
     def elem_type(self, name: str) -> int | None:
         t = self._type(name)
