@@ -1,4 +1,5 @@
-"""The commands: convert, fold, optimize, check; and the verification around every rewrite.
+"""The commands: convert, fold, optimize, check (convert --dtype in :mod:`.precision_command`;
+the verification around every rewrite in :mod:`.rewrite_checks`).
 
 Each handler takes the parsed arguments (with the input model already loaded by
 :func:`rewriter.cli.runner.preflight`) and returns an exit status.
@@ -9,14 +10,10 @@ from __future__ import annotations
 import time
 
 from rewriter.cli import summary
+from rewriter.cli.rewrite_checks import conversion_text, verify_rewrite
 from rewriter.cli.runner import (EXIT_ERROR, EXIT_OK, EXIT_PROBLEM, UsageError, VerificationFailed,
-                                 finish_rank_checks, input_layout, one_line, save_output, warn)
+                                 finish_rank_checks, input_layout, one_line, save_output)
 from rewriter.errors import RewriterError
-
-# After a decomposition that reorders long float sums (rewriter.convert.decompositions.
-# REORDERED_SUMS: a DFT as a MatMul), whose error grows with the output's scale (about
-# n * eps * max|x|), --verify accepts differences up to this times the output's largest magnitude.
-REORDERED_SUMS_ATOL = 1e-4
 
 __all__ = ["cmd_convert", "cmd_fold", "cmd_optimize", "cmd_check", "verify_rewrite"]
 
@@ -37,7 +34,9 @@ def cmd_convert(args) -> int:
         raise UsageError("convert needs -o OUT (or --plan to only see what it would do)")
     before = summary.model_stats(args.run.input_model, input_layout(args, args.run.input_model).files)
     if getattr(args, "dtype", None):
-        return _convert_precision(args, model, base_dir, before, start)
+        from rewriter.cli.precision_command import convert_precision_command
+
+        return convert_precision_command(args, model, base_dir, before, start)
     # with shape verification on, _verify_rewrite runs the strict inference on the result
     t0 = time.perf_counter()
     try:
@@ -60,72 +59,10 @@ def cmd_convert(args) -> int:
     t2 = time.perf_counter()
     written = save_output(args, model, result)
     elapsed = time.perf_counter() - start
-    summary.report(args, f"{args.model}: {_conversion(report, args)}, "
+    summary.report(args, f"{args.model}: {conversion_text(report, args)}, "
                    f"written to {args.output} in {elapsed:.2f}s", static + report.summary_lines(),
                    before, summary.model_stats(result, written), changes=summary.jsonable(report),
                    verification=verification,
-                   timings={"convert_s": t1 - t0, "verify_s": t2 - t1, "total_s": elapsed})
-    return EXIT_OK
-
-
-# --verify's default for a half-precision rewrite: relative L2 error per float output
-HALF_REL_L2 = 1e-2
-
-
-def _convert_precision(args, model, base_dir, before, start) -> int:
-    """convert --dtype: migrate first when --opset/--target is given, then rewrite to half."""
-    from rewriter.precision import convert_precision_proto
-    from rewriter.targets import parse_target
-
-    t0 = time.perf_counter()
-    lines, source, text = [], model, ""
-    target = parse_target(args.target) if args.target else None
-    if args.target or args.opset is not None or args.ml_opset is not None:
-        from rewriter.convert import convert_for
-
-        source, report = convert_for(model, args.opset, ml_opset=args.ml_opset, ir_version=args.ir_version,
-                                     runtime=target, base_dir=base_dir, inferred=args.run.input_inferred,
-                                     half=args.dtype)
-        lines += report.summary_lines()
-        text = _conversion(report, args) + ", "
-    if args.optimize:
-        from rewriter.optimize import OptimizeOptions, optimize_proto
-
-        source, optimized = optimize_proto(source, OptimizeOptions(), base_dir=base_dir)
-        lines.append(f"optimized first: {optimized.nodes_before} -> {optimized.nodes_after} nodes"
-                     + (f" (passes that failed and were left out: {', '.join(optimized.failed_passes)})"
-                        if getattr(optimized, "failed_passes", None) else ""))
-    measured = None
-    if args.calibrate or args.calibration_data:
-        from rewriter.precision.calibrate import load_samples, measure
-
-        samples = load_samples(source, args.calibration_data) if args.calibration_data else None
-        measured = measure(source, base_dir, input_shapes=dict(args.input_shape or []),
-                           input_values=dict(args.input_value or []), seed=args.seed or 0, samples=samples)
-    result, report = convert_precision_proto(source, args.dtype, keep_io_types=args.keep_io_types,
-                                             keep_op_types=args.keep_op_types or (), keep_nodes=args.keep_nodes or (),
-                                             target=target, base_dir=base_dir, measured=measured)
-    if target is not None and target.rules:  # the half types must still be ones the runtime's ops take
-        from rewriter.targets import restriction_violations
-
-        broken = restriction_violations(result, target, base_dir=base_dir)
-        if broken:
-            raise RewriterError(f"cannot write {args.dtype} for {target.name}: {len(broken)} node(s) would break its "
-                                f"restrictions: " + "; ".join(v.line() for v in broken[:20]))
-    args.run.result_checked = True  # convert_precision_proto returns only what the checker accepts
-    args.run.reordered_sums = []
-    t1 = time.perf_counter()
-    if getattr(args, "verify", False) and args.rtol is None:
-        args.rel_l2 = HALF_REL_L2
-    elif getattr(args, "verify", False):
-        args.rel_l2 = args.rtol
-    verification = verify_rewrite(model, result, args)
-    t2 = time.perf_counter()
-    written = save_output(args, model, result)
-    elapsed = time.perf_counter() - start
-    summary.report(args, f"{args.model}: {text}float32 -> {args.dtype}, written to {args.output} in {elapsed:.2f}s",
-                   lines + report.summary_lines(), before, summary.model_stats(result, written),
-                   changes={"precision": report.to_dict()}, verification=verification,
                    timings={"convert_s": t1 - t0, "verify_s": t2 - t1, "total_s": elapsed})
     return EXIT_OK
 
@@ -151,19 +88,6 @@ def _fixed_shapes(args):
     return model, [f"static shapes: {'; '.join(lines)}"]
 
 
-def _conversion(report, args) -> str:
-    """'opset 13 -> 18', with the ai.onnx.ml opsets when they change and the runtime targeted."""
-    text = f"opset {report.source_opset} -> {report.target_opset}" if report.source_opset is not None else ""
-    if report.source_ml_opset is not None and report.target_ml_opset != report.source_ml_opset:
-        text += f"{', ' if text else ''}ai.onnx.ml {report.source_ml_opset} -> {report.target_ml_opset}"
-    if report.source_opset is None and report.target_opset is not None and getattr(args, "opset", None) is not None:
-        # a model importing only ai.onnx.ml, for a runtime of the opset asked for
-        text = (text or f"ai.onnx.ml {report.source_ml_opset} kept") + f" for opset {report.target_opset}"
-    if getattr(args, "target", None):
-        text += f" for {args.target}"
-    return text or "nothing to convert"
-
-
 def _plan(args, model, base_dir) -> int:
     """--plan: what the conversion would do per op type, and every blocker; nothing written."""
     import json
@@ -182,7 +106,7 @@ def _plan(args, model, base_dir) -> int:
         blocked = len(report.blockers) + len(report.ir_blockers)
         verdict = "possible" if report.ok else f"impossible: {blocked} thing(s) block it" if report.ir_blockers \
             else f"impossible: {len(report.blockers)} node(s) block it"
-        print(f"{args.model}: {_conversion(report, args)}: {verdict}")
+        print(f"{args.model}: {conversion_text(report, args)}: {verdict}")
         for line in report.plan_lines():
             print(f"  {line}")
     return EXIT_OK if report.ok else EXIT_ERROR
@@ -336,69 +260,3 @@ def cmd_check(args) -> int:
                 for line in target["blockers"]:
                     print(f"  {line}")
     return EXIT_OK if report.ok and (target is None or target["loads"]) else EXIT_PROBLEM
-
-
-def verify_rewrite(original, rewritten, args) -> dict:
-    """Shape-verify (and with --verify, numerically verify) a rewrite before it is written.
-
-    Shape problems the input already had (and the result kept) are printed as warnings; one the rewrite
-    introduced, or a numerical mismatch, raises VerificationFailed (exit 1, nothing written).
-    The input is only verified when the result has a problem (to tell old from new): a
-    clean result costs one shape inference, not two.
-
-    Returns what was verified, for ``--json``: ``{"shapes": {...} | None, "numerics": {...} | None}``.
-    """
-    import os
-
-    done: dict = {"shapes": None, "numerics": None}
-    if not getattr(args, "no_verify", False):
-        from rewriter.verify.shapes import verify_shapes, verify_shapes_with_ranks
-
-        after, rank_of = verify_shapes_with_ranks(rewritten)
-        finish_rank_checks(args, rank_of)  # the input's own problems first: exit 2, not 1
-        before = verify_shapes(original) if after else []
-        known = {p.key() for p in before}
-        inherited = [p for p in after if p.key() in known]
-        for p in inherited:
-            warn(args, f"shape problem already in the input: {one_line(str(p))}")
-        new = [p for p in after if p.key() not in known]
-        done["shapes"] = {"ok": not new, "problems_in_input": [one_line(str(p)) for p in inherited],
-                          "problems_introduced": [one_line(str(p)) for p in new]}
-        if new:
-            shown = "; ".join(one_line(str(p)) for p in new[:3])
-            more = f" (and {len(new) - 3} more)" if len(new) > 3 else ""
-            hint = ""
-            if before and all(p.kind == "inference-error" for p in new):  # maybe the input's problem, moved
-                hint = (f" (the input has shape problems too, which may have taken this form: "
-                        f"{one_line(str(before[0]))})")
-            raise VerificationFailed(f"the rewrite introduced {len(new)} shape problem(s): {shown}{more}{hint}")
-        # verify_shapes ran ONNX's strict inference: the final gate's full check need not repeat it
-        args.run.result_strict_ok = not any(getattr(p, "kind", "") == "inference-error" for p in after)
-    else:
-        finish_rank_checks(args)
-    if getattr(args, "verify", False):
-        from rewriter.verify.numerics import verify_numerics
-
-        base = os.path.dirname(os.path.abspath(args.model))
-        report = verify_numerics(original, rewritten, seed=getattr(args, "seed", None) or 0,
-                                 rtol=getattr(args, "rtol", None), atol=getattr(args, "atol", None),
-                                 input_shapes=dict(getattr(args, "input_shape", None) or []),
-                                 input_values=dict(getattr(args, "input_value", None) or []),
-                                 base_dirs=(base, base),
-                                 scale_atol=REORDERED_SUMS_ATOL if args.run.reordered_sums
-                                 and getattr(args, "atol", None) is None else 0.0,
-                                 rel_l2=getattr(args, "rel_l2", None))
-        done["numerics"] = report.to_dict()
-        args.run.result_ort_ok = report.ok and report.backend_rewritten == "onnxruntime"  # the gate need not ask again
-        if not getattr(args, "json", False) and not getattr(args, "quiet", False):
-            for line in report.summary_lines():
-                print(line)
-        if not report.ok:
-            bad = [o.line() for o in report.outputs if not o.ok] or [report.error]
-            hint = ""
-            if (getattr(args, "int_overflow", None) == "wrap" and "onnxruntime" in report.backend_rewritten
-                    and any(o.reason == "integers differ" for o in report.outputs)):
-                hint = ("; ONNX Runtime saturates integer overflow where --int-overflow wrap wrapped it: "
-                        "--int-overflow saturate folds what ONNX Runtime computes")
-            raise VerificationFailed(f"numerical verification failed: {'; '.join(bad)}{hint}")
-    return done

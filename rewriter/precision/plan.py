@@ -272,31 +272,39 @@ _INFERS: dict = {}
 
 def _infers_in_half(node: onnx.NodeProto, since: int, g: Graphs, half_in, dtype: str) -> bool:
     """Whether ONNX's strict type inference takes the node with those inputs in ``dtype`` (some
-    schemas allow a half type that their function body's inference refuses: MVN-9). One
-    single-node probe per op, version and inputs converted."""
-    key = (node.op_type, since, tuple(sorted(half_in)), len(node.input), dtype)
-    if key in _INFERS:
-        return _INFERS[key]
+    schemas allow a half type that their function body's inference refuses: MVN-9). A
+    single-node probe of the op with its attributes and its inputs' element types and ranks (not
+    their dims), so one probe serves every node alike in those: the answer depends on nothing
+    else it is given."""
     from onnx import helper
 
     half = HALF_TYPES[dtype]
-    inputs, names = [], []
+    inputs, names, seen = [], [], []
     for i, name in enumerate(node.input):
         if not name:
             names.append("")
+            seen.append(None)
             continue
-        t = onnx.TypeProto()
         src = g.types.get(name)
-        if src is not None:
-            t.CopyFrom(src)
-        if i in half_in:
-            t.tensor_type.elem_type = half
+        tensor = src is not None and src.WhichOneof("value") == "tensor_type"
+        elem = half if i in half_in else (src.tensor_type.elem_type if tensor else 0)
+        rank = len(src.tensor_type.shape.dim) if tensor and src.tensor_type.HasField("shape") else None
+        if src is not None and not tensor:
+            t = onnx.TypeProto()
+            t.CopyFrom(src)  # a sequence or an optional: as declared
+        else:
+            t = helper.make_tensor_type_proto(elem, None if rank is None else [None] * rank)
+        seen.append(t.SerializeToString())
         names.append(f"i{i}")
         inputs.append(helper.make_value_info(f"i{i}", t))
+    attributes = [a for a in node.attribute if a.type not in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)]
+    key = (node.domain, node.op_type, since, g.opset, tuple(seen), tuple(a.SerializeToString() for a in attributes),
+           len(node.output))
+    if key in _INFERS:
+        return _INFERS[key]
     probe = helper.make_node(node.op_type, names, [f"o{i}" if o else "" for i, o in enumerate(node.output)],
                              domain=node.domain)
-    probe.attribute.extend(a for a in node.attribute if a.type not in (onnx.AttributeProto.GRAPH,
-                                                                        onnx.AttributeProto.GRAPHS))
+    probe.attribute.extend(attributes)
     model = helper.make_model(helper.make_graph([probe], "probe", inputs, []),
                               opset_imports=[helper.make_opsetid("", g.opset)])
     try:

@@ -681,3 +681,34 @@ def test_cli_optimize_first_folds_batchnorm_before_halving(tmp_path):
     r = subprocess.run([sys.executable, "-m", "rewriter", "convert", str(src), "--opset", "18", "--optimize",
                         "-o", str(out)], capture_output=True, text=True)
     assert r.returncode == 2 and "--optimize: only for --dtype" in r.stderr
+
+
+def test_an_earlier_model_does_not_change_what_a_later_one_gets():
+    """The one-node inference probe's answer is cached: by what it is given (attributes, element
+    types, ranks), so a model with clashing dims first does not keep a later model's op float32."""
+    from rewriter.precision import plan
+
+    plan._INFERS.clear()  # as in a new process: the clashing model is probed first
+    bad = h.make_model(h.make_graph([h.make_node("MatMul", ["x", "W"], ["y"])], "g", [_vi("x", [2, 3])],
+                                    [_vi("y", None)], [nh.from_array(np.ones((4, 5), np.float32), "W")]),
+                       opset_imports=[h.make_opsetid("", 17)])
+    try:
+        _proto_report(bad, "bfloat16")
+    except RewriterError:
+        pass
+    r, report = _proto_report(_matmul_model(), "bfloat16")
+    assert report.half_by_op.get("MatMul") == 1 and _elem(r, "W") == T.BFLOAT16
+    # Gemm's inference needs rank 2: a rank-3 Gemm refused first does not refuse a rank-2 one
+    w = nh.from_array(np.ones((4, 5), np.float32), "W")
+    rank3 = _model_unchecked([h.make_node("Gemm", ["x", "W"], ["y"])], [_vi("x", [2, 3, 4])], [_vi("y", None)], [w])
+    try:
+        _proto_report(rank3, "bfloat16")
+    except RewriterError:
+        pass
+    gemm = _model([h.make_node("Gemm", ["x", "W"], ["y"])], [_vi("x", [2, 4])], [_vi("y", [2, 5])], [w])
+    r, report = _proto_report(gemm, "bfloat16")
+    assert report.half_by_op.get("Gemm") == 1 and _elem(r, "W") == T.BFLOAT16
+
+
+def _model_unchecked(nodes, inputs, outputs, inits=()):
+    return h.make_model(h.make_graph(nodes, "g", inputs, outputs, list(inits)), opset_imports=[h.make_opsetid("", 17)])

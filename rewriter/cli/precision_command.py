@@ -1,0 +1,76 @@
+"""convert --dtype: the half-precision command (migrate first with --opset/--target, optimize
+first with --optimize, calibrate with --calibrate/--calibration-data, then rewrite to half,
+verify by relative L2 error, save, report)."""
+
+from __future__ import annotations
+
+import time
+
+from rewriter.cli import summary
+from rewriter.cli.rewrite_checks import conversion_text, verify_rewrite
+from rewriter.cli.runner import EXIT_OK, save_output
+from rewriter.errors import RewriterError
+
+__all__ = ["convert_precision_command", "HALF_REL_L2"]
+
+
+# --verify's default for a half-precision rewrite: relative L2 error per float output
+HALF_REL_L2 = 1e-2
+
+
+def convert_precision_command(args, model, base_dir, before, start) -> int:
+    """convert --dtype: migrate first when --opset/--target is given, then rewrite to half."""
+    from rewriter.precision import convert_precision_proto
+    from rewriter.targets import parse_target
+
+    t0 = time.perf_counter()
+    lines, source, text = [], model, ""
+    target = parse_target(args.target) if args.target else None
+    if args.target or args.opset is not None or args.ml_opset is not None:
+        from rewriter.convert import convert_for
+
+        source, report = convert_for(model, args.opset, ml_opset=args.ml_opset, ir_version=args.ir_version,
+                                     runtime=target, base_dir=base_dir, inferred=args.run.input_inferred,
+                                     half=args.dtype)
+        lines += report.summary_lines()
+        text = conversion_text(report, args) + ", "
+    if args.optimize:
+        from rewriter.optimize import OptimizeOptions, optimize_proto
+
+        source, optimized = optimize_proto(source, OptimizeOptions(), base_dir=base_dir)
+        lines.append(f"optimized first: {optimized.nodes_before} -> {optimized.nodes_after} nodes"
+                     + (f" (passes that failed and were left out: {', '.join(optimized.failed_passes)})"
+                        if getattr(optimized, "failed_passes", None) else ""))
+    measured = None
+    if args.calibrate or args.calibration_data:
+        from rewriter.precision.calibrate import load_samples, measure
+
+        samples = load_samples(source, args.calibration_data) if args.calibration_data else None
+        measured = measure(source, base_dir, input_shapes=dict(args.input_shape or []),
+                           input_values=dict(args.input_value or []), seed=args.seed or 0, samples=samples)
+    result, report = convert_precision_proto(source, args.dtype, keep_io_types=args.keep_io_types,
+                                             keep_op_types=args.keep_op_types or (), keep_nodes=args.keep_nodes or (),
+                                             target=target, base_dir=base_dir, measured=measured)
+    if target is not None and target.rules:  # the half types must still be ones the runtime's ops take
+        from rewriter.targets import restriction_violations
+
+        broken = restriction_violations(result, target, base_dir=base_dir)
+        if broken:
+            raise RewriterError(f"cannot write {args.dtype} for {target.name}: {len(broken)} node(s) would break its "
+                                f"restrictions: " + "; ".join(v.line() for v in broken[:20]))
+    args.run.result_checked = True  # convert_precision_proto returns only what the checker accepts
+    args.run.reordered_sums = []
+    t1 = time.perf_counter()
+    if getattr(args, "verify", False) and args.rtol is None:
+        args.rel_l2 = HALF_REL_L2
+    elif getattr(args, "verify", False):
+        args.rel_l2 = args.rtol
+    verification = verify_rewrite(model, result, args)
+    t2 = time.perf_counter()
+    written = save_output(args, model, result)
+    elapsed = time.perf_counter() - start
+    summary.report(args, f"{args.model}: {text}float32 -> {args.dtype}, written to {args.output} in {elapsed:.2f}s",
+                   lines + report.summary_lines(), before, summary.model_stats(result, written),
+                   changes={"precision": report.to_dict()}, verification=verification,
+                   timings={"convert_s": t1 - t0, "verify_s": t2 - t1, "total_s": elapsed})
+    return EXIT_OK
