@@ -31,7 +31,8 @@ from onnx import numpy_helper
 
 from rewriter.graph import traversal
 from rewriter.graph.nondeterministic import NON_DETERMINISTIC_OPS
-from rewriter.targets.restrictions import Lookups, broken, trt_constant
+from rewriter.targets.restriction_lookups import Lookups, trt_constant
+from rewriter.targets.restrictions import broken
 from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["rewrite"]

@@ -21,17 +21,16 @@ from collections.abc import Callable
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
 
 from rewriter.graph import traversal
-from rewriter.graph.constants import constant_node_value
 from rewriter.graph.schemas import is_default_domain
+from rewriter.targets.restriction_lookups import (UNKNOWN, Lookups, attr, node_attr, schema_of, trt_constant,
+                                                  value_bound)
 
 __all__ = ["Violation", "violations", "broken", "trt_constant", "Lookups", "REWRITABLE"]
 
 # the rule kinds rewriter.targets.restriction_rewrites can satisfy exactly (for some nodes)
 REWRITABLE = frozenset({"outputs_unused", "zero", "constant", "if_branches", "rank", "input_type"})
-_UNKNOWN = object()  # an attribute a function's caller sets (ref_attr_name)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,111 +49,6 @@ class Violation:
         return f"{self.node}: {self.reason} (operators.md: \"{self.restriction}\")"
 
 
-class Lookups:
-    """What the rules look up in a model, computed once each: uses, inferred types (lazily)."""
-
-    def __init__(self, model: onnx.ModelProto, read_tensor, inferred):
-        self.model = model
-        self.read = read_tensor or numpy_helper.to_array
-        self._inferred = inferred
-        self._types: dict | None = None
-        self._used: set | None = None
-
-    def types(self) -> dict[str, onnx.TypeProto]:
-        if self._types is None:
-            from rewriter.graph.inferred import inferred_model
-
-            inferred = inferred_model(self._inferred, self.model)
-            self._types = {}
-            for g in _graphs(inferred if inferred is not None else self.model):
-                for v in (*g.input, *g.value_info, *g.output):
-                    if v.type.HasField("tensor_type"):
-                        self._types.setdefault(v.name, v.type)
-                for t in g.initializer:  # those that are not graph inputs have no value_info
-                    if t.name not in self._types:
-                        self._types[t.name] = helper.make_tensor_type_proto(t.data_type, list(t.dims))
-        return self._types
-
-    def used(self) -> set[str]:
-        """Every name some node reads or some graph or function gives out."""
-        if self._used is None:
-            self._used = set()
-            for scope in traversal.iter_scopes(self.model):
-                body = scope.body
-                self._used.update(i for n in body.node for i in n.input if i)
-                self._used.update(body.output if scope.is_function else (o.name for o in body.output))
-        return self._used
-
-    def shape(self, name: str) -> list | None:
-        """The dims of ``name`` (an int, a dim_param string or None each), None when the rank is unknown."""
-        t = self.types().get(name)
-        if t is None or not t.tensor_type.HasField("shape"):
-            return None
-        return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.tensor_type.shape.dim]
-
-    def elem_type(self, name: str) -> int | None:
-        t = self.types().get(name)
-        return t.tensor_type.elem_type if t is not None and t.tensor_type.elem_type else None
-
-
-def _graphs(model: onnx.ModelProto):
-    def walk(g):
-        yield g
-        for n in g.node:
-            for sub in traversal.subgraphs(n):
-                yield from walk(sub)
-
-    yield from walk(model.graph)
-
-
-def trt_constant(name: str, scope: traversal.Scope, read) -> np.ndarray | None:
-    """The value of ``name`` when onnx-tensorrt takes it as weights (an initializer, also one that is
-    a graph input, or a Constant node's output, here or in an enclosing scope), else None."""
-    s = scope
-    while s is not None:
-        tensor = s.initializers().get(name)
-        if tensor is not None:
-            return read(tensor)
-        if name in s.inputs():
-            return None
-        producer = s.producers().get(name)
-        if producer is not None:
-            if producer.op_type == "Constant" and is_default_domain(producer.domain):
-                return constant_node_value(producer, read)
-            return None
-        s = s.parent
-    return None
-
-
-def _schema(op: str, opset: int | None):
-    try:
-        return onnx.defs.get_schema(op, opset or onnx.defs.onnx_opset_version(), "")
-    except onnx.defs.SchemaError:
-        return None
-
-
-def _attr(node, schema, name, default=True):
-    """The attribute's value (strings decoded), its schema default when absent (``default``), or None."""
-    for a in node.attribute:
-        if a.name == name:
-            if a.ref_attr_name:
-                return _UNKNOWN
-            return _decoded(helper.get_attribute_value(a))
-    if default and schema is not None and name in schema.attributes:
-        d = schema.attributes[name].default_value
-        if d.type:
-            return _decoded(helper.get_attribute_value(d))
-    return None
-
-
-def _decoded(v):
-    if isinstance(v, bytes):
-        return v.decode()
-    if isinstance(v, (list, tuple)):
-        return [x.decode() if isinstance(x, bytes) else x for x in v]
-    return v
-
-
 def _input(node, i: int) -> str:
     return node.input[i] if i < len(node.input) else ""
 
@@ -168,10 +62,10 @@ def _name_of(schema, i: int, outputs: bool = False) -> str:
 
 def _check_attribute(rule, node, schema, ctx, scope):
     for cond, want in rule.get("when", {}).items():
-        if _attr(node, schema, cond) != want:
+        if attr(node, schema, cond) != want:
             return None
-    v = _attr(node, schema, rule["attribute"])
-    if v is _UNKNOWN:
+    v = attr(node, schema, rule["attribute"])
+    if v is UNKNOWN:
         return f"{rule['attribute']} is set by the function's caller"
     if v is not None and v not in rule["allowed"]:
         return f"{rule['attribute']} is {v!r}"
@@ -180,10 +74,10 @@ def _check_attribute(rule, node, schema, ctx, scope):
 
 def _check_attributes_default(rule, node, schema, ctx, scope):
     for name in rule["attributes"]:
-        v = _attr(node, schema, name, default=False)
-        if v is _UNKNOWN:
+        v = attr(node, schema, name, default=False)
+        if v is UNKNOWN:
             return f"{name} is set by the function's caller"
-        if v is not None and v != _attr(onnx.NodeProto(), schema, name):
+        if v is not None and v != attr(onnx.NodeProto(), schema, name):
             return f"it sets {name} = {v!r}"
     return None
 
@@ -194,15 +88,15 @@ def _check_attributes_absent(rule, node, schema, ctx, scope):
 
 
 def _check_ones(rule, node, schema, ctx, scope):
-    v = _attr(node, schema, rule["attribute"], default=False)
-    if v is _UNKNOWN:
+    v = attr(node, schema, rule["attribute"], default=False)
+    if v is UNKNOWN:
         return f"{rule['attribute']} is set by the function's caller"
     return f"{rule['attribute']} is {v}" if v and any(x != 1 for x in v) else None
 
 
 def _check_symmetric_pads(rule, node, schema, ctx, scope):
-    v = _attr(node, schema, rule["attribute"], default=False)
-    if v is _UNKNOWN:
+    v = attr(node, schema, rule["attribute"], default=False)
+    if v is UNKNOWN:
         return f"{rule['attribute']} is set by the function's caller"
     if v and list(v[:len(v) // 2]) != list(v[len(v) // 2:]):
         return f"{rule['attribute']} is {v} (begin and end differ)"
@@ -210,10 +104,10 @@ def _check_symmetric_pads(rule, node, schema, ctx, scope):
 
 
 def _check_same_activations(rule, node, schema, ctx, scope):
-    if _attr(node, schema, "direction") != "bidirectional":
+    if attr(node, schema, "direction") != "bidirectional":
         return None
-    acts = _attr(node, schema, "activations", default=False)
-    if acts is _UNKNOWN:
+    acts = attr(node, schema, "activations", default=False)
+    if acts is UNKNOWN:
         return "activations is set by the function's caller"
     acts = acts or []
     half = len(acts) // 2
@@ -281,62 +175,6 @@ def _check_zero(rule, node, schema, ctx, scope):
 
 
 # the output's elements are the first input's (all of them, or repeated): its bounds hold
-_PASS_THROUGH = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Identity", "Flatten", "Cast", "Expand", "Tile"})
-_SELECT = frozenset({"Gather", "Slice"})  # some of the first input's elements: only its largest bounds them
-_BOUND_DEPTH = 24
-
-
-def _bound(name: str, scope, ctx, lowest: bool, depth: int = 0):
-    """An upper bound on every element of integer value ``name`` (``lowest``: on its smallest
-    element), from constants, static dims and the integer ops exporters compute a K with
-    (``Min(150, Shape(x)[1])``, a ReduceMin of a Concat); None when none is known."""
-    value = trt_constant(name, scope, ctx.read)
-    if value is not None:
-        return None if value.size == 0 else float(np.min(value) if lowest else np.max(value))
-    s, node = scope, None
-    while s is not None and node is None:
-        if name in s.inputs():
-            return None
-        node = s.producers().get(name)
-        s = s.parent if node is None else s
-    if node is None or depth > _BOUND_DEPTH or not is_default_domain(node.domain):
-        return None
-    op, ins = node.op_type, [i for i in node.input if i]
-    if op == "Shape":
-        shape = ctx.shape(ins[0])
-        dims = shape[node_attr(node, "start") or 0:node_attr(node, "end")] if shape is not None else None
-        return float(min(dims) if lowest else max(dims)) if dims and all(isinstance(d, int) for d in dims) else None
-    if op == "Cast" and node_attr(node, "to") not in _INTEGER_TYPES:
-        return None
-    if op in _PASS_THROUGH:
-        return _bound(ins[0], s, ctx, lowest, depth + 1)
-    if op in _SELECT:
-        return _bound(ins[0], s, ctx, False, depth + 1)
-    if op == "Concat":
-        bounds = [_bound(i, s, ctx, lowest, depth + 1) for i in ins]
-        known = [b for b in bounds if b is not None]
-        if lowest:  # the smallest element is at most the smallest element of any one input
-            return min(known) if known else None
-        return max(bounds) if bounds and None not in bounds else None
-    if op == "Min":  # elementwise: at most any one input
-        known = [b for b in (_bound(i, s, ctx, False, depth + 1) for i in ins) if b is not None]
-        return min(known) if known else None
-    if op == "ReduceMin" and len(ins) == 1 and node_attr(node, "axes") is None:  # over every element
-        return _bound(ins[0], s, ctx, True, depth + 1)
-    return None
-
-
-_INTEGER_TYPES = frozenset({onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32,
-                            onnx.TensorProto.INT64, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
-                            onnx.TensorProto.UINT32, onnx.TensorProto.UINT64})
-
-
-def node_attr(node, name):
-    """A node's attribute value (None when absent or set by a function's caller)."""
-    v = _attr(node, None, name, default=False)
-    return None if v is _UNKNOWN else v
-
-
 def _check_less_than(rule, node, schema, ctx, scope):
     name, limit = _input(node, rule["input"]), rule["value"]
     value = trt_constant(name, scope, ctx.read) if name else None
@@ -344,12 +182,12 @@ def _check_less_than(rule, node, schema, ctx, scope):
         return f"{_name_of(schema, rule['input'])} is {int(np.max(value))}, not below {limit}" \
             if np.any(value >= limit) else None
     # computed at run time: bounded by constants (Min(150, n), ReduceMin(Concat(...)))
-    bound = _bound(name, scope, ctx, False) if name else None
+    bound = value_bound(name, scope, ctx, False) if name else None
     if bound is not None and bound < limit:
         return None
     # K never exceeds the dim TopK works along, so a static dim below the limit settles it too
     shape = ctx.shape(_input(node, 0))
-    axis = _attr(node, schema, "axis")
+    axis = attr(node, schema, "axis")
     if shape is not None and isinstance(axis, int) and -len(shape) <= axis < len(shape):
         dim = shape[axis]
         if isinstance(dim, int) and dim < limit:
@@ -381,7 +219,7 @@ def _check_static_shape(rule, node, schema, ctx, scope):
 
 def _check_static_dim(rule, node, schema, ctx, scope):
     name = _input(node, rule["input"])
-    shape, axis = ctx.shape(name), _attr(node, schema, rule["axis_attribute"])
+    shape, axis = ctx.shape(name), attr(node, schema, rule["axis_attribute"])
     if shape is None or not isinstance(axis, int) or not -len(shape) <= axis < len(shape) \
             or not isinstance(shape[axis], int):
         return f"dim {axis} of input {_name_of(schema, rule['input'])} ({name!r}) is not static " \
@@ -404,10 +242,10 @@ def _check_real_signal(rule, node, schema, ctx, scope):
 def _check_resize_axes(rule, node, schema, ctx, scope):
     if not _input(node, 2):
         return None
-    axes = _attr(node, schema, "axes", default=False)
+    axes = attr(node, schema, "axes", default=False)
     if axes is None:
         return None
-    if axes is _UNKNOWN:
+    if axes is UNKNOWN:
         return "axes is set by the function's caller"
     shape = ctx.shape(_input(node, 0))
     if shape is None:
@@ -439,7 +277,7 @@ def _check_if_branches(rule, node, schema, ctx, scope):
 
 
 def _einsum_terms(node, schema):
-    eq = _attr(node, schema, "equation")
+    eq = attr(node, schema, "equation")
     if not isinstance(eq, str):
         return None
     return [t.strip() for t in eq.replace(" ", "").split("->")[0].split(",")]
@@ -494,7 +332,7 @@ def broken(model: onnx.ModelProto, rules: dict, *, read_tensor=None, inferred=No
         for node in scope.body.node:
             if not is_default_domain(node.domain) or node.op_type not in rules:
                 continue
-            schema = _schema(node.op_type, scope.opset)
+            schema = schema_of(node.op_type, scope.opset)
             for rule in rules[node.op_type]:
                 reason = CHECKS[rule["kind"]](rule, node, schema, ctx, scope)
                 if reason is not None:
