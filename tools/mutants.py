@@ -467,9 +467,10 @@ MUTANTS: list[Mutant] = [
       "self.g.producer[new] = self.g.producer.pop(old)", "self.g.producer[new] = producer",
       "tests/precision/test_convert_precision.py", "a renamed graph output stays in the producer table"),
     # ---- issue 26 half precision: functions, streaming, calibration data
-    M("half-fn-attr-ref-kept", "rewriter/precision/functions.py",
-      "            b.name = a.name\n            kept.append(b)", "            kept.append(a)",
-      "tests/precision/test_convert_precision.py", "a function copy keeps its attribute references"),
+    M("half-fn-attr-ref-kept", "rewriter/graph/attribute_refs.py",
+      "            b.CopyFrom(value)\n            b.name = a.name", "            b.CopyFrom(a)",
+      "tests/precision/test_convert_precision.py tests/verify/test_shapes.py",
+      "a function copy keeps its attribute references"),
     M("half-fn-one-copy-per-function", "rewriter/precision/functions.py",
       "key = (_key(f), tuple(sorted((k, a.SerializeToString()) for k, a in attrs.items())),",
       "key = (_key(f), (),", "tests/precision/test_convert_precision.py",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import onnx
 
+from rewriter.graph.attribute_refs import bind_attribute_refs
 from rewriter.graph.traversal import all_nodes
 
 __all__ = ["FunctionCalls"]
@@ -72,7 +73,7 @@ class FunctionCalls:
         for n in f.node:
             c = onnx.NodeProto()
             c.CopyFrom(n)
-            _substitute(c, attrs)
+            bind_attribute_refs(c, attrs)
             body.append(c)
         graph = helper.make_graph(body, f.name, [helper.make_value_info(i, t) for i, t in zip(f.input, in_types)],
                                   [onnx.ValueInfoProto(name=o) for o in f.output])
@@ -123,28 +124,6 @@ class FunctionCalls:
         del model.functions[:]
         model.functions.extend(keep)
         return len(halved)
-
-
-def _substitute(node: onnx.NodeProto, attrs: dict) -> None:
-    """Replace attribute references by the call's values (or the function's defaults); an
-    attribute referring to one the call does not set is left out, as ONNX specifies."""
-    kept = []
-    for a in node.attribute:
-        if a.ref_attr_name:
-            value = attrs.get(a.ref_attr_name)
-            if value is None:
-                continue
-            b = onnx.AttributeProto()
-            b.CopyFrom(value)
-            b.name = a.name
-            kept.append(b)
-        else:
-            for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs)):
-                for n in g.node:
-                    _substitute(n, attrs)
-            kept.append(a)
-    del node.attribute[:]
-    node.attribute.extend(kept)
 
 
 def _calls_in(graph_like) -> set:

@@ -173,6 +173,7 @@ class TypeIndex:
 
 # ---------------------------------------------------------------- scopes
 
+from rewriter.graph.attribute_refs import bind_attribute_refs  # noqa: E402
 from rewriter.graph.schemas import DEFAULT_DOMAINS as _DEFAULT  # noqa: E402
 
 
@@ -226,27 +227,6 @@ def mirror(scopes: list[traversal.Scope], model: onnx.ModelProto) -> list[traver
 
 # ---------------------------------------------------------------- functions at call sites
 
-def _bind(node: onnx.NodeProto, bound: dict[str, onnx.AttributeProto]) -> None:
-    """Replace attribute references by the call site's values (or drop them: schema default)."""
-    keep = []
-    for a in node.attribute:
-        b = onnx.AttributeProto()
-        if a.ref_attr_name:
-            value = bound.get(a.ref_attr_name)
-            if value is None:
-                continue
-            b.CopyFrom(value)
-            b.name = a.name
-        else:
-            b.CopyFrom(a)
-            for g in ([b.g] if b.type == onnx.AttributeProto.GRAPH else list(b.graphs)):
-                for n in g.node:
-                    _bind(n, bound)
-        keep.append(b)
-    del node.attribute[:]
-    node.attribute.extend(keep)
-
-
 def _mini_model(model, fn, call, types) -> onnx.ModelProto:
     g = onnx.GraphProto(name=f"{fn.name}_at_call_site")
     for i, name in enumerate(fn.input):
@@ -260,7 +240,7 @@ def _mini_model(model, fn, call, types) -> onnx.ModelProto:
     for n in fn.node:
         c = g.node.add()
         c.CopyFrom(n)
-        _bind(c, bound)
+        bind_attribute_refs(c, bound)
     for name in fn.output:
         g.output.add().name = name
     opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
