@@ -31,9 +31,9 @@ from collections import Counter
 
 import numpy as np
 import onnx_ir as ir
-from onnxscript.optimizer import _constant_folding as _oscf
 
 from rewriter.optimize import evaluators
+from rewriter.optimize import onnxscript_folder as _oscf
 from rewriter.graph.nondeterministic import NON_DETERMINISTIC_OPS as _NON_DETERMINISTIC
 from rewriter.graph.schemas import is_default_domain
 
@@ -105,7 +105,7 @@ def _nbytes(value: ir.Value | None) -> int | None:
 _COPY_LIMIT = 16 * 1024
 
 
-class FoldConstantsPass(_oscf.FoldConstantsPass):
+class FoldConstantsPass(_oscf.BaseFoldConstantsPass):
     """Fold every node whose inputs are constant, in every scope, exactly (see the module doc).
 
     Args:
@@ -224,7 +224,7 @@ class FoldConstantsPass(_oscf.FoldConstantsPass):
 
     # ------------------------------------------------------------ our evaluators
     def _evaluate(self, node: ir.Node, is_function: bool):
-        inputs = [None if v is None else _oscf._get_numpy_value(v) for v in node.inputs]
+        inputs = [None if v is None else _oscf.numpy_value(v) for v in node.inputs]
         if any(a is None for a, v in zip(inputs, node.inputs) if v is not None):
             return None
         try:

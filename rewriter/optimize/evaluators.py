@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnx_ir as ir
-from onnxscript.optimizer import _constant_folding as _oscf
+
+from rewriter.optimize.onnxscript_folder import reference_evaluator
 
 __all__ = ["NotFolded", "reduce_prod", "integer", "runtime", "gather_elements", "overflows", "int_attr",
            "node_attributes"]
@@ -39,7 +40,7 @@ def integer(node: ir.Node, inputs, version: int, int_overflow: str):
     op = node.op_type
     if op in ("Div", "Mod") and inputs[1] is not None and np.any(inputs[1] == 0):
         raise NotFolded(f"integer {op} by zero")
-    result = _oscf._reference_evaluator.evaluate(node.domain, op, version, *inputs,
+    result = reference_evaluator.evaluate(node.domain, op, version, *inputs,
                                                  **node_attributes(node))
     if result is None or isinstance(result, (tuple, list)):
         return None
