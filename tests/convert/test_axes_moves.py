@@ -8,9 +8,9 @@ import onnx
 import pytest
 
 from rewriter.convert import registry, steps
-from tests.convert.feature_util import (LATEST, TensorProto, cases, converts, convert_model, helper, model, np,
+from tests.convert.support.feature_util import (LATEST, TensorProto, cases, converts, convert_model, helper, model, np,
                                         refused, run, run_backend_case)
-from tests.convert.moves_util import constantized
+from tests.convert.support.moves_util import constantized
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 X = np.random.default_rng(0).normal(size=[2, 1, 6, 1]).astype(np.float32)

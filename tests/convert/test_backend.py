@@ -10,7 +10,7 @@ Per case and target (cases whose source opset is the target are skipped):
   expected outputs either (a runtime's own deviation), the converted model must give what
   the original gives on that runtime. Non-deterministic ops: shapes and types only.
 - the conversion is refused: allowed only when the case is not expressible at the target,
-  decided from onnx.defs by ``tests/convert/expressible.py`` (independent of the
+  decided from onnx.defs by ``tests/convert/support/expressible.py`` (independent of the
   converter). A refusal of an expressible case is a failure unless every blocker's
   (op, step) is in :data:`KNOWN_GAPS` (with its reason).
 
@@ -42,7 +42,7 @@ from onnx import numpy_helper
 from rewriter.convert import convert_model
 from rewriter.convert.planner import ConversionBlocked
 from rewriter.errors import RewriterError
-from tests.convert.expressible import absent_at_target, default_opset, schema_at, why_inexpressible
+from tests.convert.support.expressible import absent_at_target, default_opset, schema_at, why_inexpressible
 from tests.oracle import _backend_cases
 
 LATEST = onnx.defs.onnx_opset_version()

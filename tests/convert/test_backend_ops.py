@@ -24,7 +24,7 @@ from rewriter.convert import convert_model
 from rewriter.errors import RewriterError
 from tests.convert import test_backend as backend
 from rewriter.convert.planner import ConversionBlocked
-from tests.convert.expressible import why_model_inexpressible
+from tests.convert.support.expressible import why_model_inexpressible
 from tests.oracle import _backend_cases, assert_valid, backend_cases, run
 
 CASES = backend_cases("ReduceProd")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rewriter.convert import convert_model
-from tests.convert.feature_util import (LATEST, TensorProto, assert_valid, cases, converts, helper, model, np,
+from tests.convert.support.feature_util import (LATEST, TensorProto, assert_valid, cases, converts, helper, model, np,
                                         reference, refused, run_backend_case)
 
 RNG = np.random.default_rng(0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rewriter.convert import convert_model
-from tests.convert.feature_util import (LATEST, TensorProto, cases, converts, helper, model, np, refused,
+from tests.convert.support.feature_util import (LATEST, TensorProto, cases, converts, helper, model, np, refused,
                                         run_backend_case, reference)
 
 X = (np.random.default_rng(0).normal(size=[2, 3]) * 100).astype(np.float32)

@@ -260,7 +260,7 @@ def test_the_snapshot_is_what_the_engine_walks():
 
 def _oracle_case(op, opset, target, attrs=None, inputs=("x",), outputs=("y",), elem=onnx.TensorProto.FLOAT,
                  shape=(2, 3, 4), consts=None):
-    from tests.convert.expressible import why_inexpressible
+    from tests.convert.support.expressible import why_inexpressible
 
     node = onnx.helper.make_node(op, list(inputs), list(outputs), **(attrs or {}))
     types = {n: onnx.helper.make_tensor_type_proto(elem, list(shape)) for n in [*inputs, *outputs] if n}

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.convert.feature_util import TensorProto, assert_valid, cases, convert_model, helper, model, np, refused, run
-from tests.convert.moves_util import constantized
+from tests.convert.support.feature_util import TensorProto, assert_valid, cases, convert_model, helper, model, np, refused, run
+from tests.convert.support.moves_util import constantized
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64
 X = np.random.default_rng(0).normal(size=[2, 5, 6, 1]).astype(np.float32)

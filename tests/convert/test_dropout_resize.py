@@ -7,9 +7,9 @@ import onnx
 import pytest
 
 from rewriter.convert import registry, steps
-from tests.convert.feature_util import (LATEST, TensorProto, cases, converts, convert_model, helper, model, np,
+from tests.convert.support.feature_util import (LATEST, TensorProto, cases, converts, convert_model, helper, model, np,
                                         reference, refused, run_backend_case)
-from tests.convert.moves_util import constantized
+from tests.convert.support.moves_util import constantized
 
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 X = np.random.default_rng(0).normal(size=[2, 3, 4]).astype(np.float32)

@@ -9,7 +9,7 @@ import pytest
 
 import rewriter
 from rewriter.convert import convert_model
-from tests.convert.einsum_util import oracle
+from tests.convert.support.einsum_util import oracle
 from tests.oracle import assert_valid, backend_cases, run
 
 CASES = backend_cases("Einsum")

@@ -10,7 +10,7 @@ from onnx import TensorProto
 
 import rewriter
 from rewriter.convert import convert_model
-from tests.convert.einsum_util import NP, close, einsum_model, oracle, ort_run, random_feeds
+from tests.convert.support.einsum_util import NP, close, einsum_model, oracle, ort_run, random_feeds
 from tests.oracle import assert_valid
 
 EQUATIONS = [  # (equation, shapes)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto
 
 from rewriter.convert import convert_model
-from tests.convert.einsum_util import NP, close, einsum_model, oracle, ort_run
+from tests.convert.support.einsum_util import NP, close, einsum_model, oracle, ort_run
 from tests.oracle import assert_valid
 
 POOL = "abcdAB"

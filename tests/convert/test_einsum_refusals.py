@@ -12,8 +12,8 @@ from onnx import TensorProto
 
 import rewriter
 from rewriter.convert import convert_model
-from tests.convert.einsum_util import close, einsum_model, oracle, ort_run, random_feeds
-from tests.convert.expressible import why_inexpressible
+from tests.convert.support.einsum_util import close, einsum_model, oracle, ort_run, random_feeds
+from tests.convert.support.expressible import why_inexpressible
 from tests.oracle import assert_valid
 
 SYMBOLIC = [  # (equation, declared shapes, shapes to run with)
@@ -135,7 +135,7 @@ def test_bfloat16_source_28_refused_below_13():
 @pytest.mark.parametrize("eq,shapes", [("ij,jk->ik", [(2, 3), (3, 4)]), ("ij->j", [(2, 3)]), ("ij->ji", [(2, 3)]),
                                        ("ii->i", [(3, 3)]), ("i,j->ij", [(2,), (3,)])])
 def test_oracle_agrees_with_the_converter(target, elem, eq, shapes):
-    """The route of tests/convert/routes_einsum.py, derived from onnx.defs, and the converter
+    """The route of tests/convert/support/routes_einsum.py, derived from onnx.defs, and the converter
     decide the same: converted exactly when expressible."""
     m = einsum_model(eq, shapes, elem)
     why = oracle(m, target)

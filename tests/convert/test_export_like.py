@@ -23,7 +23,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from rewriter.convert import convert_model
 from rewriter.convert.planner import MAX_LISTED, ConversionBlocked
-from tests.convert.expressible import why_model_inexpressible
+from tests.convert.support.expressible import why_model_inexpressible
 from tests.oracle import assert_valid
 
 LATEST = onnx.defs.onnx_opset_version()

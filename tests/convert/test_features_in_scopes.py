@@ -8,7 +8,7 @@ import pytest
 import onnx
 
 from rewriter.convert import convert_model
-from tests.convert.feature_util import TensorProto, assert_same_outputs, converts, helper, model, np, run
+from tests.convert.support.feature_util import TensorProto, assert_same_outputs, converts, helper, model, np, run
 
 RNG = np.random.default_rng(5)
 X = RNG.normal(size=[1, 2, 4, 4]).astype(np.float32)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rewriter.convert import convert_model
-from tests.convert.feature_util import (LATEST, TensorProto, assert_valid, converts, helper, model, np, reference,
+from tests.convert.support.feature_util import (LATEST, TensorProto, assert_valid, converts, helper, model, np, reference,
                                         refused)
 
 X = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import onnx
 import pytest
 
-from tests.convert.feature_util import (LATEST, TensorProto, cases, converts, helper, model, np, refused,
+from tests.convert.support.feature_util import (LATEST, TensorProto, cases, converts, helper, model, np, refused,
                                         run_backend_case)
 
 X = np.random.default_rng(0).normal(size=[2, 3, 4, 5]).astype(np.float32)
@@ -62,7 +62,7 @@ def test_group_norm_per_group_goes_up(const, x_shape):
     m = _gn(18, [1.5, -2.0], [0.5, 0.25], const, x_shape)
     feeds = {"x": GX} if const else {"x": GX, "s": np.array([1.5, -2.0], np.float32),
                                      "b": np.array([0.5, 0.25], np.float32)}
-    from tests.convert.feature_util import reference
+    from tests.convert.support.feature_util import reference
     result, _ = converts(m, 21, feeds, expected=reference(m, feeds), rtol=1e-5)
     assert [n.op_type for n in result.graph.node][-1] == "GroupNormalization"
 

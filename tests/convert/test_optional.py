@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.convert.feature_util import TensorProto, cases, converts, helper, model, np, reference, run_backend_case
+from tests.convert.support.feature_util import TensorProto, cases, converts, helper, model, np, reference, run_backend_case
 
 X = np.arange(6, dtype=np.float32).reshape(2, 3)
 

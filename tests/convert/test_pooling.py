@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rewriter.convert import convert_model
-from tests.convert.feature_util import (LATEST, TensorProto, cases, converts, helper, model, np, reference,
+from tests.convert.support.feature_util import (LATEST, TensorProto, cases, converts, helper, model, np, reference,
                                         refused, run_backend_case)
 
 X = np.random.default_rng(0).normal(size=[1, 2, 6, 7]).astype(np.float32)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.convert.feature_util import (TensorProto, cases, converts, helper, model, np, refused,
+from tests.convert.support.feature_util import (TensorProto, cases, converts, helper, model, np, refused,
                                         run_backend_case)
 
 SRC = 25  # ONNX Runtime runs QuantizeLinear up to 25

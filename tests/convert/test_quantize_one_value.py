@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.convert.feature_util import TensorProto, converts, helper, model, np, refused
+from tests.convert.support.feature_util import TensorProto, converts, helper, model, np, refused
 
 BIAS = np.array([1, -2, 3, 400], np.int32)
 

@@ -10,9 +10,9 @@ import pytest
 
 from rewriter.convert import registry, steps
 from rewriter.convert.adapters.reduce import AXES_INPUT_SINCE
-from tests.convert.feature_util import (LATEST, TensorProto, cases, converts, convert_model, helper, model, np,
+from tests.convert.support.feature_util import (LATEST, TensorProto, cases, converts, convert_model, helper, model, np,
                                         reference, refused, run_backend_case)
-from tests.convert.moves_util import constantized
+from tests.convert.support.moves_util import constantized
 
 OPS = sorted(op for op in AXES_INPUT_SINCE if op != "ReduceProd")
 X = np.random.default_rng(0).uniform(0.5, 2.0, size=[2, 3, 4]).astype(np.float32)

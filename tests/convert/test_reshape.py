@@ -5,7 +5,7 @@ from __future__ import annotations
 import onnx
 import pytest
 
-from tests.convert.feature_util import (LATEST, TensorProto, cases, converts, helper, model, np, refused,
+from tests.convert.support.feature_util import (LATEST, TensorProto, cases, converts, helper, model, np, refused,
                                         run_backend_case)
 
 X = np.arange(24, dtype=np.float32).reshape(2, 3, 4)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.convert.feature_util import TensorProto, cases, converts, helper, model, np, refused, run_backend_case
+from tests.convert.support.feature_util import TensorProto, cases, converts, helper, model, np, refused, run_backend_case
 
 RNG = np.random.default_rng(0)
 FEEDS = {"x": RNG.normal(size=[1, 2, 8, 8]).astype(np.float32),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.convert.feature_util import LATEST, TensorProto, cases, converts, helper, model, np, run_backend_case
+from tests.convert.support.feature_util import LATEST, TensorProto, cases, converts, helper, model, np, run_backend_case
 
 X = np.zeros([2, 3, 4, 5], dtype=np.float32)
 

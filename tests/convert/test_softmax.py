@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.convert.feature_util import (LATEST, TensorProto, cases, converts, helper, model, np, refused,
+from tests.convert.support.feature_util import (LATEST, TensorProto, cases, converts, helper, model, np, refused,
                                         run_backend_case)
 
 OPS = ["Softmax", "LogSoftmax", "Hardmax"]

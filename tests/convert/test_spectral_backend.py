@@ -17,10 +17,10 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
-from tests.convert.expressible import why_inexpressible
-from tests.convert.moves_util import constantized
-from tests.convert.spectral_util import converted, ort
-from tests.convert.feature_util import refused
+from tests.convert.support.expressible import why_inexpressible
+from tests.convert.support.moves_util import constantized
+from tests.convert.support.spectral_util import converted, ort
+from tests.convert.support.feature_util import refused
 from tests.oracle import backend_cases
 
 TARGETS = (7, 11, 13, 15)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.convert.feature_util import refused
-from tests.convert.spectral_util import B, D, F, H, I32, close, converted, dft_numpy, graph_model, ort, reference
+from tests.convert.support.feature_util import refused
+from tests.convert.support.spectral_util import B, D, F, H, I32, close, converted, dft_numpy, graph_model, ort, reference
 
 RNG = np.random.default_rng(7)
 X_REAL = RNG.normal(size=(2, 6, 5, 1)).astype(np.float32)

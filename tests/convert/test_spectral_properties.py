@@ -1,5 +1,5 @@
 """Property tests of the DFT/STFT decompositions over shapes, axes, lengths and flags: whenever
-the oracle's route (tests/convert/routes_spectral.py, through expressible.py) says a node is
+the oracle's route (tests/convert/support/routes_spectral.py, through expressible.py) says a node is
 expressible at the target the conversion succeeds and matches numpy.fft; whenever the
 conversion refuses, the oracle says inexpressible."""
 
@@ -12,8 +12,8 @@ from onnx import numpy_helper
 
 import rewriter
 from rewriter.convert import convert_model
-from tests.convert.expressible import why_inexpressible
-from tests.convert.spectral_util import F, close, dft_numpy, graph_model, ort, stft_numpy
+from tests.convert.support.expressible import why_inexpressible
+from tests.convert.support.spectral_util import F, close, dft_numpy, graph_model, ort, stft_numpy
 from tests.oracle import assert_valid
 
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -8,7 +8,7 @@ import onnx
 from onnx import TensorProto, helper
 
 import rewriter
-from tests.convert.spectral_util import close, dft_numpy, ort, stft_numpy
+from tests.convert.support.spectral_util import close, dft_numpy, ort, stft_numpy
 from tests.oracle import assert_valid
 
 X = np.random.default_rng(0).normal(size=(2, 32, 1)).astype(np.float32)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.convert.feature_util import refused
-from tests.convert.spectral_util import D, F, H, close, converted, graph_model, ort, reference, stft_numpy
+from tests.convert.support.feature_util import refused
+from tests.convert.support.spectral_util import D, F, H, close, converted, graph_model, ort, reference, stft_numpy
 
 RNG = np.random.default_rng(3)
 REAL = RNG.normal(size=(2, 40, 1)).astype(np.float32)

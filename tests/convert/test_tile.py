@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.convert.feature_util import (TensorProto, cases, converts, convert_model, helper, model, np, refused,
+from tests.convert.support.feature_util import (TensorProto, cases, converts, convert_model, helper, model, np, refused,
                                         run_backend_case)
 
 F, I64 = TensorProto.FLOAT, TensorProto.INT64

@@ -2,7 +2,7 @@
 converted to the opsets below the type they use (7, 8, 9, 10, 11, and 13/19 for the 16-bit
 cases), judged as test_backend.py judges them: a conversion reproduces the case's own expected
 outputs (ONNX Runtime with its optimizations off, else onnx.reference) and passes the checker; a
-refusal is allowed only where the oracle (tests/convert/expressible.py with routes_types.py)
+refusal is allowed only where the oracle (tests/convert/support/expressible.py with routes_types.py)
 says the case is inexpressible (or the gap is listed in test_backend.KNOWN_GAPS /
 test_backend_ops.INTERMEDIATE_GAPS: per-axis QuantizeLinear at 10). On top of that, the cases each type route exists for must
 convert, and the ones no exact route reaches must be refused."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.convert.feature_util import TensorProto, converts, helper, model, refused
+from tests.convert.support.feature_util import TensorProto, converts, helper, model, refused
 
 RNG = np.random.default_rng(7)
 

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from rewriter.convert import convert_model
-from tests.convert.expressible import why_inexpressible
-from tests.convert.feature_util import model, reference, refused
+from tests.convert.support.expressible import why_inexpressible
+from tests.convert.support.feature_util import model, reference, refused
 from tests.oracle import assert_valid, run
 
 I64, U64 = TensorProto.INT64, TensorProto.UINT64

@@ -10,8 +10,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from rewriter.convert import convert_model
-from tests.convert.expressible import why_inexpressible
-from tests.convert.feature_util import model, reference, refused
+from tests.convert.support.expressible import why_inexpressible
+from tests.convert.support.feature_util import model, reference, refused
 from tests.oracle import assert_valid, run
 
 F16, F32, F64 = TensorProto.FLOAT16, TensorProto.FLOAT, TensorProto.DOUBLE

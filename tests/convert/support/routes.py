@@ -9,9 +9,9 @@ at ``target`` by it, else a reason (then the oracle's own rules decide, and its 
 
 from __future__ import annotations
 
-from tests.convert.routes_einsum import ROUTES as _EINSUM
-from tests.convert.routes_spectral import ROUTES as _SPECTRAL
-from tests.convert.routes_types import ROUTES as _TYPES
+from tests.convert.support.routes_einsum import ROUTES as _EINSUM
+from tests.convert.support.routes_spectral import ROUTES as _SPECTRAL
+from tests.convert.support.routes_types import ROUTES as _TYPES
 
 __all__ = ["ROUTES"]
 

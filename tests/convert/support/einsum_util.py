@@ -8,7 +8,7 @@ import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
 
-from tests.convert.expressible import why_inexpressible
+from tests.convert.support.expressible import why_inexpressible
 
 F = TensorProto.FLOAT
 NP = {TensorProto.FLOAT: np.float32, TensorProto.DOUBLE: np.float64, TensorProto.FLOAT16: np.float16,

@@ -32,7 +32,7 @@ node is truly not expressible at the target. It is written independently of
    ``start``/``end`` via Slice, Reduce*'s ``noop_with_empty_axes``, Pad's ``axes`` with a
    known rank and constant axes, Resize's ``axes`` likewise). These are counted expressible,
    so a converter that refuses them is reported (strict side).
-6. **Exact routes** (``tests/convert/routes.py``): a node that rules 1-5 call inexpressible is
+6. **Exact routes** (``tests/convert/support/routes.py``): a node that rules 1-5 call inexpressible is
    expressible when a route derived there applies (Einsum, DFT and STFT in older ops; types an
    older schema lacks, computed by other ops).
 
@@ -56,7 +56,7 @@ import onnx
 import onnx.defs
 from onnx import numpy_helper
 
-from tests.convert.routes import ROUTES
+from tests.convert.support.routes import ROUTES
 
 __all__ = ["why_inexpressible", "why_model_inexpressible", "schema_at", "default_opset", "moved_to_attribute",
            "absent_at_target"]
@@ -221,7 +221,7 @@ def why_inexpressible(node: onnx.NodeProto, source: int, target: int, types, con
     why = _rules(node, op, src, source, target, types, constants, _depth)
     if why is None:
         return None
-    for route in ROUTES.get(op, ()):  # 6. an exact route in older ops (tests/convert/routes.py)
+    for route in ROUTES.get(op, ()):  # 6. an exact route in older ops (tests/convert/support/routes.py)
         if route(node, source, target, types, constants) is None:
             return None
     return why

@@ -8,7 +8,7 @@ import types
 import onnx
 from onnx import numpy_helper
 
-from tests.convert.feature_util import _array
+from tests.convert.support.feature_util import _array
 
 
 def constantized(case, keep=1):
