@@ -7,7 +7,8 @@ from __future__ import annotations
 import onnx
 
 from rewriter.graph.schemas import DEFAULT_DOMAINS
-from rewriter.convert import ml_opsets as ml, ort_quirks
+from rewriter.convert import ml_opsets as ml
+from rewriter.targets import ort_quirks
 from rewriter.convert.blockers import Blocker
 from rewriter.convert.planner import ConversionBlocked, ConvertReport, convert_model
 from rewriter.errors import RewriterError

@@ -195,7 +195,7 @@ def restriction_violations(model, target: Target, *, base_dir: str | None = None
 def blockers(model, target: Target, *, base_dir: str | None = None) -> list[str]:
     """What stops ``target`` from loading ``model`` (a ModelProto) as it is: the IR version, an
     opset it does not implement, each op it lacks (with the node), the half-precision nodes an old
-    ONNX Runtime refuses (``rewriter.convert.ort_quirks``), each node that breaks one of its per-op
+    ONNX Runtime refuses (``rewriter.targets.ort_quirks``), each node that breaks one of its per-op
     restrictions (with the restriction); empty when nothing does. ``base_dir``: where
     the model's external data lives (restrictions on constant values read it)."""
     from rewriter.graph.schemas import schema_version_at_domain
@@ -229,7 +229,7 @@ def blockers(model, target: Target, *, base_dir: str | None = None) -> list[str]
         at = f"-{version}" if version is not None else ""
         shown = ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
         found.append(f"{op}{at}{' (' + domain + ')' if domain else ''}, which it does not implement: {shown}")
-    from rewriter.convert.ort_quirks import half_precision_blockers
+    from rewriter.targets.ort_quirks import half_precision_blockers
 
     found += half_precision_blockers(model, target)
     from rewriter.targets.restrictions import REWRITABLE

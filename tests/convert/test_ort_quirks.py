@@ -174,7 +174,7 @@ def test_a_float16_node_without_a_kernel_takes_1_15_to_opset_18(elem, release, o
 
 
 def test_the_float16_nodes_are_found_by_shape_inference():
-    from rewriter.convert.ort_quirks import float16_ops
+    from rewriter.targets.ort_quirks import float16_ops
 
     model = _relu(19, F)  # float32 in and out, float16 in between, no value_info saying so
     model.graph.node[0].output[0] = "r"

@@ -101,10 +101,10 @@ def cast_fallback_lacking(model: onnx.ModelProto, runtime, inferred=None):
     a float16 node without a float16 kernel (``rewriter.targets.half_kernels``: not known to have
     one) needs Casts of that opset, which the runtime lacks. None when that never happens (not ONNX
     Runtime, no Cast missing, no float16 node)."""
-    from rewriter.convert import registry
+    from rewriter.graph import schemas
 
     release = onnxruntime_release(runtime)
-    if release is None or not any(runtime.lacks("", "Cast", v) for v in registry.schema_versions("Cast")):
+    if release is None or not any(runtime.lacks("", "Cast", v) for v in schemas.schema_versions("Cast")):
         return None
     half = float16_ops(model, inferred)
     if not half:
@@ -112,10 +112,10 @@ def cast_fallback_lacking(model: onnx.ModelProto, runtime, inferred=None):
     from rewriter.targets.half_kernels import has_half_kernel
 
     def lacking(opset: int) -> bool:
-        if not runtime.lacks("", "Cast", registry.schema_version_at("Cast", opset)):
+        if not runtime.lacks("", "Cast", schemas.schema_version_at("Cast", opset)):
             return False
         return any(has_half_kernel(release, "", op, v, "float16") is not True
-                   for op in half if (v := registry.schema_version_at(op, opset)) is not None)
+                   for op in half if (v := schemas.schema_version_at(op, opset)) is not None)
 
     return lacking
 
@@ -124,7 +124,7 @@ def half_precision_blockers(model: onnx.ModelProto, runtime, inferred=None) -> l
     """What stops ONNX Runtime release ``runtime`` from loading the half-precision nodes of ``model``
     as they are (for :func:`rewriter.targets.blockers`): nodes it would inline wrongly, and float16
     nodes whose fallback Casts it lacks at the model's opset; empty for another runtime."""
-    from rewriter.convert import registry
+    from rewriter.graph import schemas
     from rewriter.targets.inlining import inlines_wrongly
 
     release = onnxruntime_release(runtime)
@@ -135,7 +135,7 @@ def half_precision_blockers(model: onnx.ModelProto, runtime, inferred=None) -> l
     nodes = half_nodes(model, inferred, frozenset(_ELEM.values()))
     inlined: dict[tuple[str, int, str], list[str]] = {}
     for scope, n, touched in nodes:
-        v = registry.schema_version_at(n.op_type, opset)
+        v = schemas.schema_version_at(n.op_type, opset)
         for e in sorted(touched):
             if v is not None and inlines_wrongly(release, n.op_type, v, opset, names[e]):
                 inlined.setdefault((n.op_type, v, names[e]), []).append(traversal.node_label(n, scope))
@@ -147,9 +147,9 @@ def half_precision_blockers(model: onnx.ModelProto, runtime, inferred=None) -> l
         from rewriter.targets.half_kernels import has_half_kernel
 
         labels = [traversal.node_label(n, scope) for scope, n, touched in nodes if _F16 in touched
-                  and (v := registry.schema_version_at(n.op_type, opset)) is not None
+                  and (v := schemas.schema_version_at(n.op_type, opset)) is not None
                   and has_half_kernel(release, "", n.op_type, v, "float16") is not True]
-        cast = registry.schema_version_at("Cast", opset)
+        cast = schemas.schema_version_at("Cast", opset)
         found.append(f"float16 nodes without a float16 kernel at opset {opset}: {runtime.name} computes them in "
                      f"float32 between Casts of that opset, and has no Cast-{cast}: {_shown(labels)}")
     return found
