@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto as T
 from onnx import helper as h
@@ -19,20 +18,9 @@ from onnx import numpy_helper as nh
 import rewriter
 from rewriter.graph import traversal
 from rewriter.graph.unused_values import remove_unused
-from tests.graph.subgraph_models import BUILDERS, node_names, subgraph_outputs_made
+from tests.graph.subgraph_models import BUILDERS, node_names, same_everywhere
 
 
-def _ort(model, feeds):
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    return session.run(None, feeds)
-
-
-def _same_everywhere(source, result, feeds_list):
-    onnx.checker.check_model(result, full_check=True)
-    assert subgraph_outputs_made(result)
-    for feeds in feeds_list:
-        for e, g in zip(_ort(source, feeds), _ort(result, feeds)):
-            np.testing.assert_array_equal(g, e)
 
 
 def _copy(model):
@@ -50,7 +38,7 @@ def test_a_sweep_keeps_what_a_subgraph_output_reads_and_removes_the_dead(kind):
     assert live <= names, (kind, live - names, removed)
     assert not dead & names, (kind, dead & names)  # the sweep did reach the subgraph
     assert len(removed) == len(dead)
-    _same_everywhere(model, result, feeds)
+    same_everywhere(model, result, feeds)
 
 
 @pytest.mark.parametrize("kind", sorted(BUILDERS))
@@ -72,7 +60,7 @@ def test_candidates_named_by_only_that_a_subgraph_output_reads_stay(kind):
     assert remove_unused(result, only=offered) == []
     assert node_names(result) == node_names(model)
     assert result.SerializeToString() == model.SerializeToString()
-    _same_everywhere(model, result, feeds)
+    same_everywhere(model, result, feeds)
 
 
 def test_only_an_initializer_a_branch_outputs_stays_while_an_unread_one_goes():
@@ -85,7 +73,7 @@ def test_only_an_initializer_a_branch_outputs_stays_while_an_unread_one_goes():
     removed = remove_unused(result, only={"k", "nobody"})
     assert [t.name for t in then.initializer] == ["k"], removed
     assert len(removed) == 1 and "nobody" in removed[0]
-    _same_everywhere(model, result, feeds)
+    same_everywhere(model, result, feeds)
 
 
 # ---------------------------------------------------------------- through the commands that use it
@@ -155,7 +143,7 @@ def test_convert_keeps_a_constant_that_only_a_subgraph_output_reads_after_its_no
     assert constants <= node_names(result), node_names(result)
     squeezes = [n for s in traversal.iter_scopes(result) for n in s.body.node if n.op_type == "Squeeze"]
     assert squeezes and all(len(n.input) == 1 for n in squeezes)  # the premise: axes became an attribute
-    _same_everywhere(model, result, feeds)
+    same_everywhere(model, result, feeds)
 
 
 def _reduce_prod_in_branch():
@@ -180,4 +168,4 @@ def test_fold_keeps_a_folded_reduce_prods_constant_that_a_branch_outputs():
     then = next(a.g for a in result.graph.node[0].attribute if a.name == "then_branch")
     made = {o for n in then.node for o in n.output} | {t.name for t in then.initializer}
     assert {"r", "d"} <= made
-    _same_everywhere(model, result, feeds)
+    same_everywhere(model, result, feeds)
