@@ -40,8 +40,7 @@ def cmd_convert(args) -> int:
     # with shape verification on, _verify_rewrite runs the strict inference on the result
     t0 = time.perf_counter()
     try:
-        result, report = convert_for(model, args.opset, ml_opset=args.ml_opset, ir_version=args.ir_version,
-                                     runtime=args.target, base_dir=base_dir, strict_check=args.no_verify,
+        result, report = convert_for(model, args.spec, base_dir=base_dir, strict_check=args.no_verify,
                                      inferred=args.run.input_inferred)
     except RewriterError as e:  # with --allow-invalid-input: the input's problem, said as such
         complaint = args.run.input_complaint
@@ -95,9 +94,7 @@ def _plan(args, model, base_dir) -> int:
     from rewriter.convert import convert_for
 
     finish_rank_checks(args)
-    _, report = convert_for(model, args.opset, ml_opset=args.ml_opset, ir_version=args.ir_version,
-                            runtime=args.target, base_dir=base_dir, plan_only=True,
-                            inferred=args.run.input_inferred)
+    _, report = convert_for(model, args.spec, base_dir=base_dir, plan_only=True, inferred=args.run.input_inferred)
     status = EXIT_OK if report.ok else EXIT_ERROR
     if getattr(args, "json", False):
         print(json.dumps({"schema": "rewriter.plan/1", "command": "convert --plan", "model": args.model,
@@ -233,12 +230,12 @@ def cmd_check(args) -> int:
 
     report = check_report(args.run.input_model)
     target = None
-    if getattr(args, "target", None):
-        from rewriter.targets import blockers, parse_target
+    runtime = args.spec.runtime if getattr(args, "spec", None) is not None else None
+    if runtime is not None:
+        from rewriter.targets import blockers
 
         import os
 
-        runtime = parse_target(args.target)
         found = blockers(args.run.input_model, runtime, base_dir=os.path.dirname(os.path.abspath(args.model)))
         target = {"target": runtime.name, "loads": True, "blockers": found}
         target["loads"] = not target["blockers"]

@@ -47,6 +47,10 @@ def _positive_arg(flag: str):
     return parse
 
 
+def _add_model(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", metavar="MODEL", help="input .onnx file, or a directory: every .onnx file below it")
+
+
 def _add_output(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("-o", "--output", required=required, metavar="OUT",
                    help="where to write the result (written atomically; may be the input path); "
@@ -189,6 +193,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
+    _add_convert(sub)
+    _add_fold(sub)
+    _add_optimize(sub)
+    _add_check(sub)
+    _add_file_options(sub)
+    return parser
+
+
+def _add_convert(sub) -> None:
     p = sub.add_parser("convert", help="migrate a model to other opsets, an IR version or a runtime release",
                        description="Migrate MODEL to opset N (1..latest, up or down), the ai.onnx.ml opset M, "
                        "IR version K, or what a runtime release loads (--target). Every node, in the "
@@ -204,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="Examples: rewriter convert model.onnx --opset 13 -o model13.onnx; "
                        "rewriter convert model.onnx --target onnxruntime==1.15 -o for_ort115.onnx; "
                        "rewriter convert model.onnx --opset 11 --plan")
-    p.add_argument("model", metavar="MODEL", help="input .onnx file, or a directory: every .onnx file below it")
+    _add_model(p)
     p.add_argument("--opset", type=_opset_arg, default=None, metavar="N",
                    help="target default-domain opset, 1..the latest your onnx knows, or 'latest'")
     p.add_argument("--ml-opset", type=_positive_arg("--ml-opset"), default=None, metavar="M",
@@ -225,6 +238,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write nothing: print, per op type, how many nodes and how each schema step would "
                    "be taken (kept, moved, rewritten, expanded, blocked) and every blocking node; exit 0 "
                    "when the conversion is possible, 2 when it is not (-o not needed)")
+    _add_precision_flags(p)
+    _add_output(p, required=False)  # required unless --plan: checked by cmd_convert
+    _add_verify_flags(p, static=True)
+    _add_static_shapes(p)
+    p.set_defaults(handler=commands.cmd_convert)
+
+
+def _add_precision_flags(p: argparse.ArgumentParser) -> None:
+    """convert's --dtype and the flags that go with it."""
     p.add_argument("--dtype", choices=["float16", "bfloat16"], default=None,
                    help="rewrite float32 computation to this type (with or without --opset/--target: both "
                    "at once migrate, then convert); what must stay float32 does (inputs a schema fixes "
@@ -252,20 +274,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --dtype float16: calibrate (as --calibrate) on real inputs: a .npz of one array "
                    "per graph input, under the input's name (numpy.savez); repeat for several samples, the "
                    "largest magnitude over all of them counts")
-    _add_output(p, required=False)  # required unless --plan: checked by cmd_convert
-    _add_verify_flags(p, static=True)
-    _add_static_shapes(p)
-    p.set_defaults(handler=commands.cmd_convert)
 
+
+def _add_fold(sub) -> None:
     p = sub.add_parser("fold", help="fold ReduceProd nodes whose inputs are constant",
                        description="Replace every ReduceProd whose data (and axes) are constant with its "
                        "value, computed by rewriter's exact kernel; remove constants left unused.")
-    p.add_argument("model", metavar="MODEL", help="input .onnx file, or a directory: every .onnx file below it")
+    _add_model(p)
     _add_output(p)
     _add_int_overflow(p)
     _add_verify_flags(p)
     p.set_defaults(handler=commands.cmd_fold)
 
+
+def _add_optimize(sub) -> None:
     p = sub.add_parser("optimize", help="shrink a model: fold constants exactly, fuse, merge repeats, drop unused",
                        description="Optimize MODEL in every graph, subgraph and model-local function: fold "
                        "constant ReduceProd with rewriter's exact kernel and every other constant node "
@@ -275,7 +297,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "merge repeated nodes, remove what nothing uses, turn Constant nodes into "
                        "initializers. Names, doc strings and metadata are kept.",
                        epilog="Example: rewriter optimize model.onnx -o small.onnx --verify")
-    p.add_argument("model", metavar="MODEL", help="input .onnx file, or a directory: every .onnx file below it")
+    _add_model(p)
     _add_output(p)
     _add_int_overflow(p)
     p.add_argument("--fold-limit", type=_bytes_arg, default=512 * 512 * 4, metavar="BYTES",
@@ -291,13 +313,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_static_shapes(p)
     p.set_defaults(handler=commands.cmd_optimize)
 
+
+def _add_check(sub) -> None:
     p = sub.add_parser("check", help="verify shapes (every ReduceProd output), and with --target whether a runtime loads the model",
                        description="Run ONNX strict shape inference and check every ReduceProd output "
                        "(main graph, If/Loop/Scan bodies, model-local functions) against rewriter's own "
                        "shape rule and the declared shapes. Prints one row per ReduceProd and a verdict.",
                        epilog="Exit status: 0 no problem, 1 a shape problem, 2 bad input (an input onnx.checker "
                        "refuses is bad input). Example: rewriter check model.onnx --json")
-    p.add_argument("model", metavar="MODEL", help="input .onnx file, or a directory: every .onnx file below it")
+    _add_model(p)
     p.add_argument("--json", action="store_true",
                    help="print one JSON document (schema rewriter.check/1) instead of a table")
     p.add_argument("--target", default=None, metavar="RUNTIME==VERSION|PROFILE.json",
@@ -305,8 +329,6 @@ def build_parser() -> argparse.ArgumentParser:
                    "profile) loads the model as it is, and what stops it (IR version, opsets, ops it "
                    "lacks); exit 1 when something does")
     p.set_defaults(handler=commands.cmd_check)
-    _add_file_options(sub)
-    return parser
 
 
 def check_usage(args: argparse.Namespace, directory: bool) -> None:

@@ -21,16 +21,14 @@ HALF_REL_L2 = 1e-2
 def convert_precision_command(args, model, base_dir, before, start) -> int:
     """convert --dtype: migrate first when --opset/--target is given, then rewrite to half."""
     from rewriter.precision import convert_precision_proto
-    from rewriter.targets import parse_target
 
     t0 = time.perf_counter()
     lines, source, text = [], model, ""
-    target = parse_target(args.target) if args.target else None
-    if args.target or args.opset is not None or args.ml_opset is not None:
+    target = args.spec.runtime if args.spec is not None else None
+    if args.spec is not None and not args.spec.empty:  # (--ir-version alone pins nothing to convert to)
         from rewriter.convert import convert_for
 
-        source, report = convert_for(model, args.opset, ml_opset=args.ml_opset, ir_version=args.ir_version,
-                                     runtime=target, base_dir=base_dir, inferred=args.run.input_inferred,
+        source, report = convert_for(model, args.spec, base_dir=base_dir, inferred=args.run.input_inferred,
                                      half=args.dtype)
         lines += report.summary_lines()
         text = conversion_text(report, args) + ", "

@@ -85,8 +85,22 @@ def preflight(args) -> None:
         if not os.path.isdir(parent):
             raise UsageError(f"-o {output}: directory {parent} does not exist")
         check_output(output)  # read-only, not a regular file: refused before any work
+    args.spec = target_spec(args)
     # loaded before any handler runs, so bad input is refused before anything is written
     args.run.input_model = load_input(args.model, args)
+
+
+def target_spec(args):
+    """The one :class:`rewriter.targets.spec.TargetSpec` of ``--opset`` / ``--ml-opset`` /
+    ``--ir-version`` / ``--target``, carried unchanged to the conversion (and ``check --target``);
+    None when none is given."""
+    given = {name: getattr(args, name, None) for name in ("opset", "ml_opset", "ir_version", "target")}
+    if all(value is None for value in given.values()):
+        return None
+    from rewriter.targets.spec import TargetSpec
+
+    return TargetSpec.parse(given["opset"], ml_opset=given["ml_opset"], ir_version=given["ir_version"],
+                            target=given["target"])
 
 
 def run_one(args) -> int:

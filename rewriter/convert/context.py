@@ -33,11 +33,11 @@ class NodeContext:
     """The view of the conversion that an adapter gets for one node."""
 
     def __init__(self, state: ConversionState, node: onnx.NodeProto, scope: traversal.Scope,
-                 step: tuple[int, int] = (0, 0), target: int | None = None):
+                 step: tuple[int, int] = (0, 0), final_opset: int | None = None):
         self._state, self._node, self.scope = state, node, scope
         self._label: str | None = None
         self.step = step
-        self.target = target  # the opset the whole conversion goes to
+        self.final_opset = final_opset  # the opset the whole conversion goes to
         self.at_target: set[int] = set()  # id() of inserted nodes written for the target opset
         self.before: list[onnx.NodeProto] = []  # inserted before the node, in order
         self.after: list[onnx.NodeProto] = []  # inserted after the node, in order
@@ -111,7 +111,7 @@ class NodeContext:
         return node
 
     def insert_before_at_target(self, op_type: str, inputs, outputs=1, **attrs) -> onnx.NodeProto:
-        """Insert a node before this one that is written for the target opset (``self.target``),
+        """Insert a node before this one that is written for the target opset (``self.final_opset``),
         not for ``step[1]``: for rewrites that need an op the step's destination lacks but the
         target has (the adapter checks the target); the engine takes it no further."""
         node = self.insert_before(op_type, inputs, outputs, **attrs)
@@ -167,7 +167,7 @@ class NodeContext:
         removal of unused values."""
         from rewriter.convert.function_bodies import shape_value
 
-        opset = self.target if self.target is not None else self.scope.opset
+        opset = self.final_opset if self.final_opset is not None else self.scope.opset
         value, chain = shape_value(name, self.scope, self._state, opset)
         for computed in chain:
             self.maybe_unused(computed)

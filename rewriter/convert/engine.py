@@ -10,7 +10,7 @@ expanded into its ONNX function body, whose nodes are then converted the same wa
 converted onward from the step's destination opset. Type-only verdicts are in
 ``rewriter.convert.type_verdicts``, the blockers' words in ``rewriter.convert.blockers``, how
 converted nodes take a node's place in ``rewriter.convert.splice``. Every call of the walk gets
-a :class:`rewriter.convert.frame.Frame`: the target and where its nodes come from.
+a :class:`rewriter.convert.frame.Frame`: the opset converted to and where its nodes come from.
 
 :meth:`Engine.convert` takes one node in named steps: the prelude (``rewriter.convert.paths.start``:
 an unknown or missing op, :meth:`Engine._not_by_steps`; the op's normalizer,
@@ -41,6 +41,7 @@ from rewriter.convert.type_verdicts import TypeVerdicts
 from rewriter.errors import ConversionError
 from rewriter.graph import traversal
 from rewriter.graph.schemas import is_default_domain
+from rewriter.targets import ort_quirks
 
 __all__ = ["Blocker", "Engine"]
 
@@ -51,32 +52,33 @@ logger = logging.getLogger(__name__)
 class Engine:
     """Converts the nodes of one model copy; see the module doc."""
 
-    def __init__(self, state: ConversionState, target: int, lacks=None, inlining=None):
-        self.state, self.target = state, target
-        self.lacks = lacks  # (op, schema version) -> whether the runtime targeted lacks it (None: no runtime)
+    def __init__(self, state: ConversionState, to_version: int, runtime=None):
+        self.state, self.to_version = state, to_version  # the default-domain opset converted to
+        # (domain, op, schema version) -> whether the runtime targeted (a rewriter.targets.Target) lacks it
+        self.lacks = None if runtime is None else runtime.lacks
         # (op, schema version, opset) -> element types in which the runtime targeted inlines the op's
         # body wrongly at that opset (None: no such runtime); those nodes are expanded here
-        self.inlining = inlining
-        self._inlined: dict[tuple[str, int], frozenset] = {}  # (op, target) -> self.inlining's answer
+        self.inlining = ort_quirks.inlining_rule(runtime) if runtime is not None else None
+        self._inlined: dict[tuple[str, int], frozenset] = {}  # (op, to_version) -> self.inlining's answer
         self.report = state.report
         self.blockers: list[Blocker] = []
         self.delegated: set[tuple[str, ...]] = set()  # outputs of the nodes for onnx (value names are unique)
         self.taken: collections.Counter = collections.Counter()  # (op, a, b, kind) -> nodes
         self._paths: dict = {}
-        self._kept: collections.Counter = collections.Counter()  # (op, opset, target, derived) -> nodes kept type-only
+        self._kept: collections.Counter = collections.Counter()  # (op, opset, to_version, derived) -> nodes kept type-only
         self._verdicts = TypeVerdicts(state)
-        self._keeps: dict[tuple[str, int, int], Keep] = {}  # (op, opset, target) -> _keep_without_looking
-        self._starts: dict[tuple[str, int, int], Start] = {}  # (op, opset, target) -> paths.start
-        self._expansion = Expansion(state, self, lacks)
+        self._keeps: dict[tuple[str, int, int], Keep] = {}  # (op, opset, to_version) -> _keep_without_looking
+        self._starts: dict[tuple[str, int, int], Start] = {}  # (op, opset, to_version) -> paths.start
+        self._expansion = Expansion(state, self, self.lacks)
 
     # ------------------------------------------------------------ the walk
 
     def run(self) -> None:
-        frame = Frame(self.target)
+        frame = Frame(self.to_version)
         for scope in list(self.state.scopes):
             self.convert_body(scope, frame)
-        for (op, opset, target, derived), n in self._kept.items():
-            path, _ = self._path(op, opset, target)
+        for (op, opset, to_version, derived), n in self._kept.items():
+            path, _ = self._path(op, opset, to_version)
             (self.report.derived_steps if derived else self.report.steps)[(op, "type-only")] += n * len(path)
             self.report.type_only[op] += n
             for a, b in path:
@@ -95,7 +97,7 @@ class Engine:
         if opset is None:
             return
         seen = self.report.nodes if clear else None  # a body's own nodes, not those of an expansion
-        keeps, target, derived = self._keeps, frame.target, frame.derived
+        keeps, to_version, derived = self._keeps, frame.to_version, frame.derived
         look, type_only = Keep.LOOK, Keep.TYPE_ONLY  # (an Enum member's lookup costs more than this loop's test)
         shift = 0  # nodes inserted (less those removed) before the current one so far
         for k, node in enumerate(list(nodes)):  # the body's own nodes; inserted ones come converted
@@ -104,13 +106,13 @@ class Engine:
             op = node.op_type
             if seen is not None:
                 seen[op] += 1
-            key = (op, opset, target)
+            key = (op, opset, to_version)
             keep = keeps.get(key)
             if keep is None:
-                keep = keeps[key] = self._keep_without_looking(op, opset, target)
+                keep = keeps[key] = self._keep_without_looking(op, opset, to_version)
             if keep is not look:  # the common case going up: nothing about the node can stop its steps
                 if keep is type_only:
-                    self._kept[(op, opset, target, derived)] += 1
+                    self._kept[(op, opset, to_version, derived)] += 1
                 continue
             size = len(nodes)
             sequence = self.convert(node, scope, opset, frame.at(tuple(node.output)), top=True)
@@ -119,34 +121,34 @@ class Engine:
             if len(sequence) != 1 or sequence[0] is not node:
                 scope.invalidate()
 
-    def _keep_without_looking(self, op: str, opset: int, target: int) -> Keep:
+    def _keep_without_looking(self, op: str, opset: int, to_version: int) -> Keep:
         """Whether the walk keeps every node of ``op`` at ``opset`` without a look (:class:`Keep`)."""
-        how = self._start(op, opset, target)
-        if self.inlining is not None and how.what == "steps" and self._inlined_types(op, target):
+        how = self._start(op, opset, to_version)
+        if self.inlining is not None and how.what == "steps" and self._inlined_types(op, to_version):
             return Keep.LOOK  # a node in such a type is expanded
-        return keep_without_looking(op, how, *(self._path(op, opset, target) if how.what == "steps" else ((), [])))
+        return keep_without_looking(op, how, *(self._path(op, opset, to_version) if how.what == "steps" else ((), [])))
 
     # ------------------------------------------------------------ one node
 
     def convert(self, node: onnx.NodeProto, scope: traversal.Scope, opset: int, frame: Frame, *,
                 top: bool = False) -> list[onnx.NodeProto]:
-        """The nodes that replace ``node`` (valid at ``opset``) at ``frame.target``, in order;
+        """The nodes that replace ``node`` (valid at ``opset``) at ``frame.to_version``, in order;
         ``top``: ``node`` is a body's own node (not one the conversion made)."""
         if not top and not frame.derived:
             frame = frame.made()  # counted apart in the plan
         op = node.op_type
         label = Label(node, scope)
-        what, src, fix = self._starts.get((op, opset, frame.target)) or self._start(op, opset, frame.target)
+        what, src, fix = self._starts.get((op, opset, frame.to_version)) or self._start(op, opset, frame.to_version)
         if what != "steps":
             return self._not_by_steps(node, scope, opset, what, src, label, frame)
-        if self.inlining is not None and self._inlined_by_runtime(node, scope, src, frame.target):
+        if self.inlining is not None and self._inlined_by_runtime(node, scope, src, frame.to_version):
             return self._expansion.expand_for_runtime(node, scope, opset, src, label, frame)
         if fix is not None and not self._normalized(node, scope, src, fix, label, frame):
             return [node]
-        path, kinds = self._paths.get((op, opset, frame.target)) or self._path(op, opset, frame.target)
+        path, kinds = self._paths.get((op, opset, frame.to_version)) or self._path(op, opset, frame.to_version)
         if kinds and kinds[-1] == "type-only" and all(k == "type-only" for k in kinds):  # the common case
             if not any(self._types_block(node, scope, a, b, label, frame) for a, b in path):
-                self._kept[(op, opset, frame.target, frame.derived)] += 1  # counted in the report by run()
+                self._kept[(op, opset, frame.to_version, frame.derived)] += 1  # counted in the report by run()
             return [node]
         if "onnx" in kinds and "blocked" not in kinds:
             return self._by_onnx(node, path, kinds, label, frame, top)
@@ -155,7 +157,7 @@ class Engine:
     def _not_by_steps(self, node, scope, opset: int, what: str, src, label, frame: Frame) -> list[onnx.NodeProto]:
         """A node whose op is unknown, missing at the model's opset, or to be expanded."""
         op = node.op_type
-        if what == "expand":  # missing at the target, or there only as a deprecated schema the checker refuses
+        if what == "expand":  # missing at the target opset, or there only as a deprecated schema the checker refuses
             return self._expansion.expand(node, scope, opset, src, label, frame)
         if what == "unknown":
             reason = f"{op} is not an operator of the default ONNX domain"
@@ -168,7 +170,7 @@ class Engine:
     def _normalized(self, node, scope, src: int, fix, label, frame: Frame) -> bool:
         """Whether the op's normalizer took ``node`` (when not, it is blocked)."""
         try:
-            fix(node, NodeContext(self.state, node, scope, (src, src), frame.target))
+            fix(node, NodeContext(self.state, node, scope, (src, src), frame.to_version))
         except ConversionError as e:
             self.block(frame, label, node.op_type, "-", reason_after_label(str(e), str(label)), "no opset")
             return False
@@ -238,7 +240,7 @@ class Engine:
         """Step a -> b of ``node`` by rewriter's adapter: what it inserted or removed, or None
         when it blocked."""
         op = node.op_type
-        ctx = NodeContext(self.state, node, scope, (a, b), frame.target)
+        ctx = NodeContext(self.state, node, scope, (a, b), frame.to_version)
         try:
             registry.lookup(op, a, b)(node, ctx)
         except ConversionError as e:
@@ -253,32 +255,32 @@ class Engine:
 
     def _convert_made(self, ctx: NodeContext, scope, b: int, label, frame: Frame):
         """The nodes an adapter inserted on its step to ``b``, converted onward (from ``b``, or
-        from the target for those written for it): (those before the node, those after)."""
+        from the target opset for those written for it): (those before the node, those after)."""
         for n in [*ctx.before, *ctx.after]:
             self.state.pending.update((o, n) for o in n.output if o)
         made = frame.made_converting(str(label))  # a blocker among them names the node they replace
         before = [m for n in ctx.before for m in self.convert(
-            n, scope, frame.target if id(n) in ctx.at_target else b, made)]
+            n, scope, frame.to_version if id(n) in ctx.at_target else b, made)]
         after = [m for n in ctx.after for m in self.convert(n, scope, b, made)]
         return before, after
 
-    def _inlined_types(self, op: str, target: int) -> frozenset:
-        """The element types in which the runtime targeted would inline ``op`` wrongly at ``target``."""
-        key = (op, target)
+    def _inlined_types(self, op: str, to_version: int) -> frozenset:
+        """The element types in which the runtime targeted would inline ``op`` wrongly at ``to_version``."""
+        key = (op, to_version)
         found = self._inlined.get(key)
         if found is None:
-            dst = registry.schema_version_at(op, target)
-            found = self._inlined[key] = frozenset() if dst is None else frozenset(self.inlining(op, dst, target))
+            dst = registry.schema_version_at(op, to_version)
+            found = self._inlined[key] = frozenset() if dst is None else frozenset(self.inlining(op, dst, to_version))
         return found
 
-    def _inlined_by_runtime(self, node, scope, src: int, target: int) -> bool:
+    def _inlined_by_runtime(self, node, scope, src: int, to_version: int) -> bool:
         """Whether ``node`` (of schema ``src``) reads or writes a tensor of a type in which the runtime
-        targeted would replace it by its function body wrongly at ``target``. A schema without a
-        body is taken to the one with it first, which must be of an older opset than ``target``."""
-        kinds = self._inlined_types(node.op_type, target)
+        targeted would replace it by its function body wrongly at ``to_version``. A schema without a
+        body is taken to the one with it first, which must be of an older opset than ``to_version``."""
+        kinds = self._inlined_types(node.op_type, to_version)
         if not kinds:
             return False
-        if not paths.has_function_body(node.op_type, src) and registry.schema_version_at(node.op_type, target) >= target:
+        if not paths.has_function_body(node.op_type, src) and registry.schema_version_at(node.op_type, to_version) >= to_version:
             return False
         types = self.state.types_for(scope)
         for name in (*node.input, *node.output):
@@ -287,18 +289,18 @@ class Engine:
                 return True
         return False
 
-    def _start(self, op: str, opset: int, target: int) -> Start:
-        key = (op, opset, target)
+    def _start(self, op: str, opset: int, to_version: int) -> Start:
+        key = (op, opset, to_version)
         found = self._starts.get(key)
         if found is None:
-            found = self._starts[key] = paths.start(op, opset, target, self.lacks)
+            found = self._starts[key] = paths.start(op, opset, to_version, self.lacks)
         return found
 
-    def _path(self, op: str, opset: int, target: int):
-        key = (op, opset, target)
+    def _path(self, op: str, opset: int, to_version: int):
+        key = (op, opset, to_version)
         found = self._paths.get(key)
         if found is None:
-            found = self._paths[key] = paths.path(op, opset, target)
+            found = self._paths[key] = paths.path(op, opset, to_version)
         return found
 
     def _delegate(self, node, path, kinds, label, frame: Frame) -> list[onnx.NodeProto]:

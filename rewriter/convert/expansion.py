@@ -42,7 +42,7 @@ class Walk(Protocol):
 
     def convert(self, node: onnx.NodeProto, scope: traversal.Scope, opset: int, frame: Frame, *,
                 top: bool = False) -> list[onnx.NodeProto]:
-        """The nodes that replace ``node`` (valid at ``opset``) at ``frame.target``, in order."""
+        """The nodes that replace ``node`` (valid at ``opset``) at ``frame.to_version``, in order."""
 
     def convert_body(self, scope: traversal.Scope, frame: Frame) -> None:
         """Convert every node of a body in place."""
@@ -63,7 +63,7 @@ class Expansion:
 
     def expand(self, node, scope, opset: int, src: int, label, frame: Frame) -> list[onnx.NodeProto]:
         """The nodes that replace ``node`` (of schema version ``src``, at ``opset``) at
-        ``frame.target``, where its op does not exist (or only deprecated)."""
+        ``frame.to_version``, where its op does not exist (or only deprecated)."""
         op = node.op_type
         schema = onnx.defs.get_schema(op, src, "")
         versions = sorted(set(schema.function_opset_versions) | set(schema.context_dependent_function_opset_versions))
@@ -78,8 +78,8 @@ class Expansion:
         if found is not None:
             return self._decompose(node, scope, src, label, frame, *found)
         first = registry.schema_versions(op)[0]
-        dst = registry.schema_version_at(op, frame.target)
-        if dst is not None and self.lacks is not None and self.lacks(op, dst):
+        dst = registry.schema_version_at(op, frame.to_version)
+        if dst is not None and self.lacks is not None and self.lacks("", op, dst):
             self.walk.block(frame, label, op, "expand", f"the runtime targeted does not implement {op}-{dst} and "
                             f"ONNX defines no function body for it", "a runtime that implements it")
         else:
@@ -88,19 +88,19 @@ class Expansion:
         return [node]
 
     def expand_for_runtime(self, node, scope, opset: int, src: int, label, frame: Frame) -> list[onnx.NodeProto]:
-        """The nodes that replace ``node`` (of schema version ``src``, at ``opset``) at ``frame.target``,
+        """The nodes that replace ``node`` (of schema version ``src``, at ``opset``) at ``frame.to_version``,
         where the runtime targeted has no kernel for its types and would replace it by its function
         body written for an older opset (``rewriter.targets.inlining``): expanded here, into the body
-        for ``frame.target``. A schema without a body (Softmax-11 on its way to Softmax-13) takes its
+        for ``frame.to_version``. A schema without a body (Softmax-11 on its way to Softmax-13) takes its
         steps to the one the runtime would inline first."""
         op = node.op_type
         schema = onnx.defs.get_schema(op, src, "")
         versions = sorted(set(schema.function_opset_versions) | set(schema.context_dependent_function_opset_versions))
         if versions:
-            version = max((v for v in versions if v <= frame.target), default=versions[0])
+            version = max((v for v in versions if v <= frame.to_version), default=versions[0])
             return self._function_body(node, scope, src, label, frame, schema, version,
                                        self.report.inlined_for_runtime)
-        dst = registry.schema_version_at(op, frame.target)  # older than the target (Engine._inlined_by_runtime)
+        dst = registry.schema_version_at(op, frame.to_version)  # older than the target (Engine._inlined_by_runtime)
         blocked = len(self.walk.blockers)
         original_name, original_out = node.name, node.output[0] if node.output else None
         sequence = self.walk.convert(node, scope, opset, frame.towards(dst), top=not frame.derived)
@@ -163,8 +163,7 @@ class Expansion:
         inner = frame.within(f"function body of {label}")
         for n in nodes:  # subgraphs of the body (If/Loop/Scan), converted from the body's opset
             for attr in n.attribute:
-                for g in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else
-                          list(attr.graphs) if attr.type == onnx.AttributeProto.GRAPHS else []):
+                for g in traversal.attribute_graphs(attr):
                     child = traversal.Scope(g, f"{attr.name} of {n.op_type} in the function body of {label}",
                                             scope, version)
                     for sub in [child, *traversal.subgraph_scopes(g, child)]:
@@ -178,7 +177,7 @@ class Expansion:
         converted onward to the target; a failed exactness condition blocks with its reason."""
         op = node.op_type
         first = registry.schema_versions(op)[0]
-        ctx = NodeContext(self.state, node, scope, (src, version), frame.target)
+        ctx = NodeContext(self.state, node, scope, (src, version), frame.to_version)
         try:
             fn(node, ctx)
         except ConversionError as e:  # the op itself may not take the node's types at its first version
@@ -195,5 +194,5 @@ class Expansion:
         original_name, original_out = node.name, node.output[0] if node.output else None
         inner = frame.within(f"decomposition of {label}")
         result = [m for n in nodes for m in self.walk.convert(
-            n, scope, frame.target if id(n) in ctx.at_target else version, inner)]
+            n, scope, frame.to_version if id(n) in ctx.at_target else version, inner)]
         return named(self.state, result, node, original_name, original_out, removed=True)

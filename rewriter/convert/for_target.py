@@ -1,41 +1,42 @@
 """A conversion for a runtime target: its opsets, IR version and the ops it implements
-(:mod:`rewriter.targets`) turned into :func:`rewriter.convert.planner.convert_model`'s
-arguments."""
+(:mod:`rewriter.targets`) chosen for the model and carried, as one
+:class:`rewriter.targets.spec.TargetSpec`, into :func:`rewriter.convert.planner.convert_model`."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import onnx
 
 from rewriter.graph.schemas import DEFAULT_DOMAINS
 from rewriter.convert import ml_opsets as ml
 from rewriter.targets import ort_quirks
+from rewriter.targets.spec import TargetSpec
 from rewriter.convert.blockers import Blocker
 from rewriter.convert.planner import ConversionBlocked, ConvertReport, convert_model
 from rewriter.errors import RewriterError
 from rewriter.graph import traversal
 
-__all__ = ["convert_for", "resolve"]
+__all__ = ["convert_for", "for_model"]
 
 
-def resolve(model: onnx.ModelProto, target_opset, ml_opset, ir_version, target, inferred=None, half=None):
-    """(target opset, ML opset, pinned IR, IR cap, lacks, the Target) for ``model`` (``inferred``:
-    its shape inference when the caller has it, as :func:`rewriter.graph.inferred.inferred_model` takes it;
-    ``half``: the half type the result is rewritten to next, whose Casts the opset must take)."""
-    if target is None:
-        if target_opset is None and ml_opset is None:
-            raise RewriterError("give a target opset (or 'latest'), an ML opset, or a runtime target")
-        return target_opset, ml_opset, ir_version, None, None, None
-    from rewriter.targets import Target, parse_target
-
-    runtime = target if isinstance(target, Target) else parse_target(target)
+def for_model(model: onnx.ModelProto, spec: TargetSpec, inferred=None, half=None) -> TargetSpec:
+    """``spec`` with the opsets its runtime needs for ``model`` filled in (those given are kept;
+    without a runtime, ``spec`` itself). ``inferred``: the model's shape inference when the caller
+    has it, as :func:`rewriter.graph.inferred.inferred_model` takes it; ``half``: the half type the
+    result is rewritten to next, whose Casts the opset must take."""
+    runtime = spec.runtime
+    if runtime is None:
+        return spec
     source = traversal.opset_version(model.opset_import)
     source_ml = ml.ml_opset(model.opset_import)
-    if target_opset is None and source is not None:
-        target_opset = _implemented_opset(model, runtime, "", runtime.opset_for("", source), inferred,
-                                          ("Cast",) if half else ())
+    opset, ml_opset = spec.opset, spec.ml_opset
+    if opset is None and source is not None:
+        opset = _implemented_opset(model, runtime, "", runtime.opset_for("", source), inferred,
+                                   ("Cast",) if half else ())
     if ml_opset is None and source_ml is not None:
         ml_opset = _implemented_opset(model, runtime, ml.ML_DOMAIN, runtime.opset_for(ml.ML_DOMAIN, source_ml))
-    return target_opset, ml_opset, ir_version, runtime.ir_version, runtime.lacks, runtime
+    return dataclasses.replace(spec, opset=opset, ml_opset=ml_opset)
 
 
 def _implemented_opset(model: onnx.ModelProto, runtime, domain: str, start: int, inferred=None,
@@ -77,27 +78,33 @@ def _implemented_opset(model: onnx.ModelProto, runtime, domain: str, start: int,
     return next((o for o in range(start, low - 1, -1) if fine(o)), start)
 
 
-def convert_for(model: onnx.ModelProto, target_opset=None, *, ml_opset=None, ir_version=None, runtime=None,
-                half: str | None = None, **kwargs) -> tuple[onnx.ModelProto, ConvertReport]:
-    """:func:`convert_model` with the opsets, IR version and missing ops of ``runtime`` (a
-    :class:`rewriter.targets.Target`, ``RUNTIME==VERSION`` or a profile path) when given.
+def convert_for(model: onnx.ModelProto, target_opset: int | str | TargetSpec | None = None, *, ml_opset=None,
+                ir_version=None, runtime=None, half: str | None = None, **kwargs) -> tuple[onnx.ModelProto, ConvertReport]:
+    """:func:`convert_model` for a :class:`TargetSpec` (or the arguments :meth:`TargetSpec.parse`
+    takes: ``runtime`` a :class:`rewriter.targets.Target`, ``RUNTIME==VERSION`` or a profile path),
+    with the opsets, IR version and missing ops of its runtime.
 
     A runtime with per-op restrictions (TensorRT: onnx-tensorrt's operators.md) has them met on
     the converted model: exact rewrites where :mod:`rewriter.targets.restriction_rewrites` has
     one, and every node still breaking one blocks (``plan_only``: listed in the report).
 
     ``half``: the half type ("float16", "bfloat16") the result is rewritten to next (``convert
-    --dtype``): the opset chosen for ``runtime`` takes the Casts that rewrite inserts (ONNX Runtime
+    --dtype``): the opset chosen for the runtime takes the Casts that rewrite inserts (ONNX Runtime
     1.15 has no Cast-19: such a model goes to opset 18 for it)."""
-    opset, ml_target, pin, cap, lacks, target = resolve(model, target_opset, ml_opset, ir_version, runtime,
-                                                       kwargs.get("inferred"), half)
-    kwargs["inlining"] = ort_quirks.inlining_rule(target)  # nodes the runtime would inline wrongly: expanded
+    if isinstance(target_opset, TargetSpec):
+        if (ml_opset, ir_version, runtime) != (None, None, None):
+            raise TypeError("give a TargetSpec or ml_opset / ir_version / runtime, not both")
+        spec = target_opset
+    else:
+        spec = TargetSpec.parse(target_opset, ml_opset=ml_opset, ir_version=ir_version, target=runtime)
+    if spec.empty:
+        raise RewriterError("give a target opset (or 'latest'), an ML opset, or a runtime target")
+    spec = for_model(model, spec, kwargs.get("inferred"), half)
+    target = spec.runtime
     if target is None or not target.rules:
-        return convert_model(model, opset, ml_opset=ml_target, ir_version=pin, max_ir_version=cap, lacks=lacks,
-                             **kwargs)
+        return convert_model(model, spec, **kwargs)
     try:
-        result, report = convert_model(model, opset, ml_opset=ml_target, ir_version=pin, max_ir_version=cap,
-                                       lacks=lacks, **kwargs)
+        result, report = convert_model(model, spec, **kwargs)
     except ConversionBlocked as e:  # name the nodes the restrictions block too, as found in the input
         more = _restriction_blockers(model, target, kwargs.get("base_dir"), {b.node for b in e.blockers})
         if not more:

@@ -1,7 +1,7 @@
 """What the engine's walk knows about the nodes it is converting at one point: the opset they go
 to and where they come from. A :class:`Frame` is passed down every call of the walk
 (``Engine.convert``, ``Expansion.expand``, ...) and never changed: a call that converts
-nodes for another target, or nodes it made, passes a new one."""
+nodes for another opset, or nodes it made, passes a new one."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ __all__ = ["Frame"]
 
 
 class Frame(NamedTuple):
-    """The target and the provenance of the nodes being converted."""
+    """The opset converted to and the provenance of the nodes being converted."""
 
-    target: int  # the opset they are converted to
+    to_version: int  # the opset they are converted to
     derived: bool = False  # made by the conversion (a function body, a rewrite): counted apart in the plan
     inside: str | None = None  # "function body of <node>", "decomposition of <node>": the innermost expansion
     maker: str | None = None  # the label of the outermost node whose adapter made them
@@ -23,24 +23,24 @@ class Frame(NamedTuple):
 
     def made(self) -> Frame:
         """For nodes the conversion made."""
-        return self if self.derived else Frame(self.target, True, self.inside, self.maker, self.current)
+        return self if self.derived else Frame(self.to_version, True, self.inside, self.maker, self.current)
 
     def within(self, what: str) -> Frame:
         """For the nodes that replace a node (``what``: "function body of ..."): a blocker among
         them says where it came from, and onnx's converter is not used."""
-        return Frame(self.target, True, what, self.maker, self.current)
+        return Frame(self.to_version, True, what, self.maker, self.current)
 
     def made_converting(self, label: str) -> Frame:
         """For the nodes an adapter inserted converting the node ``label`` (``Engine.convert``
         counts them as made by the conversion: they are not a body's own)."""
-        return Frame(self.target, self.derived, self.inside, self.maker or label, self.current)
+        return Frame(self.to_version, self.derived, self.inside, self.maker or label, self.current)
 
-    def towards(self, target: int) -> Frame:
-        return Frame(target, self.derived, self.inside, self.maker, self.current)
+    def towards(self, to_version: int) -> Frame:
+        return Frame(to_version, self.derived, self.inside, self.maker, self.current)
 
     def at(self, outputs: tuple) -> Frame:
         """For the conversion of the body's node with these outputs."""
-        return Frame(self.target, self.derived, self.inside, self.maker, outputs)
+        return Frame(self.to_version, self.derived, self.inside, self.maker, outputs)
 
     def label(self, label: str) -> str:
         """A blocker's node label, with where the node came from."""

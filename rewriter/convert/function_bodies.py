@@ -68,8 +68,7 @@ def inline(fn: onnx.FunctionProto, node: onnx.NodeProto, state: ConversionState,
         new = onnx.NodeProto()
         new.CopyFrom(inner)
         for a in new.attribute:  # subgraphs: their own values get fresh names, outer ones follow
-            for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else
-                      list(a.graphs) if a.type == onnx.AttributeProto.GRAPHS else []):
+            for g in traversal.attribute_graphs(a):
                 _rename_graph(g, dict(names), state, hint)
         for out_i, out in enumerate(new.output):
             if out and out not in names:
@@ -157,7 +156,7 @@ def evaluate_constant_node(node: onnx.NodeProto, scope, state: ConversionState, 
     :data:`EVALUATED_LIMIT` elements; else None. For an op the target lacks (a Mod of two
     constants going below 10): its value stands in for it exactly."""
     if len(node.output) != 1 or not node.output[0] or not is_default_domain(node.domain) or \
-            any(a.ref_attr_name or a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+            any(a.ref_attr_name or a.type in traversal.GRAPH_KINDS
                 for a in node.attribute):
         return None
     values = []
@@ -266,8 +265,7 @@ def _rename_graph(graph: onnx.GraphProto, names: dict[str, str], state: Conversi
             if name in names:
                 n.input[i] = names[name]
         for a in n.attribute:
-            for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else
-                      list(a.graphs) if a.type == onnx.AttributeProto.GRAPHS else []):
+            for g in traversal.attribute_graphs(a):
                 _rename_graph(g, dict(names), state, hint)
         for i, name in enumerate(n.output):
             if name:

@@ -120,8 +120,8 @@ def _elem_types(model: onnx.ModelProto) -> dict[str, int]:
     return found
 
 
-def convert_ml(model: onnx.ModelProto, target: int, report, lacks=None) -> list[Blocker]:
-    """Step every ``ai.onnx.ml`` node of ``model`` (in place) to ML opset ``target``; set the
+def convert_ml(model: onnx.ModelProto, to_version: int, report, lacks=None) -> list[Blocker]:
+    """Step every ``ai.onnx.ml`` node of ``model`` (in place) to ML opset ``to_version``; set the
     domain's opset imports; returns the blockers (the model is then not to be used)."""
     source = ml_opset(model.opset_import)
     if source is None:
@@ -141,7 +141,7 @@ def convert_ml(model: onnx.ModelProto, target: int, report, lacks=None) -> list[
             label = Label(node, scope)
             versions = registry.schema_versions(op, ML_DOMAIN)
             src = registry.schema_version_at_domain(op, src_opset, ML_DOMAIN)
-            dst = registry.schema_version_at_domain(op, target, ML_DOMAIN)
+            dst = registry.schema_version_at_domain(op, to_version, ML_DOMAIN)
             if not versions or src is None:
                 blockers.append(_blocker(label, op, "-", f"{op} is not an operator of {ML_DOMAIN} at opset "
                                         f"{src_opset}", "no opset"))
@@ -149,7 +149,7 @@ def convert_ml(model: onnx.ModelProto, target: int, report, lacks=None) -> list[
             if dst is None or (dst != src and onnx.defs.get_schema(op, dst, ML_DOMAIN).deprecated):
                 if types is None:
                     types = _elem_types(model)
-                replaced = _replace(node, op, src, dst, target, label, blockers, report,
+                replaced = _replace(node, op, src, dst, to_version, label, blockers, report,
                                     types.get(node.input[0]) if node.input else None)
                 if replaced is not None:
                     body.node[k].CopyFrom(replaced)
@@ -180,11 +180,11 @@ def convert_ml(model: onnx.ModelProto, target: int, report, lacks=None) -> list[
         for opsets in [model.opset_import, *(f.opset_import for f in model.functions)]:
             for entry in opsets:
                 if entry.domain == ML_DOMAIN:
-                    entry.version = target
+                    entry.version = to_version
     return blockers
 
 
-def _replace(node, op, src, dst, target, label, blockers, report, elem_type):
+def _replace(node, op, src, dst, to_version, label, blockers, report, elem_type):
     """Ops that become another op between ML opsets: TreeEnsembleRegressor <-> TreeEnsemble."""
     try:
         from rewriter.convert.adapters import ml_trees
@@ -215,7 +215,7 @@ def _replace(node, op, src, dst, target, label, blockers, report, elem_type):
         reason = f"{op} exists only from ML opset {first} and has no older equivalent rewriter can write"
         blockers.append(_blocker(label, op, "expand", reason, f"ML opsets >= {first}"))
     else:
-        reason = (f"{op}-{dst} is deprecated at ML opset {target} (TreeEnsemble replaces it) and rewriter does "
+        reason = (f"{op}-{dst} is deprecated at ML opset {to_version} (TreeEnsemble replaces it) and rewriter does "
                   f"not rewrite {op} as TreeEnsemble")
         blockers.append(_blocker(label, op, f"{src} -> {dst} (ai.onnx.ml)", reason, "ML opsets <= 4"))
     return None

@@ -34,18 +34,18 @@ class Start(NamedTuple):
     normalizer: registry.Adapter | None = None  # run on every node before its steps ("steps" only)
 
 
-def start(op: str, opset: int, target: int, lacks=None) -> Start:
-    """How the nodes of ``op`` at ``opset`` start on their way to ``target``; ``lacks(op, version)``:
-    whether the runtime targeted lacks a schema (None: no runtime)."""
+def start(op: str, opset: int, to_version: int, lacks=None) -> Start:
+    """How the nodes of ``op`` at ``opset`` start on their way to opset ``to_version``;
+    ``lacks(domain, op, version)``: whether the runtime targeted lacks a schema (None: no runtime)."""
     if not registry.schema_versions(op):
         return Start("unknown")
     src = registry.schema_version_at(op, opset)
     if src is None:
         return Start("missing")
-    dst = registry.schema_version_at(op, target)
+    dst = registry.schema_version_at(op, to_version)
     if dst is None or (dst < src and deprecated_schema(op, dst) and has_function_body(op, src)):
         return Start("expand", src)
-    if lacks is not None and lacks(op, dst):  # the runtime targeted does not implement it
+    if lacks is not None and lacks("", op, dst):  # the runtime targeted does not implement it
         return Start("expand", src)
     return Start("steps", src, registry.normalizer(op))
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import onnx
 
+from rewriter.graph.traversal import attribute_graphs
+
 __all__ = ["bind_attribute_refs"]
 
 
@@ -22,7 +24,7 @@ def bind_attribute_refs(node: onnx.NodeProto, values: dict[str, onnx.AttributePr
             b.name = a.name
         else:
             b.CopyFrom(a)
-            for g in ([b.g] if b.type == onnx.AttributeProto.GRAPH else list(b.graphs)):
+            for g in attribute_graphs(b):
                 for n in g.node:
                     bind_attribute_refs(n, values)
         keep.append(b)

@@ -102,6 +102,13 @@ def ops_with(kinds: frozenset) -> frozenset:
     return _default_ops_with(kinds)
 
 
+def attribute_graphs(attr: onnx.AttributeProto) -> list[onnx.GraphProto]:
+    """The graphs one attribute holds: its ``g`` (GRAPH), its ``graphs`` (GRAPHS), else none."""
+    if attr.type == _A.GRAPH:
+        return [attr.g]
+    return list(attr.graphs) if attr.type == _A.GRAPHS else []
+
+
 def subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
     """The graphs held by ``node``'s attributes (If branches, Loop and Scan bodies, ...)."""
     for attr in node.attribute:

@@ -60,13 +60,9 @@ def initializer_count(model: onnx.ModelProto) -> int:
     """Initializers of the main graph and of every subgraph (in functions too)."""
     def graphs(body):
         for node in body.node:
-            for attr in node.attribute:
-                if attr.HasField("g"):
-                    yield attr.g
-                    yield from graphs(attr.g)
-                for g in attr.graphs:
-                    yield g
-                    yield from graphs(g)
+            for g in traversal.subgraphs(node):
+                yield g
+                yield from graphs(g)
 
     found = [model.graph, *graphs(model.graph)]
     for fn in model.functions:

@@ -17,6 +17,7 @@ import onnx
 import onnx_ir as ir
 
 from rewriter.graph import traversal
+from rewriter.optimize.scopes import attribute_graphs
 from rewriter.io.tensors import BASE_KEY, EXTERNAL, all_tensors
 
 __all__ = ["Carry", "to_ir", "to_proto"]
@@ -126,10 +127,8 @@ def _external_tensors(model: ir.Model):
                 continue
             if attr.type == ir.AttributeType.TENSOR and isinstance(attr.value, ir.ExternalTensor):
                 yield attr.value
-            elif attr.type == ir.AttributeType.GRAPH:
-                yield from graph_tensors(attr.value)
-            elif attr.type == ir.AttributeType.GRAPHS:
-                for g in attr.value:
+            else:
+                for g in attribute_graphs(attr):
                     yield from graph_tensors(g)
 
     yield from graph_tensors(model.graph)

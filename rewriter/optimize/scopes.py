@@ -15,6 +15,15 @@ __all__ = ["graphs_and_functions", "subgraphs", "GRAPH_OPS"]
 GRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 
 
+def attribute_graphs(attr: ir.Attr) -> list[ir.Graph]:
+    """The graphs one onnx_ir attribute holds (GRAPH, GRAPHS; none for a reference or another type)."""
+    if attr.is_ref():
+        return []
+    if attr.type == ir.AttributeType.GRAPH:
+        return [attr.value]
+    return list(attr.value) if attr.type == ir.AttributeType.GRAPHS else []
+
+
 def subgraphs(node: ir.Node) -> Iterator[ir.Graph]:
     """The graphs held by ``node``'s attributes, nested ones included (depth first)."""
     if node.domain == "" and node.op_type not in GRAPH_OPS:
@@ -22,13 +31,7 @@ def subgraphs(node: ir.Node) -> Iterator[ir.Graph]:
     for attr in node.attributes.values():
         if attr.is_ref():
             continue
-        if attr.type == ir.AttributeType.GRAPH:
-            graphs = [attr.value]
-        elif attr.type == ir.AttributeType.GRAPHS:
-            graphs = list(attr.value)
-        else:
-            continue
-        for g in graphs:
+        for g in attribute_graphs(attr):
             yield g
             for inner in g:
                 yield from subgraphs(inner)

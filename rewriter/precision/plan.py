@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 import onnx.shape_inference
 
+from rewriter.graph import traversal
 from rewriter.graph.schemas import is_default_domain
 from rewriter.io.half import F16_MAX
 from rewriter.precision.graphs import FLOAT, Graphs, is_constant_node
@@ -297,7 +298,7 @@ def _infers_in_half(node: onnx.NodeProto, since: int, g: Graphs, half_in, dtype:
         seen.append(t.SerializeToString())
         names.append(f"i{i}")
         inputs.append(helper.make_value_info(f"i{i}", t))
-    attributes = [a for a in node.attribute if a.type not in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)]
+    attributes = [a for a in node.attribute if a.type not in traversal.GRAPH_KINDS]
     key = (node.domain, node.op_type, since, g.opset, tuple(seen), tuple(a.SerializeToString() for a in attributes),
            len(node.output))
     if key in _INFERS:

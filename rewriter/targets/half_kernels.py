@@ -20,26 +20,21 @@ none; anything else is unknown. Linux x86_64 wheels: arm64 builds register more 
 from __future__ import annotations
 
 from rewriter.graph.schemas import is_default_domain
-
-import functools
-import os
-
-from rewriter.targets.release_tables import load_releases, release_key
+from rewriter.targets.release_tables import load_releases, release_key, release_names
 
 __all__ = ["has_half_kernel", "half_releases", "HALF_TYPES"]
 
 HALF_TYPES = ("float16", "bfloat16")
-_PATH = os.path.join(os.path.dirname(__file__), "data", "onnxruntime_half.json")
+_TABLE = "onnxruntime_half.json"
 
 
-@functools.cache
 def _data() -> dict:
-    return load_releases(_PATH)
+    return load_releases(_TABLE)
 
 
 def half_releases() -> list[str]:
     """The measured releases, oldest first."""
-    return [f"{a}.{b}" for a, b in sorted(_data())]
+    return release_names(_TABLE)
 
 
 def _measured(release: str) -> tuple[dict, bool] | None:

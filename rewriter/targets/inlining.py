@@ -14,24 +14,20 @@ says how): per release, per half type, op -> {since_version: [opsets where loadi
 
 from __future__ import annotations
 
-import functools
-import os
-
-from rewriter.targets.release_tables import load_releases, release_key
+from rewriter.targets.release_tables import load_releases, release_key, release_names
 
 __all__ = ["inlines_wrongly", "inlining_releases"]
 
-_PATH = os.path.join(os.path.dirname(__file__), "data", "onnxruntime_inlining.json")
+_TABLE = "onnxruntime_inlining.json"
 
 
-@functools.cache
 def _data() -> dict:
-    return load_releases(_PATH)
+    return load_releases(_TABLE)
 
 
 def inlining_releases() -> list[str]:
     """The measured releases, oldest first."""
-    return [f"{a}.{b}" for a, b in sorted(_data())]
+    return release_names(_TABLE)
 
 
 def inlines_wrongly(release: str, op: str, since_version: int, opset: int, dtype: str) -> bool:

@@ -3,9 +3,13 @@ looked up by "MAJOR.MINOR"."""
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 
-__all__ = ["release_key", "load_releases"]
+__all__ = ["release_key", "load_releases", "release_names"]
+
+_DATA = os.path.join(os.path.dirname(__file__), "data")
 
 
 def release_key(release: str) -> tuple[int, int] | None:
@@ -17,8 +21,14 @@ def release_key(release: str) -> tuple[int, int] | None:
         return None
 
 
-def load_releases(path: str) -> dict:
-    """{(major, minor): entry} of the table at ``path``."""
-    with open(path, encoding="utf-8") as f:
+@functools.cache
+def load_releases(name: str) -> dict:
+    """{(major, minor): entry} of the table ``data/<name>`` (read once)."""
+    with open(os.path.join(_DATA, name), encoding="utf-8") as f:
         table = json.load(f)
     return {release_key(r): entry for r, entry in table["releases"].items()}
+
+
+def release_names(name: str) -> list[str]:
+    """The releases measured in the table ``data/<name>``, oldest first."""
+    return [f"{a}.{b}" for a, b in sorted(load_releases(name))]

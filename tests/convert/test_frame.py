@@ -9,8 +9,8 @@ def test_a_frame_is_replaced_not_changed():
     top = Frame(13)
     inner = top.within("function body of node 'ln'")
     assert (top.derived, top.inside) == (False, None)
-    assert (inner.target, inner.derived, inner.inside) == (13, True, "function body of node 'ln'")
-    assert top.towards(10).target == 10 and top.target == 13
+    assert (inner.to_version, inner.derived, inner.inside) == (13, True, "function body of node 'ln'")
+    assert top.towards(10).to_version == 10 and top.to_version == 13
     assert top.at(("y",)).current == ("y",) and top.current is None
 
 

@@ -41,8 +41,8 @@ def test_keep_decisions(op, opset, target, expected):
 
 def test_a_runtime_that_lacks_the_op_makes_every_node_looked_at():
     assert _keep("Relu", 13, 14) is Keep.TYPE_ONLY
-    assert _keep("Relu", 13, 14, lacks=lambda op, v: (op, v) == ("Relu", 14)) is Keep.LOOK
-    assert _keep("Relu", 14, 15, lacks=lambda op, v: False) is Keep.NO_STEPS
+    assert _keep("Relu", 13, 14, lacks=lambda domain, op, v: (domain, op, v) == ("", "Relu", 14)) is Keep.LOOK
+    assert _keep("Relu", 14, 15, lacks=lambda domain, op, v: False) is Keep.NO_STEPS
 
 
 @pytest.mark.parametrize("op, opset, target, what, src", [
@@ -58,7 +58,7 @@ def test_how_nodes_start(op, opset, target, what, src):
     assert (how.what, how.src) == (what, src)
     assert how.normalizer is None
     assert paths.start("MeanVarianceNormalization", 13, 13).normalizer is not None
-    assert paths.start("Relu", 13, 14, lambda op, v: True).what == "expand"
+    assert paths.start("Relu", 13, 14, lambda domain, op, v: True).what == "expand"
 
 
 # ---------------------------------------------------------------- every op, against onnx.defs

@@ -18,6 +18,8 @@ from onnx import TensorProto, helper
 
 from rewriter.convert import convert_model
 from rewriter.errors import ConversionError
+from rewriter.targets import Target
+from rewriter.targets.spec import TargetSpec
 
 ML = "ai.onnx.ml"
 S, I64 = TensorProto.STRING, TensorProto.INT64
@@ -104,9 +106,11 @@ def test_label_encoder_2_without_a_default_keeps_its_default_going_down():
 # ------------------------------------------------------------------ a runtime that lacks a schema
 
 def _lacks_label_encoder(version):
-    def lacks(domain, op, v):
-        return domain == ML and op == "LabelEncoder" and v == version
-    return lacks
+    """A TargetSpec of ML opset 2 for a runtime (a profile-like Target) whose loading showed no
+    LabelEncoder-``version`` kernel."""
+    runtime = Target("a runtime without LabelEncoder-%d" % version, {}, missing={
+        "": {}, ML: {"LabelEncoder": frozenset({version})}})
+    return TargetSpec(ml_opset=2, runtime=runtime)
 
 
 def test_a_runtime_lacking_the_schema_the_node_would_reach_blocks_it():
@@ -114,12 +118,12 @@ def test_a_runtime_lacking_the_schema_the_node_would_reach_blocks_it():
     model = _model(helper.make_node("LabelEncoder", ["x"], ["y"], domain=ML, name="enc",
                                     classes_strings=["a", "b", "c"]), S, I64, 1)
     with pytest.raises(ConversionError, match="LabelEncoder-2"):
-        convert_model(model, None, ml_opset=2, lacks=_lacks_label_encoder(2))
+        convert_model(model, _lacks_label_encoder(2))
 
 
 def test_a_runtime_lacking_only_the_source_schema_does_not_block():
     """The node leaves LabelEncoder-1 behind: a runtime lacking only -1 takes the result."""
     model = _model(helper.make_node("LabelEncoder", ["x"], ["y"], domain=ML, name="enc",
                                     classes_strings=["a", "b", "c"]), S, I64, 1)
-    result, _ = convert_model(model, None, ml_opset=2, lacks=_lacks_label_encoder(1))
+    result, _ = convert_model(model, _lacks_label_encoder(1))
     np.testing.assert_array_equal(_run(result, STRINGS)[0], _run(model, STRINGS)[0])

@@ -657,11 +657,12 @@ def test_convert_dtype_for_tensorrt_writes_no_half_type_its_ops_refuse(tmp_path,
     opsets allow. So the rule here is made up: a Relu in float32 only.)"""
     import dataclasses
 
-    import rewriter.targets as targets
+    import rewriter.targets.spec as spec_module  # the one parser of --target (TargetSpec.parse) reads it
 
-    real = targets.parse_target
+    real = spec_module.parse_target
     rule = {"text": "Supported Types: FP32", "kind": "input_type", "input": 0, "types": ["FLOAT"]}
-    monkeypatch.setattr(targets, "parse_target", lambda spec: dataclasses.replace(real(spec), rules={"Relu": [rule]}))
+    monkeypatch.setattr(spec_module, "parse_target",
+                        lambda spec: dataclasses.replace(real(spec), rules={"Relu": [rule]}))
     path, out = str(tmp_path / "m.onnx"), str(tmp_path / "out.onnx")
     onnx.save(_model([_node("Relu", ["x"], ["r"]), helper.make_node("Relu", ["r"], ["y"], name="n2")],
                      [("x", F, [3])], ["y"]), path)

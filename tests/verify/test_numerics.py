@@ -193,9 +193,9 @@ def test_cli_verify_prints_max_abs_diff(tmp_path, capsys):
 def test_cli_verify_fails_on_a_numerically_wrong_rewrite(tmp_path, monkeypatch, capsys):
     from rewriter import convert
 
-    def wrong(model, target, *args, **kwargs):
-        result = _reduce("ReduceMax", opset=target)  # same shapes, other values (a valid model)
-        return result, _Report(target)
+    def wrong(model, spec, *args, **kwargs):
+        result = _reduce("ReduceMax", opset=spec.opset)  # same shapes, other values (a valid model)
+        return result, _Report(spec.opset)
 
     monkeypatch.setattr(convert, "convert_for", wrong)
     path, out = str(tmp_path / "m.onnx"), str(tmp_path / "out.onnx")

@@ -104,7 +104,7 @@ def clip_12_11(node, ctx) -> None:
         ctx.to_identity(node)
         ctx.record("integer Clip without bounds -> Identity")
         return
-    if ctx.target is not None and ctx.target >= 9:
+    if ctx.final_opset is not None and ctx.final_opset >= 9:
         y = x
         for k, bound in enumerate(bounds):
             if not bound:
@@ -127,7 +127,7 @@ def clip_12_11(node, ctx) -> None:
         ctx.block(f"Clip on {type_name(elem)} exists only from opset 12; a double does not hold every "
                   f"{type_name(elem)} exactly, and the exact route Where(Less(x, min), min, x) needs Where, "
                   f"which exists only from opset 9")
-    if ctx.target is not None and ctx.target < 11:  # the bounds become Clip-6's float attributes
+    if ctx.final_opset is not None and ctx.final_opset < 11:  # the bounds become Clip-6's float attributes
         for name in bounds:
             value = ctx.constant(name) if name else None
             if name and value is None:

@@ -23,8 +23,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from rewriter.convert.adapters.feature_support import attr_value, record_type
-from rewriter.convert.adapters.moves import check_types, constant_input, input_name, is_used, trim_inputs
+from rewriter.convert.adapters.feature_support import attr_value, consumed, record_type
+from rewriter.convert.adapters.moves import check_types, constant_input, input_name, trim_inputs
 from rewriter.convert.attrs import get_attr, remove_attr
 from rewriter.convert.registry import register
 
@@ -57,7 +57,7 @@ def dropout_7_6(node, ctx) -> None:
 
 
 # masks this conversion redirected to a Cast inserted after the node (read by a node the
-# engine has not put in the body yet, so is_used cannot see the reader); names are fresh
+# engine has not put in the body yet, so consumed cannot see the reader); names are fresh
 _CAST_MASKS: set[str] = set()
 
 
@@ -65,7 +65,7 @@ def _drop_unused_mask(node, ctx) -> bool:
     """Drop an unused mask output; whether a used one remains."""
     if len(node.output) < 2 or not node.output[1]:
         return False
-    if node.output[1] in _CAST_MASKS or is_used(ctx, node.output[1]):
+    if node.output[1] in _CAST_MASKS or consumed(ctx, node.output[1]):
         return True
     del node.output[1:]
     ctx.record("Dropout unused mask dropped")

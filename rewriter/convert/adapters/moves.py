@@ -11,11 +11,10 @@ from onnx import numpy_helper
 
 from rewriter.convert.attrs import get_attr, remove_attr
 from rewriter.convert.type_only import step_types_allowed
-from rewriter.graph import traversal
 from rewriter.graph.constants import constant_node_value
 
 __all__ = ["value_of", "input_name", "set_input", "trim_inputs", "attr_to_input", "constant_input",
-           "ints_input_to_attr", "check_types", "is_used", "float_exact"]
+           "ints_input_to_attr", "check_types", "float_exact"]
 
 
 def input_name(node: onnx.NodeProto, index: int) -> str:
@@ -126,17 +125,6 @@ def ints_input_to_attr(node, ctx, index: int, attr: str, below: int, allow_refer
     ctx.maybe_unused(name)
     ctx.record(f"{node.op_type} {attr} input -> attribute")
     return values
-
-
-def is_used(ctx, name: str) -> bool:
-    """Whether a node of the scope (or of its subgraphs) reads ``name`` or the scope outputs it."""
-    if not name:
-        return False
-    body = ctx.scope.body
-    outputs = [o if isinstance(o, str) else o.name for o in body.output]
-    if name in outputs:
-        return True
-    return any(name in n.input for n in traversal.all_nodes(body))
 
 
 def check_types(node, ctx, a: int | None = None, b: int | None = None) -> None:

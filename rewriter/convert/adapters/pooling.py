@@ -103,6 +103,12 @@ def _drop_dilations(node, ctx, since: int) -> None:
     drop_default(node, ctx, "dilations", _ones, since)
 
 
+def _drop_ceil_mode_and_dilations(node, ctx, since: int) -> None:
+    check_types(node, ctx)
+    _drop_ceil_mode(node, ctx, since)
+    _drop_dilations(node, ctx, since)
+
+
 # ---------------------------------------------------------------- AveragePool
 
 @register("AveragePool", 7, 1, kind="new feature")
@@ -140,9 +146,7 @@ def max_pool_8_1(node, ctx) -> None:
 
 @register("MaxPool", 10, 8, kind="new feature")
 def max_pool_10_8(node, ctx) -> None:
-    check_types(node, ctx)
-    _drop_ceil_mode(node, ctx, 10)
-    _drop_dilations(node, ctx, 10)
+    _drop_ceil_mode_and_dilations(node, ctx, 10)
 
 
 # ---------------------------------------------------------------- LpPool
@@ -170,9 +174,7 @@ def lp_pool_2_1(node, ctx) -> None:
 
 @register("LpPool", 18, 11, kind="new feature")
 def lp_pool_18_11(node, ctx) -> None:
-    check_types(node, ctx)
-    _drop_ceil_mode(node, ctx, 18)
-    _drop_dilations(node, ctx, 18)
+    _drop_ceil_mode_and_dilations(node, ctx, 18)
 
 
 def _ceil_windows(node, ctx) -> list[str] | None:

@@ -161,22 +161,22 @@ def quantize_23_21(node, ctx) -> None:
     if x is None or x != scale:
         ctx.block(f"below opset 23 the scale must have x's type; x is {_type_name(x)}, the scale "
                   f"{_type_name(scale)}")
-    precision = attr_value(node, ctx, "precision", 0)
-    if precision and precision != x:
-        ctx.block(f"precision={_type_name(precision)} differs from the scale's type (precision exists "
-                  f"only from opset 23)")
-    remove_attr(node, "precision")
-    check_types(node, ctx)
+    _drop_type_attribute(node, ctx, "precision", x, "the scale's type")
 
 
 @register("DequantizeLinear", 23, 21, kind="new feature")
 def dequantize_23_21(node, ctx) -> None:
-    wanted = attr_value(node, ctx, "output_dtype", 0)
     scale = ctx.elem_type(node.input[1])
-    if wanted and wanted != scale:
-        ctx.block(f"output_dtype={_type_name(wanted)} differs from the scale's type {_type_name(scale)} "
-                  f"(output_dtype exists only from opset 23)")
-    remove_attr(node, "output_dtype")
+    _drop_type_attribute(node, ctx, "output_dtype", scale, f"the scale's type {_type_name(scale)}")
+
+
+def _drop_type_attribute(node, ctx, name: str, expected: int, what: str) -> None:
+    """Drop a type attribute of opset 23 (precision, output_dtype) that names ``expected``, the
+    type the older schema implies; refuse one that names another."""
+    wanted = attr_value(node, ctx, name, 0)
+    if wanted and wanted != expected:
+        ctx.block(f"{name}={_type_name(wanted)} differs from {what} ({name} exists only from opset 23)")
+    remove_attr(node, name)
     check_types(node, ctx)
 
 

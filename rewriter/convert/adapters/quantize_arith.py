@@ -126,7 +126,7 @@ def quantize_as_arithmetic(node, ctx, out: int, what: str, targets: str = "from 
     saturation, and the Cast of an integer-valued float in range is exact. ``what`` starts the
     refusal messages, ``targets`` names the targets the rewrite serves."""
     x, zero_point = node.input[0], _input(node, 2)
-    if ctx.target is None or ctx.target < 11:
+    if ctx.final_opset is None or ctx.final_opset < 11:
         ctx.block(f"{what} (rewritten with Round, which exists from opset 11, for targets {targets})")
     if ctx.elem_type(x) != _T.FLOAT or ctx.elem_type(node.input[1]) != _T.FLOAT or out not in BOUNDS:
         ctx.block(f"{what} (rewritten with Div/Round/Add/Clip/Cast only for float x and scale and an 8- or "

@@ -33,6 +33,7 @@ from onnx import numpy_helper
 from rewriter.convert.adapters.feature_support import attr_value, record_type, set_attr
 from rewriter.convert.attrs import get_attr, remove_attr
 from rewriter.convert.registry import register
+from rewriter.graph import traversal
 
 __all__ = ["MAX_UNROLL"]
 
@@ -66,7 +67,7 @@ def scan_8_9(node, ctx) -> None:
         if batch > MAX_UNROLL:
             ctx.block(f"Scan-9 has no batch axis and the batch of {batch} would be unrolled into {batch} "
                       f"copies of the body; rewriter unrolls at most {MAX_UNROLL}")
-        if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+        if any(a.type in traversal.GRAPH_KINDS
                for n in body.node for a in n.attribute):
             ctx.block(f"Scan-9 has no batch axis: the batch of {batch} would be unrolled into copies of the "
                       f"body, and the body holds subgraphs (If/Loop/Scan), whose copies the conversion would not reach")

@@ -25,28 +25,43 @@ def _nothing(node, ctx) -> None:
     """The newer version without the new attribute is the older one."""
 
 
-@register("DepthToSpace", 11, 1, kind="new feature")
-def depth_to_space_11_1(node, ctx) -> None:
+
+def _crd_input(node, ctx, since: int):
+    """Drop ``mode``; for mode CRD, (blocksize, the input's static 4-D shape), else None (DCR is the
+    older schema's only mode); blocks for CRD on an input whose C, H and W are not static."""
     check_types(node, ctx)
     mode = attr_value(node, ctx, "mode", "DCR")
     remove_attr(node, "mode")
     if mode == "DCR":
-        return
+        return None
     bs = attr_value(node, ctx, "blocksize")
     shape = ctx.shape(node.input[0])
     if shape is None or len(shape) != 4 or None in shape[1:]:
-        ctx.block(f"mode={mode!r} exists only from opset 11; it can be rewritten with Reshape/Transpose only "
+        ctx.block(f"mode={mode!r} exists only from opset {since}; it can be rewritten with Reshape/Transpose only "
                   f"for a 4-D input of static channels, height and width, and the input's shape is {shape}")
-    b, c, h, w = shape
+    return bs, shape
+
+
+def _into_transpose(node, ctx, reshaped: str, perm: list[int]) -> tuple[str, str]:
+    """The node made a Transpose of ``reshaped``; (its original output name, the name its output
+    is moved to, for the Reshape after it)."""
+    node.op_type = "Transpose"
+    del node.attribute[:]
+    node.input[0] = reshaped
+    set_attr(node, "perm", perm)
+    original = node.output[0]
+    return original, ctx.redirect_output(0)
+
+@register("DepthToSpace", 11, 1, kind="new feature")
+def depth_to_space_11_1(node, ctx) -> None:
+    crd = _crd_input(node, ctx, 11)
+    if crd is None:
+        return
+    bs, (b, c, h, w) = crd
     elem = ctx.elem_type(node.input[0])
     first = ctx.insert_before("Reshape", [node.input[0]], shape=[0, c // (bs * bs), bs, bs, h, w])
     record_type(ctx, first.output[0], elem, [b, c // (bs * bs), bs, bs, h, w])
-    node.op_type = "Transpose"
-    del node.attribute[:]
-    node.input[0] = first.output[0]
-    set_attr(node, "perm", [0, 1, 4, 2, 5, 3])
-    original = node.output[0]
-    moved = ctx.redirect_output(0)
+    original, moved = _into_transpose(node, ctx, first.output[0], [0, 1, 4, 2, 5, 3])
     record_type(ctx, moved, elem, [b, c // (bs * bs), h, bs, w, bs])
     ctx.insert_after("Reshape", [moved], [original], shape=[0, c // (bs * bs), h * bs, w * bs])
     ctx.record("DepthToSpace CRD -> Reshape/Transpose/Reshape")
@@ -56,27 +71,15 @@ def depth_to_space_11_1(node, ctx) -> None:
 def space_to_depth_28_13(node, ctx) -> None:
     """DCR dropped; CRD rewritten exactly: Reshape [b, c, h/bs, bs, w/bs, bs] -> Transpose
     [0, 1, 3, 5, 2, 4] -> Reshape [b, c*bs*bs, h/bs, w/bs] (static C, H, W)."""
-    check_types(node, ctx)
-    mode = attr_value(node, ctx, "mode", "DCR")
-    remove_attr(node, "mode")
-    if mode == "DCR":
+    crd = _crd_input(node, ctx, 28)
+    if crd is None:
         return
-    bs = attr_value(node, ctx, "blocksize")
-    shape = ctx.shape(node.input[0])
-    if shape is None or len(shape) != 4 or None in shape[1:]:
-        ctx.block(f"mode={mode!r} exists only from opset 28; it can be rewritten with Reshape/Transpose only "
-                  f"for a 4-D input of static channels, height and width, and the input's shape is {shape}")
-    b, c, h, w = shape
+    bs, (b, c, h, w) = crd
     elem = ctx.elem_type(node.input[0])
     first_shape = add_typed_constant(ctx, "s2d_split", np.array([0, c, h // bs, bs, w // bs, bs], dtype=np.int64))
     first = ctx.insert_before("Reshape", [node.input[0], first_shape])
     record_type(ctx, first.output[0], elem, [b, c, h // bs, bs, w // bs, bs])
-    node.op_type = "Transpose"
-    del node.attribute[:]
-    node.input[0] = first.output[0]
-    set_attr(node, "perm", [0, 1, 3, 5, 2, 4])
-    original = node.output[0]
-    moved = ctx.redirect_output(0)
+    original, moved = _into_transpose(node, ctx, first.output[0], [0, 1, 3, 5, 2, 4])
     record_type(ctx, moved, elem, [b, c, bs, bs, h // bs, w // bs])
     last_shape = add_typed_constant(ctx, "s2d_merge", np.array([0, c * bs * bs, h // bs, w // bs], dtype=np.int64))
     ctx.insert_after("Reshape", [moved, last_shape], [original])

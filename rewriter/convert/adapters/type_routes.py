@@ -87,7 +87,7 @@ def _extreme_12_8(node, ctx) -> None:
     if "tensor(" + type_name(elem) + ")" in _MAX_8:
         return
     if elem in WIDE_INTEGERS:
-        if ctx.target is None or ctx.target < 9:
+        if ctx.final_opset is None or ctx.final_opset < 9:
             ctx.block(f"{node.op_type} on {type_name(elem)} exists only from opset 12; a double does not hold every "
                       f"{type_name(elem)} exactly, and the exact route Where(Less(a, b), ...) needs Where, which "
                       f"exists only from opset 9")

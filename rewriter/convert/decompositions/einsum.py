@@ -52,6 +52,31 @@ def _check_sizes(ctx, equation, dims) -> None:
             ctx.block(f"the sizes {sorted(found)} of {shown(label)} do not broadcast")
 
 
+def _bound_equation(ctx, node: onnx.NodeProto):
+    """The node's equation parsed for its inputs' ranks, and their dims (None where unknown);
+    blocks when a rank the equation needs is unknown, or the equation or the sizes do not hold."""
+    attr = next((a for a in node.attribute if a.name == "equation"), None)
+    if attr is None:
+        ctx.block("the equation attribute is missing")
+    equation = attr.s.decode()
+    dims = []
+    implied = implied_ranks(equation)
+    for k, name in enumerate(node.input):
+        found = _dims(ctx, name)
+        if found is None and k < len(implied) and implied[k] is not None:
+            found = [None] * implied[k]  # a term without an ellipsis has one label per axis
+        if found is None:
+            ctx.block(f"the rank of input '{name}' is unknown and its term has an ellipsis: the equation's "
+                      f"labels cannot be bound to axes")
+        dims.append(found)
+    try:
+        eq = parse_equation(equation, [len(d) for d in dims])
+    except ValueError as e:
+        ctx.block(str(e))
+    _check_sizes(ctx, eq, dims)
+    return eq, dims
+
+
 @decomposition("Einsum", _WRITTEN_AT, reorders_sums=True)
 def einsum_to_11(node: onnx.NodeProto, ctx) -> None:
     """Einsum as Transpose, Reshape, MatMul, Mul, ReduceSum, Squeeze, Unsqueeze and Gather nodes of
@@ -83,29 +108,11 @@ def einsum_to_11(node: onnx.NodeProto, ctx) -> None:
     as numpy's and ONNX Runtime's Einsum do: with an inf they give the same inf where the
     written-out sum of products would be NaN.
     """
-    attr = next((a for a in node.attribute if a.name == "equation"), None)
-    if attr is None:
-        ctx.block("the equation attribute is missing")
-    equation = attr.s.decode()
-    dims = []
-    implied = implied_ranks(equation)
-    for k, name in enumerate(node.input):
-        found = _dims(ctx, name)
-        if found is None and k < len(implied) and implied[k] is not None:
-            found = [None] * implied[k]  # a term without an ellipsis has one label per axis
-        if found is None:
-            ctx.block(f"the rank of input '{name}' is unknown and its term has an ellipsis: the equation's "
-                      f"labels cannot be bound to axes")
-        dims.append(found)
-    try:
-        eq = parse_equation(equation, [len(d) for d in dims])
-    except ValueError as e:
-        ctx.block(str(e))
-    _check_sizes(ctx, eq, dims)
+    eq, dims = _bound_equation(ctx, node)
     elem = ctx.elem_type(node.input[0]) if node.input else None
     if not elem:
         ctx.block(f"the element type of input '{node.input[0]}' is unknown")
-    opsets = sorted({_WRITTEN_AT, min(ctx.target or _WRITTEN_AT, _WRITTEN_AT)})
+    opsets = sorted({_WRITTEN_AT, min(ctx.final_opset or _WRITTEN_AT, _WRITTEN_AT)})
     matmul = all(_type_allowed("MatMul", opset, elem) for opset in opsets)
     build = TermBuilder(ctx, elem, matmul)
     terms = [Term(name, list(labels), list(ds)) for name, labels, ds in zip(node.input, eq.inputs, dims)]

@@ -75,12 +75,12 @@ def _compute_type(ctx, name: str, what: str) -> int:
     if elem in (TensorProto.FLOAT, TensorProto.DOUBLE):
         return elem
     if elem == TensorProto.FLOAT16:
-        if ctx.target is not None and ctx.target < 6:
+        if ctx.final_opset is not None and ctx.final_opset < 6:
             ctx.block(f"the {what} is float16, computed in float (float16 sums of n terms stray beyond the op's "
                       f"tolerance), and Cast takes a numeric 'to' only from opset 6")
         return TensorProto.FLOAT
     if elem == TensorProto.BFLOAT16:
-        if ctx.target is not None and ctx.target < 13:
+        if ctx.final_opset is not None and ctx.final_opset < 13:
             ctx.block(f"the {what} is bfloat16, which no op takes below opset 13 (Cast and MatMul from 13)")
         return TensorProto.FLOAT
     known = TensorProto.DataType.Name(elem).lower() if elem else "of unknown type"
@@ -230,25 +230,10 @@ def dft(node, ctx) -> None:
     ctx.remove()
 
 
-@decomposition("STFT", OPSET, reorders_sums=True)
-def stft(node, ctx) -> None:
-    """STFT-17 as Gather/MatMul (static signal length) or a strided Conv (dynamic one) with a
-    constant matrix (see the module docstring for the conditions and the exactness: equal
-    within float tolerance, the sums reordered)."""
-    signal = node.input[0]
-    elem = ctx.elem_type(signal)
-    compute = _compute_type(ctx, signal, "signal")
-    shape = ctx.shape(signal)
-    if shape is None or len(shape) not in (2, 3):
-        ctx.block(f"the signal '{signal}' has rank {None if shape is None else len(shape)}: the decomposition "
-                  f"takes [batch, length, 1 or 2] (or [batch, length], a real signal)")
-    channels = shape[2] if len(shape) == 3 else 1
-    if channels not in (1, 2):
-        ctx.block(f"the last dim of the signal '{signal}' is {channels}, not a static 1 or 2")
-    total = shape[1]
-    step = _scalar(ctx, node, 1, "frame_step")
-    if step < 1:
-        ctx.block(f"frame_step is {step}")
+def _stft_window(ctx, node, signal: str, elem: int, total):
+    """STFT's window input (None when absent), its constant value (None when computed), and the
+    frame length (the window's, else frame_length, else the signal's length); blocks when one
+    of them is not static or they disagree."""
     window = node.input[2] if len(node.input) > 2 and node.input[2] else None
     frame_length = _scalar(ctx, node, 3, "frame_length")
     window_value = None
@@ -272,6 +257,29 @@ def stft(node, ctx) -> None:
         ctx.block(f"frame_length is {n}")
     if total is not None and total < n:
         ctx.block(f"the frame length {n} exceeds the signal's length {total}")
+    return window, window_value, n
+
+
+@decomposition("STFT", OPSET, reorders_sums=True)
+def stft(node, ctx) -> None:
+    """STFT-17 as Gather/MatMul (static signal length) or a strided Conv (dynamic one) with a
+    constant matrix (see the module docstring for the conditions and the exactness: equal
+    within float tolerance, the sums reordered)."""
+    signal = node.input[0]
+    elem = ctx.elem_type(signal)
+    compute = _compute_type(ctx, signal, "signal")
+    shape = ctx.shape(signal)
+    if shape is None or len(shape) not in (2, 3):
+        ctx.block(f"the signal '{signal}' has rank {None if shape is None else len(shape)}: the decomposition "
+                  f"takes [batch, length, 1 or 2] (or [batch, length], a real signal)")
+    channels = shape[2] if len(shape) == 3 else 1
+    if channels not in (1, 2):
+        ctx.block(f"the last dim of the signal '{signal}' is {channels}, not a static 1 or 2")
+    total = shape[1]
+    step = _scalar(ctx, node, 1, "frame_step")
+    if step < 1:
+        ctx.block(f"frame_step is {step}")
+    window, window_value, n = _stft_window(ctx, node, signal, elem, total)
     onesided = bool(_attr(node, "onesided", 1))
     _size(ctx, n, channels, n, False, onesided)
     a = dft_matrix(n, channels, n, False, onesided)

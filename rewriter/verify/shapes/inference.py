@@ -113,6 +113,16 @@ def type_info(entry, inferred: bool = True) -> tuple[int, tuple | None]:
     return elem, _shape_of_type(tp, inferred)
 
 
+def _index(scope: traversal.Scope, *fields: str) -> dict:
+    """A scope's value_info by name, with ``fields`` of a graph (initializer, input, output) over
+    it; a function has value_info only."""
+    idx = {vi.name: vi for vi in scope.body.value_info}
+    if not scope.is_function:
+        for field in fields:
+            idx.update({entry.name: entry for entry in getattr(scope.body, field)})
+    return idx
+
+
 class TypeIndex:
     """Types by name as seen from a scope: one dict per scope built on first use, and one
     parse per distinct TypeProto."""
@@ -125,13 +135,7 @@ class TypeIndex:
     def _of(self, scope: traversal.Scope) -> dict:
         idx = self._types.get(id(scope))
         if idx is None:
-            body = scope.body
-            idx = {vi.name: vi for vi in body.value_info}
-            if not scope.is_function:
-                idx.update({t.name: t for t in body.initializer})
-                idx.update({vi.name: vi for vi in body.input})
-                idx.update({vi.name: vi for vi in body.output})
-            self._types[id(scope)] = idx
+            idx = self._types[id(scope)] = _index(scope, "initializer", "input", "output")
         return idx
 
     def _parse(self, entry, inferred: bool) -> tuple[int, tuple | None]:
@@ -162,11 +166,7 @@ class TypeIndex:
         """The shape declared for ``name`` by this scope's outputs or value_info, if any."""
         idx = self._declared.get(id(scope))
         if idx is None:
-            body = scope.body
-            idx = {vi.name: vi for vi in body.value_info}
-            if not scope.is_function:
-                idx.update({vi.name: vi for vi in body.output})
-            self._declared[id(scope)] = idx
+            idx = self._declared[id(scope)] = _index(scope, "output")
         entry = idx.get(name)
         return None if entry is None else self._parse(entry, False)[1]
 
@@ -193,12 +193,7 @@ def _walk(body, scope: traversal.Scope, scopes: list, found: list) -> None:
     found.append(reduce_prods)
     for node in parents:
         for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                graphs = [attr.g]
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                graphs = list(attr.graphs)
-            else:
-                continue
+            graphs = traversal.attribute_graphs(attr)
             for j, g in enumerate(graphs):
                 which = attr.name if len(graphs) == 1 else f"{attr.name}[{j}]"
                 child = traversal.Scope(g, f"{which} of {traversal.node_label(node, scope)}", scope, scope.opset)
