@@ -8,14 +8,14 @@ import dataclasses
 
 import onnx
 
-from rewriter.graph.schemas import DEFAULT_DOMAINS
 from rewriter.convert import ml_opsets as ml
-from rewriter.targets import ort_quirks
-from rewriter.targets.spec import TargetSpec
 from rewriter.convert.blockers import Blocker
 from rewriter.convert.planner import ConversionBlocked, ConvertReport, convert_model
 from rewriter.errors import RewriterError
 from rewriter.graph import traversal
+from rewriter.graph.schemas import DEFAULT_DOMAINS
+from rewriter.targets import ort_quirks
+from rewriter.targets.spec import TargetSpec
 
 __all__ = ["convert_for", "for_model"]
 
