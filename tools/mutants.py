@@ -1004,6 +1004,25 @@ MUTANTS: list[Mutant] = [
     M("i27opt-materialize-zero", "rewriter/optimize/fusions.py",
       "            if shape is None or 0 in shape:", "            if shape is None:",
       "tests/optimize/test_passes.py", "a 0 in a materialized shape below 14 copies the input's dim"),
+    # ---------------------------------------------------------------- the tree adapters, split in phases
+    M("i28-trees-listed-twice", "rewriter/convert/adapters/ml_trees_to_ensemble.py",
+      "            if (tid, nid) in self.index:", "            if False:",
+      "tests/convert/test_ml_trees.py", "a regressor node listed twice is refused"),
+    M("i28-trees-copy-vote", "rewriter/convert/adapters/ml_trees_to_ensemble.py",
+      "                        if c < len(vs):\n                            target, w = vs[c]",
+      "                        if c < len(vs):\n                            target, w = vs[0]",
+      "tests/convert/test_ml_trees.py", "copy c of an AVERAGE/SUM tree casts each leaf's c-th vote"),
+    M("i28-trees-base-tree", "rewriter/convert/adapters/ml_trees_to_ensemble.py",
+      "                te.one_leaf_tree(te.add_leaf(target, b))", "                pass",
+      "tests/convert/test_ml_trees.py", "SUM base values become last one-leaf trees"),
+    M("i28-trees-preorder-branch", "rewriter/convert/adapters/ml_trees.py",
+      "                    stack.append((f, row, \"false\"))\n                    stack.append((t, row, \"true\"))",
+      "                    stack.append((f, row, \"true\"))\n                    stack.append((t, row, \"false\"))",
+      "tests/convert/test_ml_trees.py", "a regressor node's true branch is the ensemble node's true branch"),
+    M("i28-trees-shared-count", "rewriter/convert/adapters/ml_trees.py",
+      "                size[key] = 1 if key[0] == \"l\" else 1 + sum(size[c] for c in self.children(key[1]))",
+      "                size[key] = 1",
+      "tests/convert/test_ml_trees.py", "copies of shared nodes count against MAX_NODES"),
 ]
 
 

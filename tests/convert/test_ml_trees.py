@@ -509,3 +509,35 @@ def test_malformed_tree_ensembles_are_refused():
     refused(tree_ensemble_to_regressor, small_te(base_values=[1.0]), "base_values")
     refused(tree_ensemble_to_regressor, small_reg(), "expected TreeEnsemble")
     refused(regressor_to_tree_ensemble, small_te(), "expected TreeEnsembleRegressor")
+
+
+def test_a_regressor_node_listed_twice_is_refused():
+    twice = small_reg(nodes_nodeids=[0, 1, 1], nodes_truenodeids=[1, 0, 0], nodes_falsenodeids=[1, 0, 0],
+                      target_nodeids=[1, 1])
+    refused(regressor_to_tree_ensemble, twice, "'reg'", "nodes_nodeids", "node 1 of tree 0 is listed twice")
+
+
+def _shared_chain(depth: int):
+    """A TreeEnsemble tree of ``depth`` branch nodes, each with both branches to the next one (the
+    last to two leaves): as a regressor tree, the node at depth k is copied 2**k times, so
+    2**depth - 1 branch nodes and 2**depth leaves."""
+    nxt = list(range(1, depth)) + [0]
+    return small_te(nodes_modes=numpy_helper.from_array(np.uint8([0] * depth)), nodes_featureids=[0] * depth,
+                    nodes_splits=numpy_helper.from_array(np.float32(np.arange(depth) / depth)),
+                    nodes_truenodeids=nxt, nodes_trueleafs=[0] * (depth - 1) + [1],
+                    nodes_falsenodeids=nxt[:-1] + [1], nodes_falseleafs=[0] * (depth - 1) + [1])
+
+
+def test_copies_of_shared_nodes_count_against_the_limit(monkeypatch):
+    from rewriter.convert.adapters import ml_trees
+
+    monkeypatch.setattr(ml_trees, "MAX_NODES", 511)
+    reg = tree_ensemble_to_regressor(_shared_chain(8))
+    assert len(attrs(reg)["nodes_nodeids"]) == 511  # 255 branch nodes and 256 leaves
+    x = inputs(np.random.default_rng(0), nan=0)
+    source, result = make_model(_shared_chain(8), 1, 5), make_model(reg, 1, 3)
+    # onnxruntime refuses the shared nodes of the source; onnx.reference runs it
+    np.testing.assert_array_equal(run_ort(result, x), run_ref(source, x))
+    np.testing.assert_array_equal(run_ref(result, x), run_ref(source, x))
+    monkeypatch.setattr(ml_trees, "MAX_NODES", 510)
+    refused(tree_ensemble_to_regressor, _shared_chain(8), "'te'", "branches share nodes", "more than 510 nodes")

@@ -85,57 +85,15 @@ def tree_ensemble_to_regressor(node: onnx.NodeProto, input_elem_type: int | None
     for name in TE_REQUIRED:
         if name not in a:
             raise refuse(name, "required and absent")
-
-    tensors = {}
-    for name in ("nodes_splits", "leaf_weights", "nodes_hitrates"):
-        t = read_tensor(a, name, refuse)
-        if t is None:
-            continue
-        if t.data_type == TensorProto.FLOAT16:
-            raise refuse(name, "float16 (so X is float16): TreeEnsembleRegressor has no float16")
-        if t.data_type == TensorProto.DOUBLE and name != "nodes_hitrates":
-            raise refuse(name, "double (so X and Y are double): TreeEnsembleRegressor's output is always float, "
-                               "so one regressor node cannot give TreeEnsemble's double result")
-        if t.data_type != TensorProto.FLOAT and not (name == "nodes_hitrates" and t.data_type == TensorProto.DOUBLE):
-            raise refuse(name, f"{type_name(t.data_type)} is not a type TreeEnsemble takes here (float)")
-        tensors[name] = flat(t)
-    splits, weights = tensors["nodes_splits"].astype(np.float32), tensors["leaf_weights"].astype(np.float32)
-    hitrates = tensors.get("nodes_hitrates")
-
-    modes_t = read_tensor(a, "nodes_modes", refuse)
-    if modes_t.data_type != TensorProto.UINT8:
-        raise refuse("nodes_modes", f"must be a uint8 tensor, is {type_name(modes_t.data_type)}")
-    modes = [int(m) for m in flat(modes_t)]
-    features = read_ints(a, "nodes_featureids", refuse)
-    true_ids, false_ids = read_ints(a, "nodes_truenodeids", refuse), read_ints(a, "nodes_falsenodeids", refuse)
-    true_leaf, false_leaf = read_ints(a, "nodes_trueleafs", refuse), read_ints(a, "nodes_falseleafs", refuse)
-    n = len(modes)
-    lists = {"nodes_splits": splits, "nodes_featureids": features, "nodes_truenodeids": true_ids,
-             "nodes_falsenodeids": false_ids, "nodes_trueleafs": true_leaf, "nodes_falseleafs": false_leaf}
-    mvt = read_ints(a, "nodes_missing_value_tracks_true", refuse, default=[])
-    if mvt:
-        lists["nodes_missing_value_tracks_true"] = mvt
-    if hitrates is not None:
-        lists["nodes_hitrates"] = hitrates
-    for name, values in lists.items():
-        if len(values) != n:
-            raise refuse(name, f"has {len(values)} entries and nodes_modes {n}; every nodes_* has one per node")
-    if any(v not in (0, 1) for v in mvt):
-        raise refuse("nodes_missing_value_tracks_true", "values other than 0 and 1 (onnxruntime takes only 1 as "
-                                                        "true, onnx.reference any non-zero)")
-    mvt = mvt or [0] * n
-    targets = read_ints(a, "leaf_targetids", refuse)
-    if len(targets) != len(weights):
-        raise refuse("leaf_weights", f"has {len(weights)} entries and leaf_targetids {len(targets)}")
+    e = _Ensemble(a, refuse)
     if "n_targets" not in a:
         raise refuse("n_targets", "absent; neither runtime runs a TreeEnsemble without it")
     n_targets = int(a["n_targets"])
     if n_targets < 1:
         raise refuse("n_targets", f"is {n_targets}; it must be positive")
-    bad = [t for t in targets if not 0 <= t < n_targets]
+    bad = [t for t in e.targets if not 0 <= t < n_targets]
     if bad:
         raise refuse("leaf_targetids", f"{bad[0]} is outside [0, n_targets={n_targets})")
-
     agg = int(a.get("aggregate_function", 1))
     if not 0 <= agg < len(AGGREGATES):
         raise refuse("aggregate_function", f"{agg} is not 0 (AVERAGE), 1 (SUM), 2 (MIN) or 3 (MAX)")
@@ -149,82 +107,144 @@ def tree_ensemble_to_regressor(node: onnx.NodeProto, input_elem_type: int | None
     roots = read_ints(a, "tree_roots", refuse)
     if not roots:
         raise refuse("tree_roots", "no trees")
-
-    def leaf_key(i: int, flag: int, child: int, which: str):
-        if flag:
-            if not 0 <= child < len(targets):
-                raise refuse(f"nodes_{which}nodeids", f"node {i}'s {which} leaf {child} is not a leaf index")
-            return ("l", child)
-        if not 0 <= child < n:
-            raise refuse(f"nodes_{which}nodeids", f"node {i}'s {which} child {child} is not a node index")
-        return ("n", child)
-
-    def children(i: int):
-        if modes[i] == BRANCH_MEMBER:
-            raise refuse("nodes_modes", f"node {i} is BRANCH_MEMBER (set membership), which has no "
-                                        "TreeEnsembleRegressor equivalent mode")
-        if not 0 <= modes[i] < len(MODES):
-            raise refuse("nodes_modes", f"node {i} has mode {modes[i]}, not a TreeEnsemble mode (0..6)")
-        return (leaf_key(i, true_leaf[i], true_ids[i], "true"), leaf_key(i, false_leaf[i], false_ids[i], "false"))
-
-    out = {k: [] for k in ("nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_modes", "nodes_values",
-                           "nodes_truenodeids", "nodes_falsenodeids", "nodes_missing_value_tracks_true",
-                           "nodes_hitrates", "target_treeids", "target_nodeids", "target_ids", "target_weights")}
-    walks, total = [], 0
-    for tree, root in enumerate(roots):
-        if not 0 <= root < n:
-            raise refuse("tree_roots", f"tree {tree}'s root {root} is not a node index")
-        if true_leaf[root] and false_leaf[root] and true_ids[root] == false_ids[root]:
-            top = leaf_key(root, 1, true_ids[root], "true")  # the one-leaf tree
-            walks.append(top)
-            total += 1
-            continue
-        top = ("n", root)
-        _, post_order = walk(top, children, refuse, "nodes_truenodeids/nodes_falsenodeids")
-        size = {}
-        for key in post_order:  # nodes once every branch to a shared node is a copy of it
-            size[key] = 1 if key[0] == "l" else 1 + sum(size[c] for c in children(key[1]))
-        total += size[top]
-        if total > MAX_NODES:
-            raise refuse("nodes_truenodeids/nodes_falsenodeids", f"branches share nodes, and onnxruntime's "
-                                                                 f"regressor takes only trees: copying the shared "
-                                                                 f"nodes makes more than {MAX_NODES} nodes")
-        walks.append(top)
-    for tree, top in enumerate(walks):
-        stack, at = [(top, -1, "")], 0  # preorder, true branch first: the node ids 0, 1, 2, ...
-        while stack:
-            (kind, i), parent, which = stack.pop()
-            nid = at
-            at += 1
-            if parent >= 0:
-                out[f"nodes_{which}nodeids"][parent] = nid
-            out["nodes_treeids"].append(tree)
-            out["nodes_nodeids"].append(nid)
-            out["nodes_truenodeids"].append(0)
-            out["nodes_falsenodeids"].append(0)
-            if kind == "l":
-                out["nodes_featureids"].append(0)
-                out["nodes_modes"].append("LEAF")
-                out["nodes_values"].append(0.0)
-                out["nodes_missing_value_tracks_true"].append(0)
-                out["nodes_hitrates"].append(0.0)
-                out["target_treeids"].append(tree)
-                out["target_nodeids"].append(nid)
-                out["target_ids"].append(targets[i])
-                out["target_weights"].append(float(weights[i]))
-            else:
-                out["nodes_featureids"].append(features[i])
-                out["nodes_modes"].append(MODES[modes[i]])
-                out["nodes_values"].append(float(splits[i]))
-                out["nodes_missing_value_tracks_true"].append(mvt[i])
-                out["nodes_hitrates"].append(float(hitrates[i]) if hitrates is not None else 0.0)
-                t, f = children(i)
-                row = len(out["nodes_nodeids"]) - 1
-                stack.append((f, row, "false"))
-                stack.append((t, row, "true"))
-    if hitrates is None:
-        del out["nodes_hitrates"]
+    out = e.regressor_lists(e.walks(roots))
     out.update(n_targets=n_targets, aggregate_function=AGGREGATES[agg], post_transform=POST_TRANSFORMS[post])
     return helper.make_node("TreeEnsembleRegressor", list(node.input), list(node.output), name=node.name,
                             domain=ML, doc_string=node.doc_string or None,
                             **{k: out[k] for k in sorted(out)})
+
+
+class _Ensemble:
+    """A TreeEnsemble's node and leaf lists, checked (float32 tensors, one entry per node, 0/1
+    missing-value flags, one weight per leaf target)."""
+
+    def __init__(self, a: dict, refuse: Refuse):
+        self.refuse = refuse
+        tensors = {}
+        for name in ("nodes_splits", "leaf_weights", "nodes_hitrates"):
+            t = read_tensor(a, name, refuse)
+            if t is None:
+                continue
+            if t.data_type == TensorProto.FLOAT16:
+                raise refuse(name, "float16 (so X is float16): TreeEnsembleRegressor has no float16")
+            if t.data_type == TensorProto.DOUBLE and name != "nodes_hitrates":
+                raise refuse(name, "double (so X and Y are double): TreeEnsembleRegressor's output is always float, "
+                                   "so one regressor node cannot give TreeEnsemble's double result")
+            if t.data_type != TensorProto.FLOAT and not (name == "nodes_hitrates" and t.data_type == TensorProto.DOUBLE):
+                raise refuse(name, f"{type_name(t.data_type)} is not a type TreeEnsemble takes here (float)")
+            tensors[name] = flat(t)
+        self.splits = tensors["nodes_splits"].astype(np.float32)
+        self.weights = tensors["leaf_weights"].astype(np.float32)
+        self.hitrates = tensors.get("nodes_hitrates")
+        modes_t = read_tensor(a, "nodes_modes", refuse)
+        if modes_t.data_type != TensorProto.UINT8:
+            raise refuse("nodes_modes", f"must be a uint8 tensor, is {type_name(modes_t.data_type)}")
+        self.modes = [int(m) for m in flat(modes_t)]
+        self.features = read_ints(a, "nodes_featureids", refuse)
+        self.true_ids, self.false_ids = read_ints(a, "nodes_truenodeids", refuse), read_ints(a, "nodes_falsenodeids", refuse)
+        self.true_leaf, self.false_leaf = read_ints(a, "nodes_trueleafs", refuse), read_ints(a, "nodes_falseleafs", refuse)
+        self.n = n = len(self.modes)
+        lists = {"nodes_splits": self.splits, "nodes_featureids": self.features, "nodes_truenodeids": self.true_ids,
+                 "nodes_falsenodeids": self.false_ids, "nodes_trueleafs": self.true_leaf,
+                 "nodes_falseleafs": self.false_leaf}
+        mvt = read_ints(a, "nodes_missing_value_tracks_true", refuse, default=[])
+        if mvt:
+            lists["nodes_missing_value_tracks_true"] = mvt
+        if self.hitrates is not None:
+            lists["nodes_hitrates"] = self.hitrates
+        for name, values in lists.items():
+            if len(values) != n:
+                raise refuse(name, f"has {len(values)} entries and nodes_modes {n}; every nodes_* has one per node")
+        if any(v not in (0, 1) for v in mvt):
+            raise refuse("nodes_missing_value_tracks_true", "values other than 0 and 1 (onnxruntime takes only 1 as "
+                                                            "true, onnx.reference any non-zero)")
+        self.mvt = mvt or [0] * n
+        self.targets = read_ints(a, "leaf_targetids", refuse)
+        if len(self.targets) != len(self.weights):
+            raise refuse("leaf_weights", f"has {len(self.weights)} entries and leaf_targetids {len(self.targets)}")
+
+    def leaf_key(self, i: int, flag: int, child: int, which: str):
+        if flag:
+            if not 0 <= child < len(self.targets):
+                raise self.refuse(f"nodes_{which}nodeids", f"node {i}'s {which} leaf {child} is not a leaf index")
+            return ("l", child)
+        if not 0 <= child < self.n:
+            raise self.refuse(f"nodes_{which}nodeids", f"node {i}'s {which} child {child} is not a node index")
+        return ("n", child)
+
+    def children(self, i: int):
+        modes = self.modes
+        if modes[i] == BRANCH_MEMBER:
+            raise self.refuse("nodes_modes", f"node {i} is BRANCH_MEMBER (set membership), which has no "
+                                             "TreeEnsembleRegressor equivalent mode")
+        if not 0 <= modes[i] < len(MODES):
+            raise self.refuse("nodes_modes", f"node {i} has mode {modes[i]}, not a TreeEnsemble mode (0..6)")
+        return (self.leaf_key(i, self.true_leaf[i], self.true_ids[i], "true"),
+                self.leaf_key(i, self.false_leaf[i], self.false_ids[i], "false"))
+
+    def walks(self, roots: list[int]) -> list[tuple[str, int]]:
+        """Each tree's top (a node, or the leaf of a one-leaf tree); refused when copying the
+        nodes branches share would make more than MAX_NODES nodes."""
+        refuse, walks, total = self.refuse, [], 0
+        for tree, root in enumerate(roots):
+            if not 0 <= root < self.n:
+                raise refuse("tree_roots", f"tree {tree}'s root {root} is not a node index")
+            if self.true_leaf[root] and self.false_leaf[root] and self.true_ids[root] == self.false_ids[root]:
+                walks.append(self.leaf_key(root, 1, self.true_ids[root], "true"))  # the one-leaf tree
+                total += 1
+                continue
+            top = ("n", root)
+            _, post_order = walk(top, self.children, refuse, "nodes_truenodeids/nodes_falsenodeids")
+            size = {}
+            for key in post_order:  # nodes once every branch to a shared node is a copy of it
+                size[key] = 1 if key[0] == "l" else 1 + sum(size[c] for c in self.children(key[1]))
+            total += size[top]
+            if total > MAX_NODES:
+                raise refuse("nodes_truenodeids/nodes_falsenodeids", f"branches share nodes, and onnxruntime's "
+                                                                     f"regressor takes only trees: copying the shared "
+                                                                     f"nodes makes more than {MAX_NODES} nodes")
+            walks.append(top)
+        return walks
+
+    def regressor_lists(self, walks) -> dict[str, list]:
+        """The regressor's nodes_* and target_* lists: each tree in preorder, true branch first
+        (node ids 0, 1, 2, ...), a shared node copied once per branch to it."""
+        out = {k: [] for k in ("nodes_treeids", "nodes_nodeids", "nodes_featureids", "nodes_modes", "nodes_values",
+                               "nodes_truenodeids", "nodes_falsenodeids", "nodes_missing_value_tracks_true",
+                               "nodes_hitrates", "target_treeids", "target_nodeids", "target_ids", "target_weights")}
+        hitrates = self.hitrates
+        for tree, top in enumerate(walks):
+            stack, at = [(top, -1, "")], 0
+            while stack:
+                (kind, i), parent, which = stack.pop()
+                nid = at
+                at += 1
+                if parent >= 0:
+                    out[f"nodes_{which}nodeids"][parent] = nid
+                out["nodes_treeids"].append(tree)
+                out["nodes_nodeids"].append(nid)
+                out["nodes_truenodeids"].append(0)
+                out["nodes_falsenodeids"].append(0)
+                if kind == "l":
+                    out["nodes_featureids"].append(0)
+                    out["nodes_modes"].append("LEAF")
+                    out["nodes_values"].append(0.0)
+                    out["nodes_missing_value_tracks_true"].append(0)
+                    out["nodes_hitrates"].append(0.0)
+                    out["target_treeids"].append(tree)
+                    out["target_nodeids"].append(nid)
+                    out["target_ids"].append(self.targets[i])
+                    out["target_weights"].append(float(self.weights[i]))
+                else:
+                    out["nodes_featureids"].append(self.features[i])
+                    out["nodes_modes"].append(MODES[self.modes[i]])
+                    out["nodes_values"].append(float(self.splits[i]))
+                    out["nodes_missing_value_tracks_true"].append(self.mvt[i])
+                    out["nodes_hitrates"].append(float(hitrates[i]) if hitrates is not None else 0.0)
+                    t, f = self.children(i)
+                    row = len(out["nodes_nodeids"]) - 1
+                    stack.append((f, row, "false"))
+                    stack.append((t, row, "true"))
+        if hitrates is None:
+            del out["nodes_hitrates"]
+        return out

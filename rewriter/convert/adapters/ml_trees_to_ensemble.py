@@ -50,31 +50,96 @@ def regressor_to_tree_ensemble(node: onnx.NodeProto, input_elem_type: int | None
     a = read_attrs(node, REG_KNOWN, refuse)
     values, hitrates = _twin(a, "nodes_values", refuse), _twin(a, "nodes_hitrates", refuse)
     weights, base = _twin(a, "target_weights", refuse), _twin(a, "base_values", refuse)
+    trees = _Trees(a, values, hitrates, refuse)
+    n_targets, agg_name, post_code = _aggregation(a, refuse)
+    trees.index_trees(refuse)
+    votes = _votes(a, trees, weights, n_targets, refuse)
+    base = _base(base, agg_name, n_targets, refuse)
+    walks, most = _walks(trees, votes, agg_name, n_targets, base, refuse)
+    scale = np.float32(1)
+    if agg_name == "AVERAGE" and most > 1:
+        copies = 1 << (most - 1).bit_length()
+        scale = np.float32(copies)
+        finite = weights[np.isfinite(weights)] if weights is not None else np.zeros(0, np.float32)
+        if float(np.abs(finite.astype(np.float64)).sum()) * copies > F32_MAX:
+            raise refuse("target_weights", f"a leaf has {most} votes, so each AVERAGE tree becomes {copies} trees "
+                                           f"with weights times {copies}, which could overflow float")
+        walks = [(tid, order, copies) for tid, order, _ in walks]
+    te = _Ensemble()
+    te.add_trees(trees, votes, walks, agg_name, scale, refuse)
+    if base is not None:  # SUM: each base value as a last one-leaf tree
+        for target, b in enumerate(base):
+            if b != 0 or np.isnan(b):
+                te.one_leaf_tree(te.add_leaf(target, b))
+    return te.node(node, AGGREGATES.index(agg_name), post_code, n_targets, bool(trees.mvt),
+                   trees.hitrates is not None)
 
-    cols = {name: read_ints(a, name, refuse, default=[]) for name in REG_NODES if name != "nodes_modes"}
-    cols["nodes_modes"] = [m.decode() if isinstance(m, bytes) else m for m in a.get("nodes_modes", [])]
-    n = len(cols["nodes_treeids"])
-    if n == 0:
-        raise refuse("nodes_treeids", "no nodes, so no trees (TreeEnsemble needs at least one)")
-    if values is None:
-        raise refuse("nodes_values", "absent")
-    lists = dict(cols, nodes_values=values)
-    mvt = read_ints(a, "nodes_missing_value_tracks_true", refuse, default=[])
-    if mvt:
-        lists["nodes_missing_value_tracks_true"] = mvt
-    if hitrates is not None:
-        lists["nodes_hitrates"] = hitrates
-    for name, col in lists.items():
-        if len(col) != n:
-            raise refuse(name, f"has {len(col)} entries and nodes_treeids {n}; every nodes_* has one per node")
-    if any(v not in (0, 1) for v in mvt):
-        raise refuse("nodes_missing_value_tracks_true", "values other than 0 and 1 (onnxruntime takes only 1 as "
-                                                        "true, onnx.reference any non-zero)")
-    modes = cols["nodes_modes"]
-    for i, m in enumerate(modes):
-        if m != "LEAF" and m not in MODES:
-            raise refuse("nodes_modes", f"node {i}'s mode {m!r} is not one of {', '.join(MODES)}, LEAF")
 
+class _Trees:
+    """A regressor's nodes_* lists, checked: one entry per node, known modes, each tree's nodes
+    listed together (after :meth:`index_trees`: ``tree_ids`` in listing order, ``root_of`` each
+    tree's first node, ``index`` of (tree id, node id))."""
+
+    def __init__(self, a: dict, values, hitrates, refuse: Refuse):
+        self.values, self.hitrates = values, hitrates
+        cols = {name: read_ints(a, name, refuse, default=[]) for name in REG_NODES if name != "nodes_modes"}
+        cols["nodes_modes"] = [m.decode() if isinstance(m, bytes) else m for m in a.get("nodes_modes", [])]
+        n = len(cols["nodes_treeids"])
+        if n == 0:
+            raise refuse("nodes_treeids", "no nodes, so no trees (TreeEnsemble needs at least one)")
+        if self.values is None:
+            raise refuse("nodes_values", "absent")
+        lists = dict(cols, nodes_values=self.values)
+        self.mvt = read_ints(a, "nodes_missing_value_tracks_true", refuse, default=[])
+        if self.mvt:
+            lists["nodes_missing_value_tracks_true"] = self.mvt
+        if self.hitrates is not None:
+            lists["nodes_hitrates"] = self.hitrates
+        for name, col in lists.items():
+            if len(col) != n:
+                raise refuse(name, f"has {len(col)} entries and nodes_treeids {n}; every nodes_* has one per node")
+        if any(v not in (0, 1) for v in self.mvt):
+            raise refuse("nodes_missing_value_tracks_true", "values other than 0 and 1 (onnxruntime takes only 1 as "
+                                                            "true, onnx.reference any non-zero)")
+        self.cols, self.modes = cols, cols["nodes_modes"]
+        for i, m in enumerate(self.modes):
+            if m != "LEAF" and m not in MODES:
+                raise refuse("nodes_modes", f"node {i}'s mode {m!r} is not one of {', '.join(MODES)}, LEAF")
+
+    def index_trees(self, refuse: Refuse) -> None:
+        cols = self.cols
+        # trees: runs of nodes_treeids in listing order, root first (onnxruntime starts a tree wherever
+        # the tree id changes, onnx.reference at a tree's first node: the same when each tree's nodes
+        # are listed together, refused otherwise)
+        self.tree_ids, self.root_of, self.index = [], {}, {}
+        for i, (tid, nid) in enumerate(zip(cols["nodes_treeids"], cols["nodes_nodeids"])):
+            if (tid, nid) in self.index:
+                raise refuse("nodes_nodeids", f"node {nid} of tree {tid} is listed twice")
+            self.index[tid, nid] = i
+            if not self.tree_ids or self.tree_ids[-1] != tid:
+                if tid in self.root_of:
+                    raise refuse("nodes_treeids", f"the nodes of tree {tid} are not listed together: onnxruntime "
+                                                  "would start another tree at the second run, onnx.reference not")
+                self.tree_ids.append(tid)
+                self.root_of[tid] = i
+
+    def key(self, i: int) -> tuple[str, int]:
+        return ("l" if self.modes[i] == "LEAF" else "n", i)
+
+    def children(self, i: int, refuse: Refuse):
+        cols, key = self.cols, []
+        for which in ("true", "false"):
+            nid = cols[f"nodes_{which}nodeids"][i]
+            j = self.index.get((cols["nodes_treeids"][i], nid))
+            if j is None:
+                raise refuse(f"nodes_{which}nodeids", f"node {cols['nodes_nodeids'][i]} of tree "
+                                                      f"{cols['nodes_treeids'][i]}: {which} child {nid} does not exist")
+            key.append(self.key(j))
+        return tuple(key)
+
+
+def _aggregation(a: dict, refuse: Refuse) -> tuple[int, str, int]:
+    """(n_targets, the aggregate function's name, TreeEnsemble's post_transform code)."""
     if "n_targets" not in a:
         raise refuse("n_targets", "absent; neither runtime runs a regressor without it")
     n_targets = int(a["n_targets"])
@@ -94,23 +159,11 @@ def regressor_to_tree_ensemble(node: onnx.NodeProto, input_elem_type: int | None
                                        "either code would change what one of them computes")
     if post_name not in codes:
         raise refuse("post_transform", f"{post_name!r} is not NONE, SOFTMAX, LOGISTIC, SOFTMAX_ZERO or PROBIT")
+    return n_targets, agg_name, codes[post_name]
 
-    # trees: runs of nodes_treeids in listing order, root first (onnxruntime starts a tree wherever
-    # the tree id changes, onnx.reference at a tree's first node: the same when each tree's nodes
-    # are listed together, refused otherwise)
-    tree_ids, nodes_of = [], {}
-    index = {}
-    for i, (tid, nid) in enumerate(zip(cols["nodes_treeids"], cols["nodes_nodeids"])):
-        if (tid, nid) in index:
-            raise refuse("nodes_nodeids", f"node {nid} of tree {tid} is listed twice")
-        index[tid, nid] = i
-        if not tree_ids or tree_ids[-1] != tid:
-            if tid in nodes_of:
-                raise refuse("nodes_treeids", f"the nodes of tree {tid} are not listed together: onnxruntime "
-                                              "would start another tree at the second run, onnx.reference not")
-            tree_ids.append(tid)
-            nodes_of[tid] = i
 
+def _votes(a: dict, trees: _Trees, weights, n_targets: int, refuse: Refuse) -> dict[int, list]:
+    """{leaf index: [(target, weight), ...]} in listing order (votes on branch nodes dropped)."""
     tcols = {name: read_ints(a, name, refuse, default=[]) for name in REG_TARGETS}
     n_votes = len(tcols["target_ids"])
     for name, col in [*tcols.items(), ("target_weights", [] if weights is None else weights)]:
@@ -119,41 +172,36 @@ def regressor_to_tree_ensemble(node: onnx.NodeProto, input_elem_type: int | None
     votes: dict[int, list[tuple[int, np.float32]]] = {}
     for k, (tid, nid, target) in enumerate(zip(tcols["target_treeids"], tcols["target_nodeids"],
                                                tcols["target_ids"])):
-        i = index.get((tid, nid))
+        i = trees.index.get((tid, nid))
         if i is None:
             raise refuse("target_nodeids", f"vote {k} names node {nid} of tree {tid}, which does not exist")
         if not 0 <= target < n_targets:
             raise refuse("target_ids", f"{target} is outside [0, n_targets={n_targets})")
-        if modes[i] == "LEAF":  # both runtimes ignore votes on branch nodes
+        if trees.modes[i] == "LEAF":  # both runtimes ignore votes on branch nodes
             votes.setdefault(i, []).append((target, weights[k]))
+    return votes
 
-    if base is not None and np.any(base != 0):  # NaN != 0 too
-        if agg_name != "SUM":
-            raise refuse("base_values", f"non-zero under {agg_name}: TreeEnsemble has no base values, and the base is "
-                                        f"added after the {agg_name.lower()}, which no TreeEnsemble node can "
-                                        "reproduce exactly (only SUM's base can be one more tree)")
-        if base.size != n_targets:
-            raise refuse("base_values", f"{base.size} values for {n_targets} targets (onnxruntime ignores or "
-                                        "rejects them, onnx.reference broadcasts them)")
-    else:
-        base = None
 
-    def children(i: int):
-        key = []
-        for which in ("true", "false"):
-            nid = cols[f"nodes_{which}nodeids"][i]
-            j = index.get((cols["nodes_treeids"][i], nid))
-            if j is None:
-                raise refuse(f"nodes_{which}nodeids", f"node {cols['nodes_nodeids'][i]} of tree "
-                                                      f"{cols['nodes_treeids'][i]}: {which} child {nid} does not exist")
-            key.append(("l" if modes[j] == "LEAF" else "n", j))
-        return tuple(key)
+def _base(base, agg_name: str, n_targets: int, refuse: Refuse):
+    """The base values when some is non-zero (SUM only, one per target), else None."""
+    if base is None or not np.any(base != 0):  # NaN != 0 too
+        return None
+    if agg_name != "SUM":
+        raise refuse("base_values", f"non-zero under {agg_name}: TreeEnsemble has no base values, and the base is "
+                                    f"added after the {agg_name.lower()}, which no TreeEnsemble node can "
+                                    "reproduce exactly (only SUM's base can be one more tree)")
+    if base.size != n_targets:
+        raise refuse("base_values", f"{base.size} values for {n_targets} targets (onnxruntime ignores or "
+                                    "rejects them, onnx.reference broadcasts them)")
+    return base
 
+
+def _walks(trees: _Trees, votes: dict, agg_name: str, n_targets: int, base, refuse: Refuse):
+    """([(tree id, its nodes root first, the most votes of one of its leaves)], the most of all)."""
     walks, most, always = [], 1, set()
-    for tid in tree_ids:
-        root = nodes_of[tid]
-        order, _ = walk(("l" if modes[root] == "LEAF" else "n", root), children, refuse,
-                         "nodes_truenodeids/nodes_falsenodeids")
+    for tid in trees.tree_ids:
+        order, _ = walk(trees.key(trees.root_of[tid]), lambda i: trees.children(i, refuse), refuse,
+                        "nodes_truenodeids/nodes_falsenodeids")
         k, voted = 1, None  # voted: the targets every leaf of the tree votes for
         for kind, i in order:
             if kind != "l":
@@ -161,11 +209,11 @@ def regressor_to_tree_ensemble(node: onnx.NodeProto, input_elem_type: int | None
             m = len(votes.get(i, ()))
             voted = {t for t, _ in votes.get(i, ())} & (voted if voted is not None else set(range(n_targets)))
             if m == 0 and agg_name in ("MIN", "MAX"):
-                raise refuse("target_nodeids", f"leaf {cols['nodes_nodeids'][i]} of tree {tid} has no vote, which "
-                                               f"no TreeEnsemble leaf can stand for under {agg_name}")
+                raise refuse("target_nodeids", f"leaf {trees.cols['nodes_nodeids'][i]} of tree {tid} has no vote, "
+                                               f"which no TreeEnsemble leaf can stand for under {agg_name}")
             if m > 1 and n_targets == 1:
-                raise refuse("target_nodeids", f"leaf {cols['nodes_nodeids'][i]} of tree {tid} has {m} votes with "
-                                               "n_targets 1: onnxruntime reads only the first, the schema and "
+                raise refuse("target_nodeids", f"leaf {trees.cols['nodes_nodeids'][i]} of tree {tid} has {m} votes "
+                                               "with n_targets 1: onnxruntime reads only the first, the schema and "
                                                "onnx.reference add them all")
             k = max(k, m)
         walks.append((tid, order, k))
@@ -177,27 +225,26 @@ def regressor_to_tree_ensemble(node: onnx.NodeProto, input_elem_type: int | None
             raise refuse("base_values", f"target {unsure[0]} has a non-zero base value and no tree votes for it "
                                         "whatever the input: onnxruntime then adds its base only where some "
                                         "tree voted for it, onnx.reference always, so the base has no one meaning")
+    return walks, most
 
-    scale = np.float32(1)
-    if agg_name == "AVERAGE" and most > 1:
-        copies = 1 << (most - 1).bit_length()
-        scale = np.float32(copies)
-        finite = weights[np.isfinite(weights)] if weights is not None else np.zeros(0, np.float32)
-        if float(np.abs(finite.astype(np.float64)).sum()) * copies > F32_MAX:
-            raise refuse("target_weights", f"a leaf has {most} votes, so each AVERAGE tree becomes {copies} trees "
-                                           f"with weights times {copies}, which could overflow float")
-        walks = [(tid, order, copies) for tid, order, _ in walks]
 
-    te = {k: [] for k in ("nodes_modes", "nodes_featureids", "nodes_splits", "nodes_truenodeids", "nodes_trueleafs",
-                          "nodes_falsenodeids", "nodes_falseleafs", "nodes_missing_value_tracks_true",
-                          "nodes_hitrates", "leaf_targetids", "leaf_weights", "tree_roots")}
+class _Ensemble:
+    """TreeEnsemble's attribute lists, built node by node and leaf by leaf."""
 
-    def add_leaf(target: int, weight) -> int:
+    def __init__(self):
+        self.te = {k: [] for k in ("nodes_modes", "nodes_featureids", "nodes_splits", "nodes_truenodeids",
+                                   "nodes_trueleafs", "nodes_falsenodeids", "nodes_falseleafs",
+                                   "nodes_missing_value_tracks_true", "nodes_hitrates", "leaf_targetids",
+                                   "leaf_weights", "tree_roots")}
+
+    def add_leaf(self, target: int, weight) -> int:
+        te = self.te
         te["leaf_targetids"].append(int(target))
         te["leaf_weights"].append(np.float32(weight))
         return len(te["leaf_targetids"]) - 1
 
-    def add_node(mode: int, feature: int, split, mvt_flag: int, hitrate) -> int:
+    def add_node(self, mode: int, feature: int, split, mvt_flag: int, hitrate) -> int:
+        te = self.te
         te["nodes_modes"].append(mode)
         te["nodes_featureids"].append(int(feature))
         te["nodes_splits"].append(np.float32(split))
@@ -207,66 +254,72 @@ def regressor_to_tree_ensemble(node: onnx.NodeProto, input_elem_type: int | None
             te[k].append(0)
         return len(te["nodes_modes"]) - 1
 
-    def one_leaf_tree(leaf: int) -> None:
+    def one_leaf_tree(self, leaf: int) -> None:
         # a branch node whose two branches are equal leaves: the schema's one-leaf tree (both branches
         # to one leaf) is read by onnx.reference as leaf tree_roots[t] instead, which is another leaf
         # unless the two indices happen to be equal
-        twin = add_leaf(te["leaf_targetids"][leaf], te["leaf_weights"][leaf])
-        at = add_node(0, 0, 0.0, 0, 0)
+        te = self.te
+        twin = self.add_leaf(te["leaf_targetids"][leaf], te["leaf_weights"][leaf])
+        at = self.add_node(0, 0, 0.0, 0, 0)
         te["nodes_truenodeids"][at], te["nodes_falsenodeids"][at] = leaf, twin
         te["nodes_trueleafs"][at] = te["nodes_falseleafs"][at] = 1
         te["tree_roots"].append(at)
 
-    for tid, order, copies in walks:
-        for c in range(copies):
-            where = {}
-            for kind, i in order:
-                if kind == "l":
-                    vs = votes.get(i, [])
-                    if c < len(vs):
-                        target, w = vs[c]
-                    elif agg_name in ("MIN", "MAX"):
-                        target, w = vs[0]  # the same vote again: min/max are idempotent
+    def add_trees(self, trees: _Trees, votes: dict, walks, agg_name: str, scale, refuse: Refuse) -> None:
+        """Each walked tree ``copies`` times (AVERAGE with several votes on a leaf: the c-th copy
+        takes each leaf's c-th vote)."""
+        te, mvt, hitrates = self.te, trees.mvt, trees.hitrates
+        for tid, order, copies in walks:
+            for c in range(copies):
+                where = {}
+                for kind, i in order:
+                    if kind == "l":
+                        vs = votes.get(i, [])
+                        if c < len(vs):
+                            target, w = vs[c]
+                        elif agg_name in ("MIN", "MAX"):
+                            target, w = vs[0]  # the same vote again: min/max are idempotent
+                        else:
+                            target, w = (vs[0][0] if vs else 0), np.float32(0.0)
+                        where[kind, i] = self.add_leaf(target, np.float32(w) * scale)
                     else:
-                        target, w = (vs[0][0] if vs else 0), np.float32(0.0)
-                    where[kind, i] = add_leaf(target, np.float32(w) * scale)
-                else:
-                    where[kind, i] = add_node(MODES.index(modes[i]), cols["nodes_featureids"][i], values[i],
-                                              mvt[i] if mvt else 0, hitrates[i] if hitrates is not None else 0)
-            root = order[0]
-            if root[0] == "l":
-                one_leaf_tree(where[root])
-                continue
-            te["tree_roots"].append(where[root])
-            for kind, i in order:
-                if kind == "l":
+                        where[kind, i] = self.add_node(MODES.index(trees.modes[i]), trees.cols["nodes_featureids"][i],
+                                                       trees.values[i], mvt[i] if mvt else 0,
+                                                       hitrates[i] if hitrates is not None else 0)
+                root = order[0]
+                if root[0] == "l":
+                    self.one_leaf_tree(where[root])
                     continue
-                at = where[kind, i]
-                for which, child in zip(("true", "false"), children(i)):
-                    te[f"nodes_{which}nodeids"][at] = where[child]
-                    te[f"nodes_{which}leafs"][at] = int(child[0] == "l")
-    if base is not None:  # SUM: each base value as a last one-leaf tree
-        for target, b in enumerate(base):
-            if b != 0 or np.isnan(b):
-                one_leaf_tree(add_leaf(target, b))
+                te["tree_roots"].append(where[root])
+                for kind, i in order:
+                    if kind == "l":
+                        continue
+                    at = where[kind, i]
+                    for which, child in zip(("true", "false"), trees.children(i, refuse)):
+                        te[f"nodes_{which}nodeids"][at] = where[child]
+                        te[f"nodes_{which}leafs"][at] = int(child[0] == "l")
 
-    attrs = {
-        "aggregate_function": AGGREGATES.index(agg_name),
-        "post_transform": codes[post_name],
-        "n_targets": n_targets,
-        "tree_roots": te["tree_roots"],
-        "nodes_modes": numpy_helper.from_array(np.asarray(te["nodes_modes"], dtype=np.uint8), "nodes_modes"),
-        "nodes_featureids": te["nodes_featureids"],
-        "nodes_splits": numpy_helper.from_array(np.asarray(te["nodes_splits"], dtype=np.float32), "nodes_splits"),
-        "nodes_truenodeids": te["nodes_truenodeids"], "nodes_trueleafs": te["nodes_trueleafs"],
-        "nodes_falsenodeids": te["nodes_falsenodeids"], "nodes_falseleafs": te["nodes_falseleafs"],
-        "leaf_targetids": te["leaf_targetids"],
-        "leaf_weights": numpy_helper.from_array(np.asarray(te["leaf_weights"], dtype=np.float32), "leaf_weights"),
-    }
-    if mvt:
-        attrs["nodes_missing_value_tracks_true"] = te["nodes_missing_value_tracks_true"]
-    if hitrates is not None:
-        attrs["nodes_hitrates"] = numpy_helper.from_array(np.asarray(te["nodes_hitrates"], dtype=np.float32),
-                                                          "nodes_hitrates")
-    return helper.make_node("TreeEnsemble", list(node.input), list(node.output), name=node.name, domain=ML,
-                            doc_string=node.doc_string or None, **{k: attrs[k] for k in sorted(attrs)})
+    def node(self, node: onnx.NodeProto, aggregate: int, post: int, n_targets: int, mvt: bool,
+             hitrates: bool) -> onnx.NodeProto:
+        """The TreeEnsemble node in ``node``'s place (its inputs, outputs, name and doc string)."""
+        te = self.te
+        attrs = {
+            "aggregate_function": aggregate,
+            "post_transform": post,
+            "n_targets": n_targets,
+            "tree_roots": te["tree_roots"],
+            "nodes_modes": numpy_helper.from_array(np.asarray(te["nodes_modes"], dtype=np.uint8), "nodes_modes"),
+            "nodes_featureids": te["nodes_featureids"],
+            "nodes_splits": numpy_helper.from_array(np.asarray(te["nodes_splits"], dtype=np.float32), "nodes_splits"),
+            "nodes_truenodeids": te["nodes_truenodeids"], "nodes_trueleafs": te["nodes_trueleafs"],
+            "nodes_falsenodeids": te["nodes_falsenodeids"], "nodes_falseleafs": te["nodes_falseleafs"],
+            "leaf_targetids": te["leaf_targetids"],
+            "leaf_weights": numpy_helper.from_array(np.asarray(te["leaf_weights"], dtype=np.float32), "leaf_weights"),
+        }
+        if mvt:
+            attrs["nodes_missing_value_tracks_true"] = te["nodes_missing_value_tracks_true"]
+        if hitrates:
+            attrs["nodes_hitrates"] = numpy_helper.from_array(np.asarray(te["nodes_hitrates"], dtype=np.float32),
+                                                              "nodes_hitrates")
+        return helper.make_node("TreeEnsemble", list(node.input), list(node.output), name=node.name, domain=ML,
+                                doc_string=node.doc_string or None, **{k: attrs[k] for k in sorted(attrs)})
