@@ -25,7 +25,8 @@ Semantics, from the schemas and the two runtimes (``onnx.reference`` and onnxrun
   TreeEnsemble) inside one node; TreeEnsemble takes no integer inputs and the regressor no float16.
 - onnxruntime's regressor takes only trees (a node reached twice on false branches fails to
   load), so TreeEnsemble nodes or leaves shared by several branches are copied, one per branch
-  (refused past MAX_NODES). TreeEnsemble takes shared nodes, so the other way keeps the sharing.
+  (refused past MAX_NODES). The schema and onnx.reference take shared TreeEnsemble nodes, onnxruntime
+  (1.32) refuses a shared internal node; a regressor's trees share none, so the other way writes none.
 - A one-leaf TreeEnsemble tree is the leaf both branches of its root name (schema, onnxruntime);
   onnx.reference (1.23) takes leaf ``tree_roots[t]`` instead. TreeEnsembles written here have no
   such roots (a branch to two equal leaves instead), so both runtimes read them alike.
