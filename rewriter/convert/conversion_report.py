@@ -32,6 +32,7 @@ def what(source, target, source_ml, target_ml) -> str:
         parts.append(f"{'and ' if parts else 'from '}ai.onnx.ml opset {source_ml} to {target_ml}")
     return " ".join(parts) or f"opset {target}"
 
+
 @dataclasses.dataclass
 class ConvertReport:
     """What a conversion did (or, for a plan, would do)."""
@@ -71,7 +72,7 @@ class ConvertReport:
             ops = ", ".join(f"{op} x{n}" for op, n in sorted(self.own.items()))
             lines.append(f"converted by rewriter's adapters: {ops}")
             lines += [f"  {kind}: {n}" for kind, n in sorted(self.changes.items())]
-        for counts, what in (
+        for counts, label in (
                 (self.expanded, "newer than the target, expanded into their ONNX function bodies"),
                 (self.decomposed, "newer than the target, decomposed exactly into older ops"),
                 (self.inlined_for_runtime, f"half-precision nodes expanded into their ONNX function bodies for "
@@ -79,7 +80,7 @@ class ConvertReport:
                 (self.type_only, "type-only schema changes (kept as they are)"),
                 (self.delegated, "converted by onnx.version_converter (its adapter known correct)")):
             if counts:
-                lines.append(f"{what}: " + ", ".join(f"{op} x{n}" for op, n in sorted(counts.items())))
+                lines.append(f"{label}: " + ", ".join(f"{op} x{n}" for op, n in sorted(counts.items())))
         lines += [f"for the IR version: {change}" for change in self.ir_changes]
         lines += [f"for the target: {note}" for note in self.target_notes]
         lines += self.notes

@@ -95,7 +95,7 @@ def inline(fn: onnx.FunctionProto, node: onnx.NodeProto, state: ConversionState,
         del new.attribute[:]
         new.attribute.extend(kept)
         new.name = state.fresh_node_name(f"{hint}_{inner.op_type}")
-        if new.domain == "ai.onnx":
+        if is_default_domain(new.domain):
             new.domain = ""
         nodes.append(new)
     return nodes, _body_types(nodes, node, state, scope, fn)

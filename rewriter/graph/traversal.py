@@ -129,14 +129,10 @@ def _subgraph_scopes(graph_like, scope: Scope) -> Iterator[Scope]:
     holders = _default_ops_with(GRAPH_KINDS)
     for node in graph_like.node:
         domain = node.domain
-        if (domain == "" or domain == "ai.onnx") and node.op_type not in holders:
+        if domain in DEFAULT_DOMAINS and node.op_type not in holders:
             continue
         for attr in node.attribute:
-            graphs = []
-            if attr.type == onnx.AttributeProto.GRAPH:
-                graphs = [attr.g]
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                graphs = list(attr.graphs)
+            graphs = attribute_graphs(attr)
             for i, g in enumerate(graphs):
                 which = attr.name if len(graphs) == 1 else f"{attr.name}[{i}]"
                 label = node_label(node, scope)

@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 
 from rewriter.graph import traversal
-from rewriter.graph.schemas import is_default_domain
+from rewriter.graph.schemas import DEFAULT_DOMAINS, is_default_domain
 
 __all__ = ["remove_unused", "constant_bytes", "training_reads"]
 
@@ -42,7 +42,7 @@ def _use_counts(scope: traversal.Scope) -> Counter:
     for node in body.node:  # one flat list, counted once: big graphs have many nodes
         names.extend(node.input)
         domain = node.domain
-        if (domain != "" and domain != "ai.onnx") or node.op_type in holders:
+        if domain not in DEFAULT_DOMAINS or node.op_type in holders:
             for g in traversal.subgraphs(node):
                 names.extend(_graph_reads(g))
     names.extend(body.output if scope.is_function else (v.name for v in body.output))

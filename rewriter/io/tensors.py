@@ -17,6 +17,7 @@ import onnx
 
 from rewriter.errors import ModelLoadError
 from rewriter.graph import traversal
+from rewriter.graph.schemas import DEFAULT_DOMAINS
 
 __all__ = ["INLINE_THRESHOLD", "PROTOBUF_LIMIT", "BASE_KEY", "INLINE_KEY", "PRIVATE_PREFIX", "CONVERT_KEY", "ALIGN",
            "EXTERNAL", "PACKED", "all_tensors", "tensor_name", "expected_bytes", "resolve_location", "reference",
@@ -49,7 +50,7 @@ def _node_tensors(nodes, loadable: bool):
     holders = traversal.ops_with(_HOLDERS)
     for node in nodes:
         domain = node.domain
-        if (domain == "" or domain == "ai.onnx") and node.op_type not in holders:
+        if domain in DEFAULT_DOMAINS and node.op_type not in holders:
             continue
         for attr in node.attribute:
             if attr.type in _PLAIN:  # the common case, decided by one field read

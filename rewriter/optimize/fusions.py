@@ -22,6 +22,7 @@ from __future__ import annotations
 import onnx_ir as ir
 from onnxscript.rewriter import RewriteRuleSet
 
+from rewriter.graph.schemas import is_default_domain
 from rewriter.optimize.scopes import graphs_and_functions
 from onnxscript.rewriter.rules import common as rules
 
@@ -67,7 +68,7 @@ def rule_roots(rule) -> frozenset[tuple[str, str]] | None:
 
 
 def _domain(domain: str | None) -> str:
-    return "" if domain in (None, "", "ai.onnx") else domain
+    return "" if domain is None or is_default_domain(domain) else domain
 
 
 class _TriedAtRoots:

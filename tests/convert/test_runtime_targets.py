@@ -212,3 +212,28 @@ def test_a_tree_ensemble_converted_for_1_20_runs_there():
     expected = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, x)[0]
     assert there["ok"], there["error"]
     np.testing.assert_array_equal(there["outputs"]["y"], expected)
+
+
+@pytest.mark.parametrize("argv", [
+    ["convert", "{m}", "--target", "onnxruntime==1.15", "-o", "{o}"],
+    ["convert", "{m}", "--target", "onnxruntime==1.15", "--plan"],
+    ["convert", "{m}", "--target", "onnxruntime==1.20", "--dtype", "float16", "-o", "{o}"],
+    ["check", "{m}", "--target", "onnxruntime==1.15"],
+])
+def test_a_target_is_parsed_once_per_run(tmp_path, monkeypatch, argv):
+    """--target becomes one TargetSpec in the command's preflight; nothing below parses it again."""
+    import rewriter.targets as targets
+    import rewriter.targets.spec as spec_module
+
+    calls = []
+
+    def counting(text):
+        calls.append(text)
+        return parse_target(text)
+
+    monkeypatch.setattr(spec_module, "parse_target", counting)
+    monkeypatch.setattr(targets, "parse_target", counting)
+    m, o = str(tmp_path / "m.onnx"), str(tmp_path / "o.onnx")
+    onnx.save(_relu(21, 10), m)
+    assert cli.main([a.format(m=m, o=o) for a in argv]) in (0, 1)
+    assert calls == [argv[argv.index("--target") + 1]]

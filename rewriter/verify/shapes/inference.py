@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 import onnx
 
 from rewriter.graph import traversal
+from rewriter.graph.schemas import DEFAULT_DOMAINS, is_default_domain
 
 __all__ = ["light_copy", "infer", "parse_error_line", "function_contexts", "TypeIndex",
            "type_info", "walk", "mirror", "STRIP_BYTES"]
@@ -174,7 +175,6 @@ class TypeIndex:
 # ---------------------------------------------------------------- scopes
 
 from rewriter.graph.attribute_refs import bind_attribute_refs  # noqa: E402
-from rewriter.graph.schemas import DEFAULT_DOMAINS as _DEFAULT  # noqa: E402
 
 
 def _walk(body, scope: traversal.Scope, scopes: list, found: list) -> None:
@@ -182,7 +182,7 @@ def _walk(body, scope: traversal.Scope, scopes: list, found: list) -> None:
     holders = traversal.ops_with(traversal.GRAPH_KINDS)
     for i, node in enumerate(body.node):
         op, domain = node.op_type, node.domain
-        if domain == "" or domain == "ai.onnx":
+        if domain in DEFAULT_DOMAINS:
             if op == "ReduceProd":
                 reduce_prods.append((i, node))
             elif op in holders:
@@ -238,8 +238,8 @@ def _mini_model(model, fn, call, types) -> onnx.ModelProto:
         bind_attribute_refs(c, bound)
     for name in fn.output:
         g.output.add().name = name
-    opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
-    opsets.update((("" if o.domain == "ai.onnx" else o.domain), o.version) for o in fn.opset_import)
+    opsets = {("" if is_default_domain(o.domain) else o.domain): o.version for o in model.opset_import}
+    opsets.update((("" if is_default_domain(o.domain) else o.domain), o.version) for o in fn.opset_import)
     mini = onnx.ModelProto(ir_version=model.ir_version, graph=g)
     for domain, version in opsets.items():
         mini.opset_import.add(domain=domain, version=version)
