@@ -1,8 +1,11 @@
 """Regions of a model the half-precision plan treats as a whole: shape arithmetic (float values
-of sizes and indices that go back to integers: kept float32) and Loop states that are weights
+of sizes and indices that go back to integers: kept float32), signal paths (an STFT or DFT and
+the weightless nodes bringing it its signal: kept float32) and Loop states that are weights
 carried through the body unchanged (carried in half)."""
 
 from __future__ import annotations
+
+import math
 
 import onnx
 
@@ -10,7 +13,7 @@ from rewriter.graph.schemas import is_default_domain
 from rewriter.precision.graphs import FLOAT, Graphs
 from rewriter.precision.slots import node_slots
 
-__all__ = ["INTEGER_TYPES", "shape_arithmetic", "carried_in_half"]
+__all__ = ["INTEGER_TYPES", "shape_arithmetic", "signal_paths", "carried_in_half", "SIGNAL_PATH"]
 
 INTEGER_TYPES = frozenset({onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32,
                            onnx.TensorProto.INT64, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
@@ -19,6 +22,9 @@ INTEGER_TYPES = frozenset({onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.T
 _SHAPE_ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Div", "Floor", "Ceil", "Round", "Max", "Min", "Neg", "Abs",
                                "Sqrt", "Reciprocal", "Cast", "Concat", "Gather", "Slice", "Unsqueeze", "Squeeze",
                                "Reshape", "Identity", "Clip", "Range", "Pow"})
+_SPECTRAL = frozenset({"STFT", "DFT"})
+SIGNAL_PATH = ("signal path: an STFT/DFT and the weightless nodes bringing it its signal stay float32 "
+               "(a signal rounded to half precision carries noise into every frequency bin)")
 
 def shape_arithmetic(graphs: Graphs, plans: dict) -> set[int]:
     """Nodes computing float values from integers (shapes, sizes, indices cast to float)
@@ -63,6 +69,61 @@ def shape_arithmetic(graphs: Graphs, plans: dict) -> set[int]:
                 keep.add(key)
                 changed = True
     return keep
+
+
+def signal_paths(graphs: Graphs, plans: dict) -> set[int]:
+    """STFT and DFT nodes planned in half, and the nodes before any float STFT or DFT that bring them their signal
+    (input 0) holding no weights (no float constant input of more than one element; the walk
+    stops at a node that has one, at graph inputs, constants and nodes computing no float; it
+    goes on through nodes kept float32 for another reason): kept float32. Rounding the
+    signal puts noise 2**-11 (float16) or 2**-8 (bfloat16) below its peak into every frequency
+    bin, above the quiet bins of a spectrum, where the log that usually follows turns it into
+    large errors; rounding the transform's output costs each bin the same relative error only.
+    Those nodes hold no weights, so the model is no larger for it."""
+    g = graphs
+    keep: set[int] = set()
+    seen: set[int] = set()
+    for site in g.sites:
+        for node in site.graph.node:
+            p = plans.get(id(node))
+            if node.op_type not in _SPECTRAL or not is_default_domain(node.domain) or p is None:
+                continue
+            if p.half:
+                keep.add(id(node))
+            frontier = [node.input[0]] if node.input and node.input[0] else []
+            while frontier:
+                producer = g.producer.get(frontier.pop())
+                if producer is None or id(producer) in seen:
+                    continue
+                seen.add(id(producer))
+                q = plans.get(id(producer))
+                if q is None or not _weightless(g, producer):
+                    continue  # not float arithmetic (a constant, or where the signal starts), or a weight
+                if q.half:
+                    keep.add(id(producer))
+                frontier.extend(x for x in producer.input if x)
+    return keep
+
+
+def _weightless(g: Graphs, node: onnx.NodeProto) -> bool:
+    """No float constant input of more than one element (a weight); scalars and integer
+    constants (pads, axes, indices) do not count."""
+    for x in node.input:
+        if x and g.is_constant(x) and g.elem(x) == FLOAT and _constant_size(g, x) > 1:
+            return False
+    return True
+
+
+def _constant_size(g: Graphs, name: str) -> int:
+    """The element count of an initializer or of a Constant node's value."""
+    if name in g.initializer:
+        return math.prod(g.initializer[name].dims)
+    for a in g.producer[name].attribute:
+        if a.name == "value":
+            return math.prod(a.t.dims)
+        if a.name == "value_floats":
+            return len(a.floats)
+    return 1  # value_float
 
 
 def carried_in_half(graphs: Graphs, plan) -> None:

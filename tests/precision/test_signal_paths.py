@@ -1,0 +1,162 @@
+"""convert --dtype: an STFT/DFT and the weightless nodes bringing it its signal stay float32.
+
+The numerics are judged with ``onnx.reference``, which computes half precision in half (ONNX
+Runtime's CPU provider runs most float16 nodes in float32); ONNX Runtime must load and run
+the results too."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+from onnx.reference import ReferenceEvaluator
+
+from rewriter.precision import convert_precision_proto
+from rewriter.precision.regions import SIGNAL_PATH
+
+N = 4096
+WINDOW = (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(512) / 512)).astype(np.float32)
+TONE = (0.5 * np.sin(2 * np.pi * 300 * np.arange(N) / 16000)).astype(np.float32)[None]
+
+
+def _ints(**values):
+    return [nh.from_array(np.array([v], np.int64), name) for name, v in values.items()]
+
+
+def _log_spectrum(front, inputs, inits, opset=18):
+    """``front`` nodes make 'pe' [1, N]; then STFT, power, log(power + 1e-6)."""
+    nodes = front + [h.make_node("Unsqueeze", ["pe", "ax2"], ["sig"], name="unsq"),
+                     h.make_node("STFT", ["sig", "step", "win"], ["spec"], onesided=1, name="stft"),
+                     h.make_node("ReduceSumSquare", ["spec", "am1"], ["pw"], keepdims=0, name="power"),
+                     h.make_node("Add", ["pw", "guard"], ["pg"], name="guarded"),
+                     h.make_node("Log", ["pg"], ["y"], name="log")]
+    inits = list(inits) + _ints(ax2=2, am1=-1) + [
+        nh.from_array(np.array(128, np.int64), "step"), nh.from_array(np.array(1e-6, np.float32), "guard")]
+    if not any(n.output[0] == "win" for n in front) and "win" not in [i.name for i in inputs]:
+        inits.append(nh.from_array(WINDOW, "win"))
+    m = h.make_model(h.make_graph(nodes, "g", inputs, [h.make_tensor_value_info("y", T.FLOAT, [1, None, 257])], inits),
+                     opset_imports=[h.make_opsetid("", opset)])
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+def _preemphasis_model():
+    front = [h.make_node("Slice", ["x", "one", "big", "ax"], ["cur"], name="cur"),
+             h.make_node("Slice", ["x", "zero", "m1", "ax"], ["prev"], name="prev"),
+             h.make_node("Mul", ["prev", "k"], ["pk"], name="scaled"),
+             h.make_node("Sub", ["cur", "pk"], ["d"], name="diff"),
+             h.make_node("Slice", ["x", "zero", "one", "ax"], ["first"], name="first"),
+             h.make_node("Concat", ["first", "d"], ["joined"], axis=1, name="joined"),
+             h.make_node("Pad", ["joined", "pads"], ["pe"], name="padded")]
+    inits = _ints(one=1, big=2 ** 62, ax=1, zero=0, m1=-1) + [nh.from_array(np.array(0.97, np.float32), "k"),
+                                                                nh.from_array(np.zeros(4, np.int64), "pads")]
+    return _log_spectrum(front, [h.make_tensor_value_info("x", T.FLOAT, [1, N])], inits)
+
+
+def _rel_l2(want, got):
+    want, got = np.asarray(want, np.float64), np.asarray(got, np.float64)
+    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+
+
+def _kept(report):
+    return {label.split("'")[1]: reason for label, _, reason in report.kept}
+
+
+def test_the_waveform_path_to_an_stft_stays_float32_and_the_spectrum_is_right():
+    m = _preemphasis_model()
+    r, report = convert_precision_proto(m, "float16")
+    kept = _kept(report)
+    assert {k for k, why in kept.items() if why == SIGNAL_PATH} == {"cur", "prev", "scaled", "diff", "first",
+                                                                     "joined", "padded", "unsq", "stft"}
+    assert report.half_by_op == {"ReduceSumSquare": 1, "Log": 1}  # 'guarded' adds 1e-6: below float16's range
+    onnx.checker.check_model(r, full_check=True)
+    want = ReferenceEvaluator(m).run(None, {"x": TONE})[0]
+    got = ReferenceEvaluator(r).run(None, {"x": TONE})[0]
+    # the same path in float16 is 6e-2 off: the rounding noise of the waveform fills the empty bins
+    assert _rel_l2(want, got) < 2e-3
+    ort_got = ort.InferenceSession(r.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": TONE})[0]
+    assert _rel_l2(want, ort_got) < 1e-2
+    assert r.graph.initializer[[t.name for t in r.graph.initializer].index("win")].data_type == T.FLOAT
+
+
+def test_the_walk_stops_at_a_weight_and_follows_the_signal_only():
+    # x -> Neg -> Mul by a 2-valued gain (a weight) -> Mul by a scalar Constant -> Relu -> STFT; window = Abs(w)
+    front = [h.make_node("Neg", ["x"], ["n"], name="neg"),
+             h.make_node("Mul", ["n", "gain"], ["g2"], name="gain"),
+             h.make_node("ReduceMean", ["g2", "ax0"], ["g"], keepdims=1, name="mean"),
+             h.make_node("Constant", [], ["half"], value_float=0.5, name="c"),
+             h.make_node("Mul", ["g", "half"], ["s"], name="scalar"),
+             h.make_node("Relu", ["s"], ["pe"], name="relu"),
+             h.make_node("Abs", ["w"], ["win"], name="window")]
+    inits = _ints(ax0=0) + [nh.from_array(np.array([[1.0], [0.5]], np.float32), "gain")]
+    m = _log_spectrum(front, [h.make_tensor_value_info("x", T.FLOAT, [1, N]),
+                              h.make_tensor_value_info("w", T.FLOAT, [512])], inits)
+    r, report = convert_precision_proto(m, "float16")
+    kept = _kept(report)
+    assert {k for k, why in kept.items() if why == SIGNAL_PATH} == {"mean", "scalar", "relu", "unsq", "stft"}
+    assert report.half_by_op == {"Neg": 1, "Mul": 1, "Abs": 1, "ReduceSumSquare": 1, "Log": 1}
+    feeds = {"x": TONE, "w": WINDOW}
+    want = ReferenceEvaluator(m).run(None, feeds)[0]
+    assert _rel_l2(want, ort.InferenceSession(r.SerializeToString(), providers=["CPUExecutionProvider"])
+                   .run(None, feeds)[0]) < 1e-2
+
+
+def test_the_path_goes_on_through_a_node_kept_for_another_reason():
+    m = _preemphasis_model()
+    r, report = convert_precision_proto(m, "float16", keep_nodes=("diff",))
+    kept = _kept(report)
+    assert kept["diff"] == "--keep-nodes"
+    assert {k for k, why in kept.items() if why == SIGNAL_PATH} == {"cur", "prev", "scaled", "first", "joined",
+                                                                     "padded", "unsq", "stft"}
+    # an STFT kept by name still has its signal path kept
+    r, report = convert_precision_proto(m, "float16", keep_op_types=("STFT",))
+    kept = _kept(report)
+    assert kept["stft"] == "--keep-op-types"
+    assert {k for k, why in kept.items() if why == SIGNAL_PATH} == {"cur", "prev", "scaled", "diff", "first",
+                                                                     "joined", "padded", "unsq"}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_a_dft_reading_a_graph_input_stays_float32(dtype):
+    nodes = [h.make_node("Unsqueeze", ["x", "ax2"], ["sig"], name="unsq"),
+             h.make_node("DFT", ["sig", ""], ["spec"], onesided=1, name="dft"),
+             h.make_node("Mul", ["spec", "spec"], ["sq"], name="square"),
+             h.make_node("Mul", ["sq", "w"], ["y"], name="weighted")]
+    m = h.make_model(h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 64])],
+                                  [h.make_tensor_value_info("y", T.FLOAT, [1, 33, 2])],
+                                  _ints(ax2=2) + [nh.from_array(np.linspace(0.5, 2, 66, dtype=np.float32)
+                                                                .reshape(33, 2), "w")]),
+                     opset_imports=[h.make_opsetid("", 17)])
+    onnx.checker.check_model(m, full_check=True)
+    r, report = convert_precision_proto(m, dtype)
+    assert {k for k, why in _kept(report).items() if why == SIGNAL_PATH} == {"unsq", "dft"}
+    assert report.half_by_op == {"Mul": 2}
+    x = np.cos(np.arange(64, dtype=np.float32) / 3)[None]
+    want = ReferenceEvaluator(m).run(None, {"x": x})[0]
+    assert _rel_l2(want, ReferenceEvaluator(r).run(None, {"x": x})[0]) < (1e-2 if dtype == "bfloat16" else 2e-3)
+
+
+@pytest.mark.parametrize("gain, weight", [
+    (h.make_node("Constant", [], ["c"], value_floats=[1.0, 0.5]), True),
+    (h.make_node("Constant", [], ["c"], value=nh.from_array(np.array([1.0, 0.5], np.float32))), True),
+    (h.make_node("Constant", [], ["c"], value=nh.from_array(np.array([0.5], np.float32))), False),
+    (h.make_node("Constant", [], ["c"], value_float=0.5), False)])
+def test_a_constant_node_of_two_values_is_a_weight_and_of_one_is_not(gain, weight):
+    # a complex signal [1, N, 2] scaled by the Constant 'c', then STFT
+    nodes = [h.make_node("Unsqueeze", ["x", "ax2"], ["s1"], name="unsq"),
+             h.make_node("Concat", ["s1", "s1"], ["s2"], axis=2, name="complex"), gain,
+             h.make_node("Mul", ["s2", "c"], ["sig"], name="gain"),
+             h.make_node("STFT", ["sig", "step", "win"], ["y"], onesided=0, name="stft")]
+    m = h.make_model(h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, N])],
+                                  [h.make_tensor_value_info("y", T.FLOAT, [1, None, 512, 2])],
+                                  _ints(ax2=2) + [nh.from_array(np.array(128, np.int64), "step"),
+                                                  nh.from_array(WINDOW, "win")]),
+                     opset_imports=[h.make_opsetid("", 17)])
+    onnx.checker.check_model(m, full_check=True)
+    _, report = convert_precision_proto(m, "float16")
+    on_path = {k for k, why in _kept(report).items() if why == SIGNAL_PATH}
+    assert on_path == ({"stft"} if weight else {"unsq", "complex", "gain", "stft"})
