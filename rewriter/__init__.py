@@ -154,7 +154,8 @@ def _convert_args(target_opset, ml_opset, ir_version, target):
 
 def convert_precision(model: ModelLike, dtype: str = "float16", *, keep_io_types: bool = True,
                       keep_op_types: tuple[str, ...] | list[str] = (), keep_nodes: tuple[str, ...] | list[str] = (),
-                      target: str | None = None) -> Any:
+                      target: str | None = None, max_error: float | None = None,
+                      calibration_data: list | None = None) -> Any:
     """Rewrite a model's float32 computation to ``dtype`` ("float16" or "bfloat16").
 
     Initializers, Constant and ConstantOfShape values, Cast targets, random ops' dtypes and
@@ -172,17 +173,39 @@ def convert_precision(model: ModelLike, dtype: str = "float16", *, keep_io_types
             them ``dtype`` too.
         keep_op_types, keep_nodes: op types and node names that stay float32.
         target: a runtime (``"onnxruntime==1.17"``, ...): ops it has no half kernel for stay float32.
+        max_error: keep float32 the runs of nodes whose half precision is measured (in ONNX
+            Runtime, on ``calibration_data``) to take a float output's relative L2 error beyond
+            this, as ``convert --max-error``.
+        calibration_data: for ``max_error``: a list of {graph input name: array} (default: one
+            set of random inputs, seed 0).
 
     Raises:
-        RewriterError: a bad argument, or the result would not be a valid model.
+        RewriterError: a bad argument, the result would not be a valid model, or ``max_error``
+            cannot be met.
     """
     from rewriter.precision import convert_precision_proto
     from rewriter.targets import parse_target
 
     proto, kind, base_dir = _open(model)
     spec = parse_target(target) if isinstance(target, str) else target
-    result, _ = convert_precision_proto(proto, dtype, keep_io_types=keep_io_types, keep_op_types=tuple(keep_op_types),
-                                        keep_nodes=tuple(keep_nodes), target=spec, base_dir=base_dir)
+
+    def convert(keep_at=None):
+        return convert_precision_proto(proto, dtype, keep_io_types=keep_io_types, keep_op_types=tuple(keep_op_types),
+                                       keep_nodes=tuple(keep_nodes), target=spec, base_dir=base_dir,
+                                       keep_at=keep_at)
+
+    if max_error is None:
+        if calibration_data is not None:
+            raise RewriterError("calibration_data is for max_error, which is not given")
+        result, _ = convert()
+    else:
+        from rewriter.precision.calibrate import random_feeds
+        from rewriter.precision.fallback import fit_max_error
+
+        if not max_error > 0:
+            raise RewriterError(f"max_error must be a number > 0, got {max_error!r}")
+        samples = list(calibration_data) if calibration_data is not None else [random_feeds(proto)]
+        result, _ = fit_max_error(convert, proto, base_dir, samples, max_error, keep_io_types)
     return _back(result, kind, base_dir)
 
 

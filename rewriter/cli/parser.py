@@ -138,7 +138,8 @@ def _add_verify_flags(p: argparse.ArgumentParser, static: bool = False) -> None:
     p.add_argument("--verify", action="store_true",
                    help="also run the original and the result on the same random inputs (ONNX Runtime, "
                    "else onnx.reference) and compare every output")
-    p.add_argument("--seed", type=int, default=None, help="seed for --verify's random inputs (default 0)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed for the random inputs of --verify (and of --calibrate / --max-error; default 0)")
     p.add_argument("--rtol", type=float, default=None,
                    help="--verify: relative tolerance for float outputs (default per type: float 1e-4)")
     p.add_argument("--atol", type=float, default=None,
@@ -274,6 +275,11 @@ def _add_precision_flags(p: argparse.ArgumentParser) -> None:
                    help="with --dtype float16: calibrate (as --calibrate) on real inputs: a .npz of one array "
                    "per graph input, under the input's name (numpy.savez); repeat for several samples, the "
                    "largest magnitude over all of them counts")
+    p.add_argument("--max-error", type=float, default=None, metavar="R",
+                   help="with --dtype: keep float32, where measured to matter, the runs of nodes whose half "
+                   "precision takes a float output's relative L2 error beyond R (1e-2, say) on the calibration "
+                   "inputs (--calibration-data, else random ones from --seed/--input-shape/--input-value); "
+                   "each candidate is converted and run in ONNX Runtime: tens of conversions at worst")
 
 
 def _add_fold(sub) -> None:
@@ -336,10 +342,11 @@ def check_usage(args: argparse.Namespace, directory: bool) -> None:
     if getattr(args, "verify", False) and getattr(args, "no_verify", False):
         raise UsageError("--verify and --no-verify contradict each other")
     if not getattr(args, "verify", False):
-        given = [flag for flag, value in (("--seed", getattr(args, "seed", None)), ("--rtol", getattr(args, "rtol", None)),
+        calibrating = getattr(args, "calibrate", False) or getattr(args, "max_error", None) is not None
+        given = [flag for flag, value in (("--seed", None if calibrating else getattr(args, "seed", None)),
+                                          ("--rtol", getattr(args, "rtol", None)),
                                           ("--atol", getattr(args, "atol", None)),
-                                          ("--input-value", None if getattr(args, "calibrate", False)
-                                           else getattr(args, "input_value", None)),
+                                          ("--input-value", None if calibrating else getattr(args, "input_value", None)),
                                           ("--input-shape", getattr(args, "input_shape", None)
                                            if args.command == "fold" else None))
                  if value is not None]
@@ -376,12 +383,15 @@ def check_usage(args: argparse.Namespace, directory: bool) -> None:
             given = [flag for flag, value in (("--keep-op-types", args.keep_op_types), ("--keep-nodes", args.keep_nodes),
                                               ("--calibrate", args.calibrate or None),
                                               ("--calibration-data", args.calibration_data),
+                                              ("--max-error", args.max_error),
                                               ("--optimize", args.optimize or None),
                                               ("--no-keep-io-types", None if args.keep_io_types else True))
                      if value is not None]
             if given:
                 raise UsageError(f"{', '.join(given)}: only for --dtype, which is not given")
-        elif (args.calibrate or args.calibration_data) and args.dtype != "float16":
+        elif args.max_error is not None and not args.max_error > 0:
+            raise UsageError(f"--max-error must be a number > 0, got {args.max_error}")
+        elif (args.calibrate or (args.calibration_data and args.max_error is None)) and args.dtype != "float16":
             flag = "--calibrate" if args.calibrate else "--calibration-data"
             raise UsageError(f"{flag}: bfloat16 has float32's range, there is nothing to calibrate")
         elif getattr(args, "plan", False):

@@ -39,16 +39,27 @@ def convert_precision_command(args, model, base_dir, before, start) -> int:
         lines.append(f"optimized first: {optimized.nodes_before} -> {optimized.nodes_after} nodes"
                      + (f" (passes that failed and were left out: {', '.join(optimized.failed_passes)})"
                         if getattr(optimized, "failed_passes", None) else ""))
-    measured = None
-    if args.calibrate or args.calibration_data:
-        from rewriter.precision.calibrate import load_samples, measure
+    measured, samples = None, None
+    if args.calibrate or args.calibration_data or args.max_error is not None:
+        from rewriter.precision.calibrate import load_samples, measure, random_feeds
 
-        samples = load_samples(source, args.calibration_data) if args.calibration_data else None
-        measured = measure(source, base_dir, input_shapes=dict(args.input_shape or []),
-                           input_values=dict(args.input_value or []), seed=args.seed or 0, samples=samples)
-    result, report = convert_precision_proto(source, args.dtype, keep_io_types=args.keep_io_types,
-                                             keep_op_types=args.keep_op_types or (), keep_nodes=args.keep_nodes or (),
-                                             target=target, base_dir=base_dir, measured=measured)
+        samples = load_samples(source, args.calibration_data) if args.calibration_data else [
+            random_feeds(source, input_shapes=dict(args.input_shape or []), input_values=dict(args.input_value or []),
+                         seed=args.seed or 0)]
+        if args.dtype == "float16" and (args.calibrate or args.calibration_data):
+            measured = measure(source, base_dir, samples=samples)
+
+    def convert(keep_at=None):
+        return convert_precision_proto(source, args.dtype, keep_io_types=args.keep_io_types,
+                                       keep_op_types=args.keep_op_types or (), keep_nodes=args.keep_nodes or (),
+                                       target=target, base_dir=base_dir, measured=measured, keep_at=keep_at)
+
+    if args.max_error is not None:
+        from rewriter.precision.fallback import fit_max_error
+
+        result, report = fit_max_error(convert, source, base_dir, samples, args.max_error, args.keep_io_types)
+    else:
+        result, report = convert()
     if target is not None and target.rules:  # the half types must still be ones the runtime's ops take
         from rewriter.targets import restriction_violations
 
@@ -57,6 +68,7 @@ def convert_precision_command(args, model, base_dir, before, start) -> int:
             raise RewriterError(f"cannot write {args.dtype} for {target.name}: {len(broken)} node(s) would break its "
                                 f"restrictions: " + "; ".join(v.line() for v in broken[:20]))
     args.run.result_checked = True  # convert_precision_proto returns only what the checker accepts
+    args.run.half_result = args.dtype
     args.run.reordered_sums = []
     t1 = time.perf_counter()
     if getattr(args, "verify", False) and args.rtol is None:

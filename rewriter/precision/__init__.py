@@ -37,6 +37,8 @@ class PrecisionReport:
     half_by_op: dict
     target: str | None = None
     calibrated: int | None = None  # values measured beyond the half range (with calibration)
+    half_at: tuple = ()  # positions (in every graph's nodes, main graph first) of the nodes run in half
+    fitted: object = None  # a fallback.Fit, with --max-error
 
     def summary_lines(self) -> list[str]:
         lines = [f"{self.half_nodes} node(s) run in {self.dtype}"
@@ -57,6 +59,8 @@ class PrecisionReport:
             lines.append(f"calls of local functions through {self.dtype} copies: {a.function_calls}")
         if self.calibrated is not None:
             lines.append(f"calibration: {self.calibrated} value(s) measured beyond {self.dtype}'s range")
+        if self.fitted is not None:
+            lines.append(self.fitted.line())
         return lines
 
     def to_dict(self) -> dict:
@@ -66,7 +70,7 @@ class PrecisionReport:
                 "constants_duplicated": self.applied.constants_duplicated,
                 "constants_clamped": self.applied.constants_clamped,
                 "casts_avoided": self.applied.cancelled_casts, "function_calls": self.applied.function_calls, "target": self.target,
-                "calibrated": self.calibrated}
+                "calibrated": self.calibrated, "max_error": None if self.fitted is None else self.fitted.to_dict()}
 
 
 def _kernel_rule(target, dtype: str):
@@ -88,13 +92,16 @@ def _kernel_rule(target, dtype: str):
 
 def convert_precision_proto(model: onnx.ModelProto, dtype: str, *, keep_io_types: bool = True,
                             keep_op_types=(), keep_nodes=(), target=None, base_dir: str | None = None,
-                            measured: dict | None = None, _function_names: set | None = None,
-                            ) -> tuple[onnx.ModelProto, PrecisionReport]:
+                            measured: dict | None = None, keep_at: dict | None = None,
+                            _function_names: set | None = None) -> tuple[onnx.ModelProto, PrecisionReport]:
     """A copy of ``model`` with its float32 computation in ``dtype``, and what was done.
 
     ``target`` is a :class:`rewriter.targets.Target` (or None); ``measured`` maps value names to
     magnitudes calibration saw beyond the half type's range (their producers and readers stay
-    float32). Raises RewriterError on a bad argument or when the result would not be valid.
+    float32); ``keep_at`` maps positions of nodes (counted over every graph's nodes, the main
+    graph's first, then each subgraph's as :class:`Graphs` lists them) to the reason each stays
+    float32.
+    Raises RewriterError on a bad argument or when the result would not be valid.
     """
     if dtype not in HALF_TYPES:
         raise RewriterError(f"dtype must be one of {', '.join(HALF_TYPES)}, got {dtype!r}")
@@ -115,9 +122,12 @@ def convert_precision_proto(model: onnx.ModelProto, dtype: str, *, keep_io_types
                                            _function_names=calls.names)
 
         calls = FunctionCalls(result, dtype, convert_body, _function_names)
+    every_node = [n for site in graphs.sites for n in site.graph.node]
+    keep_ids = {id(every_node[i]): reason for i, reason in (keep_at or {}).items()}
     plan = plan_precision(graphs, dtype, keep_op_types=keep_op_types, keep_nodes=keep_nodes,
                           lacks_kernel=_kernel_rule(target, dtype), read_tensor=read, measured=measured,
-                          calls=calls)
+                          calls=calls, keep_ids=keep_ids)
+    half_at = tuple(i for i, n in enumerate(every_node) if plan.is_half(n))
     known = {n.name for s in graphs.sites for n in s.graph.node} | {n.name for f in result.functions for n in f.node}
     unknown = set(keep_nodes) - known
     if unknown and _function_names is None:  # (a function body's conversion sees only its own nodes)
@@ -145,7 +155,7 @@ def convert_precision_proto(model: onnx.ModelProto, dtype: str, *, keep_io_types
                                 "nothing was written: --keep-op-types / --keep-nodes the ops named") from None
     report = PrecisionReport(dtype, sum(half_by_op.values()), kept, applied, half_by_op,
                              target.name if target is not None else None,
-                             None if measured is None else len(measured))
+                             None if measured is None else len(measured), half_at)
     return result, report
 
 

@@ -80,13 +80,14 @@ def attribute(node: onnx.NodeProto, name: str):
 
 class _Planner:
     def __init__(self, graphs: Graphs, dtype: str, keep_op_types, keep_nodes, lacks_kernel, read_tensor,
-                 measured_out_of_range, calls=None):
+                 measured_out_of_range, calls=None, keep_ids=None):
         self.g = graphs
         self.calls = calls  # FunctionCalls: the model's local functions, or None
         self.dtype = dtype
         self.half_str = f"tensor({dtype})"
         self.keep_op_types = frozenset(keep_op_types)
         self.keep_nodes = frozenset(keep_nodes)
+        self.keep_ids = keep_ids or {}  # id(node) -> reason (nodes kept by position: --max-error)
         self.lacks_kernel = lacks_kernel  # (op, since_version) -> reason or "" / None
         self.read_tensor = read_tensor
         self.measured = measured_out_of_range or {}  # value name -> largest magnitude seen
@@ -150,6 +151,8 @@ class _Planner:
 
         if node.name and node.name in self.keep_nodes:
             return keep("--keep-nodes")
+        if id(node) in self.keep_ids:
+            return keep(self.keep_ids[id(node)])
         if op in self.keep_op_types:
             return keep("--keep-op-types")
         if self.calls is not None and self.calls.is_call(node):
@@ -318,11 +321,13 @@ def _infers_in_half(node: onnx.NodeProto, since: int, g: Graphs, half_in, dtype:
 
 
 def plan_precision(graphs: Graphs, dtype: str, *, keep_op_types=(), keep_nodes=(), lacks_kernel=None,
-                   read_tensor=None, measured=None, calls=None) -> Plan:
+                   read_tensor=None, measured=None, calls=None, keep_ids=None) -> Plan:
     """Decide, for every node of every graph that computes in float32, whether it runs in
     ``dtype`` ("float16" or "bfloat16"), and why not. ``calls`` (a FunctionCalls) lets calls of
-    local functions run in half through specialized copies."""
-    planner = _Planner(graphs, dtype, keep_op_types, keep_nodes, lacks_kernel, read_tensor, measured, calls)
+    local functions run in half through specialized copies; ``keep_ids`` maps id(node) to the
+    reason it stays float32."""
+    planner = _Planner(graphs, dtype, keep_op_types, keep_nodes, lacks_kernel, read_tensor, measured, calls,
+                       keep_ids)
     plans: dict[int, NodePlan] = {}
     for site in graphs.sites:
         for node in site.graph.node:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-__all__ = ["cast_feeds", "compare_rel_l2", "HALF_RMS_FLOOR"]
+__all__ = ["cast_feeds", "compare_rel_l2", "rel_l2_measure", "HALF_RMS_FLOOR"]
 
 HALF_RMS_FLOOR = 1e-5  # an output whose values all lie near 0 (sigmoid of large negatives) compares by this
 
@@ -20,25 +20,34 @@ def cast_feeds(model: onnx.ModelProto, feeds: dict) -> dict:
     return out
 
 
-def compare_rel_l2(a: np.ndarray, b: np.ndarray, limit: float) -> tuple:
-    """Relative L2 error of ``b`` against ``a``: (dtype text, max abs diff or None, tolerance
-    text, ok, reason); NaN and infinities must be where they are in ``a``."""
-    dtype = f"{a.dtype}" if a.dtype == b.dtype else f"{a.dtype} / {b.dtype}"
-    tol = f"relative L2 <= {limit:g}"
+def rel_l2_measure(a: np.ndarray, b: np.ndarray) -> tuple:
+    """(relative L2 error of ``b`` against ``a`` over the finite values, RMS difference, max abs
+    difference, reason): the reason is "" or why the two cannot be compared by value (another
+    shape, NaN or infinities elsewhere), and then the figures are None (inf for infinities)."""
     if a.shape != b.shape:
-        return (dtype, None, tol, False, f"shape {a.shape} vs {b.shape}")
+        return None, None, None, f"shape {a.shape} vs {b.shape}"
     x, y = a.astype(np.float64), b.astype(np.float64)
     if not np.array_equal(np.isnan(x), np.isnan(y)):
-        return (dtype, None, tol, False, "NaN in different places")
+        return None, None, None, "NaN in different places"
     if not np.array_equal(np.where(np.isinf(x), x, 0), np.where(np.isinf(y), y, 0)):
-        return (dtype, float("inf"), tol, False, "infinities differ")
+        return None, None, float("inf"), "infinities differ"
     finite = np.isfinite(x)
     delta = y[finite] - x[finite]  # the infinities (equal on both sides, checked above) left out
     diff = float(np.linalg.norm(delta))
     norm = float(np.linalg.norm(x[finite]))
     error = diff / norm if norm > 0 else diff
     rms = diff / np.sqrt(max(int(finite.sum()), 1))
+    return error, rms, float(np.max(np.abs(delta))) if finite.any() else 0.0, ""
+
+
+def compare_rel_l2(a: np.ndarray, b: np.ndarray, limit: float) -> tuple:
+    """Relative L2 error of ``b`` against ``a``: (dtype text, max abs diff or None, tolerance
+    text, ok, reason); NaN and infinities must be where they are in ``a``."""
+    dtype = f"{a.dtype}" if a.dtype == b.dtype else f"{a.dtype} / {b.dtype}"
+    tol = f"relative L2 <= {limit:g}"
+    error, rms, largest, reason = rel_l2_measure(a, b)
+    if reason:
+        return (dtype, largest, tol, False, reason)
     ok = error <= limit or rms <= HALF_RMS_FLOOR  # outputs all near 0: the absolute noise of half precision
-    return (dtype, float(np.max(np.abs(delta))) if finite.any() else 0.0,
-                            f"{tol} or RMS difference <= {HALF_RMS_FLOOR:g}, measured {error:.2g} (RMS {rms:.2g})",
-                            ok, "" if ok else "beyond tolerance")
+    return (dtype, largest, f"{tol} or RMS difference <= {HALF_RMS_FLOOR:g}, measured {error:.2g} (RMS {rms:.2g})",
+            ok, "" if ok else "beyond tolerance")

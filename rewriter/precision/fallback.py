@@ -1,0 +1,187 @@
+"""``--max-error``: keep float32 the parts of the main graph whose half precision is measured to
+matter, until every float output on the calibration inputs is within a relative L2 error of
+the float32 model's.
+
+The error is measured, not predicted: each candidate is converted and run in ONNX Runtime on
+every calibration input, twice (graph optimizations off: the model as written; on: as ONNX
+Runtime runs it, which drops Cast round trips), and the larger error counts. ONNX Runtime's CPU
+provider computes many float16 ops in float32 (it casts around the nodes it has no float16
+kernel for, and drops the Cast pairs between two such nodes), so the rounding it measures is
+that of the constants, of the inputs and of the values between nodes it does run in half; a
+runtime computing everything in half may see more. Where ONNX Runtime cannot run a candidate
+(bfloat16), onnx.reference measures, in half arithmetic. The nodes that run
+in half, in graph order (the main graph's, a topological order, then each subgraph's), are cut into :data:`SEGMENTS` runs of consecutive
+nodes. Each round tries every run left kept float32 along with what is kept already; when one
+brings the error within the limit, it is halved while a half still does (the smallest such run
+found); otherwise the run that lowered the error most is kept and the next round starts. At
+worst every run is kept (the float32 model, error 0): about SEGMENTS * (SEGMENTS + 1) / 2
+conversions, plus two per halving.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+
+import numpy as np
+
+from rewriter.errors import RewriterError
+
+__all__ = ["Fit", "fit_max_error", "half_error", "SEGMENTS"]
+
+SEGMENTS = 8
+_LEVELS = ("ORT_DISABLE_ALL", "ORT_ENABLE_ALL")  # the model as written, and as ONNX Runtime runs it
+
+
+@dataclasses.dataclass
+class Fit:
+    """What ``--max-error`` measured."""
+
+    limit: float
+    samples: int
+    all_half: float  # the error with every node the rules allow in half
+    error: float  # the error of the result
+    kept: int  # main-graph nodes kept float32 to get there
+    trials: int  # conversions measured
+
+    def line(self) -> str:
+        if not self.kept:
+            return (f"--max-error {self.limit:g}: error {self.all_half:.2g} on {self.samples} calibration "
+                    f"input(s) with every node in half ({self.trials} conversion measured)")
+        return (f"--max-error {self.limit:g}: error {self.all_half:.2g} on {self.samples} calibration input(s) "
+                f"with every node in half, {self.error:.2g} with {self.kept} node(s) kept float32 "
+                f"({self.trials} conversions measured)")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def half_error(want: list, got: list) -> float:
+    """The largest relative L2 error over the float outputs (an output whose values all lie near
+    0 counts by its RMS difference, as --verify does: within HALF_RMS_FLOOR is 0); infinity when
+    shapes differ, NaN or infinities are elsewhere, or a non-float output differs."""
+    from rewriter.verify.numerics.rel_l2 import HALF_RMS_FLOOR, rel_l2_measure
+
+    worst = 0.0
+    for a, b in zip(want, got):
+        a, b = np.asarray(a), np.asarray(b)
+        if a.dtype.kind != "f":
+            if a.shape != b.shape or not np.array_equal(a, b):
+                return float("inf")
+            continue
+        error, rms, _, reason = rel_l2_measure(a, b)
+        if reason:
+            return float("inf")
+        if rms > HALF_RMS_FLOOR:
+            worst = max(worst, error)
+    return worst
+
+
+class _Judge:
+    """The float32 source's outputs on the samples, and the error of a candidate against them:
+    in ONNX Runtime, or in onnx.reference once ONNX Runtime cannot run a candidate (bfloat16,
+    which its CPU provider computes almost nowhere)."""
+
+    def __init__(self, source, base_dir, samples):
+        self.source, self.base_dir, self.samples = source, base_dir, samples
+        self.trials = 0
+        self.backend = "onnxruntime"
+        self.want = {"onnxruntime": self._outputs(source, "onnxruntime")}
+
+    def _outputs(self, model, backend: str) -> list:
+        """The outputs on every sample: in ONNX Runtime with its graph optimizations off (the
+        model as written) and on (as it is run), or in onnx.reference."""
+        from rewriter.verify.numerics.compare import _runnable
+        from rewriter.verify.numerics.rel_l2 import cast_feeds
+
+        with tempfile.TemporaryDirectory(prefix="rewriter-max-error-") as d, \
+                _runnable(model, self.base_dir, d, "model.onnx") as runnable:
+            feeds = [cast_feeds(model, f) for f in self.samples]
+            if backend == "reference":
+                from onnx.reference import ReferenceEvaluator
+
+                evaluator = ReferenceEvaluator(runnable)
+                with np.errstate(all="ignore"):
+                    return [evaluator.run(None, f) for f in feeds]
+            import onnxruntime as ort
+
+            source = runnable if isinstance(runnable, str) else runnable.SerializeToString()
+            outputs = []
+            for level in _LEVELS:
+                options = ort.SessionOptions()
+                options.log_severity_level = 4
+                options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+                session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+                names = {i.name for i in session.get_inputs()}
+                outputs += [session.run(None, {k: v for k, v in f.items() if k in names}) for f in feeds]
+            return outputs
+
+    def error(self, model) -> float:
+        self.trials += 1
+        if self.backend == "onnxruntime":
+            try:
+                got = self._outputs(model, "onnxruntime")
+            except Exception:  # noqa: BLE001 - ORT lacks a kernel: onnx.reference from here on
+                self.backend = "reference"
+            else:
+                return max(half_error(w, g) for w, g in zip(self.want["onnxruntime"], got))
+        if "reference" not in self.want:
+            self.want["reference"] = self._outputs(self.source, "reference")
+        return max(half_error(w, g) for w, g in zip(self.want["reference"], self._outputs(model, "reference")))
+
+
+def fit_max_error(convert, source, base_dir, samples, limit: float, keep_io_types: bool = True):
+    """(result, report) of ``convert(keep_at)`` (a callable converting with the node positions
+    ``keep_at`` kept float32) with the fewest runs kept that meets ``limit``, the
+    report's ``fitted`` set; RewriterError when even the float32 model does not (a non-float
+    output that depends on the half inputs, say)."""
+    try:
+        judge = _Judge(source, base_dir, samples)
+    except Exception as e:  # noqa: BLE001 - ORT's refusal, as the reason
+        raise RewriterError(f"--max-error: ONNX Runtime cannot run the float32 model: "
+                            f"{str(e).strip().splitlines()[0][:300]}") from None
+    reason = f"--max-error {limit:g}: half precision here is measured to take the error beyond it"
+    tried: dict = {}
+
+    def trial(kept: tuple):
+        if kept not in tried:
+            result, report = convert({i: reason for i in kept})
+            tried[kept] = (judge.error(result), result, report)
+        return tried[kept]
+
+    all_half, result, report = trial(())
+    kept: tuple = ()
+    error = all_half
+    if all_half > limit:
+        runs = [tuple(int(i) for i in r) for r in np.array_split(np.array(report.half_at, dtype=np.int64),
+                                                                  min(SEGMENTS, len(report.half_at))) if len(r)]
+        while runs and error > limit:
+            scored = sorted((trial(tuple(sorted(kept + r)))[0], n, r) for n, r in enumerate(runs))
+            best, _, run = scored[0]
+            if best <= limit:
+                run, best = _smallest_half(trial, kept, run, best, limit)
+            kept, error = tuple(sorted(kept + run)), best
+            if run in runs:
+                runs.remove(run)
+        if error > limit:
+            raise RewriterError(f"--max-error {limit:g} cannot be met: with every node float32 the error on the "
+                                f"calibration inputs is {error:.2g}"
+                                + ("" if keep_io_types else " (the inputs and outputs are half: drop --no-keep-io-types)")
+                                + "; nothing was written")
+        _, result, report = trial(kept)
+    report.fitted = Fit(limit, len(samples), all_half, error, len(kept), judge.trials)
+    return result, report
+
+
+def _smallest_half(trial, kept: tuple, run: tuple, error: float, limit: float):
+    """Halve ``run`` while one of its halves, kept with ``kept``, still meets ``limit``."""
+    while len(run) > 1:
+        first, second = run[:len(run) // 2], run[len(run) // 2:]
+        for half in (first, second):
+            e = trial(tuple(sorted(kept + half)))[0]
+            if e <= limit:
+                run, error = half, e
+                break
+        else:
+            break
+    return run, error

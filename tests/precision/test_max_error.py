@@ -1,0 +1,252 @@
+"""convert --max-error: runs of nodes kept float32 where half precision is measured to take the
+error beyond the limit, judged here by ONNX Runtime on the same inputs, independently of the
+search's own measurements."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper as nh
+
+import rewriter
+from rewriter.errors import RewriterError
+from rewriter.precision import convert_precision_proto
+from rewriter.precision.fallback import SEGMENTS, half_error
+
+RNG = np.random.default_rng(7)
+SAMPLE = {"x": RNG.standard_normal((4, 16)).astype(np.float32)}
+
+
+def _cancelling_model(up_by=1000.3, down_by=1000.2):
+    """MatMul, then (v + 1000.3) - 1000.2 (float16 has 0.5 steps near 1000: the constants become
+    1000.5 and 1000, the sum moves by 0.4; ONNX Runtime's CPU provider computes the two in float32
+    but with the rounded constants), then Relu/MatMul pairs: 18 nodes in half, the two in the
+    middle of the first run of three break the result."""
+    nodes = [h.make_node("MatMul", ["x", "w0"], ["m0"], name="mm0"),
+             h.make_node("Add", ["m0", "up_by"], ["up"], name="up"),
+             h.make_node("Sub", ["up", "down_by"], ["v0"], name="down")]
+    inits = [nh.from_array((RNG.standard_normal((16, 16)) / 4).astype(np.float32), "w0"),
+             nh.from_array(np.array(up_by, np.float32), "up_by"), nh.from_array(np.array(down_by, np.float32), "down_by")]
+    for i in range(1, 8):
+        nodes += [h.make_node("Relu", [f"v{i - 1}"], [f"r{i}"], name=f"relu{i}"),
+                  h.make_node("MatMul", [f"r{i}", f"w{i}"], [f"v{i}"], name=f"mm{i}")]
+        inits.append(nh.from_array((RNG.standard_normal((16, 16)) / 2).astype(np.float32), f"w{i}"))
+    nodes.append(h.make_node("Relu", ["v7"], ["y"], name="relu8"))
+    m = h.make_model(h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [4, 16])],
+                                  [h.make_tensor_value_info("y", T.FLOAT, [4, 16])], inits),
+                     opset_imports=[h.make_opsetid("", 17)])
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+def _ort_error(source, result, feeds, reference=True):
+    """The largest error over ONNX Runtime with graph optimizations off (the half model as
+    written: its CPU provider casts around the float16 nodes it has no kernel for and keeps the
+    rounding) and on (it then drops such Cast pairs), and onnx.reference (half arithmetic in half)."""
+    from onnx.reference import ReferenceEvaluator
+
+    def run(m, level):
+        if level is None:
+            return ReferenceEvaluator(m).run(None, feeds)
+        options = ort.SessionOptions()
+        options.graph_optimization_level = level
+        return ort.InferenceSession(m.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(None, feeds)
+
+    levels = (ort.GraphOptimizationLevel.ORT_DISABLE_ALL, ort.GraphOptimizationLevel.ORT_ENABLE_ALL) + \
+        ((None,) if reference else ())
+    return max(half_error(run(source, level), run(result, level)) for level in levels)
+
+
+def _kept(result):
+    return sorted(n.name for n in result.graph.node if n.op_type not in ("Cast",)
+                  and all(_elem(result, x) == T.FLOAT for x in n.output))
+
+
+def _elem(model, name):
+    inferred = onnx.shape_inference.infer_shapes(model)
+    for v in list(inferred.graph.value_info) + list(inferred.graph.output):
+        if v.name == name:
+            return v.type.tensor_type.elem_type
+    return None
+
+
+def test_the_smallest_run_that_meets_the_limit_is_kept_float32():
+    m = _cancelling_model()
+    plain, _ = convert_precision_proto(m, "float16")
+    assert _ort_error(m, plain, SAMPLE) > 5e-2  # the model breaks in half precision
+    result = rewriter.convert_precision(m, "float16", max_error=1e-2, calibration_data=[SAMPLE])
+    onnx.checker.check_model(result, full_check=True)
+    assert _ort_error(m, result, SAMPLE) <= 1e-2
+    # the first run is mm0, up, down: halved to (up, down), the rest stays in half
+    assert _kept(result) == ["down", "up"]
+    half = [n.name for n in result.graph.node if n.op_type != "Cast" and n.name not in ("up", "down")]
+    assert len(half) == 16
+    assert next(t for t in result.graph.initializer if t.name == "w0").data_type == T.FLOAT16
+
+
+def test_the_report_says_what_was_measured(tmp_path):
+    m = _cancelling_model()
+    src, out, data = tmp_path / "m.onnx", tmp_path / "h.onnx", tmp_path / "x.npz"
+    onnx.save(m, src)
+    np.savez(data, **SAMPLE)
+    run = subprocess.run([sys.executable, "-m", "rewriter", "convert", str(src), "--dtype", "float16",
+                          "--calibration-data", str(data), "--max-error", "0.01", "-o", str(out), "--json"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    fit = json.loads(run.stdout)["changes"]["precision"]["max_error"]
+    assert fit["limit"] == 0.01 and fit["samples"] == 1 and fit["kept"] == 2
+    assert fit["all_half"] > 5e-2 and fit["error"] <= 1e-2
+    # 1 with every node in half, 8 runs, then the halves of the first run: (mm0) fails, (up, down)
+    # meets; its halves (up) and (down) fail
+    assert fit["trials"] == 1 + SEGMENTS + 2 + 2
+    reasons = {k["node"]: k["reason"] for k in json.loads(run.stdout)["changes"]["precision"]["kept"]}
+    assert set(reasons) == {"node 'up' (Add)", "node 'down' (Sub)"}
+    assert all(r.startswith("--max-error 0.01:") for r in reasons.values())
+    assert _ort_error(m, onnx.load(out), SAMPLE) <= 1e-2
+
+
+def test_a_model_within_the_limit_is_converted_once():
+    m = _cancelling_model(1000.0, 1000.0)  # constants exact in half
+    result, report = _fit(m, [SAMPLE], 1e-2)
+    assert report.fitted.trials == 1 and report.fitted.kept == 0 and 0 < report.fitted.error <= 1e-2
+    assert report.half_nodes == 18
+    assert not [k for k in report.kept if k[2].startswith("--max-error")]
+
+
+def _fit(model, samples, limit, keep_io_types=True):
+    from rewriter.precision.fallback import fit_max_error
+
+    def convert(keep_at=None):
+        return convert_precision_proto(model, "float16", keep_io_types=keep_io_types, keep_at=keep_at)
+
+    return fit_max_error(convert, model, None, samples, limit, keep_io_types)
+
+
+def test_every_run_is_tried_until_the_limit_is_met():
+    # the error comes from every node alike (each MatMul adds its rounding): a tight limit keeps all
+    m = _cancelling_model()
+    result, report = _fit(m, [SAMPLE], 1e-6)
+    # every MatMul's rounded weights move the result: all eight stay float32, found over several rounds
+    assert {n.name for n in result.graph.node if n.op_type == "MatMul"} <= set(_kept(result))
+    assert report.fitted.trials > 1 + SEGMENTS and report.fitted.kept >= 10
+    assert report.fitted.error <= 1e-6
+    # (a Relu left in half between float32 nodes rounds in onnx.reference; ONNX Runtime's CPU
+    # provider, which measures --max-error, computes it in float32)
+    assert _ort_error(m, result, SAMPLE, reference=False) <= 1e-6
+
+
+def test_a_limit_the_float32_nodes_cannot_meet_is_an_error_and_nothing_is_written(tmp_path):
+    # y = (x - 1) * 1000 with x near 1: rounding the input to float16 alone is 50% off
+    m = h.make_model(h.make_graph([h.make_node("Sub", ["x", "one"], ["d"]), h.make_node("Mul", ["d", "k"], ["y"])],
+                                  "g", [h.make_tensor_value_info("x", T.FLOAT, [64])],
+                                  [h.make_tensor_value_info("y", T.FLOAT, [64])],
+                                  [nh.from_array(np.array(1.0, np.float32), "one"),
+                                   nh.from_array(np.array(1000.0, np.float32), "k")]),
+                     opset_imports=[h.make_opsetid("", 17)])
+    x = (1 + 1e-4 * RNG.standard_normal(64)).astype(np.float32)
+    with pytest.raises(RewriterError, match=r"--max-error 0.01 cannot be met: with every node float32 the error .* "
+                                            r"drop --no-keep-io-types\); nothing was written"):
+        _fit(m, [{"x": x}], 1e-2, keep_io_types=False)
+    src, out, data = tmp_path / "m.onnx", tmp_path / "h.onnx", tmp_path / "x.npz"
+    onnx.save(m, src)
+    np.savez(data, x=x)
+    run = subprocess.run([sys.executable, "-m", "rewriter", "convert", str(src), "--dtype", "float16",
+                          "--no-keep-io-types", "--calibration-data", str(data), "--max-error", "1e-2",
+                          "-o", str(out)], capture_output=True, text=True)
+    assert run.returncode != 0 and "cannot be met" in run.stderr
+    assert not os.path.exists(out)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--opset", "18", "--max-error", "0.01"], "--max-error: only for --dtype"),
+    (["--dtype", "float16", "--max-error", "0"], "--max-error must be a number > 0"),
+    (["--dtype", "float16", "--max-error", "nan"], "--max-error must be a number > 0")])
+def test_bad_max_error_flags_are_usage_errors(tmp_path, args, message):
+    src = tmp_path / "m.onnx"
+    onnx.save(_cancelling_model(), src)
+    run = subprocess.run([sys.executable, "-m", "rewriter", "convert", str(src), *args, "-o", str(tmp_path / "o.onnx")],
+                         capture_output=True, text=True)
+    assert run.returncode == 2 and message in run.stderr, run.stderr
+
+
+def test_bfloat16_takes_calibration_data_for_max_error(tmp_path):
+    m = _cancelling_model()
+    src, out, data = tmp_path / "m.onnx", tmp_path / "h.onnx", tmp_path / "x.npz"
+    onnx.save(m, src)
+    np.savez(data, **SAMPLE)
+    run = subprocess.run([sys.executable, "-m", "rewriter", "convert", str(src), "--dtype", "bfloat16",
+                          "--calibration-data", str(data), "--max-error", "0.05", "-o", str(out), "--json"],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    fit = json.loads(run.stdout)["changes"]["precision"]["max_error"]
+    assert fit["error"] <= 0.05 < fit["all_half"]
+
+
+def test_the_api_refuses_calibration_data_without_max_error_and_a_bad_limit():
+    with pytest.raises(RewriterError, match="calibration_data is for max_error"):
+        rewriter.convert_precision(_cancelling_model(), "float16", calibration_data=[SAMPLE])
+    with pytest.raises(RewriterError, match="max_error must be a number > 0"):
+        rewriter.convert_precision(_cancelling_model(), "float16", max_error=-1.0)
+
+
+def test_half_error_counts_what_differs():
+    a = [np.array([1.0, 2.0], np.float32), np.array([1, 2], np.int64)]
+    assert half_error(a, [np.array([1.0, 2.0], np.float32), np.array([1, 2], np.int64)]) == 0.0
+    assert half_error(a, [np.array([1.0, 2.1], np.float32), np.array([1, 2], np.int64)]) == pytest.approx(
+        0.1 / np.sqrt(5), rel=1e-3)
+    assert half_error(a, [np.array([1.0, 2.0], np.float32), np.array([1, 3], np.int64)]) == float("inf")
+    assert half_error(a, [np.array([1.0, np.nan], np.float32), a[1]]) == float("inf")
+    assert half_error(a, [np.array([1.0, 2.0, 3.0], np.float32), a[1]]) == float("inf")
+    tiny = [np.full(4, 1e-9, np.float32)]
+    assert half_error(tiny, [np.full(4, 2e-9, np.float32)]) == 0.0  # all near 0: within the RMS floor
+
+
+def test_a_bfloat16_result_cpu_onnxruntime_cannot_run_is_written_with_a_warning(tmp_path):
+    # ONNX Runtime's CPU provider has no bfloat16 MatMul: the result is for a runtime that has one
+    src, out = tmp_path / "m.onnx", tmp_path / "h.onnx"
+    onnx.save(_cancelling_model(), src)
+    run = subprocess.run([sys.executable, "-m", "rewriter", "convert", str(src), "--dtype", "bfloat16", "-o", str(out)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "warning: ONNX Runtime's CPU provider cannot run this bfloat16 result" in run.stderr
+    assert "NOT_IMPLEMENTED" in run.stderr
+    result = onnx.load(out)
+    onnx.checker.check_model(result, full_check=True)
+    assert next(t for t in result.graph.initializer if t.name == "w0").data_type == T.BFLOAT16
+
+
+def test_nodes_inside_a_subgraph_are_kept_where_they_matter():
+    # the cancelling pair lives in an If branch: the search reaches subgraph nodes too
+    then = h.make_graph([h.make_node("Add", ["m0", "up_by"], ["up"], name="up"),
+                         h.make_node("Sub", ["up", "down_by"], ["t"], name="down")], "then", [],
+                        [h.make_tensor_value_info("t", T.FLOAT, [4, 16])],
+                        [nh.from_array(np.array(1000.3, np.float32), "up_by"),
+                         nh.from_array(np.array(1000.2, np.float32), "down_by")])
+    other = h.make_graph([h.make_node("Neg", ["m0"], ["e"], name="neg")], "else", [],
+                         [h.make_tensor_value_info("e", T.FLOAT, [4, 16])])
+    nodes = [h.make_node("MatMul", ["x", "w0"], ["m0"], name="mm0"),
+             h.make_node("If", ["c"], ["v"], then_branch=then, else_branch=other, name="if"),
+             h.make_node("Relu", ["v"], ["r"], name="relu"), h.make_node("MatMul", ["r", "w1"], ["y"], name="mm1")]
+    m = h.make_model(h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [4, 16]),
+                                               h.make_tensor_value_info("c", T.BOOL, [])],
+                                  [h.make_tensor_value_info("y", T.FLOAT, [4, 16])],
+                                  [nh.from_array((RNG.standard_normal((16, 16)) / 4).astype(np.float32), f"w{i}")
+                                   for i in range(2)]),
+                     opset_imports=[h.make_opsetid("", 17)])
+    onnx.checker.check_model(m, full_check=True)
+    feeds = {**SAMPLE, "c": np.array(True)}
+    result, report = _fit(m, [feeds], 1e-2)
+    assert report.fitted.all_half > 5e-2 and report.fitted.error <= 1e-2
+    assert sorted(label for label, _, why in report.kept if why.startswith("--max-error")) == [
+        "node 'down' (Sub)", "node 'up' (Add)"]
+    assert report.half_by_op == {"MatMul": 2, "Neg": 1, "Relu": 1}
+    assert _ort_error(m, result, feeds) <= 1e-2
