@@ -12,7 +12,11 @@ one run, as a user runs it (a whole process, file to file):
   back to float32 to compare);
 - ``rewriter``: ``python -m rewriter convert IN --dtype float16 -o OUT`` with this python;
 - ``rewriter-optimize``: the same with ``--optimize`` (rewriter's optimizer first, as onnxslim
-  slims before it halves: BatchNormalization folded into Conv is one rounding fewer).
+  slims before it halves: BatchNormalization folded into Conv is one rounding fewer);
+- ``rewriter-max-error``: ``convert --dtype float16 --calibration-data SAMPLE --max-error RTOL``:
+  runs of nodes kept float32 where half precision is measured to take the error beyond --rtol on
+  the model's sample, the same sample it is then judged on (what a user with real inputs gets on
+  those inputs; no other tool is given the sample).
 
 Each result is judged in this python's onnxruntime (CPU) against the float32 source run there
 on the same sample, in this order, and put in the first class that applies:
@@ -74,7 +78,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-TOOLS = ("onnxconverter", "onnxslim", "rewriter", "rewriter-optimize")
+TOOLS = ("onnxconverter", "onnxslim", "rewriter", "rewriter-optimize", "rewriter-max-error")
 CLASSES = ("OK", "fails the checker", "does not load", "computes something else", "not halved", "tool error")
 SHORT = {"OK": "OK", "fails the checker": "checker", "does not load": "no load",
          "computes something else": "differs", "not halved": "not halved", "tool error": "tool error"}
@@ -98,8 +102,8 @@ print(json.dumps({"load_seconds": t1 - t0, "convert_seconds": t2 - t1, "save_sec
 
 
 def corpus_models(folder: str) -> list[dict]:
-    """The corpus's models: from manifest.json when there is one, else every <name>.onnx with a
-    <name>.npz beside it."""
+    """The corpus's models: those manifest.json lists (with their group and source), then every
+    other <name>.onnx with a <name>.npz beside it (the groups an earlier run of make_fp16.py wrote)."""
     mpath = os.path.join(folder, "manifest.json")
     out = []
     if os.path.exists(mpath):
@@ -109,11 +113,11 @@ def corpus_models(folder: str) -> list[dict]:
             if os.path.exists(path) and os.path.exists(sample):
                 out.append({"name": e["name"], "path": path, "sample": sample, "group": e.get("group"),
                             "source": e.get("source")})
-    else:
-        for path in sorted(glob.glob(os.path.join(folder, "*.onnx"))):
-            sample = path[:-5] + ".npz"
-            if os.path.exists(sample):
-                out.append({"name": os.path.basename(path)[:-5], "path": path, "sample": sample})
+    listed = {os.path.abspath(m["path"]) for m in out}
+    for path in sorted(glob.glob(os.path.join(folder, "*.onnx"))):
+        sample = path[:-5] + ".npz"
+        if os.path.abspath(path) not in listed and os.path.exists(sample):
+            out.append({"name": os.path.basename(path)[:-5], "path": path, "sample": sample})
     return out
 
 
@@ -257,7 +261,7 @@ def compare(ref_names, ref, names, got, rtol) -> tuple[bool, list[dict], str]:
 # ------------------------------------------------------------------ tools
 
 
-def tool_command(tool: str, src: str, dst: str, venv: str) -> list[str]:
+def tool_command(tool: str, src: str, dst: str, venv: str, sample: str = "SAMPLE", rtol: float = 1e-2) -> list[str]:
     if tool == "onnxconverter":
         return [os.path.join(venv, "bin", "python"), "-c", ONNXCONVERTER, src, dst]
     if tool == "onnxslim":
@@ -266,6 +270,9 @@ def tool_command(tool: str, src: str, dst: str, venv: str) -> list[str]:
         return [sys.executable, "-m", "rewriter", "convert", src, "--dtype", "float16", "-o", dst]
     if tool == "rewriter-optimize":
         return [sys.executable, "-m", "rewriter", "convert", src, "--dtype", "float16", "--optimize", "-o", dst]
+    if tool == "rewriter-max-error":
+        return [sys.executable, "-m", "rewriter", "convert", src, "--dtype", "float16", "--calibration-data", sample,
+                "--max-error", f"{rtol:g}", "-o", dst]
     raise ValueError(tool)
 
 
@@ -287,7 +294,7 @@ def judge(model: dict, tool: str, out_dir: str, ref: dict, args) -> dict:
     os.makedirs(os.path.dirname(dst), exist_ok=True)
     for stale in glob.glob(dst + "*"):
         os.remove(stale)
-    cmd = tool_command(tool, src, dst, args.venv)
+    cmd = tool_command(tool, src, dst, args.venv, model["sample"], args.rtol)
     r = {"model": model["name"], "tool": tool, "command": " ".join(cmd[:2] + ["<script>"] + cmd[3:])
          if tool == "onnxconverter" else " ".join(cmd), "output_path": dst}
     t0 = time.perf_counter()
@@ -381,7 +388,47 @@ def reference(model: dict, threads: int, rtol: float) -> dict:
         else:
             floor = max([f.get("rel_l2", 0.0) for f in figures], default=0.0)
     return {"sample": sample, "names": names, "outputs": outs, "bytes": model_bytes(model["path"]),
-            "input_rounding_rel_l2": floor}
+            "input_rounding_rel_l2": floor, "weight_rounding_rel_l2": weight_floor(model, sample, names, outs,
+                                                                                  threads, rtol)}
+
+
+def weight_floor(model: dict, sample: dict, names, outs, threads: int, rtol: float) -> float | None:
+    """The source's error with every float32 initializer and Constant value rounded to float16
+    (the arithmetic still float32): what storing the weights in half costs before any half
+    arithmetic. None over 1 GiB (the copy is made in memory)."""
+    if model_bytes(model["path"]) > 2 ** 30:
+        return None
+    from onnx import numpy_helper
+
+    m = onnx.load(model["path"])
+
+    def rounded(t):
+        if t.data_type == onnx.TensorProto.FLOAT:
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16).astype(np.float32), t.name))
+
+    def walk(g):
+        for t in g.initializer:
+            rounded(t)
+        for n in g.node:
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.TENSOR:
+                    rounded(a.t)
+                if a.type == onnx.AttributeProto.GRAPH:
+                    walk(a.g)
+                for sg in a.graphs:
+                    walk(sg)
+
+    walk(m.graph)
+    so = ort.SessionOptions()
+    so.log_severity_level = 3
+    if threads:
+        so.intra_op_num_threads = threads
+    sess = ort.InferenceSession(m.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    _, got, _ = run(sess, sample)
+    _, figures, _ = compare(names, outs, names, got, rtol)
+    if any(f.get("verdict") not in ("ok", "error") for f in figures):
+        return float("inf")
+    return max([f.get("rel_l2", 0.0) for f in figures], default=0.0)
 
 
 # ------------------------------------------------------------------ report
@@ -400,23 +447,27 @@ def cell(r: dict) -> str:
     return " ".join(bits)
 
 
-def print_report(models, tools, results, skipped, floors):
+def print_report(models, tools, results, skipped, floors, weight_floors):
     by = {(r["model"], r["tool"]): r for r in results}
     print("\n## Per model (class, size ratio, max relative L2 error over float outputs, tool wall time)\n")
     print("floor: the source's own error with only its float32 inputs rounded to float16 (inf: a non-float")
-    print("output or a NaN/inf changed); near or above the tolerance, the model is ill-conditioned in float16.\n")
-    head = "| model | MB | floor | " + " | ".join(tools) + " |"
+    print("output or a NaN/inf changed); near or above the tolerance, the model is ill-conditioned in float16.")
+    print("wfloor: the same with only its float32 weights and constants rounded to float16 (float32 arithmetic).\n")
+    head = "| model | MB | floor | wfloor | " + " | ".join(tools) + " |"
     print(head)
-    print("|" + " --- |" * (3 + len(tools)))
+    print("|" + " --- |" * (4 + len(tools)))
     for m in models:
         if m["name"] in skipped:
-            print(f"| {m['name']} | | | " + " | ".join(["(source does not run)"] * len(tools)) + " |")
+            print(f"| {m['name']} | | | | " + " | ".join(["(source does not run)"] * len(tools)) + " |")
             continue
         mb = next((r["source_bytes"] for r in results if r["model"] == m["name"] and "source_bytes" in r), None)
         mb = f"{mb / 1e6:.1f}" if mb else ""
         fl = floors.get(m["name"])
         fl = "" if fl is None else f"{fl:.1e}"
-        print(f"| {m['name']} | {mb} | {fl} | " + " | ".join(cell(by.get((m["name"], t))) for t in tools) + " |")
+        wf = weight_floors.get(m["name"])
+        wf = "" if wf is None else f"{wf:.1e}"
+        print(f"| {m['name']} | {mb} | {fl} | {wf} | " + " | ".join(cell(by.get((m["name"], t))) for t in tools)
+              + " |")
     print("\n## Summary\n")
     print("| tool | " + " | ".join(CLASSES) + " | total wall s |")
     print("|" + " --- |" * (len(CLASSES) + 2))
@@ -509,7 +560,8 @@ def main(argv=None) -> int:
     order = {(m["name"], t): i for i, (m, t) in enumerate(jobs)}
     results.sort(key=lambda r: order[(r["model"], r["tool"])])
     floors = {k: v["input_rounding_rel_l2"] for k, v in refs.items()}
-    print_report(models, args.tools, results, skipped, floors)
+    weight_floors = {k: v["weight_rounding_rel_l2"] for k, v in refs.items()}
+    print_report(models, args.tools, results, skipped, floors, weight_floors)
     print(f"({time.time() - t0:.0f} s in all)")
     if args.json:
         doc = {"corpus": os.path.abspath(args.corpus), "versions": versions, "tools": args.tools,
@@ -519,7 +571,8 @@ def main(argv=None) -> int:
                             for t in args.tools},
                "models": [{**{k: m.get(k) for k in ("name", "group", "source")},
                            "bytes": refs[m["name"]]["bytes"] if m["name"] in refs else None,
-                           "input_rounding_rel_l2": floors.get(m["name"])} for m in models],
+                           "input_rounding_rel_l2": floors.get(m["name"]),
+                           "weight_rounding_rel_l2": weight_floors.get(m["name"])} for m in models],
                "skipped": skipped, "summary": summary(results, args.tools), "results": results}
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=1, default=str)
