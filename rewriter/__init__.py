@@ -183,29 +183,14 @@ def convert_precision(model: ModelLike, dtype: str = "float16", *, keep_io_types
         RewriterError: a bad argument, the result would not be a valid model, or ``max_error``
             cannot be met.
     """
-    from rewriter.precision import convert_precision_proto
+    from rewriter.precision.fallback import convert_fitted
     from rewriter.targets import parse_target
 
     proto, kind, base_dir = _open(model)
     spec = parse_target(target) if isinstance(target, str) else target
-
-    def convert(keep_at=None):
-        return convert_precision_proto(proto, dtype, keep_io_types=keep_io_types, keep_op_types=tuple(keep_op_types),
-                                       keep_nodes=tuple(keep_nodes), target=spec, base_dir=base_dir,
-                                       keep_at=keep_at)
-
-    if max_error is None:
-        if calibration_data is not None:
-            raise RewriterError("calibration_data is for max_error, which is not given")
-        result, _ = convert()
-    else:
-        from rewriter.precision.calibrate import random_feeds
-        from rewriter.precision.fallback import fit_max_error
-
-        if not max_error > 0:
-            raise RewriterError(f"max_error must be a number > 0, got {max_error!r}")
-        samples = list(calibration_data) if calibration_data is not None else [random_feeds(proto)]
-        result, _ = fit_max_error(convert, proto, base_dir, samples, max_error, keep_io_types)
+    result, _ = convert_fitted(proto, dtype, max_error=max_error, calibration_data=calibration_data,
+                               keep_io_types=keep_io_types, base_dir=base_dir, keep_op_types=tuple(keep_op_types),
+                               keep_nodes=tuple(keep_nodes), target=spec)
     return _back(result, kind, base_dir)
 
 

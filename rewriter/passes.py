@@ -91,22 +91,24 @@ class ConvertPrecisionPass(ir.passes.FunctionalPass):
     """
 
     def __init__(self, dtype: str = "float16", *, keep_io_types: bool = True, keep_op_types=(), keep_nodes=(),
-                 target=None) -> None:
+                 target=None, max_error: float | None = None, calibration_data=None) -> None:
         super().__init__()
         self.dtype, self.keep_io_types = dtype, keep_io_types
         self.keep_op_types, self.keep_nodes, self.target = tuple(keep_op_types), tuple(keep_nodes), target
+        self.max_error, self.calibration_data = max_error, calibration_data
         self.report = None
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         """Rewrite ``model``; returns a new model and whether any node now runs in half."""
-        from rewriter.precision import convert_precision_proto
+        from rewriter.precision.fallback import convert_fitted
         from rewriter.targets import parse_target
 
         proto, base_dir = proto_of(model)
         target = parse_target(self.target) if isinstance(self.target, str) else self.target
-        proto, self.report = convert_precision_proto(proto, self.dtype, keep_io_types=self.keep_io_types,
-                                                     keep_op_types=self.keep_op_types, keep_nodes=self.keep_nodes,
-                                                     target=target, base_dir=base_dir)
+        proto, self.report = convert_fitted(proto, self.dtype, max_error=self.max_error,
+                                            calibration_data=self.calibration_data, keep_io_types=self.keep_io_types,
+                                            base_dir=base_dir, keep_op_types=self.keep_op_types,
+                                            keep_nodes=self.keep_nodes, target=target)
         modified = bool(self.report.half_nodes or self.report.applied.constants_converted
                         or self.report.applied.casts)
         return ir.passes.PassResult(to_ir(proto, base_dir)[0], modified=modified)

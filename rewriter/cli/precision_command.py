@@ -20,8 +20,6 @@ HALF_REL_L2 = 1e-2
 
 def convert_precision_command(args, model, base_dir, before, start) -> int:
     """convert --dtype: migrate first when --opset/--target is given, then rewrite to half."""
-    from rewriter.precision import convert_precision_proto
-
     t0 = time.perf_counter()
     lines, source, text = [], model, ""
     target = args.spec.runtime if args.spec is not None else None
@@ -49,17 +47,13 @@ def convert_precision_command(args, model, base_dir, before, start) -> int:
         if args.dtype == "float16" and (args.calibrate or args.calibration_data):
             measured = measure(source, base_dir, samples=samples)
 
-    def convert(keep_at=None):
-        return convert_precision_proto(source, args.dtype, keep_io_types=args.keep_io_types,
-                                       keep_op_types=args.keep_op_types or (), keep_nodes=args.keep_nodes or (),
-                                       target=target, base_dir=base_dir, measured=measured, keep_at=keep_at)
+    from rewriter.precision.fallback import convert_fitted
 
-    if args.max_error is not None:
-        from rewriter.precision.fallback import fit_max_error
-
-        result, report = fit_max_error(convert, source, base_dir, samples, args.max_error, args.keep_io_types)
-    else:
-        result, report = convert()
+    result, report = convert_fitted(source, args.dtype, max_error=args.max_error,
+                                    calibration_data=samples if args.max_error is not None else None,
+                                    keep_io_types=args.keep_io_types, base_dir=base_dir,
+                                    keep_op_types=args.keep_op_types or (), keep_nodes=args.keep_nodes or (),
+                                    target=target, measured=measured)
     if target is not None and target.rules:  # the half types must still be ones the runtime's ops take
         from rewriter.targets import restriction_violations
 

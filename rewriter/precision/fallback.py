@@ -27,7 +27,7 @@ import numpy as np
 
 from rewriter.errors import RewriterError
 
-__all__ = ["Fit", "fit_max_error", "half_error", "SEGMENTS"]
+__all__ = ["Fit", "convert_fitted", "fit_max_error", "half_error", "SEGMENTS"]
 
 SEGMENTS = 8
 _LEVELS = ("ORT_DISABLE_ALL", "ORT_ENABLE_ALL")  # the model as written, and as ONNX Runtime runs it
@@ -128,6 +128,30 @@ class _Judge:
         if "reference" not in self.want:
             self.want["reference"] = self._outputs(self.source, "reference")
         return max(half_error(w, g) for w, g in zip(self.want["reference"], self._outputs(model, "reference")))
+
+
+def convert_fitted(proto, dtype: str, *, max_error: float | None = None, calibration_data=None,
+                   keep_io_types: bool = True, base_dir: str | None = None, **options):
+    """(result, report) of :func:`rewriter.precision.convert_precision_proto` with ``options``;
+    with ``max_error``, fitted to it on ``calibration_data`` (a list of {input name: array};
+    default one set of random inputs, seed 0)."""
+    from rewriter.precision import convert_precision_proto
+
+    def convert(keep_at=None):
+        return convert_precision_proto(proto, dtype, keep_io_types=keep_io_types, base_dir=base_dir,
+                                       keep_at=keep_at, **options)
+
+    if max_error is None:
+        if calibration_data is not None:
+            raise RewriterError("calibration_data is for max_error, which is not given")
+        return convert()
+    if not max_error > 0:
+        raise RewriterError(f"max_error must be a number > 0, got {max_error!r}")
+    if calibration_data is None:
+        from rewriter.precision.calibrate import random_feeds
+
+        calibration_data = [random_feeds(proto)]
+    return fit_max_error(convert, proto, base_dir, list(calibration_data), max_error, keep_io_types)
 
 
 def fit_max_error(convert, source, base_dir, samples, limit: float, keep_io_types: bool = True):

@@ -250,3 +250,13 @@ def test_nodes_inside_a_subgraph_are_kept_where_they_matter():
         "node 'down' (Sub)", "node 'up' (Add)"]
     assert report.half_by_op == {"MatMul": 2, "Neg": 1, "Relu": 1}
     assert _ort_error(m, result, feeds) <= 1e-2
+
+
+def test_the_pass_takes_max_error_as_the_function_does():
+    import onnx_ir as ir
+
+    p = rewriter.ConvertPrecisionPass("float16", max_error=1e-2, calibration_data=[SAMPLE])
+    result = p(ir.from_proto(_cancelling_model()))
+    assert result.modified and p.report.fitted.kept == 2 and p.report.fitted.error <= 1e-2
+    assert sorted(label for label, _, why in p.report.kept if why.startswith("--max-error")) == [
+        "node 'down' (Sub)", "node 'up' (Add)"]
