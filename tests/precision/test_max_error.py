@@ -93,15 +93,22 @@ def test_the_smallest_run_that_meets_the_limit_is_kept_float32():
     assert next(t for t in result.graph.initializer if t.name == "w0").data_type == T.FLOAT16
 
 
-def test_the_report_says_what_was_measured(tmp_path):
-    m = _cancelling_model()
+def _convert_with_sample(tmp_path, model, dtype, limit):
+    """rewriter convert --dtype DTYPE --calibration-data (SAMPLE) --max-error LIMIT --json; (the
+    finished process, the output's path), the exit status checked."""
     src, out, data = tmp_path / "m.onnx", tmp_path / "h.onnx", tmp_path / "x.npz"
-    onnx.save(m, src)
+    onnx.save(model, src)
     np.savez(data, **SAMPLE)
-    run = subprocess.run([sys.executable, "-m", "rewriter", "convert", str(src), "--dtype", "float16",
-                          "--calibration-data", str(data), "--max-error", "0.01", "-o", str(out), "--json"],
+    run = subprocess.run([sys.executable, "-m", "rewriter", "convert", str(src), "--dtype", dtype,
+                          "--calibration-data", str(data), "--max-error", limit, "-o", str(out), "--json"],
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
+    return run, out
+
+
+def test_the_report_says_what_was_measured(tmp_path):
+    m = _cancelling_model()
+    run, out = _convert_with_sample(tmp_path, m, "float16", "0.01")
     fit = json.loads(run.stdout)["changes"]["precision"]["max_error"]
     assert fit["limit"] == 0.01 and fit["samples"] == 1 and fit["kept"] == 2
     assert fit["all_half"] > 5e-2 and fit["error"] <= 1e-2
@@ -179,14 +186,7 @@ def test_bad_max_error_flags_are_usage_errors(tmp_path, args, message):
 
 
 def test_bfloat16_takes_calibration_data_for_max_error(tmp_path):
-    m = _cancelling_model()
-    src, out, data = tmp_path / "m.onnx", tmp_path / "h.onnx", tmp_path / "x.npz"
-    onnx.save(m, src)
-    np.savez(data, **SAMPLE)
-    run = subprocess.run([sys.executable, "-m", "rewriter", "convert", str(src), "--dtype", "bfloat16",
-                          "--calibration-data", str(data), "--max-error", "0.05", "-o", str(out), "--json"],
-                         capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
+    run, _ = _convert_with_sample(tmp_path, _cancelling_model(), "bfloat16", "0.05")
     fit = json.loads(run.stdout)["changes"]["precision"]["max_error"]
     assert fit["error"] <= 0.05 < fit["all_half"]
 
