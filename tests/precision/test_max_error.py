@@ -194,8 +194,9 @@ def test_bfloat16_takes_calibration_data_for_max_error(tmp_path):
 def test_the_api_refuses_calibration_data_without_max_error_and_a_bad_limit():
     with pytest.raises(RewriterError, match="calibration_data is for max_error"):
         rewriter.convert_precision(_cancelling_model(), "float16", calibration_data=[SAMPLE])
-    with pytest.raises(RewriterError, match="max_error must be a number > 0"):
-        rewriter.convert_precision(_cancelling_model(), "float16", max_error=-1.0)
+    for bad in (-1.0, 0.0, float("nan")):
+        with pytest.raises(RewriterError, match="max_error must be a number > 0"):
+            rewriter.convert_precision(_cancelling_model(), "float16", max_error=bad)
 
 
 def test_half_error_counts_what_differs():
