@@ -92,7 +92,7 @@ def _kernel_rule(target, dtype: str):
 
 def convert_precision_proto(model: onnx.ModelProto, dtype: str, *, keep_io_types: bool = True,
                             keep_op_types=(), keep_nodes=(), target=None, base_dir: str | None = None,
-                            measured: dict | None = None, keep_at: dict | None = None,
+                            measured: dict | None = None, keep_at: dict | None = None, weights_half: bool = False,
                             _function_names: set | None = None) -> tuple[onnx.ModelProto, PrecisionReport]:
     """A copy of ``model`` with its float32 computation in ``dtype``, and what was done.
 
@@ -100,7 +100,8 @@ def convert_precision_proto(model: onnx.ModelProto, dtype: str, *, keep_io_types
     magnitudes calibration saw beyond the half type's range (their producers and readers stay
     float32); ``keep_at`` maps positions of nodes (counted over every graph's nodes, the main
     graph's first, then each subgraph's as :class:`Graphs` lists them) to the reason each stays
-    float32.
+    float32 (one that would otherwise run in half), with ``weights_half`` computing in float32
+    from its constants stored in half (a Cast each).
     Raises RewriterError on a bad argument or when the result would not be valid.
     """
     if dtype not in HALF_TYPES:
@@ -126,7 +127,7 @@ def convert_precision_proto(model: onnx.ModelProto, dtype: str, *, keep_io_types
     keep_ids = {id(every_node[i]): reason for i, reason in (keep_at or {}).items()}
     plan = plan_precision(graphs, dtype, keep_op_types=keep_op_types, keep_nodes=keep_nodes,
                           lacks_kernel=_kernel_rule(target, dtype), read_tensor=read, measured=measured,
-                          calls=calls, keep_ids=keep_ids)
+                          calls=calls, keep_ids=keep_ids, weights_half=weights_half)
     half_at = tuple(i for i, n in enumerate(every_node) if plan.is_half(n))
     known = {n.name for s in graphs.sites for n in s.graph.node} | {n.name for f in result.functions for n in f.node}
     unknown = set(keep_nodes) - known

@@ -37,6 +37,7 @@ class Applied:
     casts: int = 0
     constants_converted: int = 0
     constants_duplicated: int = 0
+    weights_stored_half: int = 0  # float32 reads of constants stored in half (through a Cast)
     constants_clamped: int = 0
     cancelled_casts: int = 0
     function_calls: int = 0  # calls of local functions rewritten to half copies
@@ -189,9 +190,12 @@ class _Rewrite:
                 continue
             readers = self.g.readers[name]
             needs = [self.need(r, i, name) for r, i in readers]
-            if self.half not in needs:
+            # float32 readers that take it stored in half (through a Cast): it is converted in place
+            stored = [need == FLOAT and self.plan.stores_half(r, i) for (r, i), need in zip(readers, needs)]
+            in_place = (all(need != FLOAT or s for need, s in zip(needs, stored))
+                        and name not in self.g.graph_outputs)
+            if self.half not in needs and not (in_place and any(stored)):
                 continue
-            in_place = FLOAT not in needs and name not in self.g.graph_outputs
             target = name if in_place else self.names.fresh(f"{name}_{self.suffix}")
             clamp = name in self.plan.clamped
             self.done.constants_clamped += clamp
@@ -220,6 +224,10 @@ class _Rewrite:
             if in_place:
                 self.done.constants_converted += 1
                 self.casts[(name, self.half)] = name
+                for (r, i), s in zip(readers, stored):
+                    if s:
+                        r.input[i] = self.cast_of(name, FLOAT)
+                        self.done.weights_stored_half += 1
             else:
                 self.done.constants_duplicated += 1
                 for (r, i), need in zip(readers, needs):

@@ -16,6 +16,11 @@ brings the error within the limit, it is halved while a half still does (the sma
 found); otherwise the run that lowered the error most is kept and the next round starts. At
 worst every run is kept (the float32 model, error 0): about SEGMENTS * (SEGMENTS + 1) / 2
 conversions, plus two per halving.
+
+A node kept so computes in float32 from its weights stored in half (a Cast each, which ONNX
+Runtime folds when it loads the model: the file stays half the size) when keeping every node
+so meets the limit: then the values between nodes lose the accuracy, not the weights. Else
+(one conversion tells) the nodes kept hold their weights in float32 too.
 """
 
 from __future__ import annotations
@@ -41,16 +46,18 @@ class Fit:
     samples: int
     all_half: float  # the error with every node the rules allow in half
     error: float  # the error of the result
-    kept: int  # main-graph nodes kept float32 to get there
+    kept: int  # nodes kept float32 to get there
     trials: int  # conversions measured
+    weights_half: bool = False  # the nodes kept compute in float32 from weights stored in half
 
     def line(self) -> str:
         if not self.kept:
             return (f"--max-error {self.limit:g}: error {self.all_half:.2g} on {self.samples} calibration "
                     f"input(s) with every node in half ({self.trials} conversion measured)")
         return (f"--max-error {self.limit:g}: error {self.all_half:.2g} on {self.samples} calibration input(s) "
-                f"with every node in half, {self.error:.2g} with {self.kept} node(s) kept float32 "
-                f"({self.trials} conversions measured)")
+                f"with every node in half, {self.error:.2g} with {self.kept} node(s) computing in float32"
+                + (" (their weights stored in half)" if self.weights_half else "")
+                + f" ({self.trials} conversions measured)")
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -137,9 +144,9 @@ def convert_fitted(proto, dtype: str, *, max_error: float | None = None, calibra
     default one set of random inputs, seed 0)."""
     from rewriter.precision import convert_precision_proto
 
-    def convert(keep_at=None):
+    def convert(keep_at=None, weights_half=False):
         return convert_precision_proto(proto, dtype, keep_io_types=keep_io_types, base_dir=base_dir,
-                                       keep_at=keep_at, **options)
+                                       keep_at=keep_at, weights_half=weights_half, **options)
 
     if max_error is None:
         if calibration_data is not None:
@@ -155,46 +162,62 @@ def convert_fitted(proto, dtype: str, *, max_error: float | None = None, calibra
 
 
 def fit_max_error(convert, source, base_dir, samples, limit: float, keep_io_types: bool = True):
-    """(result, report) of ``convert(keep_at)`` (a callable converting with the node positions
-    ``keep_at`` kept float32) with the fewest runs kept that meets ``limit``, the
-    report's ``fitted`` set; RewriterError when even the float32 model does not (a non-float
-    output that depends on the half inputs, say)."""
+    """(result, report) of ``convert(keep_at, weights_half)`` (a callable converting with the
+    node positions ``keep_at`` kept float32, their weights stored in half with ``weights_half``)
+    with the fewest runs kept that meets ``limit``, the report's ``fitted`` set. The weights of
+    the nodes kept stay in half when keeping every node float32 so meets the limit (the values
+    between nodes were to blame, not the weights); else they stay float32 too. RewriterError when
+    even the float32 model does not meet it (the inputs rounded with --no-keep-io-types)."""
     try:
         judge = _Judge(source, base_dir, samples)
     except Exception as e:  # noqa: BLE001 - ORT's refusal, as the reason
         raise RewriterError(f"--max-error: ONNX Runtime cannot run the float32 model: "
                             f"{str(e).strip().splitlines()[0][:300]}") from None
-    reason = f"--max-error {limit:g}: half precision here is measured to take the error beyond it"
     tried: dict = {}
+    weights_half = False
 
     def trial(kept: tuple):
-        if kept not in tried:
-            result, report = convert({i: reason for i in kept})
-            tried[kept] = (judge.error(result), result, report)
-        return tried[kept]
+        key = (kept, weights_half and bool(kept))
+        if key not in tried:
+            reason = (f"--max-error {limit:g}: half precision here is measured to take the error beyond it"
+                      + (" (computed in float32, its weights stored in half)" if key[1] else ""))
+            result, report = convert({i: reason for i in kept}, key[1])
+            tried[key] = (judge.error(result), result, report)
+        return tried[key]
 
     all_half, result, report = trial(())
     kept: tuple = ()
     error = all_half
     if all_half > limit:
-        runs = [tuple(int(i) for i in r) for r in np.array_split(np.array(report.half_at, dtype=np.int64),
-                                                                  min(SEGMENTS, len(report.half_at))) if len(r)]
-        while runs and error > limit:
-            scored = sorted((trial(tuple(sorted(kept + r)))[0], n, r) for n, r in enumerate(runs))
-            best, _, run = scored[0]
-            if best <= limit:
-                run, best = _smallest_half(trial, kept, run, best, limit)
-            kept, error = tuple(sorted(kept + run)), best
-            if run in runs:
-                runs.remove(run)
+        weights_half = True
+        weights_half = trial(tuple(report.half_at))[0] <= limit  # every node float32, weights in half
+        kept, error = _search(trial, report.half_at, limit)
         if error > limit:
             raise RewriterError(f"--max-error {limit:g} cannot be met: with every node float32 the error on the "
                                 f"calibration inputs is {error:.2g}"
                                 + ("" if keep_io_types else " (the inputs and outputs are half: drop --no-keep-io-types)")
                                 + "; nothing was written")
         _, result, report = trial(kept)
-    report.fitted = Fit(limit, len(samples), all_half, error, len(kept), judge.trials)
+    report.fitted = Fit(limit, len(samples), all_half, error, len(kept), judge.trials, weights_half and bool(kept))
     return result, report
+
+
+def _search(trial, candidates, limit: float) -> tuple[tuple, float]:
+    """(positions kept, error): rounds over the runs of ``candidates`` (see the module's doc)."""
+    if not candidates:
+        return (), float("inf")
+    runs = [tuple(int(i) for i in r) for r in np.array_split(np.array(candidates, dtype=np.int64),
+                                                              min(SEGMENTS, len(candidates))) if len(r)]
+    kept, error = (), float("inf")
+    while runs and error > limit:
+        scored = sorted((trial(tuple(sorted(kept + r)))[0], n, r) for n, r in enumerate(runs))
+        best, _, run = scored[0]
+        if best <= limit:
+            run, best = _smallest_half(trial, kept, run, best, limit)
+        kept, error = tuple(sorted(kept + run)), best
+        if run in runs:
+            runs.remove(run)
+    return kept, error
 
 
 def _smallest_half(trial, kept: tuple, run: tuple, error: float, limit: float):

@@ -49,6 +49,8 @@ class NodePlan:
     reason: str = ""  # why it stays float32
     half_inputs: frozenset = frozenset()  # input positions that become half
     half_outputs: frozenset = frozenset()  # output positions that become half
+    # kept float32 but its constants in ``half_inputs`` stored in half, cast to float32 where read
+    weights_half: bool = False
 
 
 @dataclasses.dataclass
@@ -70,6 +72,11 @@ class Plan:
         p = self.nodes.get(id(node))
         return p is not None and p.half
 
+    def stores_half(self, node: onnx.NodeProto, i: int) -> bool:
+        """Whether ``node`` computes in float32 from its input ``i`` stored in half (a weight)."""
+        p = self.nodes.get(id(node))
+        return p is not None and not p.half and p.weights_half and i in p.half_inputs
+
 
 def attribute(node: onnx.NodeProto, name: str):
     for a in node.attribute:
@@ -80,7 +87,7 @@ def attribute(node: onnx.NodeProto, name: str):
 
 class _Planner:
     def __init__(self, graphs: Graphs, dtype: str, keep_op_types, keep_nodes, lacks_kernel, read_tensor,
-                 measured_out_of_range, calls=None, keep_ids=None):
+                 measured_out_of_range, calls=None, keep_ids=None, weights_half=False):
         self.g = graphs
         self.calls = calls  # FunctionCalls: the model's local functions, or None
         self.dtype = dtype
@@ -88,6 +95,7 @@ class _Planner:
         self.keep_op_types = frozenset(keep_op_types)
         self.keep_nodes = frozenset(keep_nodes)
         self.keep_ids = keep_ids or {}  # id(node) -> reason (nodes kept by position: --max-error)
+        self.weights_half = weights_half  # those nodes' constants stored in half all the same
         self.lacks_kernel = lacks_kernel  # (op, since_version) -> reason or "" / None
         self.read_tensor = read_tensor
         self.measured = measured_out_of_range or {}  # value name -> largest magnitude seen
@@ -151,12 +159,11 @@ class _Planner:
 
         if node.name and node.name in self.keep_nodes:
             return keep("--keep-nodes")
-        if id(node) in self.keep_ids:
-            return keep(self.keep_ids[id(node)])
         if op in self.keep_op_types:
             return keep("--keep-op-types")
         if self.calls is not None and self.calls.is_call(node):
-            return self._call_plan(node, ins, outs)
+            p = self._call_plan(node, ins, outs)
+            return NodePlan(node, None, False, self.keep_ids[id(node)]) if p.half and id(node) in self.keep_ids else p
         if not default:
             return keep(f"an op of domain '{node.domain}'")
         if op in CONTROL_FLOW:
@@ -188,6 +195,9 @@ class _Planner:
         reason = self._constants_fit(node, half_in)
         if reason:
             return keep(reason)
+        if id(node) in self.keep_ids:  # (only a node that would run in half: its constants fit)
+            return NodePlan(node, slots, False, self.keep_ids[id(node)], frozenset(half_in), frozenset(half_out),
+                            weights_half=self.weights_half)
         return NodePlan(node, slots, True, "", frozenset(half_in), frozenset(half_out))
 
     def _call_plan(self, node: onnx.NodeProto, ins, outs) -> NodePlan:
@@ -321,13 +331,14 @@ def _infers_in_half(node: onnx.NodeProto, since: int, g: Graphs, half_in, dtype:
 
 
 def plan_precision(graphs: Graphs, dtype: str, *, keep_op_types=(), keep_nodes=(), lacks_kernel=None,
-                   read_tensor=None, measured=None, calls=None, keep_ids=None) -> Plan:
+                   read_tensor=None, measured=None, calls=None, keep_ids=None, weights_half=False) -> Plan:
     """Decide, for every node of every graph that computes in float32, whether it runs in
     ``dtype`` ("float16" or "bfloat16"), and why not. ``calls`` (a FunctionCalls) lets calls of
     local functions run in half through specialized copies; ``keep_ids`` maps id(node) to the
-    reason it stays float32."""
+    reason it stays float32 (with ``weights_half``, computing in float32 from constants stored
+    in half)."""
     planner = _Planner(graphs, dtype, keep_op_types, keep_nodes, lacks_kernel, read_tensor, measured, calls,
-                       keep_ids)
+                       keep_ids, weights_half)
     plans: dict[int, NodePlan] = {}
     for site in graphs.sites:
         for node in site.graph.node:
