@@ -1,6 +1,6 @@
-"""``--max-error``: keep float32 the parts of the main graph whose half precision is measured to
-matter, until every float output on the calibration inputs is within a relative L2 error of
-the float32 model's.
+"""``--max-error``: keep float32 the runs of nodes whose half precision is measured to matter,
+until every float output on the calibration inputs is within a relative L2 error of the
+float32 model's.
 
 The error is measured, not predicted: each candidate is converted and run in ONNX Runtime on
 every calibration input, twice (graph optimizations off: the model as written; on: as ONNX
@@ -9,9 +9,10 @@ provider computes many float16 ops in float32 (it casts around the nodes it has 
 kernel for, and drops the Cast pairs between two such nodes), so the rounding it measures is
 that of the constants, of the inputs and of the values between nodes it does run in half; a
 runtime computing everything in half may see more. Where ONNX Runtime cannot run a candidate
-(bfloat16), onnx.reference measures, in half arithmetic. The nodes that run
-in half, in graph order (the main graph's, a topological order, then each subgraph's), are cut into :data:`SEGMENTS` runs of consecutive
-nodes. Each round tries every run left kept float32 along with what is kept already; when one
+(bfloat16), onnx.reference measures, in half arithmetic.
+
+The nodes that run in half, in graph order (the main graph's, a topological order, then each
+subgraph's), are cut into :data:`SEGMENTS` runs of consecutive nodes. Each round tries every run left kept float32 along with what is kept already; when one
 brings the error within the limit, it is halved while a half still does (the smallest such run
 found); otherwise the run that lowered the error most is kept and the next round starts. At
 worst every run is kept (the float32 model, error 0): about SEGMENTS * (SEGMENTS + 1) / 2
@@ -189,8 +190,8 @@ def fit_max_error(convert, source, base_dir, samples, limit: float, keep_io_type
     kept: tuple = ()
     error = all_half
     if all_half > limit:
-        weights_half = True
-        weights_half = trial(tuple(report.half_at))[0] <= limit  # every node float32, weights in half
+        weights_half = True  # one trial: every node float32, from its weights in half
+        weights_half = trial(tuple(report.half_at))[0] <= limit
         kept, error = _search(trial, report.half_at, limit)
         if error > limit:
             raise RewriterError(f"--max-error {limit:g} cannot be met: with every node float32 the error on the "
