@@ -12,11 +12,12 @@ runtime computing everything in half may see more. Where ONNX Runtime cannot run
 (bfloat16), onnx.reference measures, in half arithmetic.
 
 The nodes that run in half, in graph order (the main graph's, a topological order, then each
-subgraph's), are cut into :data:`SEGMENTS` runs of consecutive nodes. Each round tries every run left kept float32 along with what is kept already; when one
-brings the error within the limit, it is halved while a half still does (the smallest such run
-found); otherwise the run that lowered the error most is kept and the next round starts. At
-worst every run is kept (the float32 model, error 0): about SEGMENTS * (SEGMENTS + 1) / 2
-conversions, plus two per halving.
+subgraph's), are cut into :data:`SEGMENTS` runs of consecutive nodes. Each round tries every
+run left kept float32 along with what is kept already; when one brings the error within the
+limit, it is halved while a half still does (the smallest such run found); otherwise the run
+that lowered the error most is kept and the next round starts. At worst every run is kept
+(the float32 model, error 0): about SEGMENTS * (SEGMENTS + 1) / 2 conversions, plus two per
+halving.
 
 A node kept so computes in float32 from its weights stored in half (a Cast each, which ONNX
 Runtime folds when it loads the model: the file stays half the size) when keeping every node
