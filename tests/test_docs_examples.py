@@ -4,7 +4,8 @@ An example is a line of a fenced code block that starts with ``rewriter`` (or ``
 a transcript whose output follows), ``python bench/`` or ``python tools/``. Synopsis lines
 (``[...]``, ``a|b``) are not examples. ``rewriter`` examples run in a folder holding the files
 they name (``model.onnx``: a small opset-17 model with a LayerNormalization and a ``batch``
-dim; ``xgb.onnx``: an ``ai.onnx.ml`` tree ensemble; the docs' own JSON target profile;
+dim; ``sample.npz``: an input for it; ``xgb.onnx``: an ``ai.onnx.ml`` tree ensemble; the docs'
+own JSON target profile;
 ``models/``: the repository's sample models): a plain example must succeed. A transcript runs
 on the model its output describes (an opset-13 ReduceProd ``prod`` whose declared shape is
 wrong) and must end with the exit status its output shows, its ``error:`` line starting as
@@ -104,6 +105,7 @@ def workspace(tmp_path_factory):
     for name in ("model.onnx", "big.onnx", "attention.onnx"):
         onnx.save(_layer_norm_model(), str(folder / name))
     onnx.save(_tree_model(), str(folder / "xgb.onnx"))
+    np.savez(folder / "sample.npz", x=np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32))
     with open(folder / "my_npu.json", "w", encoding="utf-8") as f:
         json.dump(_profile(), f)
     os.makedirs(folder / "models")

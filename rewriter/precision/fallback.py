@@ -100,11 +100,11 @@ class _Judge:
     def _outputs(self, model, backend: str) -> list:
         """The outputs on every sample: in ONNX Runtime with its graph optimizations off (the
         model as written) and on (as it is run), or in onnx.reference."""
-        from rewriter.verify.numerics.compare import _runnable
+        from rewriter.verify.numerics.compare import runnable_model
         from rewriter.verify.numerics.rel_l2 import cast_feeds
 
         with tempfile.TemporaryDirectory(prefix="rewriter-max-error-") as d, \
-                _runnable(model, self.base_dir, d, "model.onnx") as runnable:
+                runnable_model(model, self.base_dir, d, "model.onnx") as runnable:
             feeds = [cast_feeds(model, f) for f in self.samples]
             if backend == "reference":
                 from onnx.reference import ReferenceEvaluator

@@ -50,7 +50,7 @@ from rewriter.verify.numerics.isolated import run_isolated
 from rewriter.verify.numerics.random_inputs import SYMBOL_SIZE, axes_from_inputs, random_inputs
 from rewriter.graph.schemas import is_default_domain
 
-__all__ = ["OutputComparison", "NumericsReport", "verify_numerics", "random_inputs", "TOLERANCES"]
+__all__ = ["OutputComparison", "NumericsReport", "verify_numerics", "random_inputs", "runnable_model", "TOLERANCES"]
 
 logger = logging.getLogger(__name__)
 
@@ -160,7 +160,7 @@ def _has_external_data(model: onnx.ModelProto) -> bool:
 
 
 @contextlib.contextmanager
-def _runnable(model: onnx.ModelProto, base_dir: str | None, directory: str, name: str):
+def runnable_model(model: onnx.ModelProto, base_dir: str | None, directory: str, name: str):
     """What the backends load: the proto itself, or for external data a file written with
     rewriter.io.save_model (ORT and onnx.reference resolve its data beside it)."""
     if not _has_external_data(model):
@@ -298,8 +298,8 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
             given = given.reshape(feeds[name].shape)
         feeds[name] = given
     with tempfile.TemporaryDirectory(prefix="rewriter-verify-") as directory:
-        with _runnable(a, base_dirs[0], directory, "original.onnx") as ra_src, \
-                _runnable(b, base_dirs[1], directory, "rewritten.onnx") as rb_src:
+        with runnable_model(a, base_dirs[0], directory, "original.onnx") as ra_src, \
+                runnable_model(b, base_dirs[1], directory, "rewritten.onnx") as rb_src:
             cast = {"feeds_b": cast_feeds(b, feeds)} if rel_l2 is not None else {}
             pair = _run_pair((a, ra_src), (b, rb_src), feeds, seed, **cast)
     if isinstance(pair, NumericsReport):
