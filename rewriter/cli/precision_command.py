@@ -63,6 +63,8 @@ def convert_precision_command(args, model, base_dir, before, start) -> int:
                                 f"restrictions: " + "; ".join(v.line() for v in broken[:20]))
     args.run.result_checked = True  # convert_precision_proto returns only what the checker accepts
     args.run.half_result = args.dtype
+    if args.calibration_data:  # --verify on real inputs: the first sample
+        args.run.verify_feeds = samples[0]
     args.run.reordered_sums = []
     t1 = time.perf_counter()
     if getattr(args, "verify", False) and args.rtol is None:

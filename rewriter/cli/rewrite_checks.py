@@ -75,7 +75,9 @@ def verify_rewrite(original, rewritten, args) -> dict:
                                  base_dirs=(base, base),
                                  scale_atol=REORDERED_SUMS_ATOL if args.run.reordered_sums
                                  and getattr(args, "atol", None) is None else 0.0,
-                                 rel_l2=getattr(args, "rel_l2", None))
+                                 rel_l2=getattr(args, "rel_l2", None),
+                                 feeds=getattr(args.run, "verify_feeds", None),
+                                 feeds_are="the first --calibration-data sample")
         done["numerics"] = report.to_dict()
         args.run.result_ort_ok = report.ok and report.backend_rewritten == "onnxruntime"  # the gate need not ask again
         if not getattr(args, "json", False) and not getattr(args, "quiet", False):
@@ -88,5 +90,8 @@ def verify_rewrite(original, rewritten, args) -> dict:
                     and any(o.reason == "integers differ" for o in report.outputs)):
                 hint = ("; ONNX Runtime saturates integer overflow where --int-overflow wrap wrapped it: "
                         "--int-overflow saturate folds what ONNX Runtime computes")
+            elif args.run.half_result and getattr(args, "max_error", None) is None:
+                hint = ("; --max-error R (measured on --calibration-data) keeps float32 the nodes whose half "
+                        "precision takes an output beyond R")
             raise VerificationFailed(f"numerical verification failed: {'; '.join(bad)}{hint}")
     return done

@@ -312,3 +312,37 @@ def test_only_the_half_slots_of_a_node_kept_with_weights_in_half_are_stored_in_h
     plan.nodes[id(node)] = NodePlan(node, None, True, "", frozenset({0}), weights_half=True)
     assert not plan.stores_half(node, 0)  # a half node reads half values: no Cast to float32
     assert not Plan("float16", {}).stores_half(node, 0)
+
+
+def test_verify_runs_on_the_first_calibration_sample(tmp_path):
+    src, out, data = tmp_path / "m.onnx", tmp_path / "h.onnx", tmp_path / "x.npz"
+    onnx.save(_cancelling_model(), src)
+    np.savez(data, **SAMPLE)
+    base = [sys.executable, "-m", "rewriter", "convert", str(src), "--dtype", "float16", "--verify",
+            "--calibration-data", str(data), "-o", str(out)]
+    run = subprocess.run(base, capture_output=True, text=True)
+    assert run.returncode == 1 and not os.path.exists(out)
+    assert "numerical check on the first --calibration-data sample (onnxruntime):" in run.stdout
+    assert "; --max-error R (measured on --calibration-data) keeps float32" in run.stderr
+    run = subprocess.run(base + ["--max-error", "0.01"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert "numerical check on the first --calibration-data sample (onnxruntime):" in run.stdout
+
+
+def test_verify_numerics_takes_the_inputs_given():
+    from rewriter.verify.numerics import verify_numerics
+
+    def unary(op):
+        return h.make_model(h.make_graph([h.make_node(op, ["x"], ["y"])], "g",
+                                         [h.make_tensor_value_info("x", T.FLOAT, [8])],
+                                         [h.make_tensor_value_info("y", T.FLOAT, [8])]),
+                            opset_imports=[h.make_opsetid("", 17)])
+
+    positive = {"x": np.linspace(0.5, 4, 8, dtype=np.float32)}  # Relu and Abs agree here only
+    report = verify_numerics(unary("Relu"), unary("Abs"), feeds=positive, feeds_are="the samples")
+    assert report.ok and report.inputs == "the samples"
+    assert report.summary_lines()[0] == "numerical check on the samples (onnxruntime):"
+    assert report.to_dict()["inputs"] == "the samples" and report.to_dict()["seed"] is None
+    random = verify_numerics(unary("Relu"), unary("Abs"))
+    assert not random.ok and random.to_dict()["inputs"] == "random"
+    assert random.summary_lines()[0].startswith("numerical check on random inputs (seed 0, ")

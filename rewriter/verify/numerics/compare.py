@@ -93,6 +93,7 @@ class NumericsReport:
     seed: int
     error: str = ""  # set when the rewritten model failed to run
     fallback: str = ""  # why ONNX Runtime did not run them, when onnx.reference did instead
+    inputs: str = ""  # what the inputs were when not random ("the first calibration sample")
 
     @property
     def ok(self) -> bool:
@@ -100,7 +101,8 @@ class NumericsReport:
 
     def to_dict(self) -> dict:
         """A JSON-ready summary: ok, seed, engines, error, one entry per output."""
-        return {"ok": self.ok, "seed": self.seed, "backend_original": self.backend_original,
+        return {"ok": self.ok, "seed": None if self.inputs else self.seed, "inputs": self.inputs or "random",
+                "backend_original": self.backend_original,
                 "backend_rewritten": self.backend_rewritten, "error": self.error or None,
                 "fallback": self.fallback or None,
                 "outputs": [o.to_dict() for o in self.outputs]}
@@ -109,7 +111,8 @@ class NumericsReport:
         backends = (self.backend_original if self.backend_original == self.backend_rewritten
                     else f"{self.backend_original} (original) / {self.backend_rewritten} (rewritten)")
         why = f"; onnx.reference because ONNX Runtime could not: {self.fallback}" if self.fallback else ""
-        lines = [f"numerical check on random inputs (seed {self.seed}, {backends}{why}):"]
+        given = f"{self.inputs} (" if self.inputs else f"random inputs (seed {self.seed}, "
+        lines = [f"numerical check on {given}{backends}{why}):"]
         if self.error:
             lines.append(f"rewritten model failed to run: {self.error}")
         lines.extend(o.line() for o in self.outputs)
@@ -259,7 +262,8 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
                     atol: float | None = None, input_shapes: dict[str, list[int]] | None = None,
                     base_dirs: tuple[str | None, str | None] = (None, None),
                     input_values: dict[str, list] | None = None, scale_atol: float = 0.0,
-                    rel_l2: float | None = None) -> NumericsReport:
+                    rel_l2: float | None = None, feeds: dict | None = None,
+                    feeds_are: str = "the inputs given") -> NumericsReport:
     """Run both models on the same random inputs and compare every output (see module doc).
 
     Args:
@@ -271,6 +275,8 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
             instead of random ones (a sample rate, a flag, token ids).
         base_dirs: directories the two models' external data is relative to, when the
             references do not carry it (models from :func:`rewriter.io.load_model` do).
+        feeds: graph input name -> array: run on these instead of random inputs (``feeds_are``
+            says what they are, in the report).
         rel_l2: compare float outputs by relative L2 error ``||b - a|| / ||a||`` up to this
             (for a half-precision rewrite); the rewritten model's float inputs and outputs may
             then be of another float type (its inputs get the same values cast).
@@ -284,12 +290,13 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
     """
     (a, base_a), (b, base_b) = proto_of(original, base_dirs[0]), proto_of(rewritten, base_dirs[1])
     base_dirs = (base_a, base_b)
-    axes_inputs = axes_from_inputs(a)
+    axes_inputs = axes_from_inputs(a) if feeds is None else []
     if axes_inputs:
         raise RewriterError("cannot verify numerically on random inputs: graph input "
                             f"{'; '.join(axes_inputs)} (random axes are not valid axes)")
-    feeds = random_inputs(a, seed, input_shapes)
-    for name, values in (input_values or {}).items():
+    supplied = feeds is not None
+    feeds = dict(feeds) if supplied else random_inputs(a, seed, input_shapes)
+    for name, values in ({} if supplied else input_values or {}).items():
         if name not in feeds:
             raise RewriterError(f"--input-value: the model has no graph input {name!r} "
                                 f"(inputs: {', '.join(sorted(feeds)) or 'none'})")
@@ -303,6 +310,7 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
             cast = {"feeds_b": cast_feeds(b, feeds)} if rel_l2 is not None else {}
             pair = _run_pair((a, ra_src), (b, rb_src), feeds, seed, **cast)
     if isinstance(pair, NumericsReport):
+        pair.inputs = feeds_are if supplied else ""
         return pair
     outs_a, be_a, outs_b, be_b, fallback = pair
     if fallback:  # ONNX Runtime refused the random inputs: often the sizes given to dynamic dims
@@ -312,7 +320,8 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
     comparisons = []
     if len(outs_a) != len(outs_b):
         return NumericsReport([], be_a, be_b, seed,
-                              error=f"{len(outs_a)} output(s) in the original, {len(outs_b)} in the rewritten")
+                              error=f"{len(outs_a)} output(s) in the original, {len(outs_b)} in the rewritten",
+                              inputs=feeds_are if supplied else "")
     by_name = sorted(names_a) == sorted(names_b)
     for i, name in enumerate(names_a):
         j = names_b.index(name) if by_name else i
@@ -322,7 +331,7 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
             comparisons.append(OutputComparison(label, *compare_rel_l2(outs_a[i], outs_b[j], rel_l2)))
             continue
         comparisons.append(_compare(label, elem, outs_a[i], outs_b[j], rtol, atol, scale_atol))
-    return NumericsReport(comparisons, be_a, be_b, seed, fallback=fallback)
+    return NumericsReport(comparisons, be_a, be_b, seed, fallback=fallback, inputs=feeds_are if supplied else "")
 
 
 def _run_pair(first, second, feeds, seed, feeds_b=None):
