@@ -391,8 +391,10 @@ def check_usage(args: argparse.Namespace, directory: bool) -> None:
                 raise UsageError(f"{', '.join(given)}: only for --dtype, which is not given")
         elif args.max_error is not None and not args.max_error > 0:
             raise UsageError(f"--max-error must be a number > 0, got {args.max_error}")
-        elif (args.calibrate or (args.calibration_data and args.max_error is None)) and args.dtype != "float16":
+        elif (args.calibrate or (args.calibration_data and args.max_error is None and not args.verify)) \
+                and args.dtype != "float16":
             flag = "--calibrate" if args.calibrate else "--calibration-data"
-            raise UsageError(f"{flag}: bfloat16 has float32's range, there is nothing to calibrate")
+            raise UsageError(f"{flag}: bfloat16 has float32's range, there is nothing to calibrate "
+                             "(the data serves --max-error and --verify)")
         elif getattr(args, "plan", False):
             raise UsageError("--plan shows an opset conversion's plan; with --dtype, the summary says what stays float32")

@@ -214,13 +214,26 @@ def test_a_limit_the_float32_nodes_cannot_meet_is_an_error_and_nothing_is_writte
 @pytest.mark.parametrize("args, message", [
     (["--opset", "18", "--max-error", "0.01"], "--max-error: only for --dtype"),
     (["--dtype", "float16", "--max-error", "0"], "--max-error must be a number > 0"),
-    (["--dtype", "float16", "--max-error", "nan"], "--max-error must be a number > 0")])
+    (["--dtype", "float16", "--max-error", "nan"], "--max-error must be a number > 0"),
+    (["--dtype", "bfloat16", "--calibration-data", "x.npz"], "bfloat16 has float32's range, there is nothing "
+                                                              "to calibrate (the data serves --max-error and --verify)")])
 def test_bad_max_error_flags_are_usage_errors(tmp_path, args, message):
     src = tmp_path / "m.onnx"
     onnx.save(_cancelling_model(), src)
     run = subprocess.run([sys.executable, "-m", "rewriter", "convert", str(src), *args, "-o", str(tmp_path / "o.onnx")],
                          capture_output=True, text=True)
     assert run.returncode == 2 and message in run.stderr, run.stderr
+
+
+def test_bfloat16_takes_calibration_data_for_verify(tmp_path):
+    src, out, data = tmp_path / "m.onnx", tmp_path / "h.onnx", tmp_path / "x.npz"
+    onnx.save(_cancelling_model(0.0, 0.0), src)  # adds and subtracts 0: only the MatMuls round
+    np.savez(data, **SAMPLE)
+    run = subprocess.run([sys.executable, "-m", "rewriter", "convert", str(src), "--dtype", "bfloat16", "--verify",
+                          "--rtol", "0.1", "--calibration-data", str(data), "-o", str(out)],
+                         capture_output=True, text=True)
+    assert "numerical check on the first --calibration-data sample" in run.stdout, run.stderr
+    assert run.returncode == 0, run.stderr
 
 
 def test_bfloat16_takes_calibration_data_for_max_error(tmp_path):
