@@ -16,7 +16,11 @@ one run, as a user runs it (a whole process, file to file):
 - ``rewriter-max-error``: ``convert --dtype float16 --calibration-data SAMPLE --max-error RTOL``:
   runs of nodes kept float32 where half precision is measured to take the error beyond --rtol on
   the model's sample, the same sample it is then judged on (what a user with real inputs gets on
-  those inputs; no other tool is given the sample).
+  those inputs; no other tool is given the sample);
+- ``rewriter-max-error-flipped``: the same, calibrated on another input: the sample with every
+  float input reversed along its last axis (an image mirrored, a waveform played backwards;
+  integer inputs as they are), written beside the result; judged on the sample itself, which
+  the search never saw.
 
 Each result is judged in this python's onnxruntime (CPU) against the float32 source run there
 on the same sample, in this order, and put in the first class that applies:
@@ -78,7 +82,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-TOOLS = ("onnxconverter", "onnxslim", "rewriter", "rewriter-optimize", "rewriter-max-error")
+TOOLS = ("onnxconverter", "onnxslim", "rewriter", "rewriter-optimize", "rewriter-max-error",
+         "rewriter-max-error-flipped")
 CLASSES = ("OK", "fails the checker", "does not load", "computes something else", "not halved", "tool error")
 SHORT = {"OK": "OK", "fails the checker": "checker", "does not load": "no load",
          "computes something else": "differs", "not halved": "not halved", "tool error": "tool error"}
@@ -270,7 +275,7 @@ def tool_command(tool: str, src: str, dst: str, venv: str, sample: str = "SAMPLE
         return [sys.executable, "-m", "rewriter", "convert", src, "--dtype", "float16", "-o", dst]
     if tool == "rewriter-optimize":
         return [sys.executable, "-m", "rewriter", "convert", src, "--dtype", "float16", "--optimize", "-o", dst]
-    if tool == "rewriter-max-error":
+    if tool in ("rewriter-max-error", "rewriter-max-error-flipped"):
         return [sys.executable, "-m", "rewriter", "convert", src, "--dtype", "float16", "--calibration-data", sample,
                 "--max-error", f"{rtol:g}", "-o", dst]
     raise ValueError(tool)
@@ -292,9 +297,15 @@ def judge(model: dict, tool: str, out_dir: str, ref: dict, args) -> dict:
     src = model["path"]
     dst = os.path.join(out_dir, tool, model["name"] + ".onnx")
     os.makedirs(os.path.dirname(dst), exist_ok=True)
-    for stale in glob.glob(dst + "*"):
+    for stale in glob.glob(dst + "*") + glob.glob(dst[:-5] + ".calibration.npz"):
         os.remove(stale)
-    cmd = tool_command(tool, src, dst, args.venv, model["sample"], args.rtol)
+    sample = model["sample"]
+    if tool == "rewriter-max-error-flipped":
+        sample = dst[:-5] + ".calibration.npz"
+        with np.load(model["sample"], allow_pickle=False) as data:
+            np.savez(sample, **{k: (np.ascontiguousarray(np.flip(data[k], -1)) if data[k].dtype.kind == "f"
+                                    and data[k].ndim else data[k]) for k in data.files})
+    cmd = tool_command(tool, src, dst, args.venv, sample, args.rtol)
     r = {"model": model["name"], "tool": tool, "command": " ".join(cmd[:2] + ["<script>"] + cmd[3:])
          if tool == "onnxconverter" else " ".join(cmd), "output_path": dst}
     t0 = time.perf_counter()

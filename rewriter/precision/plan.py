@@ -21,7 +21,7 @@ from rewriter.graph.schemas import is_default_domain
 from rewriter.io.half import F16_MAX
 from rewriter.precision.graphs import FLOAT, Graphs, is_constant_node
 from rewriter.precision.ranges import flush_matters, only_huge, out_of_range
-from rewriter.precision.regions import SIGNAL_PATH, carried_in_half, shape_arithmetic, signal_paths
+from rewriter.precision.regions import SIGNAL_FILTER, SIGNAL_PATH, carried_in_half, shape_arithmetic, signal_paths
 from rewriter.precision.slots import HALF_TYPES, NodeSlots, node_slots
 
 __all__ = ["Plan", "NodePlan", "plan_precision", "ATTRIBUTE_TYPED", "F16_MAX", "attribute"]
@@ -350,9 +350,10 @@ def plan_precision(graphs: Graphs, dtype: str, *, keep_op_types=(), keep_nodes=(
         if p is not None and p.half:
             plans[key] = NodePlan(p.node, p.slots, False, "shape arithmetic (float values of sizes or "
                                   "indices that go back to integers)")
-    for key in signal_paths(graphs, plans):
+    for key, weights_half in signal_paths(graphs, plans).items():
         p = plans[key]
-        plans[key] = NodePlan(p.node, p.slots, False, SIGNAL_PATH)
+        plans[key] = NodePlan(p.node, p.slots, False, SIGNAL_FILTER if weights_half else SIGNAL_PATH,
+                              p.half_inputs, p.half_outputs, weights_half=weights_half)
     plan = Plan(dtype, plans, planner.clamped)
     carried_in_half(graphs, plan)
     return plan

@@ -13,7 +13,7 @@ from rewriter.graph.schemas import is_default_domain
 from rewriter.precision.graphs import FLOAT, Graphs
 from rewriter.precision.slots import node_slots
 
-__all__ = ["INTEGER_TYPES", "shape_arithmetic", "signal_paths", "carried_in_half", "SIGNAL_PATH"]
+__all__ = ["INTEGER_TYPES", "shape_arithmetic", "signal_paths", "carried_in_half", "SIGNAL_PATH", "SIGNAL_FILTER"]
 
 INTEGER_TYPES = frozenset({onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32,
                            onnx.TensorProto.INT64, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
@@ -23,8 +23,10 @@ _SHAPE_ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Div", "Floor", "Ceil", "Rou
                                "Sqrt", "Reciprocal", "Cast", "Concat", "Gather", "Slice", "Unsqueeze", "Squeeze",
                                "Reshape", "Identity", "Clip", "Range", "Pow"})
 _SPECTRAL = frozenset({"STFT", "DFT"})
-SIGNAL_PATH = ("signal path: an STFT/DFT and the weightless nodes bringing it its signal stay float32 "
-               "(a signal rounded to half precision carries noise into every frequency bin)")
+SIGNAL_PATH = ("signal path: an STFT/DFT, and the weightless nodes bringing a signal to it or to a Conv filtering "
+               "it, stay float32 (a signal rounded to half precision carries noise into every frequency bin)")
+SIGNAL_FILTER = ("signal path: a Conv filtering a waveform computes in float32, from its weights stored in half "
+                 "(a signal rounded to half precision carries noise into every frequency band)")
 
 def shape_arithmetic(graphs: Graphs, plans: dict) -> set[int]:
     """Nodes computing float values from integers (shapes, sizes, indices cast to float)
@@ -71,38 +73,75 @@ def shape_arithmetic(graphs: Graphs, plans: dict) -> set[int]:
     return keep
 
 
-def signal_paths(graphs: Graphs, plans: dict) -> set[int]:
-    """STFT and DFT nodes planned in half, and the nodes before any float STFT or DFT that bring them their signal
-    (input 0) holding no weights (no float constant input of more than one element; the walk
-    stops at a node that has one, at graph inputs, constants and nodes computing no float; it
-    goes on through nodes kept float32 for another reason): kept float32. Rounding the
-    signal puts noise 2**-11 (float16) or 2**-8 (bfloat16) below its peak into every frequency
-    bin, above the quiet bins of a spectrum, where the log that usually follows turns it into
-    large errors; rounding the transform's output costs each bin the same relative error only.
-    Those nodes hold no weights, so the model is no larger for it."""
+def signal_paths(graphs: Graphs, plans: dict) -> dict[int, bool]:
+    """The nodes a signal's rounding to half precision would spoil, kept float32: id(node) ->
+    whether it computes from its weights stored in half.
+
+    - An STFT or DFT, and the nodes before it that bring it its signal (input 0) holding no
+      weights (no float constant input of more than one element; the walk stops at a node that
+      has one, at graph inputs, constants and nodes computing no float, and goes on through
+      nodes kept float32 for another reason).
+    - A filter bank on a waveform: a 1-D Conv of one input channel (weight [C, 1, K], one group)
+      whose input such a weightless walk traces back to a graph input (an STFT written as a
+      Conv, a learned front end), with that path; the Conv computes in float32 from its weights
+      stored in half, so the file is no larger for it.
+
+    Rounding the signal puts noise 2**-11 (float16) or 2**-8 (bfloat16) below its peak into
+    every frequency band, above the quiet bands of a spectrum, where the log that usually follows
+    turns it into large errors; rounding the transform's output costs each band the same relative
+    error only."""
     g = graphs
-    keep: set[int] = set()
-    seen: set[int] = set()
+    keep: dict[int, bool] = {}
     for site in g.sites:
         for node in site.graph.node:
             p = plans.get(id(node))
-            if node.op_type not in _SPECTRAL or not is_default_domain(node.domain) or p is None:
+            if p is None or not is_default_domain(node.domain) or not node.input or not node.input[0]:
+                continue
+            if node.op_type in _SPECTRAL:
+                path, _ = _weightless_path(g, plans, node.input[0])
+            elif node.op_type == "Conv" and p.half and _filter_bank(g, node):
+                path, reached = _weightless_path(g, plans, node.input[0])
+                if not reached:
+                    continue
+            else:
                 continue
             if p.half:
-                keep.add(id(node))
-            frontier = [node.input[0]] if node.input and node.input[0] else []
-            while frontier:
-                producer = g.producer.get(frontier.pop())
-                if producer is None or id(producer) in seen:
-                    continue
-                seen.add(id(producer))
-                q = plans.get(id(producer))
-                if q is None or not _weightless(g, producer):
-                    continue  # not float arithmetic (a constant, or where the signal starts), or a weight
-                if q.half:
-                    keep.add(id(producer))
-                frontier.extend(x for x in producer.input if x)
+                keep[id(node)] = node.op_type == "Conv"
+            for q in path:
+                keep.setdefault(id(q), False)
     return keep
+
+
+def _weightless_path(g: Graphs, plans: dict, name: str) -> tuple[list, bool]:
+    """The nodes planned in half on the weightless walk back from ``name``, and whether it
+    reached a graph input (through float values, or a Cast from integers: PCM samples)."""
+    nodes, reached, seen, frontier = [], False, set(), [name]
+    while frontier:
+        x = frontier.pop()
+        producer = g.producer.get(x)
+        if producer is None:
+            reached = reached or x in g.graph_inputs
+            continue
+        if id(producer) in seen:
+            continue
+        seen.add(id(producer))
+        q = plans.get(id(producer))
+        if q is None or not _weightless(g, producer):
+            continue  # not float arithmetic (a constant, or where the signal starts), or a weight
+        if q.half:
+            nodes.append(producer)
+        frontier.extend(i for i in producer.input if i and (g.elem(i) == FLOAT or producer.op_type == "Cast"))
+    return nodes, reached
+
+
+def _filter_bank(g: Graphs, node: onnx.NodeProto) -> bool:
+    """A 1-D Conv of one input channel and one group, its weight a constant."""
+    if len(node.input) < 2 or not g.is_constant(node.input[1]):
+        return False
+    groups = next((a.i for a in node.attribute if a.name == "group"), 1)
+    t = g.types.get(node.input[1])
+    dims = [d.dim_value for d in t.tensor_type.shape.dim] if t is not None and t.tensor_type.HasField("shape") else []
+    return groups == 1 and len(dims) == 3 and dims[1] == 1
 
 
 def _weightless(g: Graphs, node: onnx.NodeProto) -> bool:

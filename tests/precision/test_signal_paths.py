@@ -160,3 +160,89 @@ def test_a_constant_node_of_two_values_is_a_weight_and_of_one_is_not(gain, weigh
     _, report = convert_precision_proto(m, "float16")
     on_path = {k for k, why in _kept(report).items() if why == SIGNAL_PATH}
     assert on_path == ({"stft"} if weight else {"unsq", "complex", "gain", "stft"})
+
+
+def _dft_basis(bins=33, k=64):
+    n = np.arange(k)
+    f = np.arange(bins)[:, None]
+    window = 0.5 - 0.5 * np.cos(2 * np.pi * n / k)
+    basis = np.concatenate([np.cos(2 * np.pi * f * n / k), -np.sin(2 * np.pi * f * n / k)]) * window
+    # [2 * bins, 1, k], values float16 holds exactly: what the half copy loses is the waveform only
+    return basis.astype(np.float16).astype(np.float32)[:, None, :]
+
+
+def _conv_front_end(weight, gain=None, group=1, source="float"):
+    """A waveform [1, N] -> Unsqueeze -> Conv ``weight`` (stride 32) -> power -> log(power + 1e-6).
+    The waveform: graph input x (``source`` "float"), int16 PCM cast to float and scaled
+    ("pcm"), or a constant expanded ("constant"); times ``gain`` when given (a weight on the
+    path); copied to as many channels as the Conv takes."""
+    nodes, inits = [], [nh.from_array(weight, "basis"), nh.from_array(np.array([1, N], np.int64), "shape")] + \
+        _ints(ax1=1)
+    inputs = [h.make_tensor_value_info("x", T.INT16 if source == "pcm" else T.FLOAT, [1, N])]
+    if source == "pcm":
+        nodes += [h.make_node("Cast", ["x"], ["xf"], to=T.FLOAT, name="pcm"),
+                  h.make_node("Div", ["xf", "full_scale"], ["wave"], name="scale")]
+        inits.append(nh.from_array(np.array(32768.0, np.float32), "full_scale"))
+    elif source == "constant":
+        nodes.append(h.make_node("Expand", ["level", "shape"], ["wave"], name="flat"))
+        inits.append(nh.from_array(np.array(0.25, np.float32), "level"))
+        inputs = []
+    else:
+        nodes.append(h.make_node("Identity", ["x"], ["wave"], name="wave"))
+    signal = "wave"
+    if gain is not None:
+        nodes.append(h.make_node("Mul", [signal, "gain"], ["xg"], name="gain"))
+        inits.append(nh.from_array(gain, "gain"))
+        signal = "xg"
+    channels = weight.shape[1] * group
+    nodes += [h.make_node("Unsqueeze", [signal, "ax1"], ["s1"], name="unsq")]
+    if channels > 1:
+        nodes.append(h.make_node("Concat", ["s1"] * channels, ["s"], axis=1, name="channels"))
+    nodes += [h.make_node("Conv", ["s" if channels > 1 else "s1", "basis"], ["c"], strides=[32], group=group,
+                          name="bank"),
+              h.make_node("Mul", ["c", "c"], ["pw"], name="power"),
+              h.make_node("Add", ["pw", "guard"], ["pg"], name="guarded"),
+              h.make_node("Log", ["pg"], ["y"], name="log")]
+    inits.append(nh.from_array(np.array(1e-6, np.float32), "guard"))
+    m = h.make_model(h.make_graph(nodes, "g", inputs, [h.make_tensor_value_info("y", T.FLOAT, [1, None, None])], inits),
+                     opset_imports=[h.make_opsetid("", 17)])
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+def test_a_conv_filtering_the_waveform_computes_in_float32_from_half_weights():
+    from rewriter.precision.regions import SIGNAL_FILTER
+
+    m = _conv_front_end(_dft_basis())
+    r, report = convert_precision_proto(m, "float16")
+    kept = _kept(report)
+    assert kept == {"wave": SIGNAL_PATH, "unsq": SIGNAL_PATH, "bank": SIGNAL_FILTER, "guarded": kept["guarded"]}
+    assert report.half_by_op == {"Mul": 1, "Log": 1}
+    assert next(t for t in r.graph.initializer if t.name == "basis").data_type == T.FLOAT16
+    bank = next(n for n in r.graph.node if n.op_type == "Conv")
+    cast = next(n for n in r.graph.node if n.output[0] == bank.input[1])
+    assert cast.op_type == "Cast" and cast.input[0] == "basis" and bank.input[0] == "s1"
+    onnx.checker.check_model(r, full_check=True)
+    want = ReferenceEvaluator(m).run(None, {"x": TONE})[0]
+    # the same Conv on the waveform rounded to float16 is 8.5e-3 off: its noise fills the empty bands
+    assert _rel_l2(want, ReferenceEvaluator(r).run(None, {"x": TONE})[0]) < 3e-3
+    assert _rel_l2(want, ort.InferenceSession(r.SerializeToString(), providers=["CPUExecutionProvider"])
+                   .run(None, {"x": TONE})[0]) < 3e-3
+
+
+def test_a_filter_bank_on_pcm_samples_cast_to_float():
+    from rewriter.precision.regions import SIGNAL_FILTER
+
+    _, report = convert_precision_proto(_conv_front_end(_dft_basis(), source="pcm"), "float16")
+    kept = _kept(report)
+    assert kept["bank"] == SIGNAL_FILTER and kept["scale"] == kept["pcm"] == kept["unsq"] == SIGNAL_PATH
+
+
+@pytest.mark.parametrize("weight, options", [
+    (np.repeat(_dft_basis(), 2, axis=1) / 2, {}),  # two input channels: not a waveform's filter bank
+    (_dft_basis(), {"group": 2}),  # depthwise over two channels
+    (_dft_basis(), {"gain": np.full(N, 0.5, np.float32)}),  # a weight on the way: the walk does not reach the input
+    (_dft_basis(), {"source": "constant"})])  # no graph input at all
+def test_other_convs_are_no_filter_banks(weight, options):
+    _, report = convert_precision_proto(_conv_front_end(weight, **options), "float16")
+    assert "bank" not in _kept(report) and report.half_by_op["Conv"] == 1
