@@ -109,6 +109,7 @@ print(json.dumps({"load_seconds": t1 - t0, "convert_seconds": t2 - t1, "save_sec
 def corpus_models(folder: str) -> list[dict]:
     """The corpus's models: those manifest.json lists (with their group and source), then every
     other <name>.onnx with a <name>.npz beside it (the groups an earlier run of make_fp16.py wrote)."""
+    folder = os.path.abspath(folder)  # (the rewriter tools may run in a snapshot's directory)
     mpath = os.path.join(folder, "manifest.json")
     out = []
     if os.path.exists(mpath):
@@ -311,9 +312,10 @@ def judge(model: dict, tool: str, out_dir: str, ref: dict, args) -> dict:
     t0 = time.perf_counter()
     try:
         env = {**os.environ, **({"OMP_NUM_THREADS": "1"} if args.threads else {})}
+        cwd = None
         if args.rewriter_src and tool.startswith("rewriter"):  # a snapshot of the package, not the work tree
-            env["PYTHONPATH"] = os.path.abspath(args.rewriter_src)
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
+            env["PYTHONPATH"] = cwd = os.path.abspath(args.rewriter_src)  # (python -m puts the cwd first)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env, cwd=cwd)
         r["seconds"] = round(time.perf_counter() - t0, 3)
         r["returncode"] = p.returncode
         r["stderr_tail"] = "\n".join(p.stderr.strip().splitlines()[-25:])
@@ -536,7 +538,7 @@ def main(argv=None) -> int:
           f"rtol {args.rtol:g}, size ratio <= {args.max_ratio:g}")
     print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()), flush=True)
 
-    out_dir = args.keep or tempfile.mkdtemp(prefix="bench_precision_")
+    out_dir = os.path.abspath(args.keep) if args.keep else tempfile.mkdtemp(prefix="bench_precision_")
     refs, skipped = {}, {}
     for m in models:
         try:
