@@ -306,7 +306,7 @@ def judge(model: dict, tool: str, out_dir: str, ref: dict, args) -> dict:
         with np.load(model["sample"], allow_pickle=False) as data:
             np.savez(sample, **{k: (np.ascontiguousarray(np.flip(data[k], -1)) if data[k].dtype.kind == "f"
                                     and data[k].ndim else data[k]) for k in data.files})
-    cmd = tool_command(tool, src, dst, args.venv, sample, args.rtol)
+    cmd = tool_command(tool, src, dst, args.venv, sample, args.fit_rtol or args.rtol)
     r = {"model": model["name"], "tool": tool, "command": " ".join(cmd[:2] + ["<script>"] + cmd[3:])
          if tool == "onnxconverter" else " ".join(cmd), "output_path": dst}
     t0 = time.perf_counter()
@@ -520,6 +520,9 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per tool run")
     ap.add_argument("--rtol", type=float, default=1e-2, help="relative L2 error allowed per float output")
     ap.add_argument("--max-ratio", type=float, default=0.6, help="size ratio allowed (result / source)")
+    ap.add_argument("--fit-rtol", type=float, default=None,
+                    help="the --max-error the rewriter-max-error tools are given (default --rtol): below --rtol, "
+                    "a margin for inputs the search did not see")
     args = ap.parse_args(argv)
     args.threads = 1 if args.jobs > 1 else 0
 
@@ -535,7 +538,7 @@ def main(argv=None) -> int:
     versions = {"python": platform.python_version(), "onnx": onnx.__version__, "onnxruntime": ort.__version__,
                 "numpy": np.__version__, **{t: tool_version(t, args.venv) for t in args.tools}}
     print(f"{len(models)} models from {args.corpus}; tools {', '.join(args.tools)}; "
-          f"rtol {args.rtol:g}, size ratio <= {args.max_ratio:g}")
+          f"rtol {args.rtol:g}, size ratio <= {args.max_ratio:g}, --max-error {args.fit_rtol or args.rtol:g}")
     print("versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()), flush=True)
 
     out_dir = os.path.abspath(args.keep) if args.keep else tempfile.mkdtemp(prefix="bench_precision_")
@@ -578,7 +581,7 @@ def main(argv=None) -> int:
     print(f"({time.time() - t0:.0f} s in all)")
     if args.json:
         doc = {"corpus": os.path.abspath(args.corpus), "versions": versions, "tools": args.tools,
-               "thresholds": {"rtol": args.rtol, "max_ratio": args.max_ratio},
+               "thresholds": {"rtol": args.rtol, "max_ratio": args.max_ratio, "fit_rtol": args.fit_rtol or args.rtol},
                "commands": {t: " ".join(tool_command(t, "IN", "OUT", args.venv)) if t != "onnxconverter"
                             else "float16.convert_float_to_float16(onnx.load(IN), keep_io_types=True) -> OUT"
                             for t in args.tools},
