@@ -37,7 +37,7 @@ class PrecisionReport:
     half_by_op: dict
     target: str | None = None
     calibrated: int | None = None  # values measured beyond the half range (with calibration)
-    half_at: tuple = ()  # positions (in every graph's nodes, main graph first) of the nodes run in half
+    half_at: tuple = ()  # positions (every graph's nodes, main graph first) of the nodes run or stored in half
     fitted: object = None  # a fallback.Fit, with --max-error
 
     def summary_lines(self) -> list[str]:
@@ -128,7 +128,8 @@ def convert_precision_proto(model: onnx.ModelProto, dtype: str, *, keep_io_types
     plan = plan_precision(graphs, dtype, keep_op_types=keep_op_types, keep_nodes=keep_nodes,
                           lacks_kernel=_kernel_rule(target, dtype), read_tensor=read, measured=measured,
                           calls=calls, keep_ids=keep_ids, weights_half=weights_half)
-    half_at = tuple(i for i, n in enumerate(every_node) if plan.is_half(n))
+    half_at = tuple(i for i, n in enumerate(every_node)  # (a node computing from weights in half counts)
+                    if plan.is_half(n) or getattr(plan.plan_of(n), "weights_half", False))
     known = {n.name for s in graphs.sites for n in s.graph.node} | {n.name for f in result.functions for n in f.node}
     unknown = set(keep_nodes) - known
     if unknown and _function_names is None:  # (a function body's conversion sees only its own nodes)

@@ -195,8 +195,8 @@ def fit_max_error(convert, source, base_dir, samples, limit: float, keep_io_type
         weights_half = trial(tuple(report.half_at))[0] <= limit
         kept, error = _search(trial, report.half_at, limit)
         if error > limit:
-            raise RewriterError(f"--max-error {limit:g} cannot be met: with every node float32 the error on the "
-                                f"calibration inputs is {error:.2g}"
+            raise RewriterError(f"--max-error {limit:g} cannot be met: with every node float32 (weights too) the "
+                                f"error on the calibration inputs is {error:.2g}"
                                 + ("" if keep_io_types else " (the inputs and outputs are half: drop --no-keep-io-types)")
                                 + "; nothing was written")
         _, result, report = trial(kept)

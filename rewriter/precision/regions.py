@@ -99,7 +99,7 @@ def signal_paths(graphs: Graphs, plans: dict) -> dict[int, bool]:
                 continue
             if node.op_type in _SPECTRAL:
                 path, _ = _weightless_path(g, plans, node.input[0])
-            elif node.op_type == "Conv" and p.half and _filter_bank(g, node):
+            elif node.op_type == "Conv" and _filter_bank(g, node):
                 path, reached = _weightless_path(g, plans, node.input[0])
                 if not reached:
                     continue

@@ -198,7 +198,8 @@ def test_nodes_kept_for_their_inputs_keep_their_weights_in_half():
 
 def test_a_limit_the_float32_nodes_cannot_meet_is_an_error_and_nothing_is_written(tmp_path):
     m, x = _near_one_model(), NEAR_ONE["x"]
-    with pytest.raises(RewriterError, match=r"--max-error 0.01 cannot be met: with every node float32 the error .* "
+    with pytest.raises(RewriterError, match=r"--max-error 0.01 cannot be met: with every node float32 \(weights too\) "
+                                            r"the error .* "
                                             r"drop --no-keep-io-types\); nothing was written"):
         _fit(m, [{"x": x}], 1e-2, keep_io_types=False)
     src, out, data = tmp_path / "m.onnx", tmp_path / "h.onnx", tmp_path / "x.npz"
@@ -359,3 +360,17 @@ def test_verify_numerics_takes_the_inputs_given():
     random = verify_numerics(unary("Relu"), unary("Abs"))
     assert not random.ok and random.to_dict()["inputs"] == "random"
     assert random.summary_lines()[0].startswith("numerical check on random inputs (seed 0, ")
+
+
+def test_a_filter_bank_computing_from_half_weights_gets_float32_weights_when_they_matter():
+    # the waveform's Conv keeps float32 arithmetic by rule, its weights in half: a limit tighter than
+    # those weights' rounding takes them float32 too (it is a candidate like the nodes in half)
+    from tests.precision.test_signal_paths import TONE, _conv_front_end, _dft_basis
+
+    m = _conv_front_end(_dft_basis(exact=False))
+    plain, report = convert_precision_proto(m, "float16")
+    assert report.applied.weights_stored_half == 1
+    result, report = _fit(m, [{"x": TONE}], 1e-3)
+    assert report.fitted.all_half > 1e-3 >= report.fitted.error and not report.fitted.weights_half
+    assert next(t for t in result.graph.initializer if t.name == "basis").data_type == T.FLOAT
+    assert _ort_error(m, result, {"x": TONE}, reference=False) <= 1e-3
