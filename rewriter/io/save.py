@@ -65,14 +65,45 @@ class _Item:
 NEW_TENSOR_THRESHOLD = 1024  # onnx.save's size_threshold for external data
 
 
-def _shape_like(t: onnx.TensorProto, size: int) -> bool:
-    """A small int64 tensor (axes, shapes, pads, indices) stays inline whatever the layout: ONNX
-    Runtime and ONNX shape inference read such values when loading and cannot from a data file."""
-    return t.data_type == onnx.TensorProto.INT64 and size < NEW_TENSOR_THRESHOLD
+# float inputs whose values decide an output's shape: (op, input positions)
+_SHAPE_FLOATS = {"Resize": (1, 2, 3), "Upsample": (1,), "Range": (0, 1, 2)}
+
+
+def _shape_like(t: onnx.TensorProto, size: int, read_at_load=None) -> bool:
+    """A small int64 tensor (axes, shapes, pads, indices), or one ``read_at_load`` names (Resize's
+    scales: a few values), stays inline whatever the layout: ONNX Runtime and ONNX shape inference
+    read such values when loading and cannot from a data file."""
+    return (t.data_type == onnx.TensorProto.INT64 and size < NEW_TENSOR_THRESHOLD) or id(t) in (read_at_load or {})
+
+
+def _read_at_load(model: onnx.ModelProto) -> dict[int, onnx.TensorProto]:
+    """The tensors (initializers, Constant values) that give a shape-deciding float input
+    (:data:`_SHAPE_FLOATS`) its value, in every graph, by id() (the dict holds them: protobuf's
+    wrapper objects keep their id only while they live)."""
+    found: dict[int, onnx.TensorProto] = {}
+
+    def walk(graph: onnx.GraphProto) -> None:
+        tensors = {t.name: t for t in graph.initializer}
+        for node in graph.node:
+            if node.op_type == "Constant" and node.output:
+                value = next((a.t for a in node.attribute if a.name == "value"), None)
+                if value is not None:
+                    tensors[node.output[0]] = value
+        for node in graph.node:
+            for i in _SHAPE_FLOATS.get(node.op_type, ()):
+                if i < len(node.input) and node.input[i] in tensors:
+                    found[id(tensors[node.input[i]])] = tensors[node.input[i]]
+            for a in node.attribute:
+                for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else []) + list(a.graphs):
+                    walk(g)
+
+    walk(model.graph)
+    return found
 
 
 def _plan(model: onnx.ModelProto, threshold, base_dir, keep_inline=None) -> list[_Item]:
     items = []
+    read_at_load = _read_at_load(model) if threshold is not None else {}
     for t, loadable in all_tensors(model):
         if t.data_location == EXTERNAL:
             path, offset, length = reference(t, base_dir, tensor_name(t))
@@ -86,7 +117,7 @@ def _plan(model: onnx.ModelProto, threshold, base_dir, keep_inline=None) -> list
             if threshold is None or not loadable:
                 item.external = not inline_origin and (threshold is None)
             else:
-                item.external = length >= threshold and not _shape_like(t, length)
+                item.external = length >= threshold and not _shape_like(t, length, read_at_load)
             items.append(item)
         else:
             size = expected_bytes(t)
@@ -97,7 +128,7 @@ def _plan(model: onnx.ModelProto, threshold, base_dir, keep_inline=None) -> list
                 item.external = loadable and t.name not in keep_inline and size >= NEW_TENSOR_THRESHOLD
             else:
                 item.external = (loadable and threshold is not None and size >= threshold
-                                 and not _shape_like(t, size))
+                                 and not _shape_like(t, size, read_at_load))
             items.append(item)
     inline = model.ByteSize() + sum(i.size for i in items if i.source and not i.external) \
         - sum(i.size for i in items if not i.source and i.external)
@@ -285,7 +316,8 @@ def save_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_data
     tensor with data in ``<path>.data``; ``"never"`` writes everything inline; an int puts
     tensors of at least that many bytes in ``<path>.data``. With ``"always"`` or a size, int64
     tensors under 1 KiB (axes, shapes: ONNX Runtime reads them at load time, and cannot from a
-    data file) stay inline. Over 2 GiB, external data is
+    data file) stay inline, and so do the float ones that decide a shape (Resize's scales and
+    roi, Upsample's scales, Range's bounds). Over 2 GiB, external data is
     required. With None, ``keep_inline`` (names of the tensors the input held inline) says
     which inline tensors are new: those of at least 1 KiB go to ``<path>.data`` like the
     input's external ones. ``base_dir`` resolves references that ``load_model`` did not make.
