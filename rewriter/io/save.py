@@ -66,7 +66,7 @@ NEW_TENSOR_THRESHOLD = 1024  # onnx.save's size_threshold for external data
 
 
 # float inputs whose values decide an output's shape: (op, input positions)
-_SHAPE_FLOATS = {"Resize": (1, 2, 3), "Upsample": (1,), "Range": (0, 1, 2)}
+_SHAPE_FLOATS = {"Resize": (1, 2, 3), "Upsample": (1,), "Range": (0, 1, 2), "OneHot": (1,)}
 
 
 def _shape_like(t: onnx.TensorProto, size: int, read_at_load=None) -> bool:
@@ -317,7 +317,7 @@ def save_model(model: onnx.ModelProto, path: str | os.PathLike, *, external_data
     tensors of at least that many bytes in ``<path>.data``. With ``"always"`` or a size, int64
     tensors under 1 KiB (axes, shapes: ONNX Runtime reads them at load time, and cannot from a
     data file) stay inline, and so do the float ones that decide a shape (Resize's scales and
-    roi, Upsample's scales, Range's bounds). Over 2 GiB, external data is
+    roi, Upsample's scales, Range's bounds, OneHot's depth). Over 2 GiB, external data is
     required. With None, ``keep_inline`` (names of the tensors the input held inline) says
     which inline tensors are new: those of at least 1 KiB go to ``<path>.data`` like the
     input's external ones. ``base_dir`` resolves references that ``load_model`` did not make.

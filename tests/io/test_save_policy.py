@@ -100,8 +100,8 @@ def test_small_int64_tensors_stay_inline_so_onnx_runtime_loads_the_model(tmp_pat
 
 
 def test_small_float_tensors_that_decide_a_shape_stay_inline_so_onnx_runtime_loads_the_model(tmp_path):
-    # Resize's scales (a Constant node's value) and roi (an initializer), Range's bounds: ONNX
-    # Runtime reads them when it loads the model; a weight of the same size still goes out
+    # Resize's scales (a Constant node's value) and roi (an initializer), Range's bounds, OneHot's
+    # depth: ONNX Runtime reads them when it loads the model; a weight of the same size still goes out
     w = numpy_helper.from_array(np.linspace(0.5, 1.5, 4, dtype=np.float32).reshape(1, 1, 2, 2), "w")
     roi = numpy_helper.from_array(np.zeros(8, np.float32), "roi")
     start, limit = (numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("start", 0.0), ("limit", 4.0)))
@@ -110,10 +110,15 @@ def test_small_float_tensors_that_decide_a_shape_stay_inline_so_onnx_runtime_loa
                  np.array([1, 1, 2, 2], np.float32), "scales_value")),
              helper.make_node("Mul", ["x", "w"], ["m"]),
              helper.make_node("Resize", ["m", "roi", "scales"], ["r"], mode="nearest"),
-             helper.make_node("Range", ["start", "limit", "step"], ["y2"])]
+             helper.make_node("Range", ["start", "limit", "step"], ["y2"]),
+             helper.make_node("OneHot", ["idx", "depth", "values"], ["y3"])]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 2])],
                               [helper.make_tensor_value_info("r", TensorProto.FLOAT, [1, 1, 4, 4]),
-                               helper.make_tensor_value_info("y2", TensorProto.FLOAT, [4])], [w, roi, start, limit, step])
+                               helper.make_tensor_value_info("y2", TensorProto.FLOAT, [4]),
+                               helper.make_tensor_value_info("y3", TensorProto.FLOAT, [2, 3])],
+                              [w, roi, start, limit, step, numpy_helper.from_array(np.array([0, 2], np.int64), "idx"),
+                               numpy_helper.from_array(np.array(3.0, np.float32), "depth"),
+                               numpy_helper.from_array(np.array([0.0, 1.0], np.float32), "values")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     onnx.checker.check_model(model, full_check=True)
     path = tmp_path / "m.onnx"
@@ -122,10 +127,11 @@ def test_small_float_tensors_that_decide_a_shape_stay_inline_so_onnx_runtime_loa
     where = {t.name: t.data_location for t in saved.graph.initializer}
     where["scales"] = saved.graph.node[0].attribute[0].t.data_location
     external = TensorProto.EXTERNAL
-    assert where == {"w": external, "roi": 0, "start": 0, "limit": 0, "step": 0, "scales": 0}
+    assert where == {"w": external, "roi": 0, "start": 0, "limit": 0, "step": 0, "scales": 0, "idx": 0, "depth": 0,
+                     "values": external}
     x = np.arange(4, dtype=np.float32).reshape(1, 1, 2, 2)
-    r, y2 = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})
-    assert r.shape == (1, 1, 4, 4) and y2.tolist() == [0, 1, 2, 3]
+    r, y2, y3 = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    assert r.shape == (1, 1, 4, 4) and y2.tolist() == [0, 1, 2, 3] and y3.tolist() == [[1, 0, 0], [0, 0, 1]]
 
 
 def test_a_reference_to_the_model_file_itself_is_refused(tmp_path):
