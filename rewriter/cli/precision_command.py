@@ -39,7 +39,8 @@ def convert_precision_command(args, model, base_dir, before, start) -> int:
                         if getattr(optimized, "failed_passes", None) else ""))
     measured, samples = None, None
     if args.calibrate or args.calibration_data or args.max_error is not None:
-        from rewriter.precision.calibrate import load_samples, measure, random_feeds
+        from rewriter.precision.calibrate import load_samples, measure
+        from rewriter.verify.numerics.random_inputs import random_feeds
 
         samples = load_samples(source, args.calibration_data) if args.calibration_data else [
             random_feeds(source, input_shapes=dict(args.input_shape or []), input_values=dict(args.input_value or []),

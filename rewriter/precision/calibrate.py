@@ -14,7 +14,7 @@ import onnx
 from rewriter.errors import RewriterError
 from rewriter.precision.plan import F16_MAX
 
-__all__ = ["measure", "load_samples", "random_feeds", "MARGIN"]
+__all__ = ["measure", "load_samples", "MARGIN"]
 
 MARGIN = 0.5  # a value beyond MARGIN * float16's largest counts as out of range
 
@@ -50,20 +50,6 @@ def load_samples(model: onnx.ModelProto, paths) -> list[dict]:
     return samples
 
 
-def random_feeds(model: onnx.ModelProto, *, input_shapes=None, input_values=None, seed: int = 0) -> dict:
-    """Random values for the graph inputs (``input_shapes`` fixing symbolic dims), with the
-    ``input_values`` given instead where named."""
-    from rewriter.verify.numerics.random_inputs import random_inputs
-
-    feeds = random_inputs(model, seed, input_shapes or {})
-    for name, values in (input_values or {}).items():
-        if name not in feeds:
-            raise RewriterError(f"--input-value: the model has no graph input {name!r}")
-        given = np.asarray(values, dtype=feeds[name].dtype)
-        feeds[name] = given.reshape(feeds[name].shape) if given.size == feeds[name].size else given
-    return feeds
-
-
 def measure(model: onnx.ModelProto, base_dir: str | None, *, input_shapes=None, input_values=None,
             seed: int = 0, feeds: dict | None = None, samples: list | None = None) -> dict[str, float]:
     """{value name: largest magnitude} for the float32 values beyond ``MARGIN`` x float16's range,
@@ -71,6 +57,7 @@ def measure(model: onnx.ModelProto, base_dir: str | None, *, input_shapes=None, 
     import onnxruntime as ort
 
     from rewriter.precision.graphs import FLOAT, Graphs
+    from rewriter.verify.numerics.random_inputs import random_feeds
 
     graphs = Graphs(model)
     names = [o for n in model.graph.node for o in n.output if o and graphs.elem(o) == FLOAT]

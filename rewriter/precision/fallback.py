@@ -157,7 +157,7 @@ def convert_fitted(proto, dtype: str, *, max_error: float | None = None, calibra
     if not max_error > 0:
         raise RewriterError(f"max_error must be a number > 0, got {max_error!r}")
     if calibration_data is None:
-        from rewriter.precision.calibrate import random_feeds
+        from rewriter.verify.numerics.random_inputs import random_feeds
 
         calibration_data = [random_feeds(proto)]
     return fit_max_error(convert, proto, base_dir, list(calibration_data), max_error, keep_io_types)

@@ -47,7 +47,7 @@ from rewriter.verify.numerics.rel_l2 import cast_feeds, compare_rel_l2
 from rewriter.io.base_dir import proto_of
 from rewriter.io.tensors import EXTERNAL, all_tensors
 from rewriter.verify.numerics.isolated import run_isolated
-from rewriter.verify.numerics.random_inputs import SYMBOL_SIZE, axes_from_inputs, random_inputs
+from rewriter.verify.numerics.random_inputs import SYMBOL_SIZE, axes_from_inputs, random_feeds, random_inputs
 from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["OutputComparison", "NumericsReport", "verify_numerics", "random_inputs", "runnable_model", "TOLERANCES"]
@@ -295,15 +295,8 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
         raise RewriterError("cannot verify numerically on random inputs: graph input "
                             f"{'; '.join(axes_inputs)} (random axes are not valid axes)")
     supplied = feeds is not None
-    feeds = dict(feeds) if supplied else random_inputs(a, seed, input_shapes)
-    for name, values in ({} if supplied else input_values or {}).items():
-        if name not in feeds:
-            raise RewriterError(f"--input-value: the model has no graph input {name!r} "
-                                f"(inputs: {', '.join(sorted(feeds)) or 'none'})")
-        given = np.asarray(values, dtype=feeds[name].dtype)
-        if given.size == feeds[name].size:
-            given = given.reshape(feeds[name].shape)
-        feeds[name] = given
+    feeds = dict(feeds) if supplied else random_feeds(a, input_shapes=input_shapes, input_values=input_values,
+                                                      seed=seed)
     with tempfile.TemporaryDirectory(prefix="rewriter-verify-") as directory:
         with runnable_model(a, base_dirs[0], directory, "original.onnx") as ra_src, \
                 runnable_model(b, base_dirs[1], directory, "rewritten.onnx") as rb_src:

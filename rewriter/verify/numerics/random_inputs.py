@@ -12,7 +12,7 @@ from rewriter.graph import traversal
 from rewriter.graph.static_shapes import ANONYMOUS
 from rewriter.graph.schemas import is_default_domain
 
-__all__ = ["random_inputs", "axes_from_inputs", "SYMBOL_SIZE"]
+__all__ = ["random_inputs", "random_feeds", "axes_from_inputs", "SYMBOL_SIZE"]
 
 SYMBOL_SIZE = 2
 _FLOATS = frozenset({onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.FLOAT,
@@ -76,6 +76,19 @@ def random_inputs(model: onnx.ModelProto, seed: int = 0,
 def _static(d) -> bool:
     """A declared size; a negative one (exporters write -1) is a dynamic dim."""
     return d.WhichOneof("value") == "dim_value" and d.dim_value >= 0
+
+
+def random_feeds(model: onnx.ModelProto, *, input_shapes=None, input_values=None, seed: int = 0) -> dict:
+    """:func:`random_inputs`, with the ``input_values`` (--input-value: a list, or one number for
+    a scalar) given instead where named; RewriterError naming an input the model has not."""
+    feeds = random_inputs(model, seed, input_shapes or {})
+    for name, values in (input_values or {}).items():
+        if name not in feeds:
+            raise RewriterError(f"--input-value: the model has no graph input {name!r} "
+                                f"(inputs: {', '.join(sorted(feeds)) or 'none'})")
+        given = np.asarray(values, dtype=feeds[name].dtype)
+        feeds[name] = given.reshape(feeds[name].shape) if given.size == feeds[name].size else given
+    return feeds
 
 
 def axes_from_inputs(model: onnx.ModelProto) -> list[str]:
