@@ -20,6 +20,7 @@ from rewriter.graph import traversal
 from rewriter.graph.schemas import is_default_domain
 from rewriter.io.half import F16_MAX
 from rewriter.precision.graphs import FLOAT, Graphs, is_constant_node
+from rewriter.precision.quantized import QUANTIZED, quantized_regions
 from rewriter.precision.ranges import flush_matters, only_huge, out_of_range
 from rewriter.precision.regions import SIGNAL_FILTER, SIGNAL_PATH, carried_in_half, shape_arithmetic, signal_paths
 from rewriter.precision.slots import HALF_TYPES, NodeSlots, node_slots
@@ -350,6 +351,9 @@ def plan_precision(graphs: Graphs, dtype: str, *, keep_op_types=(), keep_nodes=(
         if p is not None and p.half:
             plans[key] = NodePlan(p.node, p.slots, False, "shape arithmetic (float values of sizes or "
                                   "indices that go back to integers)")
+    for key in quantized_regions(graphs, plans):
+        p = plans[key]
+        plans[key] = NodePlan(p.node, p.slots, False, QUANTIZED)
     for key, weights_half in signal_paths(graphs, plans).items():
         p = plans[key]
         plans[key] = NodePlan(p.node, p.slots, False, SIGNAL_FILTER if weights_half else SIGNAL_PATH,
