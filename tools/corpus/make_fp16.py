@@ -566,49 +566,60 @@ def export(model, args, path, names, outputs, dynamo, opset, axes):
         torch.onnx.export(model, args, path, **kw)
 
 
+def export_one(out, name, build, make_args, make_sample, names, outputs, axes, dynamo, opset, failures,
+               export_fn=None):
+    """Export one torch model to <out>/<name>.onnx with ``export_fn`` (default export()) and a
+    full check, and run it in torch on its sample: (feeds, torch's outputs or None, exporter text,
+    export seconds), or None with the failure recorded."""
+    import torch
+
+    path = os.path.join(out, name + ".onnx")
+    t0 = time.time()
+    try:
+        torch.manual_seed(SEED)
+        model = build().eval()
+        (export_fn or export)(model, make_args(), path, names, outputs, dynamo, opset, axes)
+        m = onnx.load(path)
+        onnx.checker.check_model(m, full_check=True)
+    except Exception as e:  # noqa: BLE001
+        msg = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+        failures.append({"name": name, "stage": "export", "error": msg[:800],
+                         "traceback_tail": traceback.format_exc().splitlines()[-6:]})
+        print(f"EXPORT FAIL {name}: {msg[:300]}", flush=True)
+        if os.path.exists(path):
+            os.remove(path)
+        return None
+    secs = time.time() - t0
+    feeds = make_sample()
+    try:
+        with torch.no_grad():
+            ref = model(*[torch.from_numpy(feeds[n]) for n in names])
+        ref = [r.numpy() for r in (ref if isinstance(ref, (tuple, list)) else (ref,))]
+    except Exception as e:  # noqa: BLE001
+        ref = None
+        print(f"  (torch run of {name} on the sample failed: {e!r:.200})")
+    exporter = f"torch.onnx.export(dynamo={dynamo}) torch {torch.__version__}" + (
+        f", onnxscript {_version('onnxscript')}" if dynamo else " (TorchScript-based)")
+    return feeds, ref, exporter, secs
+
+
 def build_torch(out, only, groups, entries, failures):
     import torch
     import torchvision
 
     torch.set_num_threads(2)
-    ver = f"torch {torch.__version__}"
     for (name, group, build, make_args, make_sample, names, outputs, axes, dynamo, opset,
          source) in torch_models():
         if (only and name not in only) or group not in groups:
             continue
         entries.pop(name, None)
-        path = os.path.join(out, name + ".onnx")
-        t0 = time.time()
-        try:
-            torch.manual_seed(SEED)
-            model = build().eval()
-            args = make_args()
-            export(model, args, path, names, outputs, dynamo, opset, axes)
-            m = onnx.load(path)
-            onnx.checker.check_model(m, full_check=True)
-        except Exception as e:  # noqa: BLE001
-            msg = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
-            failures.append({"name": name, "stage": "export", "error": msg[:800],
-                             "traceback_tail": traceback.format_exc().splitlines()[-6:]})
-            print(f"EXPORT FAIL {name}: {msg[:300]}", flush=True)
-            if os.path.exists(path):
-                os.remove(path)
+        done = export_one(out, name, build, make_args, make_sample, names, outputs, axes, dynamo, opset, failures)
+        if done is None:
             continue
-        secs = time.time() - t0
-        feeds = make_sample()
-        try:
-            with torch.no_grad():
-                ref = model(*[torch.from_numpy(feeds[n]) for n in names])
-            ref = [r.numpy() for r in (ref if isinstance(ref, (tuple, list)) else (ref,))]
-        except Exception as e:  # noqa: BLE001
-            ref = None
-            print(f"  (torch run of {name} on the sample failed: {e!r:.200})")
-        exporter = f"torch.onnx.export(dynamo={dynamo}) {ver}" + (
-            f", onnxscript {_version('onnxscript')}" if dynamo else " (TorchScript-based)")
+        feeds, ref, exporter, secs = done
         record(out, name, group, source, exporter, opset, feeds, entries, failures, ref=ref,
                extra={"export_seconds": round(secs, 1), "dynamic_axes": axes,
                       "weights": "random (torch.manual_seed(0)); no pretrained weights"})
-        del model
 
 
 def _version(mod):
