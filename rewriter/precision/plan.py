@@ -22,7 +22,7 @@ from rewriter.io.half import F16_MAX
 from rewriter.precision.graphs import FLOAT, Graphs, is_constant_node
 from rewriter.precision.quantized import QUANTIZED, quantized_regions
 from rewriter.precision.ranges import flush_matters, only_huge, out_of_range
-from rewriter.precision.regions import SIGNAL_FILTER, SIGNAL_PATH, carried_in_half, shape_arithmetic, signal_paths
+from rewriter.precision.regions import carried_in_half, shape_arithmetic, signal_paths
 from rewriter.precision.slots import HALF_TYPES, NodeSlots, node_slots
 
 __all__ = ["Plan", "NodePlan", "plan_precision", "ATTRIBUTE_TYPED", "F16_MAX", "attribute"]
@@ -354,10 +354,10 @@ def plan_precision(graphs: Graphs, dtype: str, *, keep_op_types=(), keep_nodes=(
     for key in quantized_regions(graphs, plans):
         p = plans[key]
         plans[key] = NodePlan(p.node, p.slots, False, QUANTIZED)
-    for key, weights_half in signal_paths(graphs, plans).items():
+    for key, (weights_half, reason) in signal_paths(graphs, plans, spectra=dtype == "float16").items():
         p = plans[key]
-        plans[key] = NodePlan(p.node, p.slots, False, SIGNAL_FILTER if weights_half else SIGNAL_PATH,
-                              p.half_inputs, p.half_outputs, weights_half=weights_half)
+        plans[key] = NodePlan(p.node, p.slots, False, reason, p.half_inputs, p.half_outputs,
+                              weights_half=weights_half)
     plan = Plan(dtype, plans, planner.clamped)
     carried_in_half(graphs, plan)
     return plan

@@ -13,7 +13,8 @@ from rewriter.graph.schemas import is_default_domain
 from rewriter.precision.graphs import FLOAT, Graphs
 from rewriter.precision.slots import node_slots
 
-__all__ = ["INTEGER_TYPES", "shape_arithmetic", "signal_paths", "carried_in_half", "SIGNAL_PATH", "SIGNAL_FILTER"]
+__all__ = ["INTEGER_TYPES", "shape_arithmetic", "signal_paths", "carried_in_half", "SIGNAL_PATH", "SIGNAL_FILTER",
+           "SPECTRUM"]
 
 INTEGER_TYPES = frozenset({onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32,
                            onnx.TensorProto.INT64, onnx.TensorProto.UINT8, onnx.TensorProto.UINT16,
@@ -25,6 +26,13 @@ _SHAPE_ARITHMETIC = frozenset({"Add", "Sub", "Mul", "Div", "Floor", "Ceil", "Rou
 _SPECTRAL = frozenset({"STFT", "DFT"})
 SIGNAL_PATH = ("signal path: an STFT/DFT, and the weightless nodes bringing a signal to it or to a Conv filtering "
                "it, stay float32 (a signal rounded to half precision carries noise into every frequency bin)")
+# what a spectrum goes through from its transform to its log
+_SPECTRUM_OPS = frozenset({"Pow", "Mul", "Add", "Sub", "Div", "Sqrt", "Abs", "MatMul", "Clip", "Max", "Min",
+                           "Transpose", "Unsqueeze", "Squeeze", "Reshape", "Slice", "Gather", "Split", "Concat",
+                           "ReduceSum", "ReduceSumSquare", "ReduceL2", "Identity", "Neg", "Log"})
+SPECTRUM = ("signal path: a spectrum (power, magnitude, mel projection) stays float32 up to its log, computing from "
+            "weights stored in half (its values span more than float16 has: a full-scale tone's power over a "
+            "512-sample window is 6.5e4, the floor clipped before the log 1e-10)")
 SIGNAL_FILTER = ("signal path: a Conv filtering a waveform computes in float32, from its weights stored in half "
                  "(a signal rounded to half precision carries noise into every frequency band)")
 
@@ -73,9 +81,9 @@ def shape_arithmetic(graphs: Graphs, plans: dict) -> set[int]:
     return keep
 
 
-def signal_paths(graphs: Graphs, plans: dict) -> dict[int, bool]:
+def signal_paths(graphs: Graphs, plans: dict, spectra: bool = True) -> dict[int, tuple[bool, str]]:
     """The nodes a signal's rounding to half precision would spoil, kept float32: id(node) ->
-    whether it computes from its weights stored in half.
+    (whether it computes from its weights stored in half, the reason).
 
     - An STFT or DFT, and the nodes before it that bring it its signal (input 0) holding no
       weights (no float constant input of more than one element; the walk stops at a node that
@@ -86,12 +94,16 @@ def signal_paths(graphs: Graphs, plans: dict) -> dict[int, bool]:
       Conv, a learned front end), with that path; the Conv computes in float32 from its weights
       stored in half, so the file is no larger for it.
 
+    - With ``spectra`` (float16: bfloat16 has float32's range), the spectrum such a transform
+      makes, up to its log (:func:`_spectrum`), computing from its weights (a mel matrix) stored
+      in half.
+
     Rounding the signal puts noise 2**-11 (float16) or 2**-8 (bfloat16) below its peak into
     every frequency band, above the quiet bands of a spectrum, where the log that usually follows
     turns it into large errors; rounding the transform's output costs each band the same relative
-    error only."""
+    error only, but its power overflows float16 for loud signals."""
     g = graphs
-    keep: dict[int, bool] = {}
+    keep: dict[int, tuple[bool, str]] = {}
     for site in g.sites:
         for node in site.graph.node:
             p = plans.get(id(node))
@@ -106,10 +118,37 @@ def signal_paths(graphs: Graphs, plans: dict) -> dict[int, bool]:
             else:
                 continue
             if p.half:
-                keep[id(node)] = node.op_type == "Conv"
+                keep[id(node)] = (True, SIGNAL_FILTER) if node.op_type == "Conv" else (False, SIGNAL_PATH)
             for q in path:
-                keep.setdefault(id(q), False)
+                keep.setdefault(id(q), (False, SIGNAL_PATH))
+            for q in (_spectrum(g, plans, node) if spectra else ()):
+                keep.setdefault(id(q), (not _weightless(g, q), SPECTRUM))  # a mel matrix stored in half
     return keep
+
+
+def _spectrum(g: Graphs, plans: dict, transform: onnx.NodeProto, depth: int = 32) -> list:
+    """The nodes planned in half on the walk forward from a transform's output through what makes
+    a spectrum of it (power, magnitude, a mel projection, clipping, layout) up to and including
+    a Log: its values span more than float16 has (a full-scale tone's power over a 512-sample
+    window is 6.5e4; the floor clipped before the log, 1e-10, is below float16's normal range)."""
+    nodes, seen, frontier = [], {id(transform)}, [transform]
+    for _ in range(depth):
+        nxt = []
+        for node in frontier:
+            for out in node.output:
+                for r, _ in g.readers.get(out, ()):
+                    if id(r) in seen or r.op_type not in _SPECTRUM_OPS or not is_default_domain(r.domain):
+                        continue
+                    seen.add(id(r))
+                    q = plans.get(id(r))
+                    if q is not None and q.half:
+                        nodes.append(r)
+                    if r.op_type != "Log":
+                        nxt.append(r)
+        if not nxt:
+            break
+        frontier = nxt
+    return nodes
 
 
 def _weightless_path(g: Graphs, plans: dict, name: str) -> tuple[list, bool]:
@@ -126,6 +165,9 @@ def _weightless_path(g: Graphs, plans: dict, name: str) -> tuple[list, bool]:
             continue
         seen.add(id(producer))
         q = plans.get(id(producer))
+        if q is not None and _resampler(g, producer):  # a filter making one waveform of one: walk on
+            frontier.append(producer.input[0])
+            continue
         if q is None or not _weightless(g, producer):
             continue  # not float arithmetic (a constant, or where the signal starts), or a weight
         if q.half:
@@ -135,13 +177,24 @@ def _weightless_path(g: Graphs, plans: dict, name: str) -> tuple[list, bool]:
 
 
 def _filter_bank(g: Graphs, node: onnx.NodeProto) -> bool:
-    """A 1-D Conv of one input channel and one group, its weight a constant."""
+    """A 1-D Conv of one input channel and one group, its weight a constant: weight [C, 1, K], or
+    [C, 1, 1, K] / [C, 1, K, 1] (a 1-D filter written as a 2-D Conv, as tf2onnx exports conv1d)."""
     if len(node.input) < 2 or not g.is_constant(node.input[1]):
         return False
     groups = next((a.i for a in node.attribute if a.name == "group"), 1)
     t = g.types.get(node.input[1])
     dims = [d.dim_value for d in t.tensor_type.shape.dim] if t is not None and t.tensor_type.HasField("shape") else []
-    return groups == 1 and len(dims) == 3 and dims[1] == 1
+    one_d = len(dims) == 3 or (len(dims) == 4 and 1 in dims[2:])
+    return groups == 1 and one_d and dims[1] == 1
+
+
+def _resampler(g: Graphs, node: onnx.NodeProto) -> bool:
+    """A filter bank of one output channel (a low-pass filter before decimation, as a constant-Q
+    transform's octaves have): its output is a waveform again."""
+    if node.op_type != "Conv" or not is_default_domain(node.domain) or not _filter_bank(g, node):
+        return False
+    t = g.types.get(node.input[1])
+    return t.tensor_type.shape.dim[0].dim_value == 1
 
 
 def _weightless(g: Graphs, node: onnx.NodeProto) -> bool:

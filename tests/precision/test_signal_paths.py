@@ -16,7 +16,7 @@ from onnx import numpy_helper as nh
 from onnx.reference import ReferenceEvaluator
 
 from rewriter.precision import convert_precision_proto
-from rewriter.precision.regions import SIGNAL_PATH
+from rewriter.precision.regions import SIGNAL_FILTER, SIGNAL_PATH, SPECTRUM
 
 N = 4096
 WINDOW = (0.5 - 0.5 * np.cos(2 * np.pi * np.arange(512) / 512)).astype(np.float32)
@@ -72,7 +72,9 @@ def test_the_waveform_path_to_an_stft_stays_float32_and_the_spectrum_is_right():
     kept = _kept(report)
     assert {k for k, why in kept.items() if why == SIGNAL_PATH} == {"cur", "prev", "scaled", "diff", "first",
                                                                      "joined", "padded", "unsq", "stft"}
-    assert report.half_by_op == {"ReduceSumSquare": 1, "Log": 1}  # 'guarded' adds 1e-6: below float16's range
+    # the power and its log: the spectrum ('guarded' adds 1e-6, below float16's range: kept for that)
+    assert {k for k, why in kept.items() if why == SPECTRUM} == {"power", "log"}
+    assert report.half_by_op == {}
     onnx.checker.check_model(r, full_check=True)
     want = ReferenceEvaluator(m).run(None, {"x": TONE})[0]
     got = ReferenceEvaluator(r).run(None, {"x": TONE})[0]
@@ -98,7 +100,8 @@ def test_the_walk_stops_at_a_weight_and_follows_the_signal_only():
     r, report = convert_precision_proto(m, "float16")
     kept = _kept(report)
     assert {k for k, why in kept.items() if why == SIGNAL_PATH} == {"mean", "scalar", "relu", "unsq", "stft"}
-    assert report.half_by_op == {"Neg": 1, "Mul": 1, "Abs": 1, "ReduceSumSquare": 1, "Log": 1}
+    assert {k for k, why in kept.items() if why == SPECTRUM} == {"power", "log"}
+    assert report.half_by_op == {"Neg": 1, "Mul": 1, "Abs": 1}
     feeds = {"x": TONE, "w": WINDOW}
     want = ReferenceEvaluator(m).run(None, feeds)[0]
     assert _rel_l2(want, ort.InferenceSession(r.SerializeToString(), providers=["CPUExecutionProvider"])
@@ -134,7 +137,11 @@ def test_a_dft_reading_a_graph_input_stays_float32(dtype):
     onnx.checker.check_model(m, full_check=True)
     r, report = convert_precision_proto(m, dtype)
     assert {k for k, why in _kept(report).items() if why == SIGNAL_PATH} == {"unsq", "dft"}
-    assert report.half_by_op == {"Mul": 2}
+    if dtype == "float16":  # the spectrum after it too (bfloat16 has float32's range: no need)
+        assert {k for k, why in _kept(report).items() if why == SPECTRUM} == {"square", "weighted"}
+        assert not report.half_by_op
+    else:
+        assert report.half_by_op == {"Mul": 2}
     x = np.cos(np.arange(64, dtype=np.float32) / 3)[None]
     want = ReferenceEvaluator(m).run(None, {"x": x})[0]
     assert _rel_l2(want, ReferenceEvaluator(r).run(None, {"x": x})[0]) < (1e-2 if dtype == "bfloat16" else 2e-3)
@@ -211,13 +218,12 @@ def _conv_front_end(weight, gain=None, group=1, source="float"):
 
 
 def test_a_conv_filtering_the_waveform_computes_in_float32_from_half_weights():
-    from rewriter.precision.regions import SIGNAL_FILTER
-
     m = _conv_front_end(_dft_basis())
     r, report = convert_precision_proto(m, "float16")
     kept = _kept(report)
-    assert kept == {"wave": SIGNAL_PATH, "unsq": SIGNAL_PATH, "bank": SIGNAL_FILTER, "guarded": kept["guarded"]}
-    assert report.half_by_op == {"Mul": 1, "Log": 1}
+    assert kept == {"wave": SIGNAL_PATH, "unsq": SIGNAL_PATH, "bank": SIGNAL_FILTER, "guarded": kept["guarded"],
+                    "power": SPECTRUM, "log": SPECTRUM}
+    assert not report.half_by_op
     assert next(t for t in r.graph.initializer if t.name == "basis").data_type == T.FLOAT16
     bank = next(n for n in r.graph.node if n.op_type == "Conv")
     cast = next(n for n in r.graph.node if n.output[0] == bank.input[1])
@@ -231,8 +237,6 @@ def test_a_conv_filtering_the_waveform_computes_in_float32_from_half_weights():
 
 
 def test_a_filter_bank_on_pcm_samples_cast_to_float():
-    from rewriter.precision.regions import SIGNAL_FILTER
-
     _, report = convert_precision_proto(_conv_front_end(_dft_basis(), source="pcm"), "float16")
     kept = _kept(report)
     assert kept["bank"] == SIGNAL_FILTER and kept["scale"] == kept["pcm"] == kept["unsq"] == SIGNAL_PATH
@@ -246,3 +250,123 @@ def test_a_filter_bank_on_pcm_samples_cast_to_float():
 def test_other_convs_are_no_filter_banks(weight, options):
     _, report = convert_precision_proto(_conv_front_end(weight, **options), "float16")
     assert "bank" not in _kept(report) and report.half_by_op["Conv"] == 1
+
+
+def _power_mel_front_end(layout=0, bank_weight=None, resample=False):
+    """openWakeWord's melspectrogram as torchlibrosa exports it: waveform [1, N] -> Unsqueeze ->
+    [Conv low-pass of one channel, stride 2 ->] Conv real / Conv imag (filter banks) -> Pow 2 each ->
+    Add -> ``layout`` Identity nodes -> Transpose -> MatMul mel -> Clip(1e-10) -> Log -> * 10 / ln 10.
+    The waveform on the int16 scale, as openWakeWord feeds it: its power overflows float16."""
+    basis = _dft_basis() if bank_weight is None else bank_weight
+    bins = basis.shape[0] // 2
+    mel = np.abs(np.random.default_rng(3).standard_normal((bins, 8))).astype(np.float32) / bins
+    inits = [nh.from_array(basis[:bins], "w_real"), nh.from_array(basis[bins:], "w_imag"), nh.from_array(mel, "melW"),
+             nh.from_array(np.array(2.0, np.float32), "two"), nh.from_array(np.array(1e-10, np.float32), "floor"),
+             nh.from_array(np.array(4.3429448, np.float32), "db")] + _ints(ax1=1)
+    nodes = [h.make_node("Unsqueeze", ["x", "ax1"], ["s"], name="unsq")]
+    signal = "s"
+    if resample:
+        inits.append(nh.from_array(np.full((1, 1, 5), 0.2, np.float32), "lowpass"))
+        nodes.append(h.make_node("Conv", ["s", "lowpass"], ["sd"], strides=[2], pads=[2, 2], name="decimate"))
+        signal = "sd"
+    nodes += [h.make_node("Conv", [signal, "w_real"], ["re"], strides=[32], name="real"),
+              h.make_node("Conv", [signal, "w_imag"], ["im"], strides=[32], name="imag"),
+              h.make_node("Pow", ["re", "two"], ["re2"], name="re2"),
+              h.make_node("Pow", ["im", "two"], ["im2"], name="im2"),
+              h.make_node("Add", ["re2", "im2"], ["p0"], name="power")]
+    for i in range(layout):
+        nodes.append(h.make_node("Identity", [f"p{i}"], [f"p{i + 1}"], name=f"layout{i}"))
+    nodes += [h.make_node("Transpose", [f"p{layout}"], ["pt"], perm=[0, 2, 1], name="frames"),
+              h.make_node("MatMul", ["pt", "melW"], ["m"], name="mel"),
+              h.make_node("Clip", ["m", "floor"], ["mc"], name="clip"),
+              h.make_node("Log", ["mc"], ["lg"], name="log"),
+              h.make_node("Mul", ["lg", "db"], ["y"], name="decibels")]
+    m = h.make_model(h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, N])],
+                                  [h.make_tensor_value_info("y", T.FLOAT, [1, None, 8])], inits),
+                     opset_imports=[h.make_opsetid("", 17)])
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+LOUD = (TONE * 2 * 20000).astype(np.float32)  # a tone at 20000 on the int16 scale
+
+
+@pytest.mark.parametrize("layout", [0, 20])
+def test_a_power_spectrum_stays_float32_up_to_its_log(layout):
+    m = _power_mel_front_end(layout)
+    r, report = convert_precision_proto(m, "float16")
+    kept = _kept(report)
+    spectrum = {k for k, why in kept.items() if why == SPECTRUM}
+    # the walk goes on through layout of any length, and stops at the Log: the decibels run in half
+    assert spectrum == {"re2", "im2", "power", "frames", "mel", "log"} | {f"layout{i}" for i in range(layout)}
+    assert kept["real"] == kept["imag"] == SIGNAL_FILTER and "decibels" not in kept
+    assert next(t for t in r.graph.initializer if t.name == "melW").data_type == T.FLOAT16  # stored in half
+    onnx.checker.check_model(r, full_check=True)
+    want = ReferenceEvaluator(m).run(None, {"x": LOUD})[0]
+    for got in (ReferenceEvaluator(r).run(None, {"x": LOUD})[0],
+                ort.InferenceSession(r.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": LOUD})[0]):
+        assert np.isfinite(got).all()  # the power in half: inf
+        assert _rel_l2(want, got) < 2e-3
+
+
+def test_the_spectrum_rule_is_float16s_only():
+    _, report = convert_precision_proto(_power_mel_front_end(), "bfloat16")
+    assert SPECTRUM not in {why for _, _, why in report.kept}
+    assert report.half_by_op.get("Pow") == 2
+
+
+def test_a_filter_bank_written_as_a_2d_conv_and_one_after_a_resampler():
+    # tf2onnx writes conv1d as a 2-D Conv on [N, C, 1, T]: weight [C, 1, 1, K]
+    m = _power_mel_front_end()
+    for t in m.graph.initializer:
+        if t.name in ("w_real", "w_imag"):
+            t.CopyFrom(nh.from_array(nh.to_array(t)[:, :, None, :], t.name))
+    unsq = next(n for n in m.graph.node if n.name == "unsq")
+    unsq.input[1] = "ax12"
+    m.graph.initializer.append(nh.from_array(np.array([1, 2], np.int64), "ax12"))
+    for n in m.graph.node:
+        if n.op_type == "Conv":
+            n.attribute[0].CopyFrom(h.make_attribute("strides", [1, 32]))
+        if n.name == "power":
+            n.output[0] = "p4"
+    m.graph.node.insert([i for i, n in enumerate(m.graph.node) if n.name == "power"][0] + 1,
+                        h.make_node("Squeeze", ["p4", "ax2"], ["p0"], name="squeeze"))
+    m.graph.initializer.extend(_ints(ax2=2))
+    onnx.checker.check_model(m, full_check=True)
+    _, report = convert_precision_proto(m, "float16")
+    kept = _kept(report)
+    assert kept["real"] == kept["imag"] == SIGNAL_FILTER and kept["squeeze"] == SPECTRUM
+    # a low-pass filter of one channel before them (a constant-Q transform's decimation): the
+    # walk back from the banks goes through it to the graph input
+    _, report = convert_precision_proto(_power_mel_front_end(resample=True), "float16")
+    kept = _kept(report)
+    assert kept["real"] == kept["imag"] == kept["decimate"] == SIGNAL_FILTER and kept["unsq"] == SIGNAL_PATH
+
+
+def test_a_2d_conv_of_one_channel_on_a_picture_is_no_filter_bank():
+    """A grayscale picture's first Conv (weight [C, 1, 3, 3]) reads a graph input through nothing:
+    no filter bank, it runs in half."""
+    w = nh.from_array(np.random.default_rng(0).standard_normal((4, 1, 3, 3)).astype(np.float32), "w")
+    m = h.make_model(h.make_graph([h.make_node("Conv", ["x", "w"], ["y"], name="conv")], "g",
+                                  [h.make_tensor_value_info("x", T.FLOAT, [1, 1, 8, 8])],
+                                  [h.make_tensor_value_info("y", T.FLOAT, [1, 4, 6, 6])], [w]),
+                     opset_imports=[h.make_opsetid("", 17)])
+    _, report = convert_precision_proto(m, "float16")
+    assert report.half_by_op == {"Conv": 1}
+
+
+def test_the_walk_back_stops_at_a_filter_bank_of_many_outputs():
+    """Only a filter of one output channel makes a waveform again: a Conv reading one band of a
+    bank is not traced back through the bank to the graph input (no filter bank, half)."""
+    inits = [nh.from_array(_dft_basis()[:2], "bank_w"), nh.from_array(_dft_basis()[:4], "second_w")] + \
+        _ints(ax1=1, zero=0, one=1)
+    nodes = [h.make_node("Unsqueeze", ["x", "ax1"], ["s"], name="unsq"),
+             h.make_node("Conv", ["s", "bank_w"], ["b"], name="bank"),
+             h.make_node("Slice", ["b", "zero", "one", "ax1"], ["band"], name="band"),
+             h.make_node("Conv", ["band", "second_w"], ["y"], name="second")]
+    m = h.make_model(h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, N])],
+                                  [h.make_tensor_value_info("y", T.FLOAT, [1, 4, None])], inits),
+                     opset_imports=[h.make_opsetid("", 17)])
+    onnx.checker.check_model(m, full_check=True)
+    kept = _kept(convert_precision_proto(m, "float16")[1])
+    assert kept["bank"] == SIGNAL_FILTER and "second" not in kept
