@@ -1181,6 +1181,8 @@ MUTANTS: list[Mutant] = [
       'if False:', "tests/precision/test_signal_paths.py", 'the walk back stops at a low-pass filter'),
     M('resampler-channels', 'rewriter/precision/regions.py', 'return t.tensor_type.shape.dim[0].dim_value == 1',
       'return True', "tests/precision/test_signal_paths.py", 'a filter bank of many outputs counts as a resampler'),
+    M('precision-header', 'rewriter/cli/precision_command.py', 'what = f"float32 -> {args.dtype}" if report.half_nodes else f"no node runs in {args.dtype}"',
+      'what = f"float32 -> {args.dtype}"', "tests/precision/test_quantized.py", 'a model with nothing halved reported as converted'),
 ]
 
 

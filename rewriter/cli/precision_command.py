@@ -76,7 +76,9 @@ def convert_precision_command(args, model, base_dir, before, start) -> int:
     t2 = time.perf_counter()
     written = save_output(args, model, result)
     elapsed = time.perf_counter() - start
-    summary.report(args, f"{args.model}: {text}float32 -> {args.dtype}, written to {args.output} in {elapsed:.2f}s",
+    # (a model already in half, or quantized: said, not claimed as a conversion)
+    what = f"float32 -> {args.dtype}" if report.half_nodes else f"no node runs in {args.dtype}"
+    summary.report(args, f"{args.model}: {text}{what}, written to {args.output} in {elapsed:.2f}s",
                    lines + report.summary_lines(), before, summary.model_stats(result, written),
                    changes={"precision": report.to_dict()}, verification=verification,
                    timings={"convert_s": t1 - t0, "verify_s": t2 - t1, "total_s": elapsed})

@@ -162,3 +162,25 @@ def test_computed_scale_of_a_quantizer_stays_float32_and_other_casts_run_in_half
     want, got = _run(m, feeds), _run(r, feeds)
     assert np.array_equal(want[0], got[0])
     np.testing.assert_allclose(got[1], want[1], rtol=1e-3)
+
+
+def test_cli_says_when_no_node_runs_in_half(tmp_path):
+    """A model with nothing to halve (already float16, or all quantized) is not reported as a
+    float32 -> float16 conversion."""
+    import subprocess
+    import sys
+
+    half = _model([h.make_node("Relu", ["x"], ["y"], name="relu")], [h.make_tensor_value_info("x", T.FLOAT16, [4])],
+                  [h.make_tensor_value_info("y", T.FLOAT16, [4])], [])
+    m = _qdq_conv()
+    del m.graph.node[-1]  # no Sigmoid: every float node is in the quantized region
+    m.graph.output[0].name = "r"
+    for model, kept in ((half, None), (m, "quantized")):
+        src, out = tmp_path / "m.onnx", tmp_path / "m16.onnx"
+        onnx.save(model, src)
+        run = subprocess.run([sys.executable, "-m", "rewriter", "convert", str(src), "--dtype", "float16", "-o",
+                              str(out)], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        head = run.stdout.splitlines()[0]
+        assert "no node runs in float16" in head and "float32 -> float16" not in head
+        assert kept is None or kept in run.stdout
