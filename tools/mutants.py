@@ -1183,6 +1183,10 @@ MUTANTS: list[Mutant] = [
       'return True', "tests/precision/test_signal_paths.py", 'a filter bank of many outputs counts as a resampler'),
     M('precision-header', 'rewriter/cli/precision_command.py', 'what = f"float32 -> {args.dtype}" if report.half_nodes else f"no node runs in {args.dtype}"',
       'what = f"float32 -> {args.dtype}"', "tests/precision/test_quantized.py", 'a model with nothing halved reported as converted'),
+    M('calibration-weights-float', 'rewriter/precision/plan.py', "                                weights_half=not reason)",
+      "                                weights_half=False)", "tests/precision/test_convert_precision.py", 'a node kept for its values keeps its weights float32'),
+    M('calibration-weights-always', 'rewriter/precision/plan.py', "                                weights_half=not reason)",
+      "                                weights_half=True)", "tests/precision/test_convert_precision.py", 'a weight beyond float16 stored in half for a node kept for its values'),
 ]
 
 

@@ -189,11 +189,13 @@ class _Planner:
         missing = self.lacks_kernel(op, slots.since_version) if self.lacks_kernel else None
         if missing:
             return keep(missing)
+        reason = self._constants_fit(node, half_in)
         for name in list(node.output) + [node.input[i] for i in half_in]:
             seen = self.measured.get(name)
-            if seen is not None:
-                return keep(f"calibration: {name!r} reached {seen:.3g}, beyond {self.dtype}'s range")
-        reason = self._constants_fit(node, half_in)
+            if seen is not None:  # the values overflow, not the weights: those are stored in half when they fit
+                return NodePlan(node, slots, False, f"calibration: {name!r} reached {seen:.3g}, beyond "
+                                f"{self.dtype}'s range", frozenset(half_in), frozenset(half_out),
+                                weights_half=not reason)
         if reason:
             return keep(reason)
         if id(node) in self.keep_ids:  # (only a node that would run in half: its constants fit)
