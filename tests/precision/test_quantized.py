@@ -184,3 +184,31 @@ def test_cli_says_when_no_node_runs_in_half(tmp_path):
         head = run.stdout.splitlines()[0]
         assert "no node runs in float16" in head and "float32 -> float16" not in head
         assert kept is None or kept in run.stdout
+
+
+def test_every_float_node_on_the_way_to_a_quantizer_stays_float32():
+    """Layer 1's dequantized sums, bias and activation feed layer 2's DynamicQuantizeLinear: all
+    float32 (rounded anywhere on the way, values land in other integer steps); layer 2's own
+    bias, reaching no quantizer, runs in half."""
+    m = _dynamic(False)
+    g = m.graph
+    add = next(n for n in g.node if n.name == "add")
+    add.output[0] = "h1"
+    w2 = RNG.integers(-127, 127, (4, 4)).astype(np.int8)
+    g.initializer.extend([nh.from_array(w2, "w2_q"), nh.from_array(np.array(0.02, np.float32), "w2_s"),
+                          nh.from_array(RNG.standard_normal(4).astype(np.float32), "bias2")])
+    g.node.extend([h.make_node("Relu", ["h1"], ["r1"], name="relu1"),
+                   h.make_node("DynamicQuantizeLinear", ["r1"], ["q2", "s2", "z2"], name="dql2"),
+                   h.make_node("MatMulInteger", ["q2", "w2_q", "z2", "w_z"], ["acc2"], name="mmi2"),
+                   h.make_node("Cast", ["acc2"], ["acc2f"], name="cast2", to=T.FLOAT),
+                   h.make_node("Mul", ["s2", "w2_s"], ["sc2"], name="scales2"),
+                   h.make_node("Mul", ["acc2f", "sc2"], ["deq2"], name="deq2"),
+                   h.make_node("Add", ["deq2", "bias2"], ["y"], name="add2")])
+    onnx.checker.check_model(m, full_check=True)
+    r, report = convert_precision_proto(m, "float16")
+    kept = _kept(report)
+    assert all(kept.get(n) == QUANTIZED for n in ("tanh", "cast", "scales", "deq", "add", "relu1", "cast2", "deq2"))
+    assert "add2" not in kept and "scales2" not in kept
+    x = RNG.uniform(-3, 3, (2, 16)).astype(np.float32)
+    want, got = _run(m, {"x": x})[0], _run(r, {"x": x})[0]
+    assert np.max(np.abs(got.astype(np.float64) - want)) <= 4e-3 * np.max(np.abs(want))
