@@ -1187,6 +1187,14 @@ MUTANTS: list[Mutant] = [
       "                                weights_half=False)", "tests/precision/test_convert_precision.py", 'a node kept for its values keeps its weights float32'),
     M('calibration-weights-always', 'rewriter/precision/plan.py', "                                weights_half=not reason)",
       "                                weights_half=True)", "tests/precision/test_convert_precision.py", 'a weight beyond float16 stored in half for a node kept for its values'),
+    M('attr-typed-output-check', 'rewriter/precision/plan.py', 'if op in ATTRIBUTE_TYPED and slots.outputs and self.half_str not in slots.outputs[0].allowed:',
+      'if False:', "tests/precision/test_half_types_by_opset.py", 'ConstantOfShape-9 made to make bfloat16'),
+    M('loop-state-types', 'rewriter/precision/regions.py', 'if body is None or slots is None or half_str not in slots.inputs[-1].allowed:',
+      'if body is None:', "tests/precision/test_half_types_by_opset.py", 'Loop-13 states carried in bfloat16'),
+    M('gate-type-error', 'rewriter/cli/runner.py', 'return "NOT_IMPLEMENTED" in problem or ("Type Error" in problem and f"tensor({dtype})" in problem)',
+      'return "NOT_IMPLEMENTED" in problem', "tests/precision/test_half_types_by_opset.py", 'a bfloat16 result ORT cannot expand refused'),
+    M('gate-type-error-any', 'rewriter/cli/runner.py', 'return "NOT_IMPLEMENTED" in problem or ("Type Error" in problem and f"tensor({dtype})" in problem)',
+      'return True', "tests/precision/test_half_types_by_opset.py", 'any ORT load failure of a half result only warned'),
 ]
 
 

@@ -184,6 +184,8 @@ class _Planner:
             allowed = next(s.allowed for s in list(slots.inputs) + list(slots.outputs) if s.param == p)
             if self.half_str not in allowed:
                 return keep(f"{op}-{slots.since_version} has no {self.dtype} (type {p})")
+        if op in ATTRIBUTE_TYPED and slots.outputs and self.half_str not in slots.outputs[0].allowed:
+            return keep(f"{op}-{slots.since_version} cannot make {self.dtype}")  # (its type set by an attribute)
         if not _infers_in_half(node, slots.since_version, g, half_in, self.dtype):
             return keep(f"ONNX's type inference refuses {op}-{slots.since_version} in {self.dtype}")
         missing = self.lacks_kernel(op, slots.since_version) if self.lacks_kernel else None

@@ -223,13 +223,15 @@ def carried_in_half(graphs: Graphs, plan) -> None:
     body output is the body input) and that every reader in the body reads in half: carried in
     half, so the weights are stored once, in half, and not cast on every iteration."""
     g = graphs
+    half_str = f"tensor({plan.dtype})"
     for site in g.sites:
         for loop in site.graph.node:
             if loop.op_type != "Loop" or not is_default_domain(loop.domain):
                 continue
             body = next((a.g for a in loop.attribute if a.name == "body"), None)
-            if body is None:
-                continue
+            slots = node_slots(loop, g.opset)
+            if body is None or slots is None or half_str not in slots.inputs[-1].allowed:
+                continue  # (Loop-13's states take no bfloat16: Loop-16's do)
             for k in range(len(loop.input) - 2):
                 init = loop.input[2 + k]
                 if not init or g.elem(init) != FLOAT or not g.is_constant(init) or 2 + k >= len(body.input) \
