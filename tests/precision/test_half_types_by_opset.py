@@ -40,6 +40,11 @@ def _fill_model(opset):
     return m
 
 
+def _valid(model):
+    onnx.checker.check_model(model, full_check=True)
+    onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+
+
 def _kept(report):
     return {label.split("'")[1]: reason for label, _, reason in report.kept if "'" in label}
 
@@ -49,8 +54,7 @@ def _kept(report):
 def test_constant_of_shape_makes_half_only_where_its_schema_allows(dtype, opset, makes_half):
     m = _fill_model(opset)
     r, report = convert_precision_proto(m, dtype)
-    onnx.checker.check_model(r, full_check=True)
-    onnx.shape_inference.infer_shapes(r, check_type=True, strict_mode=True)
+    _valid(r)
     fill = next(n for n in r.graph.node if n.op_type == "ConstantOfShape")
     made = fill.attribute[0].t.data_type
     if makes_half:
@@ -82,8 +86,7 @@ def _carried_weight_loop(opset):
 def test_loop_states_carry_half_only_where_the_loop_takes_it(dtype, opset, carried):
     m = _carried_weight_loop(opset)
     r, _ = convert_precision_proto(m, dtype)
-    onnx.checker.check_model(r, full_check=True)
-    onnx.shape_inference.infer_shapes(r, check_type=True, strict_mode=True)
+    _valid(r)
     body = next(n for n in r.graph.node if n.op_type == "Loop").attribute[0].g
     state = next(v for v in body.input if v.name == "w_in").type.tensor_type.elem_type
     assert state == ((T.BFLOAT16 if dtype == "bfloat16" else T.FLOAT16) if carried else T.FLOAT)

@@ -949,8 +949,14 @@ def main(argv=None):
         v = _version(mod)
         if v:
             versions[mod] = v
-    models = sorted(entries.values(), key=lambda e: (GROUPS.index(e["group"]), e["name"]))
-    manifest = {"generator": "tools/corpus/make_fp16.py", "versions": versions, "models": models,
+    write_manifest(mpath, "tools/corpus/make_fp16.py", versions, entries, failures, GROUPS)
+    return 0
+
+
+def write_manifest(mpath, generator, versions, entries, failures, groups, **extra):
+    """Write the manifest (models sorted by group, then name) and print what it holds."""
+    models = sorted(entries.values(), key=lambda e: (groups.index(e["group"]), e["name"]))
+    manifest = {"generator": generator, "versions": versions, **extra, "models": models,
                 "total_size": sum(e["size"] for e in models), "failures": failures}
     with open(mpath, "w") as f:
         json.dump(manifest, f, indent=1)
@@ -958,7 +964,6 @@ def main(argv=None):
           f"manifest at {mpath}")
     for f in failures:
         print(f"  FAILED {f['name']} [{f['stage']}]: {f['error'][:200]}")
-    return 0
 
 
 if __name__ == "__main__":

@@ -847,15 +847,8 @@ def main(argv=None):
     espeak = shutil.which("espeak-ng")
     if espeak:
         versions["espeak-ng"] = subprocess.run([espeak, "--version"], capture_output=True, text=True).stdout.strip()
-    models = sorted(entries.values(), key=lambda e: (GROUPS.index(e["group"]), e["name"]))
-    manifest = {"generator": "tools/corpus/make_fp16_trained.py", "versions": versions, "packages": PACKAGES,
-                "models": models, "total_size": sum(e["size"] for e in models), "failures": failures}
-    with open(mpath, "w") as f:
-        json.dump(manifest, f, indent=1)
-    print(f"\n{len(models)} models ({manifest['total_size'] / 1e6:.0f} MB), {len(failures)} failures; "
-          f"manifest at {mpath}")
-    for f in failures:
-        print(f"  FAILED {f['name']} [{f['stage']}]: {f['error'][:200]}")
+    make_fp16.write_manifest(mpath, "tools/corpus/make_fp16_trained.py", versions, entries, failures, GROUPS,
+                             packages=PACKAGES)
     return 0
 
 
