@@ -929,10 +929,7 @@ def main(argv=None):
     ap.add_argument("--groups", nargs="*", default=list(GROUPS), choices=GROUPS)
     args = ap.parse_args(argv)
     out = args.out
-    os.makedirs(os.path.join(out, "expected"), exist_ok=True)
-    mpath = os.path.join(out, "manifest.json")
-    prev = json.load(open(mpath)) if os.path.exists(mpath) else {}
-    entries = {e["name"]: e for e in prev.get("models", [])}
+    mpath, prev, entries = open_corpus(out)
     failures = []
     if "pypi" in args.groups or "speech" in args.groups:
         build_pypi(out, args.only, set(args.groups), entries, failures)
@@ -951,6 +948,14 @@ def main(argv=None):
             versions[mod] = v
     write_manifest(mpath, "tools/corpus/make_fp16.py", versions, entries, failures, GROUPS)
     return 0
+
+
+def open_corpus(out):
+    """Make <out>/expected; (manifest path, the manifest there or {}, its models by name)."""
+    os.makedirs(os.path.join(out, "expected"), exist_ok=True)
+    mpath = os.path.join(out, "manifest.json")
+    prev = json.load(open(mpath)) if os.path.exists(mpath) else {}
+    return mpath, prev, {e["name"]: e for e in prev.get("models", [])}
 
 
 def write_manifest(mpath, generator, versions, entries, failures, groups, **extra):

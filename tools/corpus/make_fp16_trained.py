@@ -825,10 +825,7 @@ def main(argv=None):
     ap.add_argument("--no-torch", action="store_true", help="only the shipped ONNX models")
     args = ap.parse_args(argv)
     out = args.out
-    os.makedirs(os.path.join(out, "expected"), exist_ok=True)
-    mpath = os.path.join(out, "manifest.json")
-    prev = json.load(open(mpath)) if os.path.exists(mpath) else {}
-    entries = {e["name"]: e for e in prev.get("models", [])}
+    mpath, prev, entries = make_fp16.open_corpus(out)
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
         root, archives = fetch(tmp)
