@@ -88,7 +88,6 @@ from __future__ import annotations
 import argparse
 import glob
 import importlib
-import json
 import os
 import shutil
 import subprocess
