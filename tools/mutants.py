@@ -1195,6 +1195,22 @@ MUTANTS: list[Mutant] = [
       'return "NOT_IMPLEMENTED" in problem', "tests/precision/test_half_types_by_opset.py", 'a bfloat16 result ORT cannot expand refused'),
     M('gate-type-error-any', 'rewriter/cli/runner.py', 'return "NOT_IMPLEMENTED" in problem or ("Type Error" in problem and f"tensor({dtype})" in problem)',
       'return True', "tests/precision/test_half_types_by_opset.py", 'any ORT load failure of a half result only warned'),
+    M('islands-off', 'rewriter/precision/plan.py', 'for key in half_islands(graphs, plans):',
+      'for key in ():', "tests/precision/test_islands.py", 'no island rule'),
+    M('islands-weight', 'rewriter/precision/islands.py', 'if g.elem(x) == FLOAT and constant_size(g, x) > 1:',
+      'if False:', "tests/precision/test_islands.py", 'a group holding a weight taken for an island'),
+    M('islands-scalar', 'rewriter/precision/islands.py', 'if g.elem(x) == FLOAT and constant_size(g, x) > 1:',
+      'if g.elem(x) == FLOAT:', "tests/precision/test_islands.py", 'a scalar constant counts as a weight'),
+    M('islands-input', 'rewriter/precision/islands.py', '            elif producer is None:  # a graph input: half is what the user asked of what it reads\n                anchored.add(key)',
+      '            elif producer is None:\n                pass', "tests/precision/test_islands.py", "a group reading the model's input taken for an island"),
+    M('islands-output', 'rewriter/precision/islands.py', '            if y and y in g.graph_outputs:\n                anchored.add(key)',
+      '            if False:\n                pass', "tests/precision/test_islands.py", "a group making the model's output taken for an island"),
+    M('islands-join', 'rewriter/precision/islands.py', '                    parent[find(key)] = find(id(producer))',
+      '                    pass', "tests/precision/test_islands.py", 'half nodes are not joined into groups'),
+    M('kernel-weights-float', 'rewriter/precision/plan.py', '            return NodePlan(node, slots, False, missing, frozenset(half_in), frozenset(half_out),\n                            weights_half=not reason)',
+      '            return NodePlan(node, slots, False, missing)', "tests/precision/test_islands.py", 'a node without a half kernel keeps float32 weights'),
+    M('stft-window-target', 'rewriter/precision/regions.py', '            elif p.weights_half and node.op_type in _SPECTRAL:',
+      '            elif False:', "tests/precision/test_islands.py", 'an STFT kept for the runtime has its window in half'),
 ]
 
 

@@ -77,7 +77,12 @@ def convert_precision_command(args, model, base_dir, before, start) -> int:
     written = save_output(args, model, result)
     elapsed = time.perf_counter() - start
     # (a model already in half, or quantized: said, not claimed as a conversion)
-    what = f"float32 -> {args.dtype}" if report.half_nodes else f"no node runs in {args.dtype}"
+    if report.half_nodes:
+        what = f"float32 -> {args.dtype}"
+    elif report.applied.weights_stored_half:  # (a runtime without half kernels: float32 arithmetic)
+        what = f"float32 -> {args.dtype} weights (no node runs in {args.dtype})"
+    else:
+        what = f"no node runs in {args.dtype}"
     summary.report(args, f"{args.model}: {text}{what}, written to {args.output} in {elapsed:.2f}s",
                    lines + report.summary_lines(), before, summary.model_stats(result, written),
                    changes={"precision": report.to_dict()}, verification=verification,

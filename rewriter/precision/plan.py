@@ -20,6 +20,7 @@ from rewriter.graph import traversal
 from rewriter.graph.schemas import is_default_domain
 from rewriter.io.half import F16_MAX
 from rewriter.precision.graphs import FLOAT, Graphs, is_constant_node
+from rewriter.precision.islands import ISLAND, half_islands
 from rewriter.precision.quantized import QUANTIZED, quantized_regions
 from rewriter.precision.ranges import flush_matters, only_huge, out_of_range
 from rewriter.precision.regions import carried_in_half, shape_arithmetic, signal_paths
@@ -189,9 +190,10 @@ class _Planner:
         if not _infers_in_half(node, slots.since_version, g, half_in, self.dtype):
             return keep(f"ONNX's type inference refuses {op}-{slots.since_version} in {self.dtype}")
         missing = self.lacks_kernel(op, slots.since_version) if self.lacks_kernel else None
-        if missing:
-            return keep(missing)
         reason = self._constants_fit(node, half_in)
+        if missing:  # computes in float32 as that runtime can; its weights stored in half where they fit
+            return NodePlan(node, slots, False, missing, frozenset(half_in), frozenset(half_out),
+                            weights_half=not reason)
         for name in list(node.output) + [node.input[i] for i in half_in]:
             seen = self.measured.get(name)
             if seen is not None:  # the values overflow, not the weights: those are stored in half when they fit
@@ -362,6 +364,9 @@ def plan_precision(graphs: Graphs, dtype: str, *, keep_op_types=(), keep_nodes=(
         p = plans[key]
         plans[key] = NodePlan(p.node, p.slots, False, reason, p.half_inputs, p.half_outputs,
                               weights_half=weights_half)
+    for key in half_islands(graphs, plans):
+        p = plans[key]
+        plans[key] = NodePlan(p.node, p.slots, False, ISLAND)
     plan = Plan(dtype, plans, planner.clamped)
     carried_in_half(graphs, plan)
     return plan

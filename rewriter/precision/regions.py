@@ -119,6 +119,8 @@ def signal_paths(graphs: Graphs, plans: dict, spectra: bool = True) -> dict[int,
                 continue
             if p.half:
                 keep[id(node)] = (True, SIGNAL_FILTER) if node.op_type == "Conv" else (False, SIGNAL_PATH)
+            elif p.weights_half and node.op_type in _SPECTRAL:  # (kept for the runtime): its window float32 too
+                keep[id(node)] = (False, SIGNAL_PATH)
             for q in path:
                 keep.setdefault(id(q), (False, SIGNAL_PATH))
             for q in (_spectrum(g, plans, node) if spectra else ()):
@@ -201,12 +203,12 @@ def _weightless(g: Graphs, node: onnx.NodeProto) -> bool:
     """No float constant input of more than one element (a weight); scalars and integer
     constants (pads, axes, indices) do not count."""
     for x in node.input:
-        if x and g.is_constant(x) and g.elem(x) == FLOAT and _constant_size(g, x) > 1:
+        if x and g.is_constant(x) and g.elem(x) == FLOAT and constant_size(g, x) > 1:
             return False
     return True
 
 
-def _constant_size(g: Graphs, name: str) -> int:
+def constant_size(g: Graphs, name: str) -> int:
     """The element count of an initializer or of a Constant node's value."""
     if name in g.initializer:
         return math.prod(g.initializer[name].dims)
