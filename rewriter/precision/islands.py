@@ -6,9 +6,10 @@ half) and has float32 nodes on every side is only rounding: its values come from
 through Casts and go back to float32 nodes through Casts, and the file is no smaller for it (a
 group reading the model's inputs or making its outputs is what the user asked to compute in
 half: it stays half, weights or not). Such groups arise where the nodes around them stay float32
-for a reason — the runtime targeted has no half kernel for Conv or MatMul (ONNX Runtime's CPU provider before
-1.20), a quantized region, a signal path — and leave Clip, Transpose, Gather and the like in half
-between them: an activation rounded for nothing (0.015 on a MobileNetV2 for ONNX Runtime 1.20),
+for a reason — the runtime targeted has no half kernel for Conv or MatMul (ONNX Runtime's CPU
+provider), a quantized region, a signal path — and leave Clip, Transpose, Gather and the like in
+half between them: an activation rounded for nothing (0.015 on a random-weight MobileNetV2 for
+ONNX Runtime 1.20),
 detection boxes and scores rounded where the count of boxes or their order then changes, and a
 pattern ONNX Runtime's LayerNormFusion turns into a float16 LayerNormalization that releases
 before 1.20 have no CPU kernel for.
