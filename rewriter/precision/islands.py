@@ -9,10 +9,9 @@ half: it stays half, weights or not). Such groups arise where the nodes around t
 for a reason — the runtime targeted has no half kernel for Conv or MatMul (ONNX Runtime's CPU
 provider), a quantized region, a signal path — and leave Clip, Transpose, Gather and the like in
 half between them: an activation rounded for nothing (0.015 on a random-weight MobileNetV2 for
-ONNX Runtime 1.20),
-detection boxes and scores rounded where the count of boxes or their order then changes, and a
-pattern ONNX Runtime's LayerNormFusion turns into a float16 LayerNormalization that releases
-before 1.20 have no CPU kernel for.
+ONNX Runtime 1.20), detection boxes and scores rounded where the count of boxes or their order
+then changes, and a pattern ONNX Runtime's LayerNormFusion turns into a float16
+LayerNormalization that releases before 1.20 have no CPU kernel for.
 """
 
 from __future__ import annotations
