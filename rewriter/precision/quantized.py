@@ -77,8 +77,9 @@ def _accumulator(g: Graphs, node: onnx.NodeProto) -> bool:
 def quantized_regions(graphs: Graphs, plans: dict) -> set[int]:
     """The nodes planned in half that a quantized region keeps float32 (ids): a node reading a
     DequantizeLinear of a value that is not a constant, a node whose float values reach a
-    quantizing op, the dequantization of integer sums, and the DequantizeLinear /
-    QuantizeLinear nodes next to nodes left float32."""
+    quantizing op, the dequantization of integer sums, the quantizers themselves and the
+    DequantizeLinear of activations (those of weights read by nodes left float32 are islands:
+    :mod:`rewriter.precision.islands`)."""
     g = graphs
 
     def half(node) -> bool:
@@ -89,7 +90,12 @@ def quantized_regions(graphs: Graphs, plans: dict) -> set[int]:
     upstream = _upstream_of_quantizers(g, plans)
     for site in g.sites:
         for node in site.graph.node:
-            if not half(node) or _is(node, _DEQUANTIZE) or _is(node, _QUANTIZE):
+            if not half(node):
+                continue
+            if _is(node, _QUANTIZE) or (_is(node, _DEQUANTIZE) and node.input and not g.is_constant(node.input[0])):
+                keep.add(id(node))  # a quantizer's input and an activation's dequantization: as they were
+                continue
+            if _is(node, _DEQUANTIZE):
                 continue
             for x in node.input:
                 d = g.producer.get(x) if x else None
@@ -97,21 +103,4 @@ def quantized_regions(graphs: Graphs, plans: dict) -> set[int]:
                     keep.add(id(node))
             if id(node) in upstream or _accumulator(g, node):
                 keep.add(id(node))
-
-    def stays(node) -> bool:
-        return id(node) in keep or not half(node)
-
-    for site in g.sites:
-        for node in site.graph.node:
-            if not half(node):
-                continue
-            if _is(node, _DEQUANTIZE):
-                activation = bool(node.input) and not g.is_constant(node.input[0])
-                readers = [r for out in node.output for r, _ in g.readers.get(out, ())]
-                if activation or any(stays(r) for r in readers):
-                    keep.add(id(node))
-            elif _is(node, _QUANTIZE):
-                p = g.producer.get(node.input[0]) if node.input and node.input[0] else None
-                if p is None or stays(p):
-                    keep.add(id(node))
     return keep
