@@ -22,6 +22,7 @@ Then, in the project's python:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -88,7 +89,8 @@ def _quantize(name: str, path: str, out: str, entries: dict, failures: list) -> 
         def get_next(self):
             return next(self.samples, None)
 
-    with tempfile.TemporaryDirectory() as tmp:
+    path, out = os.path.abspath(path), os.path.abspath(out)
+    with tempfile.TemporaryDirectory() as tmp, _cwd(tmp):  # (its calibrator writes uuid-named data files to cwd)
         source = os.path.join(tmp, "pre.onnx")
         try:
             quant_pre_process(path, source)
@@ -120,6 +122,16 @@ def _quantize(name: str, path: str, out: str, entries: dict, failures: list) -> 
                                  "nodes": len(q.graph.node),
                                  "com.microsoft": sorted({n.op_type for n in q.graph.node if n.domain == "com.microsoft"})}
             print(f"ok {dst_name:32s} nodes={len(q.graph.node)}", flush=True)
+
+
+@contextlib.contextmanager
+def _cwd(path):
+    here = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(here)
 
 
 def main(argv=None) -> int:
