@@ -189,22 +189,22 @@ class _Planner:
             return keep(f"{op}-{slots.since_version} cannot make {self.dtype}")  # (its type set by an attribute)
         if not _infers_in_half(node, slots.since_version, g, half_in, self.dtype):
             return keep(f"ONNX's type inference refuses {op}-{slots.since_version} in {self.dtype}")
+        def computes_float32(why: str, weights_half: bool) -> NodePlan:  # (from weights in half, or not)
+            return NodePlan(node, slots, False, why, frozenset(half_in), frozenset(half_out), weights_half=weights_half)
+
         missing = self.lacks_kernel(op, slots.since_version) if self.lacks_kernel else None
         reason = self._constants_fit(node, half_in)
         if missing:  # computes in float32 as that runtime can; its weights stored in half where they fit
-            return NodePlan(node, slots, False, missing, frozenset(half_in), frozenset(half_out),
-                            weights_half=not reason)
+            return computes_float32(missing, not reason)
         for name in list(node.output) + [node.input[i] for i in half_in]:
             seen = self.measured.get(name)
             if seen is not None:  # the values overflow, not the weights: those are stored in half when they fit
-                return NodePlan(node, slots, False, f"calibration: {name!r} reached {seen:.3g}, beyond "
-                                f"{self.dtype}'s range", frozenset(half_in), frozenset(half_out),
-                                weights_half=not reason)
+                return computes_float32(f"calibration: {name!r} reached {seen:.3g}, beyond {self.dtype}'s range",
+                                        not reason)
         if reason:
             return keep(reason)
         if id(node) in self.keep_ids:  # (only a node that would run in half: its constants fit)
-            return NodePlan(node, slots, False, self.keep_ids[id(node)], frozenset(half_in), frozenset(half_out),
-                            weights_half=self.weights_half)
+            return computes_float32(self.keep_ids[id(node)], self.weights_half)
         return NodePlan(node, slots, True, "", frozenset(half_in), frozenset(half_out))
 
     def _call_plan(self, node: onnx.NodeProto, ins, outs) -> NodePlan:
@@ -352,21 +352,21 @@ def plan_precision(graphs: Graphs, dtype: str, *, keep_op_types=(), keep_nodes=(
             p = planner.node_plan(node)
             if p is not None:
                 plans[id(node)] = p
-    for key in shape_arithmetic(graphs, plans):
-        p = plans.get(key)
-        if p is not None and p.half:
-            plans[key] = NodePlan(p.node, p.slots, False, "shape arithmetic (float values of sizes or "
-                                  "indices that go back to integers)")
-    for key in quantized_regions(graphs, plans):
-        p = plans[key]
-        plans[key] = NodePlan(p.node, p.slots, False, QUANTIZED)
+
+    def keep(keys, reason: str) -> None:
+        for key in keys:
+            p = plans.get(key)
+            if p is not None and p.half:
+                plans[key] = NodePlan(p.node, p.slots, False, reason)
+
+    keep(shape_arithmetic(graphs, plans), "shape arithmetic (float values of sizes or indices that go back to "
+         "integers)")
+    keep(quantized_regions(graphs, plans), QUANTIZED)
     for key, (weights_half, reason) in signal_paths(graphs, plans, spectra=dtype == "float16").items():
         p = plans[key]
         plans[key] = NodePlan(p.node, p.slots, False, reason, p.half_inputs, p.half_outputs,
                               weights_half=weights_half)
-    for key in half_islands(graphs, plans):
-        p = plans[key]
-        plans[key] = NodePlan(p.node, p.slots, False, ISLAND)
+    keep(half_islands(graphs, plans), ISLAND)
     plan = Plan(dtype, plans, planner.clamped)
     carried_in_half(graphs, plan)
     return plan

@@ -294,16 +294,16 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
     if axes_inputs:
         raise RewriterError("cannot verify numerically on random inputs: graph input "
                             f"{'; '.join(axes_inputs)} (random axes are not valid axes)")
-    supplied = feeds is not None
-    feeds = dict(feeds) if supplied else random_feeds(a, input_shapes=input_shapes, input_values=input_values,
-                                                      seed=seed)
+    inputs = feeds_are if feeds is not None else ""  # (the report's word for them; "" for random ones)
+    feeds = dict(feeds) if feeds is not None else random_feeds(a, input_shapes=input_shapes,
+                                                               input_values=input_values, seed=seed)
     with tempfile.TemporaryDirectory(prefix="rewriter-verify-") as directory:
         with runnable_model(a, base_dirs[0], directory, "original.onnx") as ra_src, \
                 runnable_model(b, base_dirs[1], directory, "rewritten.onnx") as rb_src:
             cast = {"feeds_b": cast_feeds(b, feeds)} if rel_l2 is not None else {}
             pair = _run_pair((a, ra_src), (b, rb_src), feeds, seed, **cast)
     if isinstance(pair, NumericsReport):
-        pair.inputs = feeds_are if supplied else ""
+        pair.inputs = inputs
         return pair
     outs_a, be_a, outs_b, be_b, fallback = pair
     if fallback:  # ONNX Runtime refused the random inputs: often the sizes given to dynamic dims
@@ -314,7 +314,7 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
     if len(outs_a) != len(outs_b):
         return NumericsReport([], be_a, be_b, seed,
                               error=f"{len(outs_a)} output(s) in the original, {len(outs_b)} in the rewritten",
-                              inputs=feeds_are if supplied else "")
+                              inputs=inputs)
     by_name = sorted(names_a) == sorted(names_b)
     for i, name in enumerate(names_a):
         j = names_b.index(name) if by_name else i
@@ -324,7 +324,7 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
             comparisons.append(OutputComparison(label, *compare_rel_l2(outs_a[i], outs_b[j], rel_l2)))
             continue
         comparisons.append(_compare(label, elem, outs_a[i], outs_b[j], rtol, atol, scale_atol))
-    return NumericsReport(comparisons, be_a, be_b, seed, fallback=fallback, inputs=feeds_are if supplied else "")
+    return NumericsReport(comparisons, be_a, be_b, seed, fallback=fallback, inputs=inputs)
 
 
 def _run_pair(first, second, feeds, seed, feeds_b=None):
