@@ -1,4 +1,5 @@
-"""float32 tensors stored in half precision without holding them in memory.
+"""float32 tensors stored in half precision without holding them in memory, and the rounding
+that keeps a filter's sums.
 
 A float32 tensor that is a reference (external data, or a big inline tensor the loader left in
 its file) becomes a float16/bfloat16 tensor that still refers to the float32 bytes, marked with
@@ -18,44 +19,145 @@ import onnx
 from rewriter.io import wire
 from rewriter.io.tensors import CONVERT_KEY, EXTERNAL, set_entries
 
-__all__ = ["to_half", "converted_reference", "conversion", "Converted", "write_converted", "chunks", "F16_MAX"]
+__all__ = ["to_half", "converted_reference", "conversion", "Rounding", "Converted", "write_converted", "chunks",
+           "F16_MAX", "SUM_BLOCK"]
 
 F16_MAX = float(np.finfo(np.float16).max)
 _CHUNK_ELEMENTS = 1 << 22  # 16 MiB of float32 at a time
+SUM_BLOCK = 256  # a sum is kept over runs of at most this many elements, each on its own
+_SUMS_CHUNK = 1 << 20  # elements balanced at a time (the balancing holds a few arrays of this size)
 
 
-def to_half(value: np.ndarray, elem: int, clamp: bool) -> np.ndarray:
+@dataclasses.dataclass(frozen=True)
+class Rounding:
+    """How float32 values become half: ``clamp`` finite magnitudes beyond float16's range to its
+    largest; ``sums`` keep the sums of groups of weights: ``("rows", n)``, each run of ``n``
+    consecutive elements (a Conv filter's taps over its kernel), or ``("cols", n)``, each column
+    of the tensor seen as ``[-1, n]`` (a MatMul weight's inputs for one output), kept over
+    blocks of :data:`SUM_BLOCK`. None: round each value to nearest even."""
+
+    clamp: bool = False
+    sums: tuple | None = None
+
+    def key(self) -> str:
+        return ("clamp" if self.clamp else "round") + (f";{self.sums[0]}={self.sums[1]}" if self.sums else "")
+
+    @staticmethod
+    def parse(value: str) -> "Rounding | None":
+        head, _, tail = value.partition(";")
+        if head not in ("clamp", "round"):
+            return None
+        kind, _, n = tail.partition("=")
+        sums = (kind, int(n)) if kind in ("rows", "cols") and n.isdigit() and int(n) > 0 else None
+        return Rounding(head == "clamp", sums)
+
+
+def _half_type(elem: int):
+    if elem == onnx.TensorProto.FLOAT16:
+        return np.dtype("<f2")
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def to_half(value: np.ndarray, elem: int, clamp: bool, sums: tuple | None = None) -> np.ndarray:
     """float32 ``value`` in float16 (``elem`` FLOAT16) or bfloat16, rounded to nearest even;
-    with ``clamp``, finite magnitudes beyond float16's range become its largest."""
+    with ``clamp``, finite magnitudes beyond float16's range become its largest; with ``sums``
+    (see :class:`Rounding`), rounded so each group's sum stays as close to its float32 sum as
+    rounding a few elements the other way can bring it (:func:`balanced`)."""
     v = np.asarray(value, dtype=np.float32)
     if clamp:
         v = np.where(np.isfinite(v), np.clip(v, -F16_MAX, F16_MAX), v)
-    if elem == onnx.TensorProto.FLOAT16:
-        return v.astype("<f2")
-    import ml_dtypes
-
-    return v.astype(ml_dtypes.bfloat16)
+    if sums is not None and v.size:
+        return balanced(v, _half_type(elem), sums)
+    return v.astype(_half_type(elem))
 
 
-def converted_reference(source: onnx.TensorProto, elem: int, name: str, clamp: bool) -> onnx.TensorProto:
+def _neighbours(h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(next value up, next value down) of every half value ``h`` (float16 or bfloat16, both
+    sign-magnitude 16-bit); zeros step to the smallest subnormals."""
+    bits = h.view(np.uint16).astype(np.int32)
+    negative = bits >= 0x8000
+    zero = (bits & 0x7FFF) == 0
+    up = np.where(zero, 0x0001, np.where(negative, bits - 1, bits + 1))
+    down = np.where(zero, 0x8001, np.where(negative, bits + 1, bits - 1))
+    return up.astype(np.uint16).view(h.dtype), down.astype(np.uint16).view(h.dtype)
+
+
+def _balance(w: np.ndarray, half) -> np.ndarray:
+    """``w`` ([groups, k] float32) in ``half``: each value rounded to nearest even, then, for
+    every group, values rounded the other way (to their other neighbour: each stays within one
+    unit in the last place of its float32 value) while that brings the group's sum nearer its
+    float32 sum, cheapest first (the values nearest the midpoint of their two neighbours)."""
+    h = w.astype(half)
+    hf = h.astype(np.float32)
+    e = hf - w  # exact (Sterbenz): each value's rounding error
+    up, down = _neighbours(h)
+    alt = np.where(e > 0, down, up)
+    af = alt.astype(np.float32)
+    ok = np.isfinite(e) & (e != 0) & np.isfinite(af)
+    delta = np.where(ok, af - hf, 0).astype(np.float64)
+    cost = np.where(ok, np.abs(af - w) - np.abs(e), np.inf)
+    order = np.argsort(cost, axis=1, kind="stable")
+    total = np.where(np.isfinite(e), e, 0).sum(axis=1, dtype=np.float64)
+    rows = np.arange(w.shape[0])
+    flip = np.zeros(w.shape, dtype=bool)
+    for j in range(w.shape[1]):
+        idx = order[:, j]
+        step = delta[rows, idx]
+        better = np.abs(total + step) < np.abs(total)
+        if not better.any():
+            if not np.isfinite(cost[rows, idx]).any():
+                break
+            continue
+        total = np.where(better, total + step, total)
+        flip[rows[better], idx[better]] = True
+    return np.where(flip, alt, h)
+
+
+def balanced(v: np.ndarray, half, sums: tuple) -> np.ndarray:
+    """float32 ``v`` in ``half`` keeping the sums ``sums`` names (:class:`Rounding`), over
+    blocks of at most :data:`SUM_BLOCK` elements each balanced on its own (zeros pad the last)."""
+    kind, n = sums
+    flat = v.reshape(-1)
+    if n < 2 or flat.size % n:
+        return v.astype(half)
+    if kind == "rows":
+        width = -(-n // SUM_BLOCK)  # blocks a row splits into
+        grid = np.pad(flat.reshape(-1, n), ((0, 0), (0, width * SUM_BLOCK - n))) if n > SUM_BLOCK else \
+            flat.reshape(-1, n)
+        out = np.empty(grid.shape, dtype=half)
+        rows_at = max(1, _SUMS_CHUNK // grid.shape[1])
+        for start in range(0, grid.shape[0], rows_at):
+            part = grid[start:start + rows_at]
+            out[start:start + rows_at] = _balance(part.reshape(-1, min(n, SUM_BLOCK)), half).reshape(part.shape)
+        return out[:, :n].reshape(v.shape)
+    grid = flat.reshape(-1, n)  # ("cols", n): each column of [-1, n], SUM_BLOCK rows at a time
+    out = np.empty(grid.shape, dtype=half)
+    for start in range(0, grid.shape[0], SUM_BLOCK):
+        block = grid[start:start + SUM_BLOCK]
+        out[start:start + SUM_BLOCK] = _balance(np.ascontiguousarray(block.T), half).T
+    return out.reshape(v.shape)
+
+
+def converted_reference(source: onnx.TensorProto, elem: int, name: str, rounding: Rounding) -> onnx.TensorProto:
     """A half tensor named ``name`` whose data is the float32 reference ``source``, converted
-    when it is read or written."""
+    (as ``rounding`` says) when it is read or written."""
     t = onnx.TensorProto()
     t.CopyFrom(source)
     t.name = name
     t.data_type = elem
     entries = {e.key: e.value for e in source.external_data if e.key != CONVERT_KEY}
-    entries[CONVERT_KEY] = "clamp" if clamp else "round"
+    entries[CONVERT_KEY] = rounding.key()
     set_entries(t, entries)
     t.data_location = EXTERNAL
     return t
 
 
-def conversion(t: onnx.TensorProto) -> bool | None:
-    """None when ``t`` is not a converted reference, else whether it clamps (an empty value,
+def conversion(t: onnx.TensorProto) -> Rounding | None:
+    """None when ``t`` is not a converted reference, else how it is rounded (an empty value,
     as a loaded file's private keys become, is none)."""
-    value = next((e.value for e in t.external_data if e.key == CONVERT_KEY), "")
-    return None if value not in ("clamp", "round") else value == "clamp"
+    return Rounding.parse(next((e.value for e in t.external_data if e.key == CONVERT_KEY), ""))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +166,7 @@ class Converted(wire.Copy):
     ``length`` is the output's (half the source's)."""
 
     elem: int = onnx.TensorProto.FLOAT16
-    clamp: bool = False
+    rounding: Rounding = Rounding()
 
 
 def _file_chunks(path: str, offset: int, numel: int, dtype, chunk: int):
@@ -93,7 +195,13 @@ def chunks(value: np.ndarray, chunk: int = _CHUNK_ELEMENTS):
 
 
 def write_converted(out_fd: int, piece: Converted) -> None:
-    for part in _file_chunks(piece.path, piece.offset, piece.length // 2, "<f4", _CHUNK_ELEMENTS):
-        view = memoryview(to_half(part, piece.elem, piece.clamp).tobytes())
+    r = piece.rounding
+    chunk = _CHUNK_ELEMENTS  # (whole groups a chunk: rows, or SUM_BLOCK rows of columns)
+    if r.sums is not None:
+        kind, n = r.sums
+        unit = n * (SUM_BLOCK if kind == "cols" else 1)
+        chunk = max(unit, chunk // unit * unit)
+    for part in _file_chunks(piece.path, piece.offset, piece.length // 2, "<f4", chunk):
+        view = memoryview(to_half(part, piece.elem, r.clamp, r.sums).tobytes())
         while view:
             view = view[os.write(out_fd, view):]

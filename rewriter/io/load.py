@@ -134,11 +134,11 @@ def read_external_tensor(tensor: onnx.TensorProto, base_dir: str | None) -> np.n
     shape = tuple(int(d) for d in tensor.dims)
     from rewriter.io.half import conversion, to_half
 
-    clamp = conversion(tensor)
-    if clamp is not None:  # a half tensor whose reference is its float32 source
+    rounding = conversion(tensor)
+    if rounding is not None:  # a half tensor whose reference is its float32 source
         source = np.memmap(path, dtype="<f4", mode="r", offset=offset, shape=shape) if length else \
             np.zeros(shape, np.float32)
-        array = to_half(source, tensor.data_type, clamp)
+        array = to_half(source, tensor.data_type, rounding.clamp, rounding.sums)
         array.flags.writeable = False
         return array
     if tensor.data_type in PACKED or tensor.data_type == onnx.TensorProto.STRING:

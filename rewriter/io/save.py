@@ -108,12 +108,12 @@ def _plan(model: onnx.ModelProto, threshold, base_dir, keep_inline=None) -> list
         if t.data_location == EXTERNAL:
             path, offset, length = reference(t, base_dir, tensor_name(t))
             inline_origin = any(e.key == INLINE_KEY for e in t.external_data)
-            clamp = conversion(t)
-            if clamp is None:
+            rounding = conversion(t)
+            if rounding is None:
                 item = _Item(t, length, loadable, wire.Copy(path, offset, length))
             else:  # float32 bytes written in half precision: half as many
                 length //= 2
-                item = _Item(t, length, loadable, Converted(path, offset, length, t.data_type, clamp))
+                item = _Item(t, length, loadable, Converted(path, offset, length, t.data_type, rounding))
             if threshold is None or not loadable:
                 item.external = not inline_origin and (threshold is None)
             else:

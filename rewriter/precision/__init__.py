@@ -54,7 +54,8 @@ class PrecisionReport:
         a = self.applied
         lines.append(f"casts inserted: {a.casts}; constants converted {a.constants_converted}, stored in both "
                      f"types {a.constants_duplicated}, clamped to float16's range {a.constants_clamped}"
-                     + (f"; casts back to {self.dtype} avoided {a.cancelled_casts}" if a.cancelled_casts else ""))
+                     + (f"; casts back to {self.dtype} avoided {a.cancelled_casts}" if a.cancelled_casts else "")
+                     + (f"; weights rounded keeping their filters' sums {a.sums_kept}" if a.sums_kept else ""))
         if a.function_calls:
             lines.append(f"calls of local functions through {self.dtype} copies: {a.function_calls}")
         if self.calibrated is not None:
@@ -68,7 +69,7 @@ class PrecisionReport:
                 "kept": [{"node": label, "op": op, "reason": reason} for label, op, reason in self.kept],
                 "casts_inserted": self.applied.casts, "constants_converted": self.applied.constants_converted,
                 "constants_duplicated": self.applied.constants_duplicated,
-                "constants_clamped": self.applied.constants_clamped,
+                "constants_clamped": self.applied.constants_clamped, "sums_kept": self.applied.sums_kept,
                 "casts_avoided": self.applied.cancelled_casts, "function_calls": self.applied.function_calls, "target": self.target,
                 "calibrated": self.calibrated, "max_error": None if self.fitted is None else self.fitted.to_dict()}
 

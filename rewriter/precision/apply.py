@@ -16,9 +16,10 @@ import numpy as np
 import onnx
 
 from rewriter.precision.graphs import FLOAT, Graphs, is_constant_node
-from rewriter.io.half import converted_reference, to_half
+from rewriter.io.half import Rounding, converted_reference, to_half
 from rewriter.precision.plan import Plan, attribute
 from rewriter.precision.slots import HALF_TYPES
+from rewriter.precision.sums import kept_sums
 from rewriter.graph.names import fresh_name
 from rewriter.graph.schemas import is_default_domain
 
@@ -39,25 +40,26 @@ class Applied:
     constants_duplicated: int = 0
     weights_stored_half: int = 0  # float32 reads of constants stored in half (through a Cast)
     constants_clamped: int = 0
+    sums_kept: int = 0  # weights rounded so the sums their readers compute stay close (precision.sums)
     cancelled_casts: int = 0
     function_calls: int = 0  # calls of local functions rewritten to half copies
 
 
-def half_tensor(value: np.ndarray, elem: int, name: str, clamp: bool) -> onnx.TensorProto:
-    """``value`` (float32) as a float16/bfloat16 TensorProto, rounded to nearest even;
-    with ``clamp``, finite magnitudes beyond float16's range become its largest."""
-    data = to_half(value, elem, clamp)
+def half_tensor(value: np.ndarray, elem: int, name: str, rounding: Rounding) -> onnx.TensorProto:
+    """``value`` (float32) as a float16/bfloat16 TensorProto, rounded as ``rounding`` says (to
+    nearest even; finite magnitudes beyond float16's range clamped to its largest; sums kept)."""
+    data = to_half(value, elem, rounding.clamp, rounding.sums)
     t = onnx.TensorProto(name=name, data_type=elem, dims=list(data.shape))
     t.raw_data = data.tobytes()
     return t
 
 
-def _half_of(t: onnx.TensorProto, elem: int, name: str, clamp: bool, read) -> onnx.TensorProto:
+def _half_of(t: onnx.TensorProto, elem: int, name: str, rounding: Rounding, read) -> onnx.TensorProto:
     """The half version of a float32 tensor: a reference converted as it is written when ``t``
     is one (a model of any size is never held in memory), else the converted bytes."""
     if t.data_location == onnx.TensorProto.EXTERNAL:
-        return converted_reference(t, elem, name, clamp)
-    return half_tensor(read(t), elem, name, clamp)
+        return converted_reference(t, elem, name, rounding)
+    return half_tensor(read(t), elem, name, rounding)
 
 
 class _Names:
@@ -199,9 +201,13 @@ class _Rewrite:
             target = name if in_place else self.names.fresh(f"{name}_{self.suffix}")
             clamp = name in self.plan.clamped
             self.done.constants_clamped += clamp
+            # the sums its half readers compute over it are kept in the rounding
+            half_readers = [ri for ri, need, s in zip(readers, needs, stored) if need == self.half or s]
+            rounding = Rounding(clamp, kept_sums(self._shape(name), half_readers))
+            self.done.sums_kept += rounding.sums is not None
             if name in self.g.initializer:
                 t = self.g.initializer[name]
-                half = _half_of(t, self.half, target, clamp, self.read)
+                half = _half_of(t, self.half, target, rounding, self.read)
                 if in_place:
                     t.Clear()
                     t.CopyFrom(half)
@@ -211,9 +217,9 @@ class _Rewrite:
                 node = self.g.producer[name]
                 a = attribute(node, "value")
                 if a is not None and a.t.data_location == onnx.TensorProto.EXTERNAL:
-                    half = _half_of(a.t, self.half, "", clamp, self.read)
+                    half = _half_of(a.t, self.half, "", rounding, self.read)
                 else:
-                    half = half_tensor(_constant_value(node, self.read), self.half, "", clamp)
+                    half = half_tensor(_constant_value(node, self.read), self.half, "", rounding)
                 if in_place:
                     del node.attribute[:]
                     node.attribute.append(onnx.helper.make_attribute("value", half))
@@ -235,6 +241,14 @@ class _Rewrite:
                         r.input[i] = target
             self.g.types[target] = onnx.helper.make_tensor_type_proto(self.half, None)
             self._converted.add(name if in_place else target)
+
+    def _shape(self, name: str) -> tuple:
+        """The shape of the constant ``name`` (an initializer or a Constant node's value)."""
+        if name in self.g.initializer:
+            return tuple(self.g.initializer[name].dims)
+        node = self.g.producer[name]
+        a = attribute(node, "value")
+        return tuple(a.t.dims) if a is not None else np.shape(_constant_value(node, self.read))
 
     # readers -----------------------------------------------------------------------------
     def readers(self) -> None:
@@ -261,7 +275,7 @@ class _Rewrite:
             elif op == "ConstantOfShape":
                 a = attribute(node, "value")
                 value = self.read(a.t) if a is not None else np.zeros([1], np.float32)
-                half = half_tensor(value, self.half, a.t.name if a is not None else "", False)
+                half = half_tensor(value, self.half, a.t.name if a is not None else "", Rounding())
                 if a is not None:
                     a.t.CopyFrom(half)
                 else:

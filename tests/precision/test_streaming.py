@@ -1,6 +1,7 @@
 """convert --dtype on models whose weights are references (external data, big inline tensors):
 the half tensors stay references to the float32 bytes until they are written, converted in
-chunks on the way to the file, and come out exactly as numpy's rounding makes them."""
+chunks on the way to the file, and come out exactly as converting the whole array in memory
+makes them (a weight's filter sums kept: :mod:`rewriter.precision.sums`)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from onnx import helper as h
 from onnx import numpy_helper as nh
 
 from rewriter.io import load_model, save_model
+from rewriter.io.half import to_half
 from rewriter.io.tensors import CONVERT_KEY
 from rewriter.precision import convert_precision_proto
 
@@ -62,7 +64,10 @@ def test_references_stay_references_until_written(tmp_path, external):
     assert (len(written) == 2) == external  # external stays external, inline stays inline
     saved = onnx.load(out)
     got = nh.to_array(_tensor(saved, "W"))
-    assert got.dtype == np.float16 and np.array_equal(got.view(np.uint16), w.astype(np.float16).view(np.uint16))
+    # W is a MatMul weight: each column's sum kept, as the whole array converted in memory has it
+    whole = to_half(w, T.FLOAT16, False, ("cols", w.shape[1]))
+    assert got.dtype == np.float16 and np.array_equal(got.view(np.uint16), whole.view(np.uint16))
+    assert not np.array_equal(whole, w.astype(np.float16))  # (some values rounded the other way)
     assert not any(e.key.startswith("__rewriter") for t in saved.graph.initializer for e in t.external_data)
     onnx.checker.check_model(str(out), full_check=True)
     x = RNG.standard_normal((4, 512)).astype(np.float32)
@@ -94,7 +99,7 @@ def test_a_clamped_mask_is_clamped_as_it_is_written(tmp_path):
     assert os.path.getsize(out) < 0.6 * os.path.getsize(src)
 
 
-def test_bfloat16_references_round_as_ml_dtypes_does(tmp_path):
+def test_bfloat16_references_round_as_in_memory(tmp_path):
     w, mask = _sources()
     m = _masked_model(w, np.zeros((4, 1024), np.float32))
     src = tmp_path / "m.onnx"
@@ -104,7 +109,9 @@ def test_bfloat16_references_round_as_ml_dtypes_does(tmp_path):
     got = onnx.load(tmp_path / "out.onnx")
     half = _tensor(got, "W")
     assert half.data_type == T.BFLOAT16
-    assert np.array_equal(np.frombuffer(half.raw_data, np.uint16), w.astype(ml_dtypes.bfloat16).view(np.uint16).ravel())
+    whole = to_half(w, T.BFLOAT16, False, ("cols", w.shape[1]))
+    assert whole.dtype == ml_dtypes.bfloat16
+    assert np.array_equal(np.frombuffer(half.raw_data, np.uint16), whole.view(np.uint16).ravel())
 
 
 def test_a_file_cannot_ask_for_conversion(tmp_path):
