@@ -26,6 +26,7 @@ from rewriter.io.half import SUM_BLOCK, Rounding, to_half
 from rewriter.precision.sums import kept_sums
 
 RNG = np.random.default_rng(11)
+BLOCK = 256  # the elements a sum is kept over at most, each block on its own (docs/precision.md)
 HALVES = {T.FLOAT16: np.float16, T.BFLOAT16: ml_dtypes.bfloat16}
 
 
@@ -97,6 +98,19 @@ def test_near_cancelling_filters_keep_their_sums(elem):
     assert 1.0 < moved < 1.2
 
 
+@pytest.mark.parametrize("elem", [T.FLOAT16, T.BFLOAT16])
+def test_values_that_round_to_zero_may_become_the_smallest_subnormal(elem):
+    """Groups of values too small for the half type: rounded to nearest every one is 0 and the
+    sum is lost; a few become the smallest subnormal of their sign instead, none further."""
+    tiny = float(np.finfo(np.float16).smallest_subnormal) if elem == T.FLOAT16 else \
+        float(ml_dtypes.finfo(ml_dtypes.bfloat16).smallest_subnormal)
+    w = np.array([[0.45, 0.4, 0.45, 0.3, 0.35, 0.4], [-0.45, -0.4, -0.45, -0.3, -0.35, -0.4]], np.float32) * tiny
+    got = _check_rows(w, elem).astype(np.float64)
+    assert np.all(w.astype(HALVES[elem]).astype(np.float64) == 0)
+    assert set(np.abs(got).ravel()) == {0.0, tiny}
+    assert np.count_nonzero(got[0] > 0) == 2 and np.count_nonzero(got[1] < 0) == 2
+
+
 def test_nonfinite_and_huge_values_pass_through():
     w = np.array([[np.inf, 1.0001, -np.inf, 2.0003], [np.nan, 1.0001, 7e4, 1.0]], np.float32)
     got = to_half(w, T.FLOAT16, False, ("rows", 4)).astype(np.float64)
@@ -105,24 +119,25 @@ def test_nonfinite_and_huge_values_pass_through():
     assert clamped[1, 2] == 65504.0 and np.isposinf(clamped[0, 0])
 
 
-@pytest.mark.parametrize("rows", [5, SUM_BLOCK, SUM_BLOCK + 3, 2 * SUM_BLOCK + 1])
+@pytest.mark.parametrize("rows", [5, BLOCK, BLOCK + 3, 2 * BLOCK + 1])
 def test_columns_are_rows_of_the_transpose_a_block_at_a_time(rows):
+    assert SUM_BLOCK == BLOCK
     w = (RNG.standard_normal((rows, 7)) * 3).astype(np.float32)
     cols = to_half(w, T.FLOAT16, False, ("cols", 7))
-    for start in range(0, rows, SUM_BLOCK):
-        block = w[start:start + SUM_BLOCK]
+    for start in range(0, rows, BLOCK):
+        block = w[start:start + BLOCK]
         expect = to_half(np.ascontiguousarray(block.T), T.FLOAT16, False, ("rows", block.shape[0])).T
-        assert np.array_equal(cols[start:start + SUM_BLOCK].view(np.uint16), expect.view(np.uint16))
+        assert np.array_equal(cols[start:start + BLOCK].view(np.uint16), expect.view(np.uint16))
 
 
 def test_long_rows_are_kept_a_block_at_a_time():
-    n = 2 * SUM_BLOCK + 10
+    n = 2 * BLOCK + 10
     w = (RNG.standard_normal((3, n)) * 5).astype(np.float32)
     got = to_half(w, T.FLOAT16, False, ("rows", n))
-    for start in range(0, n, SUM_BLOCK):
-        part = w[:, start:start + SUM_BLOCK]
+    for start in range(0, n, BLOCK):
+        part = w[:, start:start + BLOCK]
         expect = to_half(part, T.FLOAT16, False, ("rows", part.shape[1]))
-        assert np.array_equal(got[:, start:start + SUM_BLOCK].view(np.uint16), expect.view(np.uint16))
+        assert np.array_equal(got[:, start:start + BLOCK].view(np.uint16), expect.view(np.uint16))
 
 
 def test_sums_that_do_not_divide_the_tensor_round_to_nearest():
@@ -269,3 +284,23 @@ def test_references_are_rounded_in_chunks_as_whole_arrays_are(tmp_path, monkeypa
     assert np.array_equal(np.asarray(written).view(np.uint16), whole.view(np.uint16))
     assert np.array_equal(read.view(np.uint16), whole.view(np.uint16))
     assert not np.array_equal(whole, w.astype(whole.dtype))
+
+
+def test_a_weight_also_read_in_float32_keeps_the_sums_of_its_half_readers():
+    """W read by a Conv in half and by a Mul kept float32: the half copy the Conv reads keeps
+    its filters' sums (the float32 reader's use does not count), the float32 one is W itself."""
+    w, b = _edge_filters(8)
+    nodes = [h.make_node("Conv", ["x", "W", "B"], ["y"], group=8), h.make_node("Mul", ["W", "two"], ["w2"])]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [1, 8, 16, 16])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [1, 8, 14, 14]),
+                      h.make_tensor_value_info("w2", T.FLOAT, [8, 1, 3, 3])],
+                     [nh.from_array(w, "W"), nh.from_array(b, "B"), nh.from_array(np.array(2, np.float32), "two")])
+    m = h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
+    r = rewriter.convert_precision(m, "float16", keep_op_types=["Mul"])
+    conv = next(n for n in r.graph.node if n.op_type == "Conv")
+    inits = {t.name: nh.to_array(t) for t in r.graph.initializer}
+    assert np.array_equal(inits["W"], w)  # the float32 reader's
+    half = inits[conv.input[1]]
+    assert half.dtype == np.float16
+    assert np.array_equal(half.view(np.uint16), to_half(w, T.FLOAT16, False, ("rows", 9)).view(np.uint16))
+    assert not np.array_equal(half, w.astype(np.float16))
