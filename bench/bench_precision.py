@@ -127,6 +127,30 @@ def corpus_models(folder: str) -> list[dict]:
     return out
 
 
+def _all_tensors(m: onnx.ModelProto):
+    """Every tensor of the model: initializers, sparse values, Constant and other tensor
+    attributes, in every graph and function."""
+    def walk_nodes(nodes):
+        for n in nodes:
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.TENSOR:
+                    yield a.t
+                yield from a.tensors
+                if a.type == onnx.AttributeProto.GRAPH:
+                    yield from walk(a.g)
+                for sg in a.graphs:
+                    yield from walk(sg)
+
+    def walk(g):
+        yield from g.initializer
+        yield from (s.values for s in g.sparse_initializer)
+        yield from walk_nodes(g.node)
+
+    yield from walk(m.graph)
+    for f in m.functions:
+        yield from walk_nodes(f.node)
+
+
 def model_bytes(path: str) -> int:
     """The file's size plus every external-data file it refers to (each counted once)."""
     total = os.path.getsize(path)
@@ -134,36 +158,29 @@ def model_bytes(path: str) -> int:
         m = onnx.load(path, load_external_data=False)
     except Exception:  # noqa: BLE001
         return total
-    locations = set()
-
-    def walk(g):
-        tensors = list(g.initializer) + [s.values for s in g.sparse_initializer]
-        for n in g.node:
-            for a in n.attribute:
-                if a.type == onnx.AttributeProto.TENSOR:
-                    tensors.append(a.t)
-                tensors.extend(a.tensors)
-                if a.type == onnx.AttributeProto.GRAPH:
-                    walk(a.g)
-                for sg in a.graphs:
-                    walk(sg)
-        for t in tensors:
-            if t.data_location == onnx.TensorProto.EXTERNAL:
-                for kv in t.external_data:
-                    if kv.key == "location":
-                        locations.add(kv.value)
-
-    walk(m.graph)
-    for f in m.functions:
-        for n in f.node:
-            for a in n.attribute:
-                if a.type == onnx.AttributeProto.TENSOR and a.t.data_location == onnx.TensorProto.EXTERNAL:
-                    locations.update(kv.value for kv in a.t.external_data if kv.key == "location")
+    locations = {kv.value for t in _all_tensors(m) if t.data_location == onnx.TensorProto.EXTERNAL
+                 for kv in t.external_data if kv.key == "location"}
     base = os.path.dirname(os.path.abspath(path))
     for loc in locations:
         p = os.path.join(base, loc)
         if os.path.exists(p):
             total += os.path.getsize(p)
+    return total
+
+
+def tensor_bytes(path: str) -> int | None:
+    """The bytes of the model's tensor data (inline or external): what halving can halve; the
+    rest of the file is the graph, names and metadata, which a conversion keeps."""
+    try:
+        m = onnx.load(path, load_external_data=False)
+    except Exception:  # noqa: BLE001
+        return None
+    total = 0
+    for t in _all_tensors(m):
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            total += int(next((kv.value for kv in t.external_data if kv.key == "length"), 0) or 0)
+        else:
+            total += len(t.raw_data) if t.HasField("raw_data") else t.ByteSize()
     return total
 
 
@@ -337,6 +354,8 @@ def judge(model: dict, tool: str, out_dir: str, ref: dict, args) -> dict:
     r["source_bytes"] = ref["bytes"]
     r["bytes"] = model_bytes(dst)
     r["size_ratio"] = r["bytes"] / ref["bytes"]
+    source_tensors, result_tensors = tensor_bytes(model["path"]), tensor_bytes(dst)
+    r["tensor_ratio"] = result_tensors / source_tensors if source_tensors and result_tensors is not None else None
     classes = []
     try:
         onnx.checker.check_model(dst, full_check=True)
@@ -366,7 +385,8 @@ def judge(model: dict, tool: str, out_dir: str, ref: dict, args) -> dict:
             classes.append(("does not load", "session.run: " + _first_line(r["runs"])))
     if r["size_ratio"] > args.max_ratio:
         classes.append(("not halved", f"{r['bytes'] / 1e6:.2f} MB is {r['size_ratio']:.3f} x the source's "
-                                      f"{ref['bytes'] / 1e6:.2f} MB"))
+                                      f"{ref['bytes'] / 1e6:.2f} MB"
+                        + (f" (its tensors {r['tensor_ratio']:.3f} x the source's)" if r["tensor_ratio"] else "")))
     order = {c: i for i, c in enumerate(("fails the checker", "does not load", "computes something else",
                                          "not halved"))}
     classes.sort(key=lambda c: order[c[0]])

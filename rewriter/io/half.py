@@ -25,6 +25,7 @@ __all__ = ["to_half", "converted_reference", "conversion", "Rounding", "Converte
 F16_MAX = float(np.finfo(np.float16).max)
 _CHUNK_ELEMENTS = 1 << 22  # 16 MiB of float32 at a time
 SUM_BLOCK = 256  # a sum is kept over runs of at most this many elements, each on its own
+_ROUNDS = 2  # passes, each ending with one value flipped past the float32 sum
 _SUMS_CHUNK = 1 << 20  # elements balanced at a time (the balancing holds a few arrays of this size)
 
 
@@ -73,45 +74,41 @@ def to_half(value: np.ndarray, elem: int, clamp: bool, sums: tuple | None = None
     return v.astype(_half_type(elem))
 
 
-def _neighbours(h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(next value up, next value down) of every half value ``h`` (float16 or bfloat16, both
-    sign-magnitude 16-bit); zeros step to the smallest subnormals."""
-    bits = h.view(np.uint16).astype(np.int32)
-    negative = bits >= 0x8000
-    zero = (bits & 0x7FFF) == 0
-    up = np.where(zero, 0x0001, np.where(negative, bits - 1, bits + 1))
-    down = np.where(zero, 0x8001, np.where(negative, bits + 1, bits - 1))
-    return up.astype(np.uint16).view(h.dtype), down.astype(np.uint16).view(h.dtype)
-
-
 def _balance(w: np.ndarray, half) -> np.ndarray:
-    """``w`` ([groups, k] float32) in ``half``: each value rounded to nearest even, then, for
-    every group, values rounded the other way (to their other neighbour: each stays within one
-    unit in the last place of its float32 value) while that brings the group's sum nearer its
-    float32 sum, cheapest first (the values nearest the midpoint of their two neighbours)."""
+    """``w`` ([groups, k] float32) in ``half``: each value rounded to nearest even, then, in
+    every group, values rounded to their other neighbour (each stays within one unit in the last
+    place of its float32 value) to bring the group's sum nearer its float32 sum: first those
+    near the midpoint of their two neighbours (rounding error above a quarter of the step), then
+    the others, in each pass as many as fit without passing the float32 sum; last, the cheapest
+    single value whose flip, passing it, still brings the sum nearer."""
     h = w.astype(half)
     hf = h.astype(np.float32)
     e = hf - w  # exact (Sterbenz): each value's rounding error
-    up, down = _neighbours(h)
-    alt = np.where(e > 0, down, up)
-    af = alt.astype(np.float32)
-    ok = np.isfinite(e) & (e != 0) & np.isfinite(af)
-    delta = np.where(ok, af - hf, 0).astype(np.float64)
-    cost = np.where(ok, np.abs(af - w) - np.abs(e), np.inf)
-    order = np.argsort(cost, axis=1, kind="stable")
+    # the other neighbour: one step further from 0 when rounded toward 0, else one step nearer
+    # (float16 and bfloat16 are sign-magnitude: +-1 on the bits moves the magnitude, 0 included)
+    away = (e < 0) != np.signbit(w)
+    alt = (h.view(np.uint16) + np.where(away, np.uint16(1), np.uint16(0xFFFF))).view(half)
+    delta = alt.astype(np.float32) - hf
+    ok = (e != 0) & np.isfinite(e) & np.isfinite(delta)
+    mag = np.where(ok, np.abs(delta), 0)
+    err = np.abs(e)
     total = np.where(np.isfinite(e), e, 0).sum(axis=1, dtype=np.float64)
-    rows = np.arange(w.shape[0])
     flip = np.zeros(w.shape, dtype=bool)
-    for j in range(w.shape[1]):
-        idx = order[:, j]
-        step = delta[rows, idx]
-        better = np.abs(total + step) < np.abs(total)
-        if not better.any():
-            if not np.isfinite(cost[rows, idx]).any():
-                break
-            continue
-        total = np.where(better, total + step, total)
-        flip[rows[better], idx[better]] = True
+    rows = np.arange(w.shape[0])
+    for _ in range(_ROUNDS):
+        for near_midpoint in (True, False):
+            helpful = ok & ~flip & ((4 * err > mag) == near_midpoint) & ((delta < 0) == (total > 0)[:, None])
+            step = np.where(helpful, mag, 0)
+            take = helpful & (np.cumsum(step, axis=1) <= np.abs(total)[:, None])
+            flip |= take
+            total -= np.sign(total) * np.where(take, step, 0).sum(axis=1, dtype=np.float64)
+        cost = np.where(ok & ~flip & (np.abs(total[:, None] + delta) < np.abs(total)[:, None]), mag - 2 * err, np.inf)
+        j = np.argmin(cost, axis=1)
+        last = np.isfinite(cost[rows, j])
+        if not last.any():
+            break
+        flip[rows[last], j[last]] = True
+        total[last] += delta[rows[last], j[last]]
     return np.where(flip, alt, h)
 
 

@@ -84,18 +84,20 @@ def test_each_value_stays_beside_its_source_and_no_sum_gets_worse(elem, groups, 
 @pytest.mark.parametrize("elem", [T.FLOAT16, T.BFLOAT16])
 def test_near_cancelling_filters_keep_their_sums(elem):
     """3x3 taps of size ~10 summing to ~0.01 (edge detectors): rounding to nearest moves each
-    sum by a large part of it; the balanced rounding keeps it within a fifth of that (float16:
-    0.18 of it, where the best of all 512 choices of each group would give 0.06), moving the
-    taps themselves little more than rounding to nearest does (L2: 1.09x)."""
-    w = (RNG.standard_normal((500, 9)) * 10).astype(np.float32)
-    w[:, -1] -= w.sum(axis=1) - (RNG.standard_normal(500) * 0.01).astype(np.float32)
+    sum by a large part of it; the balanced rounding keeps it within a sixth of that (float16:
+    0.16 of it, where the best of all 512 choices of each group would give 0.06), moving the
+    taps themselves little more than rounding to nearest does (L2: 1.09x; flipping the values
+    far from their midpoint first would make it 1.12x)."""
+    rng = np.random.default_rng(11)
+    w = (rng.standard_normal((500, 9)) * 10).astype(np.float32)
+    w[:, -1] -= w.sum(axis=1) - (rng.standard_normal(500) * 0.01).astype(np.float32)
     got = _check_rows(w, elem)
     to_nearest = w.astype(HALVES[elem])
     ours = np.array([float(abs(e)) for e in _group_errors(got, w)])
     nearest = np.array([float(abs(e)) for e in _group_errors(to_nearest, w)])
-    assert np.median(ours) < 0.25 * np.median(nearest)
+    assert np.median(ours) < 0.18 * np.median(nearest)  # (one pass instead of two: 0.20)
     moved = np.linalg.norm(got.astype(np.float64) - w) / np.linalg.norm(to_nearest.astype(np.float64) - w)
-    assert 1.0 < moved < 1.2
+    assert 1.0 < moved < 1.10
 
 
 @pytest.mark.parametrize("elem", [T.FLOAT16, T.BFLOAT16])
@@ -209,10 +211,11 @@ def _edge_model(w: np.ndarray, bias: np.ndarray, constant_node: bool = False) ->
     return h.make_model(g, opset_imports=[h.make_opsetid("", 17)])
 
 
-def _edge_filters(c=32):
-    w = (RNG.standard_normal((c, 1, 3, 3)) * 10).astype(np.float32)
+def _edge_filters(c=32, seed=5):
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal((c, 1, 3, 3)) * 10).astype(np.float32)
     flat = w.reshape(c, 9)
-    flat[:, 4] -= flat.sum(axis=1) - (RNG.standard_normal(c) * 0.01).astype(np.float32)
+    flat[:, 4] -= flat.sum(axis=1) - (rng.standard_normal(c) * 0.01).astype(np.float32)
     return flat.reshape(c, 1, 3, 3), np.zeros(c, np.float32)
 
 
@@ -232,10 +235,11 @@ def test_edge_detectors_on_a_smooth_input_compute_as_in_float32(constant_node):
     x = np.broadcast_to(1.0 + 0.01 * yy + 0.02 * xx, (1, 32, 16, 16)).astype(np.float32)  # a smooth picture
     want = _run(m, x)
     nearest = _edge_model(w.astype(np.float16).astype(np.float32), b)  # the premise: to nearest is far off
-    assert _rel(_run(nearest, x), want) > 1e-2  # (beyond what --verify allows half precision)
+    off = _rel(_run(nearest, x), want)
+    assert off > 1e-2  # (beyond what --verify allows half precision)
     r = rewriter.convert_precision(m, "float16")
     onnx.checker.check_model(r, full_check=True)
-    assert _rel(_run(r, x), want) < 5e-3  # (the input, rounded at the edge, is most of it)
+    assert _rel(_run(r, x), want) < 0.3 * off  # (the input, rounded at the edge, is most of what is left)
     half_w = nh.to_array(next(t for t in r.graph.initializer if t.name == "W")) if not constant_node else \
         nh.to_array(next(n for n in r.graph.node if n.op_type == "Constant").attribute[0].t)
     assert half_w.dtype == np.float16
