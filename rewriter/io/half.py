@@ -74,39 +74,66 @@ def to_half(value: np.ndarray, elem: int, clamp: bool, sums: tuple | None = None
     return v.astype(_half_type(elem))
 
 
-def _balance(w: np.ndarray, half) -> np.ndarray:
-    """``w`` ([groups, k] float32) in ``half``: each value rounded to nearest even, then, in
-    every group, values rounded to their other neighbour (each stays within one unit in the last
-    place of its float32 value) to bring the group's sum nearer its float32 sum: first those
-    near the midpoint of their two neighbours (rounding error above a quarter of the step), then
-    the others, in each pass as many as fit without passing the float32 sum; last, the cheapest
-    single value whose flip, passing it, still brings the sum nearer."""
+def _balance(w: np.ndarray, half, block: int = 0) -> np.ndarray:
+    """``w`` (2-D float32) in ``half``, each group's sum kept; the groups are ``w``'s rows, or,
+    with ``block``, the columns of each ``block`` consecutive rows. Each value is rounded to
+    nearest even, then, in every group, values are rounded to their other neighbour (each stays
+    within one unit in the last place of its float32 value) to bring the group's sum nearer its
+    float32 sum: first those near the midpoint of their two neighbours (rounding error above a
+    quarter of the step), then the others, in each pass as many as fit, in order, without
+    passing the float32 sum; then the cheapest single value whose flip, passing it, still brings
+    the sum nearer; twice. The native kernel computes it group by group
+    (``rewriter.kernels._native.balance``); without it, :func:`_balance_numpy` gives the same
+    bits."""
+    from rewriter.kernels import _native, kernel_threads
+
+    w = np.ascontiguousarray(w, dtype=np.float32)
     h = w.astype(half)
+    k = block or w.shape[1]
+    if _native is not None and 0 < k <= 4096:
+        _native.balance(w, h.view(np.uint16), int(k), int(w.shape[1]) if block else 0,
+                        0 if h.dtype == np.float16 else 1, kernel_threads())
+        return h
+    if not block:
+        return _balance_numpy(w, h)
+    n = w.shape[1]  # columns of blocks: as rows [blocks * n, block], and back
+    rows = lambda a: np.ascontiguousarray(a.reshape(-1, block, n).transpose(0, 2, 1)).reshape(-1, block)  # noqa: E731
+    return _balance_numpy(rows(w), rows(h)).reshape(-1, n, block).transpose(0, 2, 1).reshape(w.shape)
+
+
+def _balance_numpy(w: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """:func:`_balance` in numpy, all groups at once; ``h`` is ``w`` rounded to nearest. The
+    same arithmetic in the same order as the native kernel (float32 steps and running sums,
+    float64 totals summed in order), so both give the same bits."""
     hf = h.astype(np.float32)
     e = hf - w  # exact (Sterbenz): each value's rounding error
     # the other neighbour: one step further from 0 when rounded toward 0, else one step nearer
     # (float16 and bfloat16 are sign-magnitude: +-1 on the bits moves the magnitude, 0 included)
     away = (e < 0) != np.signbit(w)
-    alt = (h.view(np.uint16) + np.where(away, np.uint16(1), np.uint16(0xFFFF))).view(half)
+    alt = (h.view(np.uint16) + np.where(away, np.uint16(1), np.uint16(0xFFFF))).view(h.dtype)
     delta = alt.astype(np.float32) - hf
     ok = (e != 0) & np.isfinite(e) & np.isfinite(delta)
-    mag = np.where(ok, np.abs(delta), 0)
+    mag = np.where(ok, np.abs(delta), np.float32(0))
     err = np.abs(e)
-    total = np.where(np.isfinite(e), e, 0).sum(axis=1, dtype=np.float64)
+    zero = np.float32(0)
+
+    def in_order(x):  # each row's sum, left to right, in float64
+        return np.cumsum(x, axis=1, dtype=np.float64)[:, -1] if x.shape[1] else np.zeros(x.shape[0])
+
+    total = in_order(np.where(np.isfinite(e), e, zero))
     flip = np.zeros(w.shape, dtype=bool)
     rows = np.arange(w.shape[0])
     for _ in range(_ROUNDS):
         for near_midpoint in (True, False):
             helpful = ok & ~flip & ((4 * err > mag) == near_midpoint) & ((delta < 0) == (total > 0)[:, None])
-            step = np.where(helpful, mag, 0)
-            take = helpful & (np.cumsum(step, axis=1) <= np.abs(total)[:, None])
+            step = np.where(helpful, mag, zero)
+            take = helpful & (np.cumsum(step, axis=1, dtype=np.float32) <= np.abs(total)[:, None])
             flip |= take
-            total -= np.sign(total) * np.where(take, step, 0).sum(axis=1, dtype=np.float64)
-        cost = np.where(ok & ~flip & (np.abs(total[:, None] + delta) < np.abs(total)[:, None]), mag - 2 * err, np.inf)
+            total -= np.sign(total) * in_order(np.where(take, step, zero))
+        cost = np.where(ok & ~flip & (np.abs(total[:, None] + delta) < np.abs(total)[:, None]), mag - 2 * err,
+                        np.float32(np.inf))
         j = np.argmin(cost, axis=1)
         last = np.isfinite(cost[rows, j])
-        if not last.any():
-            break
         flip[rows[last], j[last]] = True
         total[last] += delta[rows[last], j[last]]
     return np.where(flip, alt, h)
@@ -131,9 +158,14 @@ def balanced(v: np.ndarray, half, sums: tuple) -> np.ndarray:
         return out[:, :n].reshape(v.shape)
     grid = flat.reshape(-1, n)  # ("cols", n): each column of [-1, n], SUM_BLOCK rows at a time
     out = np.empty(grid.shape, dtype=half)
-    for start in range(0, grid.shape[0], SUM_BLOCK):
-        block = grid[start:start + SUM_BLOCK]
-        out[start:start + SUM_BLOCK] = _balance(np.ascontiguousarray(block.T), half).T
+    step = max(1, _SUMS_CHUNK // (SUM_BLOCK * n)) * SUM_BLOCK
+    for start in range(0, grid.shape[0], step):
+        part = grid[start:start + step]
+        whole = part.shape[0] // SUM_BLOCK * SUM_BLOCK
+        if whole:
+            out[start:start + whole] = _balance(part[:whole], half, block=SUM_BLOCK)
+        if whole < part.shape[0]:  # the last rows: one block of fewer
+            out[start + whole:start + part.shape[0]] = _balance(part[whole:], half, block=part.shape[0] - whole)
     return out.reshape(v.shape)
 
 

@@ -71,6 +71,7 @@ __all__ = [
     "reduce_prod_reference_checked",
     "SUPPORTED_DTYPES",
     "NATIVE_AVAILABLE",
+    "kernel_threads",
 ]
 
 # raw bit types handed to the extension, by type code
@@ -78,7 +79,8 @@ _RAW = (np.uint32, np.uint64, np.uint16, np.uint16, np.int32, np.int64, np.uint3
 _warned = False
 
 
-def _threads() -> int:
+def kernel_threads() -> int:
+    """Threads the native kernels use: ``REWRITER_KERNEL_THREADS``, else the CPUs available."""
     env = os.environ.get("REWRITER_KERNEL_THREADS")
     if env:
         try:
@@ -123,7 +125,7 @@ def _native_reduce(arr: np.ndarray, code: int, axes: tuple[int, ...], keepdims: 
     raw = np.empty(tuple(shape[p] for p in kept) if shape else (), dtype=_RAW[code])
     nover = _native.reduce(
         carr.view(_RAW[code]).reshape(-1), raw.reshape(-1), code,
-        tuple(int(d) for d in carr.shape), mask, mode, _threads(),
+        tuple(int(d) for d in carr.shape), mask, mode, kernel_threads(),
     )
     res = raw.view(arr.dtype)
     if kept != sorted(kept):

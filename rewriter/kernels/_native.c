@@ -1157,9 +1157,155 @@ static PyObject *py_exact_outputs(PyObject *self, PyObject *args) {
     return PyLong_FromLongLong(__atomic_load_n(&exact_outputs, __ATOMIC_RELAXED));
 }
 
+/* ------------------------------------------------------------------------------------
+ * balance(w, h, k, cols, fmt, nthreads): rounding to half keeping each group's sum (rewriter.io.half).
+ *   w    float32 buffer, groups of k consecutive values (cols 0), or the columns of each
+ *        block of k rows of a [rows, cols] array
+ *   h    writable uint16 buffer, the same values rounded to nearest even in the half type
+ *        (fmt 0 float16, 1 bfloat16); rewritten in place
+ * The exact algorithm of rewriter.io.half._balance_numpy, group by group, with the same
+ * arithmetic in the same order (float32 steps and running sums, float64 totals), so both
+ * give the same bits.
+ */
+static inline float f16_bits_to_float(uint16_t b) {
+    uint32_t bits, sign = (uint32_t)(b & 0x8000u) << 16, ex = (b >> 10) & 0x1fu, man = b & 0x3ffu;
+    if (ex == 0) {
+        float f = (float)man * 5.9604644775390625e-08f; /* man * 2^-24, exact */
+        memcpy(&bits, &f, 4);
+        bits |= sign;
+    } else if (ex == 31) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else {
+        bits = sign | ((ex + 112u) << 23) | (man << 13);
+    }
+    float out;
+    memcpy(&out, &bits, 4);
+    return out;
+}
+
+static inline float half_bits_to_float(uint16_t b, int fmt) {
+    if (fmt == 0) return f16_bits_to_float(b);
+    uint32_t bits = (uint32_t)b << 16; /* bfloat16: float32's upper half */
+    float out;
+    memcpy(&out, &bits, 4);
+    return out;
+}
+
+#define BALANCE_ROUNDS 2
+#define BALANCE_MAXK 4096
+
+static void balance_group(const float *w, uint16_t *h, Py_ssize_t k, Py_ssize_t stride, int fmt) {
+    float delta[BALANCE_MAXK], mag[BALANCE_MAXK], err[BALANCE_MAXK];
+    uint16_t alt[BALANCE_MAXK];
+    unsigned char ok[BALANCE_MAXK], flip[BALANCE_MAXK], nearmid[BALANCE_MAXK], down[BALANCE_MAXK];
+    double total = 0.0;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        uint16_t hb = h[i * stride];
+        float wi = w[i * stride];
+        float hf = half_bits_to_float(hb, fmt);
+        float e = hf - wi;
+        int away = (e < 0.0f) != (signbit(wi) != 0);
+        alt[i] = (uint16_t)(hb + (away ? 1u : 0xFFFFu));
+        delta[i] = half_bits_to_float(alt[i], fmt) - hf;
+        ok[i] = e != 0.0f && isfinite(e) && isfinite(delta[i]);
+        mag[i] = ok[i] ? fabsf(delta[i]) : 0.0f;
+        err[i] = fabsf(e);
+        nearmid[i] = 4.0f * err[i] > mag[i];
+        down[i] = delta[i] < 0.0f;
+        flip[i] = 0;
+        total += isfinite(e) ? (double)e : 0.0;
+    }
+    for (int round = 0; round < BALANCE_ROUNDS; round++) {
+        for (int near = 1; near >= 0; near--) {
+            unsigned char positive = total > 0.0;
+            double at = fabs(total), dec = 0.0;
+            float acc = 0.0f;
+            for (Py_ssize_t i = 0; i < k; i++) {  /* the order of the sums is numpy's */
+                if (!(ok[i] & (unsigned char)!flip[i] & (unsigned char)(nearmid[i] == near) &
+                      (unsigned char)(down[i] == positive)))
+                    continue;
+                acc += mag[i];
+                if (!((double)acc <= at)) break;  /* the running sum only grows: nothing more fits */
+                flip[i] = 1;
+                dec += (double)mag[i];
+            }
+            double sgn = total > 0.0 ? 1.0 : (total < 0.0 ? -1.0 : 0.0);
+            total -= sgn * dec;
+        }
+        Py_ssize_t best = -1;
+        float cost = INFINITY;
+        double at = fabs(total);
+        for (Py_ssize_t i = 0; i < k; i++) {
+            float c = (ok[i] && !flip[i] && fabs(total + (double)delta[i]) < at) ? mag[i] - 2.0f * err[i] : INFINITY;
+            if (c < cost) { cost = c; best = i; }
+        }
+        if (best < 0) break;  /* another round would take nothing: its passes start where these ended */
+        flip[best] = 1;
+        total += (double)delta[best];
+    }
+    for (Py_ssize_t i = 0; i < k; i++)
+        if (flip[i]) h[i * stride] = alt[i];
+}
+
+typedef struct { const float *w; uint16_t *h; Py_ssize_t k, cols, first, last; int fmt; } balance_job_t;
+
+/* groups first..last-1: contiguous runs of k (cols 0), or, with cols > 0, the columns of
+ * blocks of k rows of a [rows, cols] array (group g: block g / cols, column g % cols) */
+static void *balance_thread(void *arg) {
+    balance_job_t *J = (balance_job_t *)arg;
+    for (Py_ssize_t g = J->first; g < J->last; g++) {
+        if (J->cols == 0) {
+            balance_group(J->w + g * J->k, J->h + g * J->k, J->k, 1, J->fmt);
+        } else {
+            Py_ssize_t at = (g / J->cols) * J->k * J->cols + g % J->cols;
+            balance_group(J->w + at, J->h + at, J->k, J->cols, J->fmt);
+        }
+    }
+    return NULL;
+}
+
+static PyObject *py_balance(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer wb, hb;
+    Py_ssize_t k, cols;
+    int fmt, nthreads;
+    if (!PyArg_ParseTuple(args, "y*w*nnii", &wb, &hb, &k, &cols, &fmt, &nthreads)) return NULL;
+    PyObject *res = NULL;
+    if (k < 1 || k > BALANCE_MAXK || cols < 0 || (fmt != 0 && fmt != 1) || wb.len % (4 * k * (cols ? cols : 1)) ||
+        hb.len * 2 != wb.len) {
+        PyErr_SetString(PyExc_ValueError, "bad arguments");
+        goto done;
+    }
+    {
+        Py_ssize_t groups = wb.len / (4 * k);
+        int nt = nthreads < 1 ? 1 : (nthreads > 64 ? 64 : nthreads);
+        if ((Py_ssize_t)nt * 4096 > groups * k) nt = 1; /* small tensors: one thread */
+        balance_job_t jobs[64];
+        pthread_t th[64];
+        int started[64] = {0};
+        for (int i = 0; i < nt; i++) {
+            jobs[i].w = (const float *)wb.buf; jobs[i].h = (uint16_t *)hb.buf; jobs[i].k = k; jobs[i].fmt = fmt;
+            jobs[i].cols = cols;
+            jobs[i].first = groups * i / nt; jobs[i].last = groups * (i + 1) / nt;
+        }
+        Py_BEGIN_ALLOW_THREADS
+        for (int i = 1; i < nt; i++) started[i] = pthread_create(&th[i], NULL, balance_thread, &jobs[i]) == 0;
+        balance_thread(&jobs[0]);
+        for (int i = 1; i < nt; i++) { if (started[i]) pthread_join(th[i], NULL); else balance_thread(&jobs[i]); }
+        Py_END_ALLOW_THREADS
+    }
+    Py_INCREF(Py_None);
+    res = Py_None;
+done:
+    PyBuffer_Release(&wb);
+    PyBuffer_Release(&hb);
+    return res;
+}
+
 static PyMethodDef methods[] = {
     {"exact_outputs", py_exact_outputs, METH_NOARGS, "number of float outputs recomputed by the exact path so far"},
     {"reduce", py_reduce, METH_VARARGS, "reduce(inp, out, code, dims, mask, mode, nthreads) -> n_overflow"},
+    {"balance", py_balance, METH_VARARGS, "balance(w, h, k, cols, fmt, nthreads): half bits h of float32 w rounded keeping each group's sum"},
     {NULL, NULL, 0, NULL},
 };
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_native", "Exact ReduceProd kernel.", -1, methods};

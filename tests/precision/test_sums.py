@@ -308,3 +308,69 @@ def test_a_weight_also_read_in_float32_keeps_the_sums_of_its_half_readers():
     assert half.dtype == np.float16
     assert np.array_equal(half.view(np.uint16), to_half(w, T.FLOAT16, False, ("rows", 9)).view(np.uint16))
     assert not np.array_equal(half, w.astype(np.float16))
+
+
+# the native kernel and numpy -------------------------------------------------------------------
+
+def _both(w: np.ndarray, elem: int, sums: tuple, monkeypatch) -> tuple[np.ndarray, np.ndarray]:
+    """(native, numpy) results of the same rounding."""
+    import rewriter.kernels as kernels
+
+    if kernels._native is None:
+        pytest.skip("the native kernel is not built")
+    native = to_half(w, elem, False, sums)
+    with monkeypatch.context() as m:
+        m.setattr(kernels, "_native", None)
+        plain = to_half(w, elem, False, sums)
+    return native, plain
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from([T.FLOAT16, T.BFLOAT16]), st.sampled_from(["rows", "cols"]), st.integers(1, 300),
+       st.integers(1, 24), st.floats(-9, 4.7), st.integers(0, 2 ** 31 - 1))
+def test_the_native_kernel_gives_numpys_bits(elem, kind, rows, n, log_scale, seed):
+    rng = np.random.default_rng(seed)
+    w = (rng.standard_normal((rows, n)) * 10.0 ** log_scale).astype(np.float32)
+    w[rng.random(w.shape) < 0.05] = 0.0
+    special = rng.random(w.shape)
+    w[special < 0.01] = np.inf
+    w[(special > 0.5) & (special < 0.51)] = -np.nan
+    w[special > 0.99] = 7e4  # beyond float16
+    with pytest.MonkeyPatch.context() as mp:
+        native, plain = _both(w, elem, (kind, n), mp)
+    assert native.dtype == plain.dtype
+    assert np.array_equal(native.view(np.uint16), plain.view(np.uint16))
+
+
+def test_every_float16_value_converts_in_the_kernel_as_in_numpy(monkeypatch):
+    """Each float16 value (all 63,488 finite bit patterns) nudged one float32 step up, in
+    float32: the kernel reads its neighbours' values exactly as numpy does."""
+    bits = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16)
+    values = bits.view(np.float16).astype(np.float32)
+    values = values[np.isfinite(values)]
+    nudged = np.nextafter(values, np.float32(np.inf)).reshape(-1, 8)  # groups of 8
+    native, plain = _both(nudged, T.FLOAT16, ("rows", 8), monkeypatch)
+    assert np.array_equal(native.view(np.uint16), plain.view(np.uint16))
+
+
+def test_threads_do_not_change_the_bits(monkeypatch):
+    w = (RNG.standard_normal((4096, 64)) * 3).astype(np.float32)
+    monkeypatch.setenv("REWRITER_KERNEL_THREADS", "1")
+    one = to_half(w, T.FLOAT16, False, ("cols", 64))
+    monkeypatch.setenv("REWRITER_KERNEL_THREADS", "7")
+    seven = to_half(w, T.FLOAT16, False, ("cols", 64))
+    assert np.array_equal(one.view(np.uint16), seven.view(np.uint16))
+
+
+def test_the_kernel_refuses_inconsistent_buffers():
+    from rewriter.kernels import _native
+
+    if _native is None:
+        pytest.skip("the native kernel is not built")
+    w = np.zeros(12, np.float32)
+    h = np.zeros(12, np.uint16)
+    for args in ((w, h, 0, 0, 0, 1), (w, h, 5, 0, 0, 1), (w, h, 4, 0, 2, 1), (w, np.zeros(6, np.uint16), 4, 0, 0, 1),
+                 (w, h, 4, 5, 0, 1), (w, h, 5000, 0, 0, 1)):
+        with pytest.raises(ValueError, match="bad arguments"):
+            _native.balance(*args)
+    _native.balance(w, h, 4, 3, 0, 1)  # columns of a [4, 3] block: fine
