@@ -25,7 +25,6 @@ __all__ = ["to_half", "converted_reference", "conversion", "Rounding", "Converte
 F16_MAX = float(np.finfo(np.float16).max)
 _CHUNK_ELEMENTS = 1 << 22  # 16 MiB of float32 at a time
 SUM_BLOCK = 256  # a sum is kept over runs of at most this many elements, each on its own
-_ROUNDS = 2  # passes, each ending with one value flipped past the float32 sum
 _SUMS_CHUNK = 1 << 20  # elements balanced at a time (the balancing holds a few arrays of this size)
 
 
@@ -77,12 +76,10 @@ def to_half(value: np.ndarray, elem: int, clamp: bool, sums: tuple | None = None
 def _balance(w: np.ndarray, half, block: int = 0) -> np.ndarray:
     """``w`` (2-D float32) in ``half``, each group's sum kept; the groups are ``w``'s rows, or,
     with ``block``, the columns of each ``block`` consecutive rows. Each value is rounded to
-    nearest even, then, in every group, values are rounded to their other neighbour (each stays
-    within one unit in the last place of its float32 value) to bring the group's sum nearer its
-    float32 sum: first those near the midpoint of their two neighbours (rounding error above a
-    quarter of the step), then the others, in each pass as many as fit, in order, without
-    passing the float32 sum; then the cheapest single value whose flip, passing it, still brings
-    the sum nearer; twice. The native kernel computes it group by group
+    nearest even; then, in every group, values are taken in order of what rounding them the
+    other way costs (:func:`_order`), and each is rounded to its other neighbour when that brings
+    the group's sum nearer its float32 sum (each value stays within one unit in the last place
+    of its float32 value). The native kernel computes it group by group
     (``rewriter.kernels._native.balance``); without it, :func:`_balance_numpy` gives the same
     bits."""
     from rewriter.kernels import _native, kernel_threads
@@ -102,9 +99,9 @@ def _balance(w: np.ndarray, half, block: int = 0) -> np.ndarray:
 
 
 def _balance_numpy(w: np.ndarray, h: np.ndarray) -> np.ndarray:
-    """:func:`_balance` in numpy, all groups at once; ``h`` is ``w`` rounded to nearest. The
-    same arithmetic in the same order as the native kernel (float32 steps and running sums,
-    float64 totals summed in order), so both give the same bits."""
+    """:func:`_balance` in numpy, every group at once; ``h`` is ``w`` rounded to nearest. The
+    same arithmetic in the same order as the native kernel (float32 errors and steps, float64
+    sums taken in order), so both give the same bits."""
     hf = h.astype(np.float32)
     e = hf - w  # exact (Sterbenz): each value's rounding error
     # the other neighbour: one step further from 0 when rounded toward 0, else one step nearer
@@ -113,30 +110,31 @@ def _balance_numpy(w: np.ndarray, h: np.ndarray) -> np.ndarray:
     alt = (h.view(np.uint16) + np.where(away, np.uint16(1), np.uint16(0xFFFF))).view(h.dtype)
     delta = alt.astype(np.float32) - hf
     ok = (e != 0) & np.isfinite(e) & np.isfinite(delta)
-    mag = np.where(ok, np.abs(delta), np.float32(0))
-    err = np.abs(e)
-    zero = np.float32(0)
-
-    def in_order(x):  # each row's sum, left to right, in float64
-        return np.cumsum(x, axis=1, dtype=np.float64)[:, -1] if x.shape[1] else np.zeros(x.shape[0])
-
-    total = in_order(np.where(np.isfinite(e), e, zero))
-    flip = np.zeros(w.shape, dtype=bool)
+    total = np.cumsum(np.where(np.isfinite(e), e, np.float32(0)), axis=1, dtype=np.float64)[:, -1] \
+        if w.shape[1] else np.zeros(w.shape[0])
+    order = np.argsort(_order(e, delta, ok, w.shape[1]), axis=1, kind="stable")
     rows = np.arange(w.shape[0])
-    for _ in range(_ROUNDS):
-        for near_midpoint in (True, False):
-            helpful = ok & ~flip & ((4 * err > mag) == near_midpoint) & ((delta < 0) == (total > 0)[:, None])
-            step = np.where(helpful, mag, zero)
-            take = helpful & (np.cumsum(step, axis=1, dtype=np.float32) <= np.abs(total)[:, None])
-            flip |= take
-            total -= np.sign(total) * in_order(np.where(take, step, zero))
-        cost = np.where(ok & ~flip & (np.abs(total[:, None] + delta) < np.abs(total)[:, None]), mag - 2 * err,
-                        np.float32(np.inf))
-        j = np.argmin(cost, axis=1)
-        last = np.isfinite(cost[rows, j])
-        flip[rows[last], j[last]] = True
-        total[last] += delta[rows[last], j[last]]
+    flip = np.zeros(w.shape, dtype=bool)
+    for j in range(w.shape[1]):
+        idx = order[:, j]
+        candidate = ok[rows, idx]
+        if not candidate.any():
+            break  # (the rest are not candidates either: they sort last)
+        step = delta[rows, idx].astype(np.float64)
+        better = candidate & (np.abs(total + step) < np.abs(total))
+        total = np.where(better, total + step, total)
+        flip[rows[better], idx[better]] = True
     return np.where(flip, alt, h)
+
+
+def _order(e: np.ndarray, delta: np.ndarray, ok: np.ndarray, k: int) -> np.ndarray:
+    """The order a group's values are tried in, as keys: by what rounding each the other way
+    adds to its error (``|step| - 2|e|``: 0 at the midpoint of its two neighbours), to the power
+    of two (float32's exponent field), cheapest first, then by position; values that cannot
+    move last."""
+    cost = np.abs(delta) - np.float32(2) * np.abs(e)
+    level = ((cost.view(np.uint32) >> 23) & 0xFF).astype(np.int64)
+    return np.where(ok, level, 256) * k + np.arange(k)
 
 
 def balanced(v: np.ndarray, half, sums: tuple) -> np.ndarray:

@@ -1164,7 +1164,7 @@ static PyObject *py_exact_outputs(PyObject *self, PyObject *args) {
  *   h    writable uint16 buffer, the same values rounded to nearest even in the half type
  *        (fmt 0 float16, 1 bfloat16); rewritten in place
  * The exact algorithm of rewriter.io.half._balance_numpy, group by group, with the same
- * arithmetic in the same order (float32 steps and running sums, float64 totals), so both
+ * arithmetic in the same order (float32 errors and steps, float64 sums in order), so both
  * give the same bits.
  */
 static inline float f16_bits_to_float(uint16_t b) {
@@ -1191,13 +1191,17 @@ static inline float half_bits_to_float(uint16_t b, int fmt) {
     return out;
 }
 
-#define BALANCE_ROUNDS 2
 #define BALANCE_MAXK 4096
 
+/* one group of k values (stride apart), rounded to nearest in h: the values are tried cheapest
+ * first -- by the float32 exponent of |step| - 2|e|, what rounding one the other way adds to
+ * its error, then by position -- and each is rounded the other way when that brings the
+ * group's sum nearer its float32 sum */
 static void balance_group(const float *w, uint16_t *h, Py_ssize_t k, Py_ssize_t stride, int fmt) {
-    float delta[BALANCE_MAXK], mag[BALANCE_MAXK], err[BALANCE_MAXK];
+    float delta[BALANCE_MAXK];
     uint16_t alt[BALANCE_MAXK];
-    unsigned char ok[BALANCE_MAXK], flip[BALANCE_MAXK], nearmid[BALANCE_MAXK], down[BALANCE_MAXK];
+    short level[BALANCE_MAXK];
+    int lo = 256, hi = -1;
     double total = 0.0;
     for (Py_ssize_t i = 0; i < k; i++) {
         uint16_t hb = h[i * stride];
@@ -1207,44 +1211,28 @@ static void balance_group(const float *w, uint16_t *h, Py_ssize_t k, Py_ssize_t 
         int away = (e < 0.0f) != (signbit(wi) != 0);
         alt[i] = (uint16_t)(hb + (away ? 1u : 0xFFFFu));
         delta[i] = half_bits_to_float(alt[i], fmt) - hf;
-        ok[i] = e != 0.0f && isfinite(e) && isfinite(delta[i]);
-        mag[i] = ok[i] ? fabsf(delta[i]) : 0.0f;
-        err[i] = fabsf(e);
-        nearmid[i] = 4.0f * err[i] > mag[i];
-        down[i] = delta[i] < 0.0f;
-        flip[i] = 0;
+        level[i] = -1;
+        if (e != 0.0f && isfinite(e) && isfinite(delta[i])) {
+            float cost = fabsf(delta[i]) - 2.0f * fabsf(e);
+            uint32_t bits;
+            memcpy(&bits, &cost, 4);
+            int l = (int)((bits >> 23) & 0xFFu);
+            level[i] = (short)l;
+            if (l < lo) lo = l;
+            if (l > hi) hi = l;
+        }
         total += isfinite(e) ? (double)e : 0.0;
     }
-    for (int round = 0; round < BALANCE_ROUNDS; round++) {
-        for (int near = 1; near >= 0; near--) {
-            unsigned char positive = total > 0.0;
-            double at = fabs(total), dec = 0.0;
-            float acc = 0.0f;
-            for (Py_ssize_t i = 0; i < k; i++) {  /* the order of the sums is numpy's */
-                if (!(ok[i] & (unsigned char)!flip[i] & (unsigned char)(nearmid[i] == near) &
-                      (unsigned char)(down[i] == positive)))
-                    continue;
-                acc += mag[i];
-                if (!((double)acc <= at)) break;  /* the running sum only grows: nothing more fits */
-                flip[i] = 1;
-                dec += (double)mag[i];
-            }
-            double sgn = total > 0.0 ? 1.0 : (total < 0.0 ? -1.0 : 0.0);
-            total -= sgn * dec;
-        }
-        Py_ssize_t best = -1;
-        float cost = INFINITY;
-        double at = fabs(total);
+    for (int l = lo; l <= hi; l++) {
         for (Py_ssize_t i = 0; i < k; i++) {
-            float c = (ok[i] && !flip[i] && fabs(total + (double)delta[i]) < at) ? mag[i] - 2.0f * err[i] : INFINITY;
-            if (c < cost) { cost = c; best = i; }
+            if (level[i] != l) continue;
+            double moved = total + (double)delta[i];
+            if (fabs(moved) < fabs(total)) {
+                total = moved;
+                h[i * stride] = alt[i];
+            }
         }
-        if (best < 0) break;  /* another round would take nothing: its passes start where these ended */
-        flip[best] = 1;
-        total += (double)delta[best];
     }
-    for (Py_ssize_t i = 0; i < k; i++)
-        if (flip[i]) h[i * stride] = alt[i];
 }
 
 typedef struct { const float *w; uint16_t *h; Py_ssize_t k, cols, first, last; int fmt; } balance_job_t;
