@@ -6,7 +6,9 @@ the script backs the file up (a copy in a temporary directory), writes the mutan
 covering test files with ``python -m pytest -q -x -p no:cacheprovider FILES``, and puts the
 original back byte for byte (in a ``finally``: also on Ctrl-C, SIGTERM or a timeout), then
 checks it. A mutant is KILLED when the tests fail (pytest exit 1, or 2 when the mutant breaks
-collection), SURVIVED when they pass, TIMEOUT (counted as killed) when they run too long.
+collection, or crash the interpreter), SURVIVED when they pass, TIMEOUT (counted as killed) when
+they run too long. A mutant of the native extension's C source is built into it first
+(``pip install -e .``), and the extension is rebuilt once the original is back.
 
     python tools/mutants.py --list            # the mutants, nothing run
     python tools/mutants.py                   # every mutant
@@ -630,6 +632,24 @@ MUTANTS: list[Mutant] = [
       "tests/precision/test_sums.py", "(numpy) a negative value's other neighbour on the same side"),
     M("sums-native-columns", "rewriter/io/half.py", "int(w.shape[1]) if block else 0,", "0,",
       "tests/precision/test_sums.py", "the kernel told a block of columns is rows"),
+    M("sums-c-ties", "rewriter/kernels/_native.c", "if (fabs(moved) < fabs(total)) {",
+      "if (fabs(moved) <= fabs(total)) {", "tests/precision/test_sums.py", "(C) flips that leave the sum as far"),
+    M("sums-c-negative-neighbour", "rewriter/kernels/_native.c", "int away = (e < 0.0f) != (signbit(wi) != 0);",
+      "int away = (e < 0.0f);", "tests/precision/test_sums.py", "(C) a negative value's other neighbour"),
+    M("sums-c-dearest-first", "rewriter/kernels/_native.c", "for (int l = lo; l <= hi; l++) {",
+      "for (int l = hi; l >= lo; l--) {", "tests/precision/test_sums.py", "(C) the dearest values tried first"),
+    M("sums-c-exact-moved", "rewriter/kernels/_native.c", "if (e != 0.0f && isfinite(e) && isfinite(delta[i])) {",
+      "if (isfinite(e) && isfinite(delta[i])) {", "tests/precision/test_sums.py", "(C) exact values flipped"),
+    M("sums-c-subnormal", "rewriter/kernels/_native.c", "float f = (float)man * 5.9604644775390625e-08f;",
+      "float f = (float)man * 1.1920928955078125e-07f;", "tests/precision/test_sums.py",
+      "(C) float16 subnormals read twice as large"),
+    M("sums-c-exponent", "rewriter/kernels/_native.c", "bits = sign | ((ex + 112u) << 23) | (man << 13);",
+      "bits = sign | ((ex + 111u) << 23) | (man << 13);", "tests/precision/test_sums.py", "(C) float16 read at half"),
+    M("sums-c-column", "rewriter/kernels/_native.c", "Py_ssize_t at = (g / J->cols) * J->k * J->cols + g % J->cols;",
+      "Py_ssize_t at = (g / J->cols) * J->k * J->cols + g % J->k;", "tests/precision/test_sums.py",
+      "(C) the wrong column of a block"),
+    M("sums-c-nonfinite-total", "rewriter/kernels/_native.c", "total += isfinite(e) ? (double)e : 0.0;",
+      "total += isfinite(e) ? (double)e : 1.0;", "tests/precision/test_sums.py", "(C) inf and NaN counted in the sum"),
     M("sums-columns-as-rows", "rewriter/io/half.py",
       "out[start:start + whole] = _balance(part[:whole], half, block=SUM_BLOCK)",
       "out[start:start + whole] = _balance(part[:whole], half)", "tests/precision/test_sums.py",
@@ -1323,6 +1343,13 @@ def _restore(path: str, backup: str, original: bytes, mutated: bytes, m: Mutant)
             raise SystemExit(f"  ERROR: {m.file} is not restored (the original is at {backup})")
 
 
+def _build() -> bool:
+    """Rebuild the native extension in place (for mutants of its C source)."""
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                        "--no-build-isolation", "-e", ROOT], capture_output=True, text=True)
+    return r.returncode == 0
+
+
 def run_mutant(m: Mutant, timeout: float, tmpdir: str) -> tuple[str, str]:
     path = os.path.join(ROOT, m.file)
     with open(path, "rb") as f:
@@ -1336,18 +1363,25 @@ def run_mutant(m: Mutant, timeout: float, tmpdir: str) -> tuple[str, str]:
     backup = os.path.join(tmpdir, m.name + "." + os.path.basename(m.file))
     shutil.copy2(path, backup)
     mutated = original.replace(m.original.encode(), m.replacement.encode())
+    native = m.file.endswith(".c")  # the extension is rebuilt with the mutant, and again without
     try:
         with open(path, "wb") as f:
             f.write(mutated)
+        if native and not _build():
+            return "NOT APPLIED", "the mutant does not compile"
         status, rc, out, secs = _pytest(tests, timeout)
     finally:
         _restore(path, backup, original, mutated, m)
+        if native and not _build():
+            raise SystemExit("  ERROR: the native extension does not build again after the mutant")
     os.unlink(backup)
     if status == "TIMEOUT":
         return "TIMEOUT", f"over {timeout:.0f} s"
     detail = f"{_last_line(out)} ({secs:.1f} s)"
     if rc == 0:
         return "SURVIVED", detail
+    if rc is not None and rc < 0:  # the tests crashed the interpreter (a native mutant)
+        return "KILLED", f"the tests crashed (signal {-rc}) ({secs:.1f} s)"
     if rc in (1, 2):
         first = _first_failure(out)
         how = "" if rc == 1 else "pytest exit 2 (interrupted, or a collection error); "
