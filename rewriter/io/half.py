@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 
 from rewriter.io import wire
-from rewriter.io.tensors import CONVERT_KEY, EXTERNAL, set_entries
+from rewriter.io.tensors import CONVERT_KEY, EXTERNAL, converts, set_entries
 
 __all__ = ["to_half", "converted_reference", "conversion", "Rounding", "Converted", "write_converted", "chunks",
            "F16_MAX", "SUM_BLOCK"]
@@ -44,9 +44,9 @@ class Rounding:
 
     @staticmethod
     def parse(value: str) -> "Rounding | None":
-        head, _, tail = value.partition(";")
-        if head not in ("clamp", "round"):
+        if not converts(value):
             return None
+        head, _, tail = value.partition(";")
         kind, _, n = tail.partition("=")
         sums = (kind, int(n)) if kind in ("rows", "cols") and n.isdigit() and int(n) > 0 else None
         return Rounding(head == "clamp", sums)
@@ -80,16 +80,14 @@ def _balance(w: np.ndarray, half, block: int = 0) -> np.ndarray:
     other way costs (:func:`_order`), and each is rounded to its other neighbour when that brings
     the group's sum nearer its float32 sum (each value stays within one unit in the last place
     of its float32 value). The native kernel computes it group by group
-    (``rewriter.kernels._native.balance``); without it, :func:`_balance_numpy` gives the same
+    (:func:`rewriter.kernels.balance_half`); without it, :func:`_balance_numpy` gives the same
     bits."""
-    from rewriter.kernels import _native, kernel_threads
+    from rewriter.kernels import balance_half
 
     w = np.ascontiguousarray(w, dtype=np.float32)
     h = w.astype(half)
     k = block or w.shape[1]
-    if _native is not None and 0 < k <= 4096:
-        _native.balance(w, h.view(np.uint16), int(k), int(w.shape[1]) if block else 0,
-                        0 if h.dtype == np.float16 else 1, kernel_threads())
+    if 0 < k <= 4096 and balance_half(w, h.view(np.uint16), k, w.shape[1] if block else 0, h.dtype != np.float16):
         return h
     if not block:
         return _balance_numpy(w, h)

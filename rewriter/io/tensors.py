@@ -19,7 +19,7 @@ from rewriter.errors import ModelLoadError
 from rewriter.graph import traversal
 from rewriter.graph.schemas import DEFAULT_DOMAINS
 
-__all__ = ["INLINE_THRESHOLD", "PROTOBUF_LIMIT", "BASE_KEY", "INLINE_KEY", "PRIVATE_PREFIX", "CONVERT_KEY", "ALIGN",
+__all__ = ["INLINE_THRESHOLD", "PROTOBUF_LIMIT", "BASE_KEY", "INLINE_KEY", "PRIVATE_PREFIX", "CONVERT_KEY", "converts", "ALIGN",
            "EXTERNAL", "PACKED", "all_tensors", "tensor_name", "expected_bytes", "resolve_location", "reference",
            "set_entries"]
 
@@ -145,14 +145,18 @@ def reference(t: onnx.TensorProto, base_dir: str | None, what: str) -> tuple[str
         raise ModelLoadError(f"{what}: external data offset {offset} + length {length} is past the end "
                              f"of '{entries.get('location')}' ({st.st_size} bytes)")
     expected = expected_bytes(t)
-    from rewriter.io.half import Rounding  # (half builds on this module)
-
-    if expected is not None and Rounding.parse(entries.get(CONVERT_KEY, "")) is not None:
+    if expected is not None and converts(entries.get(CONVERT_KEY, "")):
         expected *= 2  # a half tensor referring to its float32 source
     if expected is not None and expected != length:
         raise ModelLoadError(f"{what}: external data length {length} does not match its type and "
                              f"dims ({expected} bytes)")
     return path, offset, length
+
+
+def converts(value: str) -> bool:
+    """Whether a ``CONVERT_KEY`` value names a conversion: ``clamp`` or ``round``, then
+    ``;rows=N`` or ``;cols=N`` when sums are kept (:class:`rewriter.io.half.Rounding`)."""
+    return value.partition(";")[0] in ("clamp", "round")
 
 
 def set_entries(t: onnx.TensorProto, items: dict[str, str]) -> None:
