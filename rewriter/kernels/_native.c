@@ -1223,14 +1223,23 @@ static void balance_group(const float *w, uint16_t *h, Py_ssize_t k, Py_ssize_t 
         }
         total += isfinite(e) ? (double)e : 0.0;
     }
-    for (int l = lo; l <= hi; l++) {
-        for (Py_ssize_t i = 0; i < k; i++) {
-            if (level[i] != l) continue;
-            double moved = total + (double)delta[i];
-            if (fabs(moved) < fabs(total)) {
-                total = moved;
-                h[i * stride] = alt[i];
-            }
+    if (hi < 0) return;
+    /* counting sort by level (stable: positions stay in order within a level) */
+    int start[257];
+    Py_ssize_t order[BALANCE_MAXK];
+    for (int l = lo; l <= hi + 1; l++) start[l - lo] = 0;
+    for (Py_ssize_t i = 0; i < k; i++)
+        if (level[i] >= 0) start[level[i] - lo + 1]++;
+    for (int l = lo + 1; l <= hi + 1; l++) start[l - lo] += start[l - lo - 1];
+    for (Py_ssize_t i = 0; i < k; i++)
+        if (level[i] >= 0) order[start[level[i] - lo]++] = i;
+    Py_ssize_t n = start[hi - lo];
+    for (Py_ssize_t j = 0; j < n; j++) {
+        Py_ssize_t i = order[j];
+        double moved = total + (double)delta[i];
+        if (fabs(moved) < fabs(total)) {
+            total = moved;
+            h[i * stride] = alt[i];
         }
     }
 }
