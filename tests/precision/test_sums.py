@@ -141,6 +141,15 @@ def test_exact_values_never_move(elem, path):
     assert np.all(got[:, :8] == 1.0)
 
 
+@pytest.mark.parametrize("elem, tie", [(T.FLOAT16, 2.0 ** -11), (T.BFLOAT16, 2.0 ** -8)])
+def test_a_flip_that_leaves_the_sum_as_far_is_not_made(elem, tie, path):
+    """1 + half a step rounds to 1 (ties to even): its sum is off by half a step; rounding it up
+    instead would leave the sum off by as much the other way, so it stays as rounded."""
+    w = np.array([[1.0 + tie, 1.0], [-1.0 - tie, -1.0]], np.float32)
+    got = to_half(w, elem, False, ("rows", 2))
+    assert np.array_equal(got.view(np.uint16), w.astype(HALVES[elem]).view(np.uint16))
+
+
 def test_nonfinite_and_huge_values_pass_through():
     w = np.array([[np.inf, 1.0001, -np.inf, 2.0003], [np.nan, 1.0001, 7e4, 1.0]], np.float32)
     got = to_half(w, T.FLOAT16, False, ("rows", 4)).astype(np.float64)
