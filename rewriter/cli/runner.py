@@ -154,9 +154,9 @@ def _complaint(fn) -> str | None:
 
 def _ort_load(model) -> str | None:
     """None when ONNX Runtime loads ``model`` (its external data resolved in place), else why not."""
-    import onnx
-
     import math
+
+    import onnx
 
     from rewriter.io import external_data_dir
     from rewriter.io.half import conversion

@@ -19,8 +19,8 @@ from rewriter.errors import ModelLoadError
 from rewriter.graph import traversal
 from rewriter.graph.schemas import DEFAULT_DOMAINS
 
-__all__ = ["INLINE_THRESHOLD", "PROTOBUF_LIMIT", "BASE_KEY", "INLINE_KEY", "PRIVATE_PREFIX", "CONVERT_KEY", "converts", "ALIGN",
-           "EXTERNAL", "PACKED", "all_tensors", "tensor_name", "expected_bytes", "resolve_location", "reference",
+__all__ = ["INLINE_THRESHOLD", "PROTOBUF_LIMIT", "BASE_KEY", "INLINE_KEY", "PRIVATE_PREFIX", "CONVERT_KEY", "converts",
+           "ALIGN", "EXTERNAL", "PACKED", "all_tensors", "tensor_name", "expected_bytes", "resolve_location", "reference",
            "set_entries"]
 
 INLINE_THRESHOLD = 1 << 20  # inline raw_data at least this big is left in the file, not parsed

@@ -23,15 +23,12 @@ import onnx
 
 from rewriter.graph.schemas import is_default_domain
 from rewriter.io.half import SUM_BLOCK
+from rewriter.precision.plan import attribute
 
 __all__ = ["kept_sums"]
 
 _MAX_COLUMNS_BLOCK = 1 << 24  # ("cols", n) balances SUM_BLOCK rows of n at a time: bounded memory
 _RNN = frozenset({"RNN", "GRU", "LSTM"})
-
-
-def _int_attribute(node: onnx.NodeProto, name: str) -> int:
-    return next((a.i for a in node.attribute if a.name == name), 0)
 
 
 def _grouping(node: onnx.NodeProto, i: int, shape: tuple) -> tuple | None:
@@ -49,7 +46,8 @@ def _grouping(node: onnx.NodeProto, i: int, shape: tuple) -> tuple | None:
     if op == "MatMul" and rank == 2:
         return ("cols", shape[1]) if i == 1 else ("rows", shape[1]) if i == 0 else None
     if op == "Gemm" and rank == 2 and i in (0, 1):
-        transposed = _int_attribute(node, "transB" if i == 1 else "transA")
+        a = attribute(node, "transB" if i == 1 else "transA")
+        transposed = a is not None and a.i
         # B [K, N] sums each column (transB: [N, K], each row); A [M, K] each row (transA: columns)
         return ("rows", shape[1]) if (i == 1) == bool(transposed) else ("cols", shape[1])
     if op in _RNN and i in (1, 2) and rank == 3:
