@@ -64,7 +64,15 @@ def _open(model: ModelLike) -> tuple[Any, str, str | None]:
     import onnx
 
     if isinstance(model, onnx.ModelProto):
-        return model, "proto", None
+        from rewriter.io.tensors import EXTERNAL, all_tensors
+
+        if not any(t.data_location == EXTERNAL for t, _ in all_tensors(model)):
+            return model, "proto", None
+        from rewriter.io.base_dir import tag_base_dir  # references resolve where onnx's checker and ONNX
+
+        copy = onnx.ModelProto()  # Runtime resolve them: from the working directory (a copy is tagged)
+        copy.CopyFrom(model)
+        return tag_base_dir(copy, os.getcwd()), "proto", os.getcwd()
     if isinstance(model, (str, os.PathLike)):
         from rewriter.io import load_model
 
@@ -82,13 +90,17 @@ def _open(model: ModelLike) -> tuple[Any, str, str | None]:
 
 
 def _back(proto: onnx.ModelProto, kind: str, base_dir: str | None = None) -> Any:
-    """The result in the kind it came in: an onnx_ir Model through the bridge (its external
-    tensors get their directory back)."""
+    """The result in the kind it came in, self-contained: a ModelProto with every tensor that
+    only this package could read (references into the source file through private keys) read
+    into memory, as ``onnx.load`` would; an onnx_ir Model through the bridge (its untouched
+    external tensors keep their directory)."""
     if kind != "ir":
-        return proto
-    from rewriter.optimize.bridge import to_ir
+        from rewriter.io.detach import detach
 
-    return to_ir(proto, base_dir)[0]
+        return detach(proto, base_dir)
+    from rewriter.optimize.bridge import result_to_ir
+
+    return result_to_ir(proto, base_dir)
 
 
 def convert_opset(model: ModelLike, target_opset: int | str | None = None, *, ml_opset: int | None = None,

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import onnx_ir as ir
 
-from rewriter.convert import convert_model
 from rewriter.errors import RewriterError
 from rewriter.fold import FOLD_INT_OVERFLOW_POLICIES, fold_model
 from rewriter.io.base_dir import proto_of
 from rewriter.verify.shapes.check import verify_reduce_prod_shapes
 
-from rewriter.optimize.bridge import to_ir
+from rewriter.optimize.bridge import result_to_ir
 from rewriter.optimize.constant_folding import FoldConstantsPass
 from rewriter.optimize.cse import CommonSubexpressionEliminationPass
 from rewriter.optimize.fusions import FusionsPass
@@ -79,7 +78,7 @@ class ConvertOpsetPass(ir.passes.FunctionalPass):
         proto, self.report = convert_for(proto, self.target_opset, ml_opset=self.ml_opset,
                                          ir_version=self.ir_version, runtime=self.target, base_dir=base_dir)
         modified = proto.SerializeToString() != before
-        return ir.passes.PassResult(to_ir(proto, base_dir)[0], modified=modified)
+        return ir.passes.PassResult(result_to_ir(proto, base_dir), modified=modified)
 
 
 class ConvertPrecisionPass(ir.passes.FunctionalPass):
@@ -94,7 +93,8 @@ class ConvertPrecisionPass(ir.passes.FunctionalPass):
                  target=None, max_error: float | None = None, calibration_data=None) -> None:
         super().__init__()
         self.dtype, self.keep_io_types = dtype, keep_io_types
-        self.keep_op_types, self.keep_nodes, self.target = tuple(keep_op_types), tuple(keep_nodes), target
+        # (as given: a str is one name, read by rewriter.precision.keep)
+        self.keep_op_types, self.keep_nodes, self.target = keep_op_types, keep_nodes, target
         self.max_error, self.calibration_data = max_error, calibration_data
         self.report = None
 
@@ -111,7 +111,7 @@ class ConvertPrecisionPass(ir.passes.FunctionalPass):
                                             keep_nodes=self.keep_nodes, target=target)
         modified = bool(self.report.half_nodes or self.report.applied.constants_converted
                         or self.report.applied.casts)
-        return ir.passes.PassResult(to_ir(proto, base_dir)[0], modified=modified)
+        return ir.passes.PassResult(result_to_ir(proto, base_dir), modified=modified)
 
 
 class FoldReduceProdPass(ir.passes.FunctionalPass):
@@ -152,7 +152,7 @@ class FoldReduceProdPass(ir.passes.FunctionalPass):
         """Fold ``model``; returns a new model and whether anything was folded or removed."""
         proto, base_dir = proto_of(model, self.base_dir)
         proto, self.report = fold_model(proto, int_overflow=self.int_overflow, base_dir=base_dir, in_place=True)
-        return ir.passes.PassResult(to_ir(proto, base_dir)[0], modified=self.report.modified)
+        return ir.passes.PassResult(result_to_ir(proto, base_dir), modified=self.report.modified)
 
 
 class VerifyReduceProdShapesPass(ir.passes.PassBase):

@@ -20,7 +20,7 @@ from rewriter.graph import traversal
 from rewriter.optimize.scopes import attribute_graphs
 from rewriter.io.tensors import BASE_KEY, EXTERNAL, all_tensors
 
-__all__ = ["Carry", "to_ir", "to_proto"]
+__all__ = ["Carry", "to_ir", "to_proto", "result_to_ir"]
 
 
 @dataclasses.dataclass
@@ -75,6 +75,15 @@ def to_ir(model: onnx.ModelProto, base_dir: str | None = None) -> tuple[ir.Model
         base = dict(found).get(BASE_KEY) if found else None
         tensor.base_dir = base or base_dir or ""
     return result, carry
+
+
+def result_to_ir(model: onnx.ModelProto, base_dir: str | None = None) -> ir.Model:
+    """A public function's or pass's result as an ``onnx_ir.Model`` the caller can keep: tensors
+    that only this package can read (half or inline references, :func:`rewriter.io.detach.detach`)
+    are read into memory; untouched external tensors stay lazy, with their directory."""
+    from rewriter.io.detach import detach
+
+    return to_ir(detach(model, base_dir, keep_located=True), base_dir)[0]
 
 
 def _has_map(t: onnx.TypeProto) -> bool:
