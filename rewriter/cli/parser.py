@@ -261,7 +261,8 @@ def _add_precision_flags(p: argparse.ArgumentParser) -> None:
     io.add_argument("--no-keep-io-types", dest="keep_io_types", action="store_false",
                     help="with --dtype: float32 graph inputs and outputs become the half type too")
     p.add_argument("--keep-op-types", type=_names_arg, default=None, metavar="OP,...",
-                   help="with --dtype: op types that stay float32, e.g. LayerNormalization,Softmax")
+                   help="with --dtype: op types that stay float32, e.g. LayerNormalization,Softmax (of the domains "
+                   "the model imports, its functions or its nodes: another name is an error naming the nearest)")
     p.add_argument("--keep-nodes", type=_names_arg, default=None, metavar="NAME,...",
                    help="with --dtype: node names that stay float32")
     p.add_argument("--calibrate", action="store_true",

@@ -35,9 +35,9 @@ def _all_versions(domain: str = "") -> dict[str, tuple[int, ...]]:
     return _versions_by_domain().get("" if is_default_domain(domain) else domain, {})
 
 
-def all_ops() -> list[str]:
-    """Every op of the default domain in ``onnx.defs``."""
-    return sorted(_all_versions())
+def all_ops(domain: str = "") -> list[str]:
+    """Every op of ``domain`` (the default one unless named) in ``onnx.defs``."""
+    return sorted(_all_versions(domain))
 
 
 def schema_versions(op_type: str, domain: str = "") -> tuple[int, ...]:

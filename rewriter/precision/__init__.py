@@ -17,6 +17,7 @@ import onnx
 from rewriter.errors import RewriterError
 from rewriter.precision.apply import Applied, apply_plan
 from rewriter.precision.graphs import Graphs, unique_subgraph_names
+from rewriter.precision.keep import check_op_types, keep_names
 from rewriter.precision.plan import plan_precision
 from rewriter.precision.slots import HALF_TYPES
 
@@ -107,6 +108,9 @@ def convert_precision_proto(model: onnx.ModelProto, dtype: str, *, keep_io_types
     """
     if dtype not in HALF_TYPES:
         raise RewriterError(f"dtype must be one of {', '.join(HALF_TYPES)}, got {dtype!r}")
+    keep_nodes = keep_names(keep_nodes, "--keep-nodes")
+    if _function_names is None:  # (a function body's conversion has the names checked already)
+        keep_op_types = check_op_types(model, keep_op_types)
     from rewriter.io.load import check_model, tensor_reader
 
     result = onnx.ModelProto()
