@@ -59,8 +59,18 @@ _LAZY = {
 _ACCEPTED = "an onnx.ModelProto, an onnx_ir.Model or a path (str or os.PathLike) to a model file"
 
 
-def _open(model: ModelLike) -> tuple[Any, str, str | None]:
-    """(ModelProto, kind, base_dir): kind is 'proto', 'ir' or 'path'."""
+def _open(model: ModelLike, allow_invalid_input: bool = False, what: str = "<model>") -> tuple[Any, str, str | None]:
+    """(ModelProto, kind, base_dir) of a model every entry point has checked as the command line
+    checks its input (ModelLoadError naming the node or tensor); kind is 'proto', 'ir' or 'path'.
+    A model ``onnx.checker`` refuses is refused unless ``allow_invalid_input``."""
+    from rewriter.verify.inputs.validate import check_input
+
+    proto, kind, base_dir = _read(model)
+    check_input(proto, os.fspath(model) if kind == "path" else what, allow_invalid=allow_invalid_input)
+    return proto, kind, base_dir
+
+
+def _read(model: ModelLike) -> tuple[Any, str, str | None]:
     import onnx
 
     if isinstance(model, onnx.ModelProto):
@@ -104,7 +114,7 @@ def _back(proto: onnx.ModelProto, kind: str, base_dir: str | None = None) -> Any
 
 
 def convert_opset(model: ModelLike, target_opset: int | str | None = None, *, ml_opset: int | None = None,
-                  ir_version: int | None = None, target: str | None = None) -> Any:
+                  ir_version: int | None = None, target: str | None = None, allow_invalid_input: bool = False) -> Any:
     """Convert a model's default-domain opset to ``target_opset``, up or down.
 
     Every node is converted one schema step at a time in every scope (main graph,
@@ -124,14 +134,19 @@ def convert_opset(model: ModelLike, target_opset: int | str | None = None, *, ml
             them keeps its opsets), an op it lacks is expanded into its function body, and
             its per-op restrictions (TensorRT: onnx-tensorrt's operators.md) are met by exact
             rewrites or refused, naming the node and the restriction.
+        allow_invalid_input: process a model ``onnx.checker`` refuses (``--allow-invalid-input``);
+            the result is still held to the checker.
 
     Returns:
-        The converted model: the same kind as ``model`` (a ModelProto for a path).
+        The converted model: the same kind as ``model`` (a ModelProto for a path), self-contained
+        (``onnx.save`` and ONNX Runtime take it as it is).
 
     Raises:
         TypeError: ``model`` or ``target_opset`` is of the wrong type.
+        ModelLoadError: the input is not a valid model (the message names the node or tensor,
+            as the command line's does).
         RewriterError: the conversion is impossible (the message names every blocking
-            node and why) or the input is not a valid model. Nothing is half-converted.
+            node and why). Nothing is half-converted.
 
     Example:
         >>> import rewriter
@@ -141,9 +156,16 @@ def convert_opset(model: ModelLike, target_opset: int | str | None = None, *, ml
     target_opset = _convert_args(target_opset, ml_opset, ir_version, target)
     from rewriter.convert import convert_for
 
-    proto, kind, base_dir = _open(model)
-    return _back(convert_for(proto, target_opset, ml_opset=ml_opset, ir_version=ir_version, runtime=target,
-                             base_dir=base_dir)[0], kind, base_dir)
+    proto, kind, base_dir = _open(model, allow_invalid_input)
+    try:
+        result = convert_for(proto, target_opset, ml_opset=ml_opset, ir_version=ir_version, runtime=target,
+                             base_dir=base_dir)[0]
+    except RewriterError as e:
+        from rewriter.verify.inputs.validate import blame_input
+
+        blame_input(proto, e, model if kind == "path" else "<model>")
+        raise
+    return _back(result, kind, base_dir)
 
 
 def _convert_args(target_opset, ml_opset, ir_version, target):
@@ -167,7 +189,7 @@ def _convert_args(target_opset, ml_opset, ir_version, target):
 def convert_precision(model: ModelLike, dtype: str = "float16", *, keep_io_types: bool = True,
                       keep_op_types: tuple[str, ...] | list[str] = (), keep_nodes: tuple[str, ...] | list[str] = (),
                       target: str | None = None, max_error: float | None = None,
-                      calibration_data: list | None = None) -> Any:
+                      calibration_data: list | None = None, allow_invalid_input: bool = False) -> Any:
     """Rewrite a model's float32 computation to ``dtype`` ("float16" or "bfloat16").
 
     Initializers, Constant and ConstantOfShape values, Cast targets, random ops' dtypes and
@@ -183,30 +205,32 @@ def convert_precision(model: ModelLike, dtype: str = "float16", *, keep_io_types
         dtype: "float16" or "bfloat16".
         keep_io_types: graph inputs and outputs keep float32 (Casts at the edge); False makes
             them ``dtype`` too.
-        keep_op_types, keep_nodes: op types and node names that stay float32.
+        keep_op_types, keep_nodes: op types and node names that stay float32 (a str is one name).
         target: a runtime (``"onnxruntime==1.17"``, ...): ops it has no half kernel for stay float32.
         max_error: keep float32 the runs of nodes whose half precision is measured (in ONNX
             Runtime, on ``calibration_data``) to take a float output's relative L2 error beyond
             this, as ``convert --max-error``.
         calibration_data: for ``max_error``: a list of {graph input name: array} (default: one
             set of random inputs, seed 0).
+        allow_invalid_input: process a model ``onnx.checker`` refuses (``--allow-invalid-input``).
 
     Raises:
+        ModelLoadError: the input is not a valid model (the node or tensor named).
         RewriterError: a bad argument, the result would not be a valid model, or ``max_error``
             cannot be met.
     """
     from rewriter.precision.fallback import convert_fitted
     from rewriter.targets import parse_target
 
-    proto, kind, base_dir = _open(model)
+    proto, kind, base_dir = _open(model, allow_invalid_input)
     spec = parse_target(target) if isinstance(target, str) else target
     result, _ = convert_fitted(proto, dtype, max_error=max_error, calibration_data=calibration_data,
-                               keep_io_types=keep_io_types, base_dir=base_dir, keep_op_types=tuple(keep_op_types),
-                               keep_nodes=tuple(keep_nodes), target=spec)
+                               keep_io_types=keep_io_types, base_dir=base_dir, keep_op_types=keep_op_types,
+                               keep_nodes=keep_nodes, target=spec)
     return _back(result, kind, base_dir)
 
 
-def fold_reduce_prod(model: ModelLike, *, int_overflow: str = "skip") -> Any:
+def fold_reduce_prod(model: ModelLike, *, int_overflow: str = "skip", allow_invalid_input: bool = False) -> Any:
     """Replace every ReduceProd whose inputs are constant with its exact value (what
     ``rewriter fold`` does; :func:`optimize_model` folds every other constant node too).
 
@@ -215,6 +239,7 @@ def fold_reduce_prod(model: ModelLike, *, int_overflow: str = "skip") -> Any:
         int_overflow: integer products that overflow: ``"skip"`` leaves the node (with a
             warning; runtimes disagree), ``"wrap"`` folds the value modulo 2^bits (NumPy,
             the ONNX reference), ``"saturate"`` the clamped one (ONNX Runtime's CPU kernel).
+        allow_invalid_input: process a model ``onnx.checker`` refuses (``--allow-invalid-input``).
 
     Returns:
         The folded model, the same kind as ``model`` (a ModelProto for a path); constants
@@ -222,7 +247,8 @@ def fold_reduce_prod(model: ModelLike, *, int_overflow: str = "skip") -> Any:
 
     Raises:
         TypeError: ``model`` is of the wrong type.
-        RewriterError: ``int_overflow`` is not one of the modes, or a node's axes are invalid.
+        ModelLoadError: the input is not a valid model (a node's axes included; the node named).
+        RewriterError: ``int_overflow`` is not one of the modes.
 
     Example:
         >>> folded = rewriter.fold_reduce_prod(model, int_overflow="wrap")  # doctest: +SKIP
@@ -232,22 +258,23 @@ def fold_reduce_prod(model: ModelLike, *, int_overflow: str = "skip") -> Any:
     if int_overflow not in FOLD_INT_OVERFLOW_POLICIES:
         raise RewriterError(f"int_overflow must be one of {', '.join(FOLD_INT_OVERFLOW_POLICIES)}, "
                             f"got {int_overflow!r}")
-    proto, kind, base_dir = _open(model)
+    proto, kind, base_dir = _open(model, allow_invalid_input)
     return _back(fold_model(proto, int_overflow=int_overflow, base_dir=base_dir)[0], kind, base_dir)
 
 
-def fold_constants(model: ModelLike, *, int_overflow: str = "skip") -> Any:
+def fold_constants(model: ModelLike, *, int_overflow: str = "skip", allow_invalid_input: bool = False) -> Any:
     """Deprecated name of :func:`fold_reduce_prod` (it folds ReduceProd only, unlike
     onnxscript's ``fold_constants``; :func:`optimize_model` folds every constant node)."""
     import warnings
 
     warnings.warn("rewriter.fold_constants is rewriter.fold_reduce_prod (it folds ReduceProd only); "
                   "the old name will go", DeprecationWarning, stacklevel=2)
-    return fold_reduce_prod(model, int_overflow=int_overflow)
+    return fold_reduce_prod(model, int_overflow=int_overflow, allow_invalid_input=allow_invalid_input)
 
 
 def optimize_model(model: ModelLike, *, fold_limit: int = 512 * 512 * 4, int_overflow: str = "skip",
-             strip_metadata: bool = False, allow_removing_custom_ops: bool = False) -> Any:
+             strip_metadata: bool = False, allow_removing_custom_ops: bool = False,
+             allow_invalid_input: bool = False) -> Any:
     """Shrink a model without changing what it computes or losing names and metadata.
 
     In the main graph, every subgraph and every model-local function: ReduceProd folded by
@@ -263,12 +290,14 @@ def optimize_model(model: ModelLike, *, fold_limit: int = 512 * 512 * 4, int_ove
             folds the wrapped value, ``"saturate"`` clamps ReduceProd (as ONNX Runtime does).
         strip_metadata: drop doc strings and metadata (kept by default).
         allow_removing_custom_ops: also remove unused custom-domain nodes (kept by default).
+        allow_invalid_input: process a model ``onnx.checker`` refuses (``--allow-invalid-input``).
 
     Returns:
         The optimized model, the same kind as ``model`` (a ModelProto for a path).
 
     Raises:
         TypeError: ``model`` is of the wrong type.
+        ModelLoadError: the input is not a valid model (the node or tensor named).
         RewriterError: ``int_overflow`` is not one of the modes.
 
     Example:
@@ -280,13 +309,13 @@ def optimize_model(model: ModelLike, *, fold_limit: int = 512 * 512 * 4, int_ove
     if int_overflow not in FOLD_INT_OVERFLOW_POLICIES:
         raise RewriterError(f"int_overflow must be one of {', '.join(FOLD_INT_OVERFLOW_POLICIES)}, "
                             f"got {int_overflow!r}")
-    proto, kind, base_dir = _open(model)
+    proto, kind, base_dir = _open(model, allow_invalid_input)
     options = OptimizeOptions(fold_limit=fold_limit, int_overflow=int_overflow, strip_metadata=strip_metadata,
                               allow_removing_custom_ops=allow_removing_custom_ops)
     return _back(optimize_proto(proto, options, base_dir=base_dir)[0], kind, base_dir)
 
 
-def verify_reduce_prod_shapes(model: ModelLike) -> list[ShapeProblem]:
+def verify_reduce_prod_shapes(model: ModelLike, *, allow_invalid_input: bool = False) -> list[ShapeProblem]:
     """Check every ReduceProd output's shape against the rule, and ONNX strict shape inference.
 
     The shapes of other ops are checked only as far as ONNX's strict inference checks them
@@ -294,6 +323,7 @@ def verify_reduce_prod_shapes(model: ModelLike) -> list[ShapeProblem]:
 
     Args:
         model: an ``onnx.ModelProto``, an ``onnx_ir.Model`` or a path to a model file.
+        allow_invalid_input: check a model ``onnx.checker`` refuses (``--allow-invalid-input``).
 
     Returns:
         A list of ``ShapeProblem`` (each names the node, where it is, and what is wrong);
@@ -301,6 +331,7 @@ def verify_reduce_prod_shapes(model: ModelLike) -> list[ShapeProblem]:
 
     Raises:
         TypeError: ``model`` is of the wrong type.
+        ModelLoadError: the input is not a valid model (the node or tensor named).
 
     Example:
         >>> problems = rewriter.verify_reduce_prod_shapes("model.onnx")  # doctest: +SKIP
@@ -308,23 +339,23 @@ def verify_reduce_prod_shapes(model: ModelLike) -> list[ShapeProblem]:
     """
     from rewriter.verify.shapes.check import verify_reduce_prod_shapes as _verify
 
-    proto, _, _ = _open(model)
+    proto, _, _ = _open(model, allow_invalid_input)
     return _verify(proto)
 
 
-def verify_shapes(model: ModelLike) -> list[ShapeProblem]:
+def verify_shapes(model: ModelLike, *, allow_invalid_input: bool = False) -> list[ShapeProblem]:
     """Deprecated name of :func:`verify_reduce_prod_shapes` (it checks the ReduceProd outputs'
     shapes, and ONNX strict inference; not every op's shapes by a rule of its own)."""
     import warnings
 
     warnings.warn("rewriter.verify_shapes is rewriter.verify_reduce_prod_shapes (it checks the ReduceProd "
                   "outputs' shapes); the old name will go", DeprecationWarning, stacklevel=2)
-    return verify_reduce_prod_shapes(model)
+    return verify_reduce_prod_shapes(model, allow_invalid_input=allow_invalid_input)
 
 
 def verify_numerics(original: ModelLike, rewritten: ModelLike, *, seed: int = 0, rtol: float | None = None,
                     atol: float | None = None, input_shapes: dict[str, list[int]] | None = None,
-                    input_values: dict[str, Any] | None = None) -> NumericsReport:
+                    input_values: dict[str, Any] | None = None, allow_invalid_input: bool = False) -> NumericsReport:
     """Run two models on the same random inputs and compare every output.
 
     ONNX Runtime runs both when it can, ``onnx.reference`` otherwise. Floats compare with a
@@ -338,6 +369,7 @@ def verify_numerics(original: ModelLike, rewritten: ModelLike, *, seed: int = 0,
         input_shapes: graph input name -> dims, pinning dynamic dims (default: each symbol is 2).
         input_values: graph input name -> values (a list, or one number for a scalar) fed instead
             of random ones (a sample rate, a length, token ids), as ``--input-value`` does.
+        allow_invalid_input: compare models ``onnx.checker`` refuses (``--allow-invalid-input``).
 
     ONNX Runtime runs in a child process: a crash there (random inputs can make a model divide
     an integer by zero) is reported as a reason, and ``onnx.reference`` is tried instead.
@@ -347,6 +379,7 @@ def verify_numerics(original: ModelLike, rewritten: ModelLike, *, seed: int = 0,
 
     Raises:
         TypeError: a model is of the wrong type.
+        ModelLoadError: a model is not a valid model (which, and the node or tensor, named).
         RewriterError: the original model cannot be run on random inputs (no engine runs it,
             or a graph input gives a ReduceProd its axes: random axes are not valid ones).
 
@@ -356,8 +389,8 @@ def verify_numerics(original: ModelLike, rewritten: ModelLike, *, seed: int = 0,
     """
     from rewriter.verify.numerics import verify_numerics as _verify
 
-    a, _, base_a = _open(original)
-    b, _, base_b = _open(rewritten)
+    a, _, base_a = _open(original, allow_invalid_input, "the original model")
+    b, _, base_b = _open(rewritten, allow_invalid_input, "the rewritten model")
     return _verify(a, b, seed=seed, rtol=rtol, atol=atol, input_shapes=input_shapes, base_dirs=(base_a, base_b),
                    input_values=input_values)
 

@@ -15,6 +15,7 @@ import onnx_ir as ir
 from rewriter.errors import RewriterError
 from rewriter.fold import FOLD_INT_OVERFLOW_POLICIES, fold_model
 from rewriter.io.base_dir import proto_of
+from rewriter.verify.inputs.validate import blame_input, check_input
 from rewriter.verify.shapes.check import verify_reduce_prod_shapes
 
 from rewriter.optimize.bridge import result_to_ir
@@ -28,6 +29,14 @@ from rewriter.optimize.remove_unused import RemoveUnusedPass
 __all__ = ["ConvertOpsetPass", "ConvertPrecisionPass", "FoldReduceProdPass", "VerifyReduceProdShapesPass", "VerifyShapesPass",
            "OptimizePass", "FoldConstantsPass", "FusionsPass", "CommonSubexpressionEliminationPass",
            "RemoveUnusedPass", "DropToolMetadataPass", "StripMetadataPass"]
+
+
+def _checked(model: ir.Model, allow_invalid: bool, base_dir: str | None = None):
+    """(proto, base_dir) of ``model``, checked as every entry point checks its input
+    (:func:`rewriter.verify.inputs.validate.check_input`: ModelLoadError naming the node or tensor)."""
+    proto, base_dir = proto_of(model, base_dir)
+    check_input(proto, allow_invalid=allow_invalid)
+    return proto, base_dir
 
 
 class ConvertOpsetPass(ir.passes.FunctionalPass):
@@ -50,8 +59,9 @@ class ConvertOpsetPass(ir.passes.FunctionalPass):
 
     Raises:
         TypeError (when made): an argument of the wrong type, or nothing to reach.
-        RewriterError (when called): the conversion is impossible (every blocking node named)
-            or the model is invalid.
+        ModelLoadError (when called): the input is not a valid model (the node or tensor named;
+            ``allow_invalid_input=True`` processes a model ``onnx.checker`` refuses).
+        RewriterError (when called): the conversion is impossible (every blocking node named).
 
     Example:
         >>> result = ConvertOpsetPass(13)(ir.load("model.onnx"))  # doctest: +SKIP
@@ -61,22 +71,28 @@ class ConvertOpsetPass(ir.passes.FunctionalPass):
     """
 
     def __init__(self, target_opset: int | str | None = None, *, ml_opset: int | None = None,
-                 ir_version: int | None = None, target: str | None = None) -> None:
+                 ir_version: int | None = None, target: str | None = None, allow_invalid_input: bool = False) -> None:
         super().__init__()
         from rewriter import _convert_args
 
         self.target_opset = _convert_args(target_opset, ml_opset, ir_version, target)
         self.ml_opset, self.ir_version, self.target = ml_opset, ir_version, target
+        self.allow_invalid_input = allow_invalid_input
         self.report = None
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         """Convert ``model``; returns a new model and whether anything changed."""
         from rewriter.convert import convert_for
 
-        proto, base_dir = proto_of(model)
+        proto, base_dir = _checked(model, self.allow_invalid_input)
         before = proto.SerializeToString()
-        proto, self.report = convert_for(proto, self.target_opset, ml_opset=self.ml_opset,
-                                         ir_version=self.ir_version, runtime=self.target, base_dir=base_dir)
+        try:
+            result, self.report = convert_for(proto, self.target_opset, ml_opset=self.ml_opset,
+                                              ir_version=self.ir_version, runtime=self.target, base_dir=base_dir)
+        except RewriterError as e:
+            blame_input(proto, e)
+            raise
+        proto = result
         modified = proto.SerializeToString() != before
         return ir.passes.PassResult(result_to_ir(proto, base_dir), modified=modified)
 
@@ -90,8 +106,10 @@ class ConvertPrecisionPass(ir.passes.FunctionalPass):
     """
 
     def __init__(self, dtype: str = "float16", *, keep_io_types: bool = True, keep_op_types=(), keep_nodes=(),
-                 target=None, max_error: float | None = None, calibration_data=None) -> None:
+                 target=None, max_error: float | None = None, calibration_data=None,
+                 allow_invalid_input: bool = False) -> None:
         super().__init__()
+        self.allow_invalid_input = allow_invalid_input
         self.dtype, self.keep_io_types = dtype, keep_io_types
         # (as given: a str is one name, read by rewriter.precision.keep)
         self.keep_op_types, self.keep_nodes, self.target = keep_op_types, keep_nodes, target
@@ -103,7 +121,7 @@ class ConvertPrecisionPass(ir.passes.FunctionalPass):
         from rewriter.precision.fallback import convert_fitted
         from rewriter.targets import parse_target
 
-        proto, base_dir = proto_of(model)
+        proto, base_dir = _checked(model, self.allow_invalid_input)
         target = parse_target(self.target) if isinstance(self.target, str) else self.target
         proto, self.report = convert_fitted(proto, self.dtype, max_error=self.max_error,
                                             calibration_data=self.calibration_data, keep_io_types=self.keep_io_types,
@@ -139,8 +157,10 @@ class FoldReduceProdPass(ir.passes.FunctionalPass):
         >>> result = FoldReduceProdPass(int_overflow="wrap")(ir.load("model.onnx"))  # doctest: +SKIP
     """
 
-    def __init__(self, int_overflow: str = "skip", base_dir: str | None = None) -> None:
+    def __init__(self, int_overflow: str = "skip", base_dir: str | None = None, *,
+                 allow_invalid_input: bool = False) -> None:
         super().__init__()
+        self.allow_invalid_input = allow_invalid_input
         if int_overflow not in FOLD_INT_OVERFLOW_POLICIES:
             raise RewriterError(f"int_overflow must be one of {', '.join(FOLD_INT_OVERFLOW_POLICIES)}, "
                                 f"got {int_overflow!r}")
@@ -150,7 +170,7 @@ class FoldReduceProdPass(ir.passes.FunctionalPass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         """Fold ``model``; returns a new model and whether anything was folded or removed."""
-        proto, base_dir = proto_of(model, self.base_dir)
+        proto, base_dir = _checked(model, self.allow_invalid_input, self.base_dir)
         proto, self.report = fold_model(proto, int_overflow=self.int_overflow, base_dir=base_dir, in_place=True)
         return ir.passes.PassResult(result_to_ir(proto, base_dir), modified=self.report.modified)
 
@@ -162,11 +182,17 @@ class VerifyReduceProdShapesPass(ir.passes.PassBase):
     the model unchanged (``modified=False``) when every shape is consistent.
 
     Raises (when called):
+        ModelLoadError: the input is not a valid model, as :func:`rewriter.verify_reduce_prod_shapes`
+            says (``allow_invalid_input=True`` checks a model ``onnx.checker`` refuses).
         RewriterError: listing the problems found (up to five, and how many more).
 
     Example:
         >>> ir.passes.PassManager([FoldReduceProdPass(), VerifyReduceProdShapesPass()])(model)  # doctest: +SKIP
     """
+
+    def __init__(self, *, allow_invalid_input: bool = False) -> None:
+        super().__init__()
+        self.allow_invalid_input = allow_invalid_input
 
     @property
     def in_place(self) -> bool:
@@ -178,7 +204,7 @@ class VerifyReduceProdShapesPass(ir.passes.PassBase):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         """Verify ``model``; returns it unchanged, or raises RewriterError naming the problems."""
-        problems = verify_reduce_prod_shapes(proto_of(model)[0])
+        problems = verify_reduce_prod_shapes(_checked(model, self.allow_invalid_input)[0])
         if problems:
             details = "; ".join(str(p) for p in problems[:5])
             more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
@@ -190,9 +216,9 @@ class VerifyShapesPass(VerifyReduceProdShapesPass):
     """Deprecated name of :class:`VerifyReduceProdShapesPass` (it checks the ReduceProd outputs'
     shapes, and ONNX strict inference)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, allow_invalid_input: bool = False) -> None:
         import warnings
 
         warnings.warn("rewriter.VerifyShapesPass is rewriter.VerifyReduceProdShapesPass (it checks the "
                       "ReduceProd outputs' shapes); the old name will go", DeprecationWarning, stacklevel=2)
-        super().__init__()
+        super().__init__(allow_invalid_input=allow_invalid_input)

@@ -47,7 +47,7 @@ def load_input(path: str, args=None):
     input did not meet.
     """
     from rewriter.io import load_model
-    from rewriter.verify.inputs.validate import validate_model
+    from rewriter.verify.inputs.validate import check_input, input_fault
 
     model = load_model(path)
     inferred = None
@@ -56,14 +56,10 @@ def load_input(path: str, args=None):
 
         inferred = args.run.input_inferred = LazyInference(model)
     rank_checks = args.run.rank_checks = [] if inferred is not None else None  # finished before writing
-    complaint = validate_model(model, path, inferred=inferred,  # what onnx.checker refuses, if anything
-                               rank_checks=rank_checks)
-    if complaint:
-        if not getattr(args, "allow_invalid_input", False):
-            raise RewriterError(f"{path}: the input is not a valid ONNX model (onnx.checker: {complaint}); "
-                                "--allow-invalid-input processes it anyway")
-        warn(args, f"{path}: the input is not a valid ONNX model (onnx.checker: {complaint}); "
-                   "processing it because of --allow-invalid-input")
+    complaint = check_input(model, path, allow_invalid=getattr(args, "allow_invalid_input", False),
+                            override="--allow-invalid-input", inferred=inferred, rank_checks=rank_checks)
+    if complaint:  # what onnx.checker refuses, processed because of --allow-invalid-input
+        warn(args, input_fault(path, complaint, "processing it because of --allow-invalid-input"))
         args.run.input_invalid = True
         args.run.input_complaint = complaint.split(" in a node:")[0].split("==>")[0].strip().rstrip(".")
     return model

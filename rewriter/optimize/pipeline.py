@@ -298,12 +298,17 @@ class OptimizePass(ir.passes.InPlacePass):
     to keep it. After a run, ``self.report`` holds the :class:`OptimizeReport`.
     """
 
-    def __init__(self, options: OptimizeOptions | None = None, **kwargs):
+    def __init__(self, options: OptimizeOptions | None = None, *, allow_invalid_input: bool = False, **kwargs):
         super().__init__()
         self.options = options or OptimizeOptions(**kwargs)
+        self.allow_invalid_input = allow_invalid_input  # as rewriter.optimize_model's
         self.report = OptimizeReport()
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
+        from rewriter.io.base_dir import proto_of
+        from rewriter.verify.inputs.validate import check_input
+
+        check_input(proto_of(model)[0], allow_invalid=self.allow_invalid_input)  # as every entry point
         self.report = OptimizeReport()
         modified = run_pipeline(model, self.options, self.report)
         return ir.passes.PassResult(model, modified=modified)

@@ -16,7 +16,7 @@ import os
 
 import onnx
 
-from rewriter.errors import RewriterError
+from rewriter.errors import ModelLoadError, RewriterError
 from rewriter.graph import traversal
 from rewriter.graph.traversal import Scope, node_label
 from rewriter.io import check_model
@@ -25,7 +25,7 @@ from rewriter.verify.inputs.utf8 import all_text_utf8
 from rewriter.verify.inputs.reduce_prod_inputs import check_reduce_prods
 from rewriter.graph.schemas import is_default_domain
 
-__all__ = ["validate_model", "checker_complaint"]
+__all__ = ["validate_model", "checker_complaint", "check_input", "input_fault", "blame_input"]
 
 logger = logging.getLogger(__name__)
 
@@ -303,3 +303,38 @@ def validate_model(model: onnx.ModelProto, path: str | os.PathLike = "<model>", 
     if pending:
         rank_checks.append(pending)
     return complaint
+
+
+def input_fault(where: str, complaint: str, what: str) -> str:
+    """The message for an input that ``onnx.checker`` refuses: the input's fault, never the rewrite's."""
+    return f"{where}: the input is not a valid ONNX model (onnx.checker: {complaint}); {what}"
+
+
+def check_input(model: onnx.ModelProto, where: str | os.PathLike = "<model>", *, allow_invalid: bool = False,
+                override: str = "allow_invalid_input=True", inferred=None, rank_checks: list | None = None) -> str | None:
+    """The one input check of every entry point (the command line's and the Python API's).
+
+    Runs :func:`validate_model`; its refusals (a node, tensor or value named) are raised as
+    ModelLoadError. A model ``onnx.checker`` refuses is refused too, saying that ``override``
+    processes it anyway, unless ``allow_invalid``: then the checker's complaint is returned for
+    the caller to warn with (None when the checker accepts the model).
+    """
+    where = os.fspath(where)
+    try:
+        complaint = validate_model(model, where, inferred=inferred, rank_checks=rank_checks)
+    except ModelLoadError:
+        raise
+    except RewriterError as e:
+        raise ModelLoadError(str(e)) from None
+    if complaint and not allow_invalid:
+        raise ModelLoadError(input_fault(where, complaint, f"{override} processes it anyway"))
+    return complaint
+
+
+def blame_input(model: onnx.ModelProto, error: RewriterError, where: str | os.PathLike = "<model>") -> None:
+    """Raise ModelLoadError when ``error`` repeats what ``onnx.checker`` says of the input itself
+    (a model let in with ``allow_invalid_input``): the input's fault, not the conversion's."""
+    complaint = checker_complaint(model)
+    if complaint and complaint.split(" in a node:")[0].split("==>")[0].strip().rstrip(".") in str(error):
+        raise ModelLoadError(input_fault(os.fspath(where), complaint, "the conversion holds its result to the "
+                                         "checker, so it cannot convert it")) from None
