@@ -516,7 +516,7 @@ MUTANTS: list[Mutant] = [
       "--input-value is ignored (verify and calibration)"),
     M("verify-feeds-ignored", "rewriter/verify/numerics/compare.py",
       "feeds = dict(feeds) if feeds is not None else random_feeds(", "feeds = random_feeds(", "tests/precision/test_max_error.py", "--verify ignores the calibration sample"),
-    M("verify-feeds-unsaid", "rewriter/verify/numerics/compare.py",
+    M("verify-feeds-unsaid", "rewriter/verify/numerics/report.py",
       'given = f"{self.inputs} (" if self.inputs else', 'given = "random inputs (" if self.inputs else', "tests/precision/test_max_error.py",
       "the report says random inputs for the sample"),
     M("verify-no-sample", "rewriter/cli/precision_command.py", "        args.run.verify_feeds = samples[0]",

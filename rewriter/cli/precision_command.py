@@ -8,7 +8,7 @@ import time
 
 from rewriter.cli import summary
 from rewriter.cli.rewrite_checks import conversion_text, verify_rewrite
-from rewriter.cli.runner import EXIT_OK, save_output
+from rewriter.cli.runner import EXIT_OK, VerificationFailed, save_output
 from rewriter.errors import RewriterError
 
 __all__ = ["convert_precision_command", "HALF_REL_L2"]
@@ -40,7 +40,14 @@ def convert_precision_command(args, model, base_dir, before, start) -> int:
     measured, samples = None, None
     if args.calibrate or args.calibration_data or args.max_error is not None:
         from rewriter.precision.calibrate import load_samples, measure
+        from rewriter.verify.numerics.degenerate import defaulted_dims, defaulted_text
         from rewriter.verify.numerics.random_inputs import random_feeds
+
+        defaulted = "" if args.calibration_data else defaulted_dims(source, dict(args.input_shape or []),
+                                                                      dict(args.input_value or []))
+        if defaulted and args.max_error is not None:  # the search would fit a model to inputs of no real size
+            raise VerificationFailed(f"--max-error {args.max_error:g} cannot judge on random inputs: "
+                                     f"{defaulted_text(defaulted)}; nothing was written")
 
         samples = load_samples(source, args.calibration_data) if args.calibration_data else [
             random_feeds(source, input_shapes=dict(args.input_shape or []), input_values=dict(args.input_value or []),
@@ -48,13 +55,16 @@ def convert_precision_command(args, model, base_dir, before, start) -> int:
         if args.dtype == "float16" and (args.calibrate or args.calibration_data):
             measured = measure(source, base_dir, samples=samples)
 
-    from rewriter.precision.fallback import convert_fitted
+    from rewriter.precision.fallback import CannotJudge, convert_fitted
 
-    result, report = convert_fitted(source, args.dtype, max_error=args.max_error,
-                                    calibration_data=samples if args.max_error is not None else None,
-                                    keep_io_types=args.keep_io_types, base_dir=base_dir,
-                                    keep_op_types=args.keep_op_types or (), keep_nodes=args.keep_nodes or (),
-                                    target=target, measured=measured)
+    try:
+        result, report = convert_fitted(source, args.dtype, max_error=args.max_error,
+                                        calibration_data=samples if args.max_error is not None else None,
+                                        keep_io_types=args.keep_io_types, base_dir=base_dir,
+                                        keep_op_types=args.keep_op_types or (), keep_nodes=args.keep_nodes or (),
+                                        target=target, measured=measured)
+    except CannotJudge as e:  # a reference that checks nothing: verification's exit 1, not bad input
+        raise VerificationFailed(f"{e}; nothing was written") from None
     if target is not None and target.rules:  # the half types must still be ones the runtime's ops take
         from rewriter.targets import restriction_violations
 

@@ -30,7 +30,9 @@ def verify_rewrite(original, rewritten, args) -> dict:
     """Shape-verify (and with --verify, numerically verify) a rewrite before it is written.
 
     Shape problems the input already had (and the result kept) are printed as warnings; one the rewrite
-    introduced, or a numerical mismatch, raises VerificationFailed (exit 1, nothing written).
+    introduced, or a numerical mismatch, raises VerificationFailed (exit 1, nothing written). A
+    numerical check that checked nothing (a degenerate reference, every dynamic dim defaulted) is
+    a warning, as an inherited shape problem is: not a pass, and not a finding (exit 0).
     The input is only verified when the result has a problem (to tell old from new): a
     clean result costs one shape inference, not two.
 
@@ -79,12 +81,15 @@ def verify_rewrite(original, rewritten, args) -> dict:
                                  feeds=getattr(args.run, "verify_feeds", None),
                                  feeds_are="the first --calibration-data sample")
         done["numerics"] = report.to_dict()
-        args.run.result_ort_ok = report.ok and report.backend_rewritten == "onnxruntime"  # the gate need not ask again
+        # the gate need not ask again
+        args.run.result_ort_ok = not report.failed and report.backend_rewritten == "onnxruntime"
         if not getattr(args, "json", False) and not getattr(args, "quiet", False):
             for line in report.summary_lines():
                 print(line)
-        if not report.ok:
-            bad = [o.line() for o in report.outputs if not o.ok] or [report.error]
+        if not report.failed and report.not_verified:  # not a pass, not a finding: said, and written
+            warn(args, f"numerical check not verified (written all the same): {report.not_verified_text()}")
+        if report.failed:
+            bad = [o.line() for o in report.outputs if o.mismatch] or [report.error]
             hint = ""
             if (getattr(args, "int_overflow", None) == "wrap" and "onnxruntime" in report.backend_rewritten
                     and any(o.reason == "integers differ" for o in report.outputs)):

@@ -23,6 +23,10 @@ A node kept so computes in float32 from its weights stored in half (a Cast each,
 Runtime folds when it loads the model: the file stays half the size) when keeping every node
 so meets the limit: then the values between nodes lose the accuracy, not the weights. Else
 (one conversion tells) the nodes kept hold their weights in float32 too.
+
+The search cannot judge (:class:`CannotJudge`) when a float output of the float32 model is all
+zero, constant or all NaN/infinite over every calibration input (any error is then 0 or
+meaningless), or when the inputs are random ones whose every dynamic dim took the default size.
 """
 
 from __future__ import annotations
@@ -34,10 +38,15 @@ import numpy as np
 
 from rewriter.errors import RewriterError
 
-__all__ = ["Fit", "convert_fitted", "fit_max_error", "half_error", "SEGMENTS"]
+__all__ = ["Fit", "convert_fitted", "fit_max_error", "half_error", "SEGMENTS", "CannotJudge"]
 
 SEGMENTS = 8
 _LEVELS = ("ORT_DISABLE_ALL", "ORT_ENABLE_ALL")  # the model as written, and as ONNX Runtime runs it
+
+
+class CannotJudge(RewriterError):
+    """``max_error``'s calibration inputs check nothing: a reference output all zero or constant,
+    or random inputs with every dynamic dim at its default size (the CLI's exit 1)."""
 
 
 @dataclasses.dataclass
@@ -157,8 +166,12 @@ def convert_fitted(proto, dtype: str, *, max_error: float | None = None, calibra
     if not max_error > 0:
         raise RewriterError(f"max_error must be a number > 0, got {max_error!r}")
     if calibration_data is None:
+        from rewriter.verify.numerics.degenerate import defaulted_dims, defaulted_text
         from rewriter.verify.numerics.random_inputs import random_feeds
 
+        defaulted = defaulted_dims(proto)
+        if defaulted:
+            raise CannotJudge(f"--max-error {max_error:g} cannot judge on random inputs: {defaulted_text(defaulted)}")
         calibration_data = [random_feeds(proto)]
     return fit_max_error(convert, proto, base_dir, list(calibration_data), max_error, keep_io_types)
 
@@ -175,6 +188,9 @@ def fit_max_error(convert, source, base_dir, samples, limit: float, keep_io_type
     except Exception as e:  # noqa: BLE001 - ORT's refusal, as the reason
         raise RewriterError(f"--max-error: ONNX Runtime cannot run the float32 model: "
                             f"{str(e).strip().splitlines()[0][:300]}") from None
+    flat = _degenerate_outputs(source, judge.want["onnxruntime"][:len(samples)])
+    if flat:
+        raise CannotJudge(f"--max-error {limit:g} cannot judge on the calibration inputs: {flat}")
     tried: dict = {}
     weights_half = False
 
@@ -202,6 +218,21 @@ def fit_max_error(convert, source, base_dir, samples, limit: float, keep_io_type
         _, result, report = trial(kept)
     report.fitted = Fit(limit, len(samples), all_half, error, len(kept), judge.trials, weights_half and bool(kept))
     return result, report
+
+
+def _degenerate_outputs(source, outputs: list) -> str:
+    """The float outputs all zero, constant or all NaN/infinite over every sample ("name: why")."""
+    from rewriter.verify.numerics.degenerate import REAL_INPUTS_HINT, degenerate_reference
+
+    names = [o.name for o in source.graph.output]
+    found = []
+    for i, name in enumerate(names):
+        values = [np.asarray(sample[i]) for sample in outputs if i < len(sample)]
+        if values:  # (only a float output can be degenerate)
+            why = degenerate_reference(np.concatenate([v.reshape(-1) for v in values]))
+            if why:
+                found.append(f"{name}: {why}")
+    return "; ".join(found) + (f" ({REAL_INPUTS_HINT})" if found else "")
 
 
 def _search(trial, candidates, limit: float) -> tuple[tuple, float]:

@@ -62,8 +62,8 @@ def test_a_crash_of_onnx_runtime_in_the_check_falls_back_and_is_said(monkeypatch
 
     monkeypatch.setattr(numerics, "_run_ort", crash)
     graph = h.make_graph([h.make_node("Relu", ["x"], ["y"])], "g",
-                         [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3])],
-                         [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [3])])
+                         [h.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [8])],  # (3 were all
+                         [h.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [8])])  # negative: Relu all 0)
     model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
     report = numerics.verify_numerics(model, model)
     assert report.ok and report.backend_original == "reference"
