@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from rewriter.cli import summary
+from rewriter.cli import freeze_option, summary
 from rewriter.cli.rewrite_checks import conversion_text, verify_rewrite
 from rewriter.cli.runner import (EXIT_ERROR, EXIT_OK, EXIT_PROBLEM, UsageError, VerificationFailed,
                                  finish_rank_checks, input_layout, one_line, save_output)
@@ -94,11 +94,22 @@ def _plan(args, model, base_dir) -> int:
     from rewriter.convert import convert_for
 
     finish_rank_checks(args)
-    _, report = convert_for(model, args.spec, base_dir=base_dir, plan_only=True, inferred=args.run.input_inferred)
+    result, report = convert_for(model, args.spec, base_dir=base_dir, plan_only=True, inferred=args.run.input_inferred)
+    if args.run.frozen_inputs and report.ok:
+        try:  # an IR 3 result makes them graph inputs again
+            from rewriter.graph.input_defaults import check_kept
+
+            check_kept(result, args.run.frozen_inputs)
+        except RewriterError as e:
+            report.ir_blockers.append(str(e))
     status = EXIT_OK if report.ok else EXIT_ERROR
+    frozen, unlocked = freeze_option.summary_line(args), None if report.ok else _unlocks(args, model, report)
+    report.notes += [line for line in (frozen, unlocked and freeze_option.unlock_line(unlocked)) if line]
     if getattr(args, "json", False):
         print(json.dumps({"schema": "rewriter.plan/1", "command": "convert --plan", "model": args.model,
-                          "exit_status": status, **report.to_dict()}, indent=2))
+                          "exit_status": status, **report.to_dict(),
+                          **({"input_defaults": unlocked} if unlocked else {}),
+                          **({"frozen_input_defaults": args.run.frozen_inputs} if frozen else {})}, indent=2))
     else:
         blocked = len(report.blockers) + len(report.ir_blockers)
         verdict = "possible" if report.ok else f"impossible: {blocked} thing(s) block it" if report.ir_blockers \
@@ -107,6 +118,22 @@ def _plan(args, model, base_dir) -> int:
         for line in report.plan_lines():
             print(f"  {line}")
     return EXIT_OK if report.ok else EXIT_ERROR
+
+
+def _unlocks(args, model, report=None) -> dict | None:
+    """What --freeze-input-defaults would unlock in the conversion to ``args.spec`` when it is
+    blocked (planned here when ``report`` is None), or None."""
+    import os
+
+    from rewriter.convert import convert_for
+    from rewriter.graph.input_defaults import input_defaults
+
+    if not input_defaults(model):
+        return None
+    base_dir = os.path.dirname(os.path.abspath(args.model))
+    if report is None:
+        report = convert_for(model, args.spec, base_dir=base_dir, plan_only=True)[1]
+    return None if report.ok else freeze_option.unlock(model, args.spec, report, base_dir)
 
 
 # ---------------------------------------------------------------- fold / optimize
@@ -194,8 +221,9 @@ def _strict_inference_gate(model, result, args) -> None:
 
 
 def _optimize_details(report) -> list[str]:
-    if report.kept_input:
-        return ["nothing got smaller and the rewritten file would have been bigger: written as it was read"]
+    if report.kept_input:  # (what was not folded says why, graph inputs' defaults among it)
+        return ["nothing got smaller and the rewritten file would have been bigger: written as it was read",
+                *_not_folded(report)]
     rp, lines = report.reduce_prod, []
     if rp is not None:  # the model has ReduceProd nodes
         lines.append(f"folded {len(rp.folded)} ReduceProd node(s) with the exact kernel, skipped {len(rp.skipped)}")
@@ -212,8 +240,13 @@ def _optimize_details(report) -> list[str]:
     if size:
         lines.append(f"folds skipped for size (--fold-limit): {len(size)}")
         lines += [f"  {label}: {reason}" for label, reason in size[:5]]
+    return lines + _not_folded(report)
+
+
+def _not_folded(report) -> list[str]:
+    size = report.skipped_for_size
     others = [s for s in report.skipped if s not in size and "ReduceProd" not in s[0]]  # those: above
-    lines += [f"not folded: {label}: {reason}" for label, reason in others[:10]]
+    lines = [f"not folded: {label}: {reason}" for label, reason in others[:10]]
     if len(others) > 10:
         lines.append(f"not folded: ... and {len(others) - 10} more")
     return lines
@@ -239,13 +272,18 @@ def cmd_check(args) -> int:
         found = blockers(args.run.input_model, runtime, base_dir=os.path.dirname(os.path.abspath(args.model)))
         target = {"target": runtime.name, "loads": True, "blockers": found}
         target["loads"] = not target["blockers"]
+        if found:
+            target["input_defaults"] = _unlocks(args, args.run.input_model)
+    frozen = freeze_option.summary_line(args)
     if args.json:
         doc = report.to_dict(model=args.model)
         if target is not None:
             doc["target"] = target
+        if frozen is not None:
+            doc["frozen_input_defaults"] = list(args.run.frozen_inputs)
         print(json.dumps(doc, indent=2))
     else:
-        print(f"{args.model}:")
+        print(f"{args.model}:" + (f" {frozen}" if frozen else ""))
         for line in table_lines(report):
             print(line)
         if target is not None:
@@ -256,4 +294,8 @@ def cmd_check(args) -> int:
                       f"as it is (rewriter convert MODEL --target {args.target} -o OUT converts for it):")
                 for line in target["blockers"]:
                     print(f"  {line}")
+                if target.get("input_defaults"):
+                    found = target["input_defaults"]
+                    print(f"  convert --target {args.target}: blocked by {found['blocked']} node(s); "
+                          f"{freeze_option.unlock_line(found)}")
     return EXIT_OK if report.ok and (target is None or target["loads"]) else EXIT_PROBLEM

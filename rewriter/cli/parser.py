@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rewriter.cli import commands
+from rewriter.cli import commands, freeze_option
 from rewriter.cli.runner import UsageError
 
 __all__ = ["build_parser", "check_usage"]
@@ -72,6 +72,7 @@ def _add_file_options(sub) -> None:
                            help="log each step taken (INFO messages of rewriter.*) on stderr")
         group.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
                            help="print only the result line and errors")
+        freeze_option.add_option(p)
         p.add_argument("--allow-invalid-input", action="store_true",
                        help="process an input that onnx.checker refuses (with a warning) instead of "
                        "refusing it; the result is then not held to the checker either")

@@ -18,6 +18,8 @@ class RunState:
     warnings: list[str] | None = None  # what --json reports under "warnings"
     input_model: Any = None  # the model as loaded
     static_model: Any = None  # the model after --input-shape / --fix-dim
+    frozen_inputs: list[str] | None = None  # --freeze-input-defaults: the inputs made constants (None: not asked)
+    frozen_ir_before: int | None = None  # the input's IR version before freezing raised it
     input_inferred: Any = None  # a LazyInference of the input, when a check needs one
     input_invalid: bool = False  # the checker refused the input (--allow-invalid-input)
     input_complaint: str | None = None  # what the checker said of it

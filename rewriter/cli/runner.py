@@ -84,6 +84,10 @@ def preflight(args) -> None:
     args.spec = target_spec(args)
     # loaded before any handler runs, so bad input is refused before anything is written
     args.run.input_model = load_input(args.model, args)
+    if getattr(args, "freeze_input_defaults", None) is not None:  # before any work, on the model loaded
+        from rewriter.cli.freeze_option import freeze
+
+        freeze(args)
 
 
 def target_spec(args):
@@ -267,6 +271,10 @@ def save_output(args, original, result) -> list[str]:
     from rewriter.io import save_model
 
     finish_rank_checks(args)  # done by the verification already, unless it did not run
+    if args.run.frozen_inputs:  # an IR 3 result makes every initializer a graph input again
+        from rewriter.graph.input_defaults import check_kept
+
+        check_kept(result, args.run.frozen_inputs)
     final_gate(args, original, result)
     layout = getattr(args, "external_data", None)
     found = input_layout(args, original)

@@ -193,10 +193,19 @@ def report(args, headline: str, details: list[str], before: ModelStats, after: M
     is the process's (interpreter start-up and imports included: ``startup_s``)."""
     if timings is not None and args.run.startup_s is not None:
         timings = {**timings, "startup_s": round(args.run.startup_s, 4)}
+    frozen = args.run.frozen_inputs
+    if frozen is not None:  # --freeze-input-defaults: the table's "before" is the file as read
+        from rewriter.cli.freeze_option import summary_line
+
+        before.ir_version = args.run.frozen_ir_before
+        details = [summary_line(args), *details]
     if getattr(args, "json", False):
-        print_json(result_document(args.command, model=args.model, output=args.output, before=before,
-                                   after=after, changes=changes, verification=verification, timings=timings,
-                                   warnings=args.run.warnings))
+        doc = result_document(args.command, model=args.model, output=args.output, before=before,
+                              after=after, changes=changes, verification=verification, timings=timings,
+                              warnings=args.run.warnings)
+        if frozen is not None:
+            doc["frozen_input_defaults"] = list(frozen)
+        print_json(doc)
         return
     print(headline)
     if getattr(args, "quiet", False):

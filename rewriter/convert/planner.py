@@ -23,6 +23,7 @@ from rewriter.convert.engine import Engine
 from rewriter.convert.model_state import ConversionState
 from rewriter.errors import ConversionError, RewriterError
 from rewriter.graph import traversal, unused_values as unused
+from rewriter.graph.input_defaults import explain, input_defaults
 from rewriter.io import check_model
 from rewriter.graph.schemas import is_default_domain
 from rewriter.targets.spec import TargetSpec
@@ -94,6 +95,9 @@ def convert_model(
         engine.blockers += ml.convert_ml(result, report.target_ml_opset, report,
                                          spec.lacks if spec.runtime is not None else None)
     scopes = _remove_unused(result, state, engine)
+    defaults = input_defaults(model) if engine.blockers else ()
+    for b in engine.blockers if defaults else ():  # a refusal an input's default caused says so
+        b.reason = explain(b.reason, defaults)
     report.blockers = engine.blockers
     down = to_version < (source or 0) if source is not None else False
     down = down or (source_ml or 0) > (report.target_ml_opset or 0)

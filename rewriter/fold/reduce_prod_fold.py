@@ -20,6 +20,7 @@ from rewriter.errors import KernelError, RewriterError
 from rewriter.fold.value import FOLD_INT_OVERFLOW_POLICIES, NotFoldable, reduce_prod_value
 from rewriter.graph import traversal, unused_values as unused
 from rewriter.graph.constants import constant_value
+from rewriter.graph.input_defaults import default_note
 from rewriter.io import tensor_reader
 from rewriter.graph.schemas import is_default_domain
 
@@ -102,6 +103,8 @@ def _not_constant_reason(role: str, name: str, scope: traversal.Scope) -> str:
         article = "an" if producer.op_type[:1].upper() in "AEIOU" else "a"
         return f"{role} '{name}' is computed at run time by {article} {producer.op_type} node"
     if kind == "input":
+        if name in where.initializers() and where.parent is None:
+            return f"{role} '{name}' is not a constant: {default_note(name)}"
         if name in where.initializers():
             return (f"{role} '{name}' is an initializer that is also an input of the {where.location} "
                     "(it can be overridden at run time)")

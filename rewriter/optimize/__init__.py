@@ -114,6 +114,10 @@ def optimize_proto(model: onnx.ModelProto, options: OptimizeOptions | None = Non
     from rewriter.optimize.pipeline import run_pipeline
 
     options = options or OptimizeOptions()
+    if options.freeze_input_defaults is not None:
+        from rewriter.graph.input_defaults import freeze_input_defaults
+
+        model, _ = freeze_input_defaults(model, options.freeze_input_defaults)
     report = OptimizeReport(ops_before=count_ops(model), initializers_before=initializer_count(model))
     t0 = time.perf_counter()
     folded = model

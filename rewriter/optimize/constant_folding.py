@@ -35,6 +35,7 @@ import onnx_ir as ir
 from rewriter.optimize import evaluators
 from rewriter.optimize import onnxscript_folder as _oscf
 from rewriter.graph.nondeterministic import NON_DETERMINISTIC_OPS as _NON_DETERMINISTIC
+from rewriter.graph.input_defaults import default_note
 from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["FoldConstantsPass", "FoldStats", "DEFAULT_FOLD_LIMIT", "hide_overridable", "restore"]
@@ -126,6 +127,7 @@ class FoldConstantsPass(_oscf.BaseFoldConstantsPass):
         self.int_overflow = int_overflow
         self.stats = FoldStats()
         self._ours: ir.Node | None = None
+        self._defaults: set[int] = set()  # id() of the graph inputs with a default, hidden in a run
         self._sessions: dict = {}
 
     # ------------------------------------------------------------ the walk
@@ -133,6 +135,8 @@ class FoldConstantsPass(_oscf.BaseFoldConstantsPass):
         self.stats = FoldStats()
         # An initializer that is also a graph input can be overridden at run time: hide its
         # value from the folder (and from onnxscript's shape evaluators) during the walk.
+        initializers = model.graph.initializers  # (the pipeline may have hidden their values already)
+        self._defaults = {id(v) for v in model.graph.inputs if initializers.get(v.name) is v}
         hidden = hide_overridable(model)
         try:
             return super().call(model)
@@ -149,7 +153,18 @@ class FoldConstantsPass(_oscf.BaseFoldConstantsPass):
             replacement = self._evaluate(node, is_function)
             if replacement is not None:
                 self.stats.folded[node.op_type] += 1
+        if replacement is None and self._defaults:
+            self._note_defaults(node)
         return replacement
+
+    def _note_defaults(self, node: ir.Node) -> None:
+        """A node left unfolded whose inputs are constants but for graph inputs with a default
+        (hidden from the folder): skipped because of them, and said so."""
+        inputs = [v for v in node.inputs if v is not None]
+        names = [v.name for v in inputs if id(v) in self._defaults]
+        if names and all(id(v) in self._defaults or v.const_value is not None for v in inputs):
+            self._skip(node, "; ".join(f"input '{n}' is not a constant: {default_note(n)}"
+                                       for n in dict.fromkeys(names)))
 
     def _do_inference(self, node: ir.Node) -> None:
         """onnxscript's per-node inference (a private method of onnxscript 0.7's folder, run for

@@ -17,6 +17,9 @@ class OptimizeOptions:
     strip_metadata: bool = False
     allow_removing_custom_ops: bool = False
     iterations: int = 4
+    # graph inputs whose initializer becomes a constant first: True for all, or their names
+    # (rewriter.graph.input_defaults); None: none
+    freeze_input_defaults: object = None
 
 
 @dataclasses.dataclass

@@ -14,6 +14,7 @@ from rewriter.optimize.batched_gemm import BatchedMatMulAddToGemmPass
 from rewriter.optimize.batchnorm_parameters import LiftBatchNormParametersPass
 from rewriter.optimize.conv_affine import FoldChannelAffineIntoConvPass
 from rewriter.optimize.constant_folding import FoldConstantsPass, hide_overridable, restore
+from rewriter.optimize.input_defaults import freeze_ir_input_defaults
 from rewriter.optimize.cse import CommonSubexpressionEliminationPass
 from rewriter.optimize.dedupe import MergeEqualInitializersPass
 from rewriter.optimize.fusions import FusionsPass
@@ -310,5 +311,6 @@ class OptimizePass(ir.passes.InPlacePass):
 
         check_input(proto_of(model)[0], allow_invalid=self.allow_invalid_input)  # as every entry point
         self.report = OptimizeReport()
+        frozen = freeze_ir_input_defaults(model, self.options.freeze_input_defaults)
         modified = run_pipeline(model, self.options, self.report)
-        return ir.passes.PassResult(model, modified=modified)
+        return ir.passes.PassResult(model, modified=modified or bool(frozen))
