@@ -152,13 +152,18 @@ def _complaint(fn) -> str | None:
     return None
 
 
-def _ort_load(model) -> str | None:
-    """None when ONNX Runtime loads ``model`` (its external data resolved in place), else why not."""
+def _ort_load(model, optimized: bool = False, values: bool = False) -> str | None:
+    """None when ONNX Runtime loads ``model`` (its external data resolved in place), else why not:
+    with graph optimizations off (the model as written), or ``optimized`` with ORT's default
+    session options (as users run it: constant folding, fusions, layout changes). A half tensor
+    still stored as its float32 source is loaded as zeros of its size (loading as written reads
+    types and sizes, not values), or with ``values`` as its half values (an optimized load can
+    compute with them: a folded integer Div by zero is refused at load)."""
     import math
 
     import onnx
 
-    from rewriter.io import external_data_dir
+    from rewriter.io import external_data_dir, read_external_tensor
     from rewriter.io.half import conversion
     from rewriter.io.tensors import EXTERNAL, PRIVATE_PREFIX, all_tensors, set_entries
 
@@ -170,16 +175,17 @@ def _ort_load(model) -> str | None:
         copy.CopyFrom(model)
         for t, _ in all_tensors(copy):
             if t.data_location == EXTERNAL and conversion(t) is not None:  # its bytes are float32 until written
-                # (with graph optimizations off, loading reads its type and size, not its values:
-                # zeros of its half size, instead of converting it once here and again on writing)
+                # zeros of its half size unless asked, instead of converting it here and again on writing
+                raw = read_external_tensor(t, None).tobytes() if values else bytes(2 * math.prod(t.dims))
                 del t.external_data[:]
                 t.data_location = onnx.TensorProto.DEFAULT
-                t.raw_data = bytes(2 * math.prod(t.dims))
+                t.raw_data = raw
             elif t.data_location == EXTERNAL:
                 set_entries(t, {e.key: e.value for e in t.external_data if not e.key.startswith(PRIVATE_PREFIX)})
         options = ort.SessionOptions()
         options.log_severity_level = 4
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        if not optimized:
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         with external_data_dir(model):
             ort.InferenceSession(copy.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
@@ -198,8 +204,12 @@ def final_gate(args, original, result) -> None:
 
     The full check is skipped when the shape verification already ran ONNX's strict inference
     on the result without complaint. ONNX Runtime is asked (opset >= 7) for models with at most
-    ``ORT_GATE_NODES`` nodes and ``ORT_GATE_LIMIT`` bytes of tensor data, and not again when
-    ``--verify`` already ran the result on it; bigger models are held to it under ``--verify``.
+    ``ORT_GATE_NODES`` nodes and ``ORT_GATE_LIMIT`` bytes of tensor data (bigger ones only under
+    ``--verify``) to load the result twice: as written (graph optimizations off: what ``--verify``
+    runs, so not asked again after it, and what a runtime without ORT's optimizer sees) and
+    as users run it (ORT's default session options), which ORT's optimizer can refuse where
+    the model as written loads. Refused either way while the input loads that way: the result
+    is not written; refused as the input is refused: a warning (not the rewrite's doing).
     """
     from rewriter.graph import traversal
     from rewriter.io import check_model
@@ -217,18 +227,40 @@ def final_gate(args, original, result) -> None:
         problem = _complaint(lambda: check_model(result, full_check=True))
         if problem and _complaint(lambda: check_model(original, full_check=True)) is None:
             raise VerificationFailed(f"the result fails the ONNX full check (the input passes it): {problem}")
-    if args.run.result_ort_ok or (traversal.opset_version(result.opset_import) or 0) < 7:
+    if (traversal.opset_version(result.opset_import) or 0) < 7:
         return
-    if (len(result.graph.node) <= ORT_GATE_NODES
+    if not args.run.result_ort_ok and not (
+            len(result.graph.node) <= ORT_GATE_NODES
             and sum(len(s.body.node) for s in traversal.iter_scopes(result)) <= ORT_GATE_NODES
             and _data_bytes(result) <= ORT_GATE_LIMIT):
-        problem = _ort_load(result)
-        if problem and args.run.half_result and _lacks_half_kernel(problem, args.run.half_result):
+        return
+    for optimized in (False, True):
+        if args.run.result_ort_ok and not optimized:
+            continue
+        problem = _ort_load(result, optimized)
+        if problem and optimized:  # zeros stood in for half weights not yet written: asked again with them
+            problem = _ort_load(result, optimized, values=True)
+        if not problem:
+            continue
+        if args.run.half_result and _lacks_half_kernel(problem, args.run.half_result):
             # a valid half model for a runtime that has the kernel (a GPU's): said, not refused
             warn(args, f"ONNX Runtime's CPU provider cannot run this {args.run.half_result} result ({problem}); "
                  "--target onnxruntime==X keeps the ops it has no kernel for float32")
-        elif problem and _ort_load(original) is None:
-            raise VerificationFailed(f"ONNX Runtime cannot load the result (it loads the input): {problem}")
+            break
+        given = args.run.input_model  # the input as loaded, before --input-shape / --fix-dim
+        cause = "it loads the input" if _ort_load(original, optimized) is None else (
+            "it loads the input, but not with the static shapes --input-shape / --fix-dim give it: those are what "
+            "it refuses" if given is not None and given is not original and _ort_load(given, optimized) is None
+            else None)
+        if cause and not optimized:
+            raise VerificationFailed(f"ONNX Runtime cannot load the result ({cause}): {problem}")
+        if cause:
+            raise VerificationFailed(f"ONNX Runtime refuses the result with its default session options, as users "
+                                     f"run it (with graph optimizations off it loads; {cause}): {problem}")
+        if optimized:
+            warn(args, f"ONNX Runtime refuses the result with its default session options (graph optimizations on) "
+                       f"as it refuses the input, so the rewrite is not the cause: {problem}")
+        break
 
 
 def _lacks_half_kernel(problem: str, dtype: str) -> bool:
