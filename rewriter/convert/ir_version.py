@@ -31,7 +31,8 @@ from rewriter.errors import ConversionError
 from rewriter.graph import traversal
 from rewriter.graph.schemas import is_default_domain
 
-__all__ = ["Feature", "features", "needed", "lower", "opset_ir", "MOVED_METADATA", "LOWEST"]
+__all__ = ["Feature", "features", "needed", "lower", "opset_ir", "counted", "going_down", "kept_note", "MOVED_METADATA",
+           "LOWEST"]
 
 MOVED_METADATA = "rewriter.moved_metadata"
 LOWEST = 3  # IR 1 and 2 have no opset_import: no model of an opset can be written in them
@@ -188,6 +189,30 @@ def needed(model: onnx.ModelProto, found: list[Feature] | None = None) -> int:
     """The lowest IR version that expresses ``model`` as it is."""
     found = features(model) if found is None else found
     return max([opset_ir(model.opset_import), *(f.ir_version for f in found)])
+
+
+def counted(f: Feature, input_ir: int) -> int:
+    """The IR version ``f`` holds a result at: at most the input's (node metadata in an IR-8 file,
+    which IR-8 readers ignore, raises nothing); initializers outside the graph inputs hold IR 4
+    (IR 3's form makes them inputs, which changes the model's interface)."""
+    return min(f.ir_version, max(input_ir, 4 if f.rewrite == "made graph inputs" else 0))
+
+
+def going_down(found: list[Feature], opsets: int, input_ir: int) -> tuple[int, list[Feature]]:
+    """The IR version a conversion down chooses unpinned, and the features that keep it above
+    ``opsets`` (what the opset imports need). metadata_props hold nothing: readers of an older
+    IR skip the field (and onnx.checker accepts it at any IR), so it stays where it is."""
+    holding = [f for f in found if not f.what.startswith("metadata_props") and counted(f, input_ir) > opsets]
+    return max([opsets, *(counted(f, input_ir) for f in holding)]), holding
+
+
+def kept_note(chosen: int, opsets: int, holding: list[Feature]) -> str:
+    """'IR version kept at 10 (...): what (where): how to drop it; ...' for the summary."""
+    first = sorted(holding, key=lambda f: -f.ir_version)[:3]
+    shown = "; ".join(f"{f.what} ({f.where}): " + (f"--ir-version {opsets} rewrites it ({f.rewrite})" if f.rewrite
+                      else f"no IR version below {f.ir_version} has it") for f in first)
+    more = f"; and {len(holding) - 3} more" if len(holding) > 3 else ""
+    return f"IR version kept at {chosen} (the opset imports need {opsets}): {shown}{more}"
 
 
 def lower(model: onnx.ModelProto, ir_version: int) -> list[str]:

@@ -194,16 +194,23 @@ def _choose_ir_version(result, model, pin, cap, report: ConvertReport, *, down: 
 
     A feature the input already used above its own IR version (node metadata in an IR-8 file,
     which readers of IR 8 ignore) does not raise the result's: the lowest IR chosen counts
-    each feature at most at the input's IR. Only a pin or a runtime's cap rewrites them."""
+    each feature at most at the input's IR. Going down unpinned, metadata holds nothing (older
+    readers skip it) and a note names what keeps the IR above the opset imports' (``going_down``)."""
     if not down and pin is None and cap is None and model.ir_version >= 4:
         # every feature counts at most at the input's IR (>= 4), which going up is kept: the
         # walk over every node for features would change nothing
         result.ir_version = max(model.ir_version, ir_versions.opset_ir(result.opset_import))
         return
     found = ir_versions.features(result)
+    if down and pin is None and cap is None:  # the IR follows the opset, or the summary says what holds it
+        opsets = ir_versions.opset_ir(result.opset_import)
+        chosen, holding = ir_versions.going_down(found, opsets, model.ir_version)
+        if holding:
+            report.notes.append(ir_versions.kept_note(chosen, opsets, holding))
+        result.ir_version = chosen
+        return
     tolerated = max([ir_versions.opset_ir(result.opset_import),
-                     *(min(f.ir_version, max(model.ir_version, 4 if "graph inputs" in (f.rewrite or "") else 0))
-                       for f in found)])
+                     *(ir_versions.counted(f, model.ir_version) for f in found)])
     natural = tolerated if down else max(model.ir_version, tolerated)
     chosen = pin if pin is not None else min(natural, cap) if cap is not None else natural
     if (pin is not None or cap is not None) and chosen < ir_versions.needed(result, found):
