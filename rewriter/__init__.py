@@ -70,6 +70,14 @@ def _open(model: ModelLike, allow_invalid_input: bool = False, what: str = "<mod
     return proto, kind, base_dir
 
 
+def _freeze(proto, freeze) -> tuple[Any, list[str]]:
+    """(``proto`` with the graph inputs ``freeze`` names made constants, their names): the
+    ``freeze_input_defaults`` argument of every function, as ``--freeze-input-defaults``."""
+    from rewriter.graph.input_defaults import freeze_input_defaults
+
+    return freeze_input_defaults(proto, freeze)
+
+
 def _read(model: ModelLike) -> tuple[Any, str, str | None]:
     import onnx
 
@@ -114,7 +122,8 @@ def _back(proto: onnx.ModelProto, kind: str, base_dir: str | None = None) -> Any
 
 
 def convert_opset(model: ModelLike, target_opset: int | str | None = None, *, ml_opset: int | None = None,
-                  ir_version: int | None = None, target: str | None = None, allow_invalid_input: bool = False) -> Any:
+                  ir_version: int | None = None, target: str | None = None, allow_invalid_input: bool = False,
+                  freeze_input_defaults: bool | str | list[str] | None = None) -> Any:
     """Convert a model's default-domain opset to ``target_opset``, up or down.
 
     Every node is converted one schema step at a time in every scope (main graph,
@@ -136,6 +145,8 @@ def convert_opset(model: ModelLike, target_opset: int | str | None = None, *, ml
             rewrites or refused, naming the node and the restriction.
         allow_invalid_input: process a model ``onnx.checker`` refuses (``--allow-invalid-input``);
             the result is still held to the checker.
+        freeze_input_defaults: True, or graph input names: those inputs that have an initializer
+            (a default a caller may override) become constants first, as ``--freeze-input-defaults``.
 
     Returns:
         The converted model: the same kind as ``model`` (a ModelProto for a path), self-contained
@@ -157,9 +168,13 @@ def convert_opset(model: ModelLike, target_opset: int | str | None = None, *, ml
     from rewriter.convert import convert_for
 
     proto, kind, base_dir = _open(model, allow_invalid_input)
+    proto, frozen = _freeze(proto, freeze_input_defaults)
     try:
         result = convert_for(proto, target_opset, ml_opset=ml_opset, ir_version=ir_version, runtime=target,
                              base_dir=base_dir)[0]
+        from rewriter.graph.input_defaults import check_kept
+
+        check_kept(result, frozen)
     except RewriterError as e:
         from rewriter.verify.inputs.validate import blame_input
 
@@ -188,8 +203,9 @@ def _convert_args(target_opset, ml_opset, ir_version, target):
 
 def convert_precision(model: ModelLike, dtype: str = "float16", *, keep_io_types: bool = True,
                       keep_op_types: tuple[str, ...] | list[str] = (), keep_nodes: tuple[str, ...] | list[str] = (),
-                      target: str | None = None, max_error: float | None = None,
-                      calibration_data: list | None = None, allow_invalid_input: bool = False) -> Any:
+                      target: str | None = None, opset: int | str | None = None, optimize: bool = False,
+                      calibrate: bool = False, max_error: float | None = None, calibration_data: list | None = None,
+                      allow_invalid_input: bool = False, freeze_input_defaults: bool | str | list[str] | None = None) -> Any:
     """Rewrite a model's float32 computation to ``dtype`` ("float16" or "bfloat16").
 
     Initializers, Constant and ConstantOfShape values, Cast targets, random ops' dtypes and
@@ -206,31 +222,48 @@ def convert_precision(model: ModelLike, dtype: str = "float16", *, keep_io_types
         keep_io_types: graph inputs and outputs keep float32 (Casts at the edge); False makes
             them ``dtype`` too.
         keep_op_types, keep_nodes: op types and node names that stay float32 (a str is one name).
-        target: a runtime (``"onnxruntime==1.17"``, ...): ops it has no half kernel for stay float32.
+        target: a runtime (``"onnxruntime==1.17"``, ...): the model is first converted to its opsets
+            and IR version, as ``convert --dtype --target`` does; ops it has no half kernel for stay float32.
+        opset: the default-domain opset to convert to first (``--opset`` with ``--dtype``).
+        optimize: optimize first (``--optimize``).
+        calibrate: measure magnitudes on ``calibration_data`` (default: one set of random inputs)
+            and keep float32 what would overflow float16 (``--calibrate``).
         max_error: keep float32 the runs of nodes whose half precision is measured (in ONNX
             Runtime, on ``calibration_data``) to take a float output's relative L2 error beyond
             this, as ``convert --max-error``.
-        calibration_data: for ``max_error``: a list of {graph input name: array} (default: one
-            set of random inputs, seed 0).
+        calibration_data: for ``max_error`` and ``calibrate``: a list of {graph input name: array}
+            (default: one set of random inputs, seed 0), as ``--calibration-data``.
+
+    The CLI's ``convert --dtype``, this function and :class:`rewriter.ConvertPrecisionPass` run
+    one pipeline (:func:`rewriter.precision.pipeline.convert_half`): the same arguments give the
+    same model.
         allow_invalid_input: process a model ``onnx.checker`` refuses (``--allow-invalid-input``).
+        freeze_input_defaults: True, or graph input names: those inputs that have an initializer
+            (a default a caller may override) become constants first, as ``--freeze-input-defaults``.
 
     Raises:
         ModelLoadError: the input is not a valid model (the node or tensor named).
         RewriterError: a bad argument, the result would not be a valid model, or ``max_error``
             cannot be met.
     """
-    from rewriter.precision.fallback import convert_fitted
-    from rewriter.targets import parse_target
+    from rewriter.precision.pipeline import HalfOptions, convert_half
+    from rewriter.targets.spec import TargetSpec
 
     proto, kind, base_dir = _open(model, allow_invalid_input)
-    spec = parse_target(target) if isinstance(target, str) else target
-    result, _ = convert_fitted(proto, dtype, max_error=max_error, calibration_data=calibration_data,
-                               keep_io_types=keep_io_types, base_dir=base_dir, keep_op_types=keep_op_types,
-                               keep_nodes=keep_nodes, target=spec)
+    spec = TargetSpec.parse(opset, target=target) if opset is not None or target is not None else None
+    options = HalfOptions(keep_io_types=keep_io_types, keep_op_types=keep_op_types, keep_nodes=keep_nodes,
+                          optimize=optimize, calibrate=calibrate, max_error=max_error,
+                          calibration_data=calibration_data)
+    proto, frozen = _freeze(proto, freeze_input_defaults)
+    result, _ = convert_half(proto, dtype, spec, options, base_dir=base_dir)
+    from rewriter.graph.input_defaults import check_kept
+
+    check_kept(result, frozen)
     return _back(result, kind, base_dir)
 
 
-def fold_reduce_prod(model: ModelLike, *, int_overflow: str = "skip", allow_invalid_input: bool = False) -> Any:
+def fold_reduce_prod(model: ModelLike, *, int_overflow: str = "skip", allow_invalid_input: bool = False,
+                     freeze_input_defaults: bool | str | list[str] | None = None) -> Any:
     """Replace every ReduceProd whose inputs are constant with its exact value (what
     ``rewriter fold`` does; :func:`optimize_model` folds every other constant node too).
 
@@ -240,6 +273,8 @@ def fold_reduce_prod(model: ModelLike, *, int_overflow: str = "skip", allow_inva
             warning; runtimes disagree), ``"wrap"`` folds the value modulo 2^bits (NumPy,
             the ONNX reference), ``"saturate"`` the clamped one (ONNX Runtime's CPU kernel).
         allow_invalid_input: process a model ``onnx.checker`` refuses (``--allow-invalid-input``).
+        freeze_input_defaults: True, or graph input names: those inputs that have an initializer
+            (a default a caller may override) become constants first, as ``--freeze-input-defaults``.
 
     Returns:
         The folded model, the same kind as ``model`` (a ModelProto for a path); constants
@@ -259,6 +294,7 @@ def fold_reduce_prod(model: ModelLike, *, int_overflow: str = "skip", allow_inva
         raise RewriterError(f"int_overflow must be one of {', '.join(FOLD_INT_OVERFLOW_POLICIES)}, "
                             f"got {int_overflow!r}")
     proto, kind, base_dir = _open(model, allow_invalid_input)
+    proto, _ = _freeze(proto, freeze_input_defaults)
     return _back(fold_model(proto, int_overflow=int_overflow, base_dir=base_dir)[0], kind, base_dir)
 
 
@@ -274,7 +310,7 @@ def fold_constants(model: ModelLike, *, int_overflow: str = "skip", allow_invali
 
 def optimize_model(model: ModelLike, *, fold_limit: int = 512 * 512 * 4, int_overflow: str = "skip",
              strip_metadata: bool = False, allow_removing_custom_ops: bool = False,
-             allow_invalid_input: bool = False) -> Any:
+             allow_invalid_input: bool = False, freeze_input_defaults: bool | str | list[str] | None = None) -> Any:
     """Shrink a model without changing what it computes or losing names and metadata.
 
     In the main graph, every subgraph and every model-local function: ReduceProd folded by
@@ -291,6 +327,8 @@ def optimize_model(model: ModelLike, *, fold_limit: int = 512 * 512 * 4, int_ove
         strip_metadata: drop doc strings and metadata (kept by default).
         allow_removing_custom_ops: also remove unused custom-domain nodes (kept by default).
         allow_invalid_input: process a model ``onnx.checker`` refuses (``--allow-invalid-input``).
+        freeze_input_defaults: True, or graph input names: those inputs that have an initializer
+            (a default a caller may override) become constants first, as ``--freeze-input-defaults``.
 
     Returns:
         The optimized model, the same kind as ``model`` (a ModelProto for a path).
@@ -311,11 +349,13 @@ def optimize_model(model: ModelLike, *, fold_limit: int = 512 * 512 * 4, int_ove
                             f"got {int_overflow!r}")
     proto, kind, base_dir = _open(model, allow_invalid_input)
     options = OptimizeOptions(fold_limit=fold_limit, int_overflow=int_overflow, strip_metadata=strip_metadata,
-                              allow_removing_custom_ops=allow_removing_custom_ops)
+                              allow_removing_custom_ops=allow_removing_custom_ops,
+                              freeze_input_defaults=freeze_input_defaults)
     return _back(optimize_proto(proto, options, base_dir=base_dir)[0], kind, base_dir)
 
 
-def verify_reduce_prod_shapes(model: ModelLike, *, allow_invalid_input: bool = False) -> list[ShapeProblem]:
+def verify_reduce_prod_shapes(model: ModelLike, *, allow_invalid_input: bool = False,
+                              freeze_input_defaults: bool | str | list[str] | None = None) -> list[ShapeProblem]:
     """Check every ReduceProd output's shape against the rule, and ONNX strict shape inference.
 
     The shapes of other ops are checked only as far as ONNX's strict inference checks them
@@ -324,6 +364,8 @@ def verify_reduce_prod_shapes(model: ModelLike, *, allow_invalid_input: bool = F
     Args:
         model: an ``onnx.ModelProto``, an ``onnx_ir.Model`` or a path to a model file.
         allow_invalid_input: check a model ``onnx.checker`` refuses (``--allow-invalid-input``).
+        freeze_input_defaults: True, or graph input names: those inputs that have an initializer
+            (a default a caller may override) become constants first, as ``--freeze-input-defaults``.
 
     Returns:
         A list of ``ShapeProblem`` (each names the node, where it is, and what is wrong);
@@ -340,7 +382,7 @@ def verify_reduce_prod_shapes(model: ModelLike, *, allow_invalid_input: bool = F
     from rewriter.verify.shapes.check import verify_reduce_prod_shapes as _verify
 
     proto, _, _ = _open(model, allow_invalid_input)
-    return _verify(proto)
+    return _verify(_freeze(proto, freeze_input_defaults)[0])
 
 
 def verify_shapes(model: ModelLike, *, allow_invalid_input: bool = False) -> list[ShapeProblem]:

@@ -31,12 +31,15 @@ __all__ = ["ConvertOpsetPass", "ConvertPrecisionPass", "FoldReduceProdPass", "Ve
            "RemoveUnusedPass", "DropToolMetadataPass", "StripMetadataPass"]
 
 
-def _checked(model: ir.Model, allow_invalid: bool, base_dir: str | None = None):
-    """(proto, base_dir) of ``model``, checked as every entry point checks its input
-    (:func:`rewriter.verify.inputs.validate.check_input`: ModelLoadError naming the node or tensor)."""
+def _checked(model: ir.Model, allow_invalid: bool, base_dir: str | None = None, freeze=None):
+    """(proto, base_dir, frozen) of ``model``, checked as every entry point checks its input
+    (:func:`rewriter.verify.inputs.validate.check_input`: ModelLoadError naming the node or tensor),
+    with the graph inputs ``freeze`` names made constants (``freeze_input_defaults``; their names)."""
+    from rewriter.graph.input_defaults import freeze_in_place
+
     proto, base_dir = proto_of(model, base_dir)
     check_input(proto, allow_invalid=allow_invalid)
-    return proto, base_dir
+    return proto, base_dir, freeze_in_place(proto, freeze)  # (proto_of made a new proto)
 
 
 class ConvertOpsetPass(ir.passes.FunctionalPass):
@@ -71,64 +74,74 @@ class ConvertOpsetPass(ir.passes.FunctionalPass):
     """
 
     def __init__(self, target_opset: int | str | None = None, *, ml_opset: int | None = None,
-                 ir_version: int | None = None, target: str | None = None, allow_invalid_input: bool = False) -> None:
+                 ir_version: int | None = None, target: str | None = None, allow_invalid_input: bool = False,
+                 freeze_input_defaults=None) -> None:
         super().__init__()
         from rewriter import _convert_args
 
         self.target_opset = _convert_args(target_opset, ml_opset, ir_version, target)
         self.ml_opset, self.ir_version, self.target = ml_opset, ir_version, target
-        self.allow_invalid_input = allow_invalid_input
+        self.allow_invalid_input, self.freeze_input_defaults = allow_invalid_input, freeze_input_defaults
         self.report = None
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         """Convert ``model``; returns a new model and whether anything changed."""
         from rewriter.convert import convert_for
 
-        proto, base_dir = _checked(model, self.allow_invalid_input)
+        from rewriter.graph.input_defaults import check_kept
+
+        proto, base_dir, frozen = _checked(model, self.allow_invalid_input, freeze=self.freeze_input_defaults)
         before = proto.SerializeToString()
         try:
             result, self.report = convert_for(proto, self.target_opset, ml_opset=self.ml_opset,
                                               ir_version=self.ir_version, runtime=self.target, base_dir=base_dir)
+            check_kept(result, frozen)
         except RewriterError as e:
             blame_input(proto, e)
             raise
         proto = result
-        modified = proto.SerializeToString() != before
+        modified = bool(frozen) or proto.SerializeToString() != before
         return ir.passes.PassResult(result_to_ir(proto, base_dir), modified=modified)
 
 
 class ConvertPrecisionPass(ir.passes.FunctionalPass):
     """Rewrite a model's float32 computation to float16 or bfloat16: the pass form of
-    :func:`rewriter.convert_precision`, with the same parameters.
+    :func:`rewriter.convert_precision`, with the same parameters and the same pipeline
+    (:func:`rewriter.precision.pipeline.convert_half`), so it gives the same model.
 
     Attributes:
         report: after a run, the :class:`rewriter.precision.PrecisionReport`.
     """
 
     def __init__(self, dtype: str = "float16", *, keep_io_types: bool = True, keep_op_types=(), keep_nodes=(),
-                 target=None, max_error: float | None = None, calibration_data=None,
-                 allow_invalid_input: bool = False) -> None:
+                 target=None, opset: int | str | None = None, optimize: bool = False, calibrate: bool = False,
+                 max_error: float | None = None, calibration_data=None, allow_invalid_input: bool = False,
+                 freeze_input_defaults=None) -> None:
         super().__init__()
-        self.allow_invalid_input = allow_invalid_input
-        self.dtype, self.keep_io_types = dtype, keep_io_types
-        # (as given: a str is one name, read by rewriter.precision.keep)
-        self.keep_op_types, self.keep_nodes, self.target = keep_op_types, keep_nodes, target
-        self.max_error, self.calibration_data = max_error, calibration_data
+        from rewriter.precision.pipeline import HalfOptions
+        from rewriter.targets.spec import TargetSpec
+
+        self.dtype, self.allow_invalid_input = dtype, allow_invalid_input
+        self.freeze_input_defaults = freeze_input_defaults
+        self.spec = TargetSpec.parse(opset, target=target) if opset is not None or target is not None else None
+        # (keep_op_types / keep_nodes as given: a str is one name, read by rewriter.precision.keep)
+        self.options = HalfOptions(keep_io_types=keep_io_types, keep_op_types=keep_op_types, keep_nodes=keep_nodes,
+                                   optimize=optimize, calibrate=calibrate, max_error=max_error,
+                                   calibration_data=calibration_data)
         self.report = None
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         """Rewrite ``model``; returns a new model and whether any node now runs in half."""
-        from rewriter.precision.fallback import convert_fitted
-        from rewriter.targets import parse_target
+        from rewriter.precision.pipeline import convert_half
 
-        proto, base_dir = _checked(model, self.allow_invalid_input)
-        target = parse_target(self.target) if isinstance(self.target, str) else self.target
-        proto, self.report = convert_fitted(proto, self.dtype, max_error=self.max_error,
-                                            calibration_data=self.calibration_data, keep_io_types=self.keep_io_types,
-                                            base_dir=base_dir, keep_op_types=self.keep_op_types,
-                                            keep_nodes=self.keep_nodes, target=target)
+        from rewriter.graph.input_defaults import check_kept
+
+        proto, base_dir, frozen = _checked(model, self.allow_invalid_input, freeze=self.freeze_input_defaults)
+        proto, done = convert_half(proto, self.dtype, self.spec, self.options, base_dir=base_dir)
+        check_kept(proto, frozen)
+        self.report = done.report
         modified = bool(self.report.half_nodes or self.report.applied.constants_converted
-                        or self.report.applied.casts)
+                        or self.report.applied.casts or done.migration is not None or frozen)
         return ir.passes.PassResult(result_to_ir(proto, base_dir), modified=modified)
 
 
@@ -158,9 +171,9 @@ class FoldReduceProdPass(ir.passes.FunctionalPass):
     """
 
     def __init__(self, int_overflow: str = "skip", base_dir: str | None = None, *,
-                 allow_invalid_input: bool = False) -> None:
+                 allow_invalid_input: bool = False, freeze_input_defaults=None) -> None:
         super().__init__()
-        self.allow_invalid_input = allow_invalid_input
+        self.allow_invalid_input, self.freeze_input_defaults = allow_invalid_input, freeze_input_defaults
         if int_overflow not in FOLD_INT_OVERFLOW_POLICIES:
             raise RewriterError(f"int_overflow must be one of {', '.join(FOLD_INT_OVERFLOW_POLICIES)}, "
                                 f"got {int_overflow!r}")
@@ -170,9 +183,10 @@ class FoldReduceProdPass(ir.passes.FunctionalPass):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         """Fold ``model``; returns a new model and whether anything was folded or removed."""
-        proto, base_dir = _checked(model, self.allow_invalid_input, self.base_dir)
+        proto, base_dir, frozen = _checked(model, self.allow_invalid_input, self.base_dir,
+                                           freeze=self.freeze_input_defaults)
         proto, self.report = fold_model(proto, int_overflow=self.int_overflow, base_dir=base_dir, in_place=True)
-        return ir.passes.PassResult(result_to_ir(proto, base_dir), modified=self.report.modified)
+        return ir.passes.PassResult(result_to_ir(proto, base_dir), modified=self.report.modified or bool(frozen))
 
 
 class VerifyReduceProdShapesPass(ir.passes.PassBase):
@@ -190,9 +204,9 @@ class VerifyReduceProdShapesPass(ir.passes.PassBase):
         >>> ir.passes.PassManager([FoldReduceProdPass(), VerifyReduceProdShapesPass()])(model)  # doctest: +SKIP
     """
 
-    def __init__(self, *, allow_invalid_input: bool = False) -> None:
+    def __init__(self, *, allow_invalid_input: bool = False, freeze_input_defaults=None) -> None:
         super().__init__()
-        self.allow_invalid_input = allow_invalid_input
+        self.allow_invalid_input, self.freeze_input_defaults = allow_invalid_input, freeze_input_defaults
 
     @property
     def in_place(self) -> bool:
@@ -204,7 +218,8 @@ class VerifyReduceProdShapesPass(ir.passes.PassBase):
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         """Verify ``model``; returns it unchanged, or raises RewriterError naming the problems."""
-        problems = verify_reduce_prod_shapes(_checked(model, self.allow_invalid_input)[0])
+        problems = verify_reduce_prod_shapes(_checked(model, self.allow_invalid_input,
+                                                      freeze=self.freeze_input_defaults)[0])
         if problems:
             details = "; ".join(str(p) for p in problems[:5])
             more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
@@ -216,9 +231,9 @@ class VerifyShapesPass(VerifyReduceProdShapesPass):
     """Deprecated name of :class:`VerifyReduceProdShapesPass` (it checks the ReduceProd outputs'
     shapes, and ONNX strict inference)."""
 
-    def __init__(self, *, allow_invalid_input: bool = False) -> None:
+    def __init__(self, *, allow_invalid_input: bool = False, freeze_input_defaults=None) -> None:
         import warnings
 
         warnings.warn("rewriter.VerifyShapesPass is rewriter.VerifyReduceProdShapesPass (it checks the "
                       "ReduceProd outputs' shapes); the old name will go", DeprecationWarning, stacklevel=2)
-        super().__init__(allow_invalid_input=allow_invalid_input)
+        super().__init__(allow_invalid_input=allow_invalid_input, freeze_input_defaults=freeze_input_defaults)

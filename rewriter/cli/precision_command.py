@@ -9,7 +9,6 @@ import time
 from rewriter.cli import summary
 from rewriter.cli.rewrite_checks import conversion_text, verify_rewrite
 from rewriter.cli.runner import EXIT_OK, VerificationFailed, save_output
-from rewriter.errors import RewriterError
 
 __all__ = ["convert_precision_command", "HALF_REL_L2"]
 
@@ -21,57 +20,26 @@ HALF_REL_L2 = 1e-2
 def convert_precision_command(args, model, base_dir, before, start) -> int:
     """convert --dtype: migrate first when --opset/--target is given, then rewrite to half."""
     t0 = time.perf_counter()
-    lines, source, text = [], model, ""
-    target = args.spec.runtime if args.spec is not None else None
-    if args.spec is not None and not args.spec.empty:  # (--ir-version alone pins nothing to convert to)
-        from rewriter.convert import convert_for
+    from rewriter.precision.calibrate import load_samples
+    from rewriter.precision.fallback import CannotJudge
+    from rewriter.precision.pipeline import HalfOptions, convert_half
 
-        source, report = convert_for(model, args.spec, base_dir=base_dir, inferred=args.run.input_inferred,
-                                     half=args.dtype)
-        lines += report.summary_lines()
-        text = conversion_text(report, args) + ", "
-    if args.optimize:
-        from rewriter.optimize import OptimizeOptions, optimize_proto
-
-        source, optimized = optimize_proto(source, OptimizeOptions(), base_dir=base_dir)
-        lines.append(f"optimized first: {optimized.nodes_before} -> {optimized.nodes_after} nodes"
-                     + (f" (passes that failed and were left out: {', '.join(optimized.failed_passes)})"
-                        if getattr(optimized, "failed_passes", None) else ""))
-    measured, samples = None, None
-    if args.calibrate or args.calibration_data or args.max_error is not None:
-        from rewriter.precision.calibrate import load_samples, measure
-        from rewriter.verify.numerics.degenerate import defaulted_dims, defaulted_text
-        from rewriter.verify.numerics.random_inputs import random_feeds
-
-        defaulted = "" if args.calibration_data else defaulted_dims(source, dict(args.input_shape or []),
-                                                                      dict(args.input_value or []))
-        if defaulted and args.max_error is not None:  # the search would fit a model to inputs of no real size
-            raise VerificationFailed(f"--max-error {args.max_error:g} cannot judge on random inputs: "
-                                     f"{defaulted_text(defaulted)}; nothing was written")
-
-        samples = load_samples(source, args.calibration_data) if args.calibration_data else [
-            random_feeds(source, input_shapes=dict(args.input_shape or []), input_values=dict(args.input_value or []),
-                         seed=args.seed or 0)]
-        if args.dtype == "float16" and (args.calibrate or args.calibration_data):
-            measured = measure(source, base_dir, samples=samples)
-
-    from rewriter.precision.fallback import CannotJudge, convert_fitted
-
+    samples = None
+    if args.calibration_data:  # read against the model the rewrite starts from (same inputs after migration)
+        samples = load_samples(model, args.calibration_data)
+    options = HalfOptions(keep_io_types=args.keep_io_types, keep_op_types=args.keep_op_types or (),
+                          keep_nodes=args.keep_nodes or (), optimize=bool(args.optimize),
+                          calibrate=bool(args.calibrate), max_error=args.max_error, calibration_data=samples,
+                          input_shapes=dict(args.input_shape or []), input_values=dict(args.input_value or []),
+                          seed=args.seed or 0)
     try:
-        result, report = convert_fitted(source, args.dtype, max_error=args.max_error,
-                                        calibration_data=samples if args.max_error is not None else None,
-                                        keep_io_types=args.keep_io_types, base_dir=base_dir,
-                                        keep_op_types=args.keep_op_types or (), keep_nodes=args.keep_nodes or (),
-                                        target=target, measured=measured)
+        result, done = convert_half(model, args.dtype, args.spec, options, base_dir=base_dir,
+                                    inferred=args.run.input_inferred)
     except CannotJudge as e:  # a reference that checks nothing: verification's exit 1, not bad input
         raise VerificationFailed(f"{e}; nothing was written") from None
-    if target is not None and target.rules:  # the half types must still be ones the runtime's ops take
-        from rewriter.targets import restriction_violations
-
-        broken = restriction_violations(result, target, base_dir=base_dir)
-        if broken:
-            raise RewriterError(f"cannot write {args.dtype} for {target.name}: {len(broken)} node(s) would break its "
-                                f"restrictions: " + "; ".join(v.line() for v in broken[:20]))
+    report, lines = done.report, list(done.lines)
+    text = conversion_text(done.migration, args) + ", " if done.migration is not None else ""
+    samples = done.samples
     args.run.result_checked = True  # convert_precision_proto returns only what the checker accepts
     args.run.half_result = args.dtype
     if args.calibration_data:  # --verify on real inputs: the first sample

@@ -243,9 +243,13 @@ def test_bfloat16_takes_calibration_data_for_max_error(tmp_path):
     assert fit["error"] <= 0.05 < fit["all_half"]
 
 
-def test_the_api_refuses_calibration_data_without_max_error_and_a_bad_limit():
-    with pytest.raises(RewriterError, match="calibration_data is for max_error"):
-        rewriter.convert_precision(_cancelling_model(), "float16", calibration_data=[SAMPLE])
+def test_the_api_calibrates_on_calibration_data_as_the_cli_and_refuses_a_bad_limit():
+    """calibration_data without max_error is --calibration-data without --max-error: the
+    magnitudes are measured on it (the same model as calibrate=True on the same data)."""
+    model = _cancelling_model()
+    alone = rewriter.convert_precision(model, "float16", calibration_data=[SAMPLE])
+    both = rewriter.convert_precision(model, "float16", calibrate=True, calibration_data=[SAMPLE])
+    assert alone.SerializeToString() == both.SerializeToString()
     for bad in (-1.0, 0.0, float("nan")):
         with pytest.raises(RewriterError, match="max_error must be a number > 0"):
             rewriter.convert_precision(_cancelling_model(), "float16", max_error=bad)
