@@ -127,17 +127,15 @@ def _restriction_blockers(model, target, base_dir, seen=frozenset(), inferred=No
 
 def _releases_without(target, op: str, text: str) -> str:
     """The releases of the target's runtime whose data does not state this restriction, in words."""
-    from rewriter.targets import parse_target, releases
+    from rewriter.targets import load_release, releases
+    from rewriter.targets.release_tables import release_key
 
     if text.startswith("Supported Types: "):  # each release lists its own types: no release is free of it
         return f"an input of a type {target.data_release}'s operators.md lists for {op}"
-
-    runtime = target.data_release.split(" ")[0]
-    try:
-        free = [r for r in releases(runtime)
-                if not any(rule["text"] == text for rule in parse_target(f"{runtime}=={r}").rules.get(op, []))]
-    except RewriterError:
-        free = []
+    runtime = target.runtime
+    free = [] if runtime is None else [
+        r for r in releases(runtime)
+        if not any(rule["text"] == text for rule in load_release(runtime, release_key(r)).rules.get(op, []))]
     return f"{runtime} {', '.join(free)} (whose operators.md does not state it)" if free else \
         "no release in the data: the node must change"
 

@@ -40,6 +40,7 @@ class PrecisionReport:
     calibrated: int | None = None  # values measured beyond the half range (with calibration)
     half_at: tuple = ()  # positions (every graph's nodes, main graph first) of the nodes run or stored in half
     fitted: object = None  # a fallback.Fit, with --max-error
+    float_bytes: tuple = (0, 0)  # (bytes of the source's float32 tensors, of those now stored in half): .sizes
 
     def summary_lines(self) -> list[str]:
         lines = [f"{self.half_nodes} node(s) run in {self.dtype}"
@@ -63,6 +64,9 @@ class PrecisionReport:
             lines.append(f"calibration: {self.calibrated} value(s) measured beyond {self.dtype}'s range")
         if self.fitted is not None:
             lines.append(self.fitted.line())
+        from rewriter.precision.sizes import halved_line
+
+        lines.append(halved_line(self.dtype, *self.float_bytes))
         return lines
 
     def to_dict(self) -> dict:
@@ -72,18 +76,17 @@ class PrecisionReport:
                 "constants_duplicated": self.applied.constants_duplicated,
                 "constants_clamped": self.applied.constants_clamped, "sums_kept": self.applied.sums_kept,
                 "casts_avoided": self.applied.cancelled_casts, "function_calls": self.applied.function_calls, "target": self.target,
-                "calibrated": self.calibrated, "max_error": None if self.fitted is None else self.fitted.to_dict()}
+                "calibrated": self.calibrated, "max_error": None if self.fitted is None else self.fitted.to_dict(),
+                "float32_tensor_bytes": self.float_bytes[0], "float32_tensor_bytes_halved": self.float_bytes[1],
+                "halved_fraction": self.float_bytes[1] / self.float_bytes[0] if self.float_bytes[0] else None}
 
 
 def _kernel_rule(target, dtype: str):
     """(op, since_version) -> a reason when the runtime targeted has no ``dtype`` kernel for it."""
-    if target is None or not target.name.startswith("onnxruntime"):
+    release = None if target is None else target.release_of("onnxruntime")
+    if release is None:  # (a profile, whatever its name, has no ONNX Runtime kernel tables)
         return None
-    release = target.name.split()[1]
-    try:
-        from rewriter.targets.half_kernels import has_half_kernel
-    except ImportError:  # no per-type kernel data
-        return None
+    from rewriter.targets.half_kernels import has_half_kernel
 
     def lacks(op: str, version: int) -> str:
         known = has_half_kernel(release, "", op, version, dtype)
@@ -95,7 +98,7 @@ def _kernel_rule(target, dtype: str):
 def convert_precision_proto(model: onnx.ModelProto, dtype: str, *, keep_io_types: bool = True,
                             keep_op_types=(), keep_nodes=(), target=None, base_dir: str | None = None,
                             measured: dict | None = None, keep_at: dict | None = None, weights_half: bool = False,
-                            _function_names: set | None = None) -> tuple[onnx.ModelProto, PrecisionReport]:
+                            keep_io_precision: bool = False, _function_names: set | None = None) -> tuple[onnx.ModelProto, PrecisionReport]:
     """A copy of ``model`` with its float32 computation in ``dtype``, and what was done.
 
     ``target`` is a :class:`rewriter.targets.Target` (or None); ``measured`` maps value names to
@@ -103,7 +106,8 @@ def convert_precision_proto(model: onnx.ModelProto, dtype: str, *, keep_io_types
     float32); ``keep_at`` maps positions of nodes (counted over every graph's nodes, the main
     graph's first, then each subgraph's as :class:`Graphs` lists them) to the reason each stays
     float32 (one that would otherwise run in half), with ``weights_half`` computing in float32
-    from its constants stored in half (a Cast each).
+    from its constants stored in half (a Cast each). ``keep_io_precision``: the first consumers of
+    each float graph input compute in float32 so (:mod:`.io_first`): the inputs are not rounded.
     Raises RewriterError on a bad argument or when the result would not be valid.
     """
     if dtype not in HALF_TYPES:
@@ -132,7 +136,8 @@ def convert_precision_proto(model: onnx.ModelProto, dtype: str, *, keep_io_types
     keep_ids = {id(every_node[i]): reason for i, reason in (keep_at or {}).items()}
     plan = plan_precision(graphs, dtype, keep_op_types=keep_op_types, keep_nodes=keep_nodes,
                           lacks_kernel=_kernel_rule(target, dtype), read_tensor=read, measured=measured,
-                          calls=calls, keep_ids=keep_ids, weights_half=weights_half)
+                          calls=calls, keep_ids=keep_ids, weights_half=weights_half,
+                          keep_io_precision=keep_io_precision)
     half_at = tuple(i for i, n in enumerate(every_node)  # (a node computing from weights in half counts)
                     if plan.is_half(n) or getattr(plan.plan_of(n), "weights_half", False))
     known = {n.name for s in graphs.sites for n in s.graph.node} | {n.name for f in result.functions for n in f.node}

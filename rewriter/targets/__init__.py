@@ -20,16 +20,15 @@ refuses. A release between two the data knows takes the older one's data (``data
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import os
 
 from rewriter.errors import RewriterError
+from rewriter.targets.release_tables import load_releases, load_table, release_key, release_names, release_text
 
-__all__ = ["Target", "parse_target", "blockers", "restriction_violations", "releases", "RUNTIMES"]
+__all__ = ["Target", "parse_target", "load_release", "blockers", "restriction_violations", "releases", "RUNTIMES"]
 
 RUNTIMES = {"onnxruntime": "onnxruntime", "ort": "onnxruntime", "tensorrt": "tensorrt", "trt": "tensorrt"}
-_DATA = os.path.join(os.path.dirname(__file__), "data")
 
 from rewriter.graph.schemas import DEFAULT_DOMAINS as _DEFAULT  # noqa: E402
 
@@ -53,6 +52,14 @@ class Target:
     rules: dict = dataclasses.field(default_factory=dict)
     unchecked: dict = dataclasses.field(default_factory=dict)
     data_release: str = ""
+    # the runtime ("onnxruntime", "tensorrt") and the release asked, (major, minor); both None for
+    # a profile, whatever its name says: a profile never takes a named runtime's tables
+    runtime: str | None = None
+    release: tuple[int, int] | None = None
+
+    def release_of(self, runtime: str) -> str | None:
+        """"MAJOR.MINOR" of this target when it is a release of ``runtime``, else None."""
+        return release_text(self.release) if self.runtime == runtime and self.release is not None else None
 
     def lacks(self, domain: str, op: str, version: int | None) -> bool:
         """Whether the runtime lacks ``op`` at schema ``version`` of ``domain``.
@@ -91,15 +98,13 @@ class Target:
         return target if low is None else max(target, low)
 
 
-@functools.lru_cache(maxsize=None)
 def _table(runtime: str) -> dict:
-    with open(os.path.join(_DATA, f"{runtime}.json"), encoding="utf-8") as f:
-        return json.load(f)
+    return load_table(f"{runtime}.json")
 
 
 def releases(runtime: str) -> list[str]:
     """The releases of ``runtime`` ("onnxruntime", "tensorrt") the data knows, oldest first."""
-    return sorted(_table(runtime)["releases"], key=lambda r: tuple(int(p) for p in r.split(".")))
+    return release_names(f"{runtime}.json")
 
 
 def _ranges(ops: dict) -> dict:
@@ -117,24 +122,23 @@ def parse_target(spec: str) -> Target:
     if not sep or runtime is None:
         raise RewriterError(f"--target must be onnxruntime==VERSION, tensorrt==VERSION or a profile .json file, "
                             f"got {spec!r}")
-    parts = version.strip().split(".")
-    key = ".".join(parts[:2])
-    table = _table(runtime)
-    entry = table["releases"].get(key)
-    name = f"{runtime} {key}"
-    if entry is None:
-        known = releases(runtime)
-        try:
-            wanted = tuple(int(p) for p in key.split("."))
-        except ValueError:
-            wanted = ()
-        older = [r for r in known if tuple(int(p) for p in r.split(".")) < wanted]
-        if len(wanted) != 2 or not older or wanted > tuple(int(p) for p in known[-1].split(".")):
-            raise RewriterError(f"--target {spec}: {runtime} {key} is not in the data shipped with rewriter "
-                                f"(known: {', '.join(known)}); describe it with a profile .json file")
-        # a release between two the data knows: the older one's limits, which it also meets
-        entry, name = table["releases"][older[-1]], f"{runtime} {key} (as {older[-1]}, the newest older release known)"
-        key = older[-1]
+    wanted = release_key(version)
+    known = load_releases(f"{runtime}.json")
+    if wanted is None or not any(k <= wanted for k in known) or wanted > max(known):
+        shown = version.strip() if wanted is None else release_text(wanted)
+        raise RewriterError(f"--target {spec}: {runtime} {shown} is not in the data shipped with rewriter "
+                            f"(known: {', '.join(releases(runtime))}); describe it with a profile .json file")
+    return load_release(runtime, wanted)
+
+
+def load_release(runtime: str, wanted: tuple[int, int]) -> Target:
+    """The Target of ``runtime`` release ``wanted`` (major, minor): its own data, or, for a
+    release between two the data knows, the older one's limits, which it also meets."""
+    known = load_releases(f"{runtime}.json")
+    key = max(k for k in known if k <= wanted)
+    entry, name = known[key], f"{runtime} {release_text(wanted)}"
+    if key != wanted:
+        name += f" (as {release_text(key)}, the newest older release known)"
     opsets = {d if d not in _DEFAULT else "": v for d, v in entry.get("opsets", {}).items()}
     low = {}
     for d, v in list(opsets.items()):
@@ -148,8 +152,8 @@ def parse_target(spec: str) -> Target:
         (d if d not in _DEFAULT else ""): {op: frozenset(vs) for op, vs in table_.items()}
         for d, table_ in {"": {}, "ai.onnx.ml": {}, **entry["missing_kernels"]}.items()}
     return Target(name, opsets, entry.get("ir_version"), low, ops, unsupported,
-                  table.get("source", ""), missing, entry.get("rules", {}), entry.get("unchecked", {}),
-                  f"{runtime} {key}")
+                  _table(runtime).get("source", ""), missing, entry.get("rules", {}), entry.get("unchecked", {}),
+                  f"{runtime} {release_text(key)}", runtime, wanted)
 
 
 def _profile(path: str) -> Target:

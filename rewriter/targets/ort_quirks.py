@@ -27,9 +27,7 @@ _ELEM = {"float16": onnx.TensorProto.FLOAT16, "bfloat16": onnx.TensorProto.BFLOA
 
 def onnxruntime_release(runtime) -> str | None:
     """The MAJOR.MINOR of an ONNX Runtime target (as its data names it), None for another."""
-    if runtime is None or not runtime.name.startswith("onnxruntime "):
-        return None
-    return runtime.name.split()[1]
+    return None if runtime is None else runtime.release_of("onnxruntime")
 
 
 def inlining_rule(runtime):
