@@ -168,6 +168,9 @@ def convert_precision_proto(model: onnx.ModelProto, dtype: str, *, keep_io_types
     report = PrecisionReport(dtype, sum(half_by_op.values()), kept, applied, half_by_op,
                              target.name if target is not None else None,
                              None if measured is None else len(measured), half_at)
+    from rewriter.precision.sizes import float_bytes
+
+    report.float_bytes = float_bytes(model, result)
     return result, report
 
 

@@ -20,6 +20,7 @@ from rewriter.graph import traversal
 from rewriter.graph.schemas import is_default_domain
 from rewriter.io.half import F16_MAX
 from rewriter.precision.graphs import FLOAT, Graphs, is_constant_node
+from rewriter.precision.io_first import first_consumers
 from rewriter.precision.islands import ISLAND, half_islands
 from rewriter.precision.quantized import QUANTIZED, quantized_regions
 from rewriter.precision.ranges import flush_matters, only_huge, out_of_range
@@ -89,8 +90,9 @@ def attribute(node: onnx.NodeProto, name: str):
 
 class _Planner:
     def __init__(self, graphs: Graphs, dtype: str, keep_op_types, keep_nodes, lacks_kernel, read_tensor,
-                 measured_out_of_range, calls=None, keep_ids=None, weights_half=False):
+                 measured_out_of_range, calls=None, keep_ids=None, weights_half=False, keep_io_precision=False):
         self.g = graphs
+        self.io_first = first_consumers(graphs) if keep_io_precision else {}  # id(node) -> reason
         self.calls = calls  # FunctionCalls: the model's local functions, or None
         self.dtype = dtype
         self.half_str = f"tensor({dtype})"
@@ -165,7 +167,8 @@ class _Planner:
             return keep("--keep-op-types")
         if self.calls is not None and self.calls.is_call(node):
             p = self._call_plan(node, ins, outs)
-            return NodePlan(node, None, False, self.keep_ids[id(node)]) if p.half and id(node) in self.keep_ids else p
+            why = self.keep_ids.get(id(node)) or self.io_first.get(id(node))
+            return NodePlan(node, None, False, why) if p.half and why else p
         if not default:
             return keep(f"an op of domain '{node.domain}'")
         if op in CONTROL_FLOW:
@@ -205,6 +208,8 @@ class _Planner:
             return keep(reason)
         if id(node) in self.keep_ids:  # (only a node that would run in half: its constants fit)
             return computes_float32(self.keep_ids[id(node)], self.weights_half)
+        if id(node) in self.io_first:  # (--keep-io-precision: the input reaches float32 arithmetic unrounded)
+            return computes_float32(self.io_first[id(node)], True)
         return NodePlan(node, slots, True, "", frozenset(half_in), frozenset(half_out))
 
     def _call_plan(self, node: onnx.NodeProto, ins, outs) -> NodePlan:
@@ -338,14 +343,16 @@ def _infers_in_half(node: onnx.NodeProto, since: int, g: Graphs, half_in, dtype:
 
 
 def plan_precision(graphs: Graphs, dtype: str, *, keep_op_types=(), keep_nodes=(), lacks_kernel=None,
-                   read_tensor=None, measured=None, calls=None, keep_ids=None, weights_half=False) -> Plan:
+                   read_tensor=None, measured=None, calls=None, keep_ids=None, weights_half=False,
+                   keep_io_precision=False) -> Plan:
     """Decide, for every node of every graph that computes in float32, whether it runs in
     ``dtype`` ("float16" or "bfloat16"), and why not. ``calls`` (a FunctionCalls) lets calls of
     local functions run in half through specialized copies; ``keep_ids`` maps id(node) to the
     reason it stays float32 (with ``weights_half``, computing in float32 from constants stored
-    in half)."""
+    in half); ``keep_io_precision`` keeps the first consumers of the float graph inputs so too
+    (:mod:`.io_first`)."""
     planner = _Planner(graphs, dtype, keep_op_types, keep_nodes, lacks_kernel, read_tensor, measured, calls,
-                       keep_ids, weights_half)
+                       keep_ids, weights_half, keep_io_precision)
     plans: dict[int, NodePlan] = {}
     for site in graphs.sites:
         for node in site.graph.node:
