@@ -13,6 +13,7 @@ import importlib
 import os
 from typing import TYPE_CHECKING, Any, Union
 
+from rewriter import entry
 from rewriter.errors import RewriterError
 
 if TYPE_CHECKING:  # the annotations only; importing onnx / onnx_ir here would slow `import rewriter`
@@ -55,70 +56,6 @@ _LAZY = {
     "OptimizePass": "rewriter.passes",
     "reduce_prod": "rewriter.kernels",
 }
-
-_ACCEPTED = "an onnx.ModelProto, an onnx_ir.Model or a path (str or os.PathLike) to a model file"
-
-
-def _open(model: ModelLike, allow_invalid_input: bool = False, what: str = "<model>") -> tuple[Any, str, str | None]:
-    """(ModelProto, kind, base_dir) of a model every entry point has checked as the command line
-    checks its input (ModelLoadError naming the node or tensor); kind is 'proto', 'ir' or 'path'.
-    A model ``onnx.checker`` refuses is refused unless ``allow_invalid_input``."""
-    from rewriter.verify.inputs.validate import check_input
-
-    proto, kind, base_dir = _read(model)
-    check_input(proto, os.fspath(model) if kind == "path" else what, allow_invalid=allow_invalid_input)
-    return proto, kind, base_dir
-
-
-def _freeze(proto, freeze) -> tuple[Any, list[str]]:
-    """(``proto`` with the graph inputs ``freeze`` names made constants, their names): the
-    ``freeze_input_defaults`` argument of every function, as ``--freeze-input-defaults``."""
-    from rewriter.graph.input_defaults import freeze_input_defaults
-
-    return freeze_input_defaults(proto, freeze)
-
-
-def _read(model: ModelLike) -> tuple[Any, str, str | None]:
-    import onnx
-
-    if isinstance(model, onnx.ModelProto):
-        from rewriter.io.tensors import EXTERNAL, all_tensors
-
-        if not any(t.data_location == EXTERNAL for t, _ in all_tensors(model)):
-            return model, "proto", None
-        from rewriter.io.base_dir import tag_base_dir  # references resolve where onnx's checker and ONNX
-
-        copy = onnx.ModelProto()  # Runtime resolve them: from the working directory (a copy is tagged)
-        copy.CopyFrom(model)
-        return tag_base_dir(copy, os.getcwd()), "proto", os.getcwd()
-    if isinstance(model, (str, os.PathLike)):
-        from rewriter.io import load_model
-
-        path = os.fspath(model)
-        return load_model(path), "path", os.path.dirname(os.path.abspath(path))
-    if type(model).__module__.startswith("onnx_ir"):
-        import onnx_ir as ir
-
-        if isinstance(model, ir.Model):
-            from rewriter.io.base_dir import proto_of
-
-            proto, base_dir = proto_of(model)
-            return proto, "ir", base_dir
-    raise TypeError(f"expected {_ACCEPTED}, got {type(model).__name__}")
-
-
-def _back(proto: onnx.ModelProto, kind: str, base_dir: str | None = None) -> Any:
-    """The result in the kind it came in, self-contained: a ModelProto with every tensor that
-    only this package could read (references into the source file through private keys) read
-    into memory, as ``onnx.load`` would; an onnx_ir Model through the bridge (its untouched
-    external tensors keep their directory)."""
-    if kind != "ir":
-        from rewriter.io.detach import detach
-
-        return detach(proto, base_dir)
-    from rewriter.optimize.bridge import result_to_ir
-
-    return result_to_ir(proto, base_dir)
 
 
 def convert_opset(model: ModelLike, target_opset: int | str | None = None, *, ml_opset: int | None = None,
@@ -164,11 +101,11 @@ def convert_opset(model: ModelLike, target_opset: int | str | None = None, *, ml
         >>> m13 = rewriter.convert_opset("model.onnx", 13)  # doctest: +SKIP
         >>> for_old_ort = rewriter.convert_opset("model.onnx", target="onnxruntime==1.15")  # doctest: +SKIP
     """
-    target_opset = _convert_args(target_opset, ml_opset, ir_version, target)
+    target_opset = entry.convert_args(target_opset, ml_opset, ir_version, target)
     from rewriter.convert import convert_for
 
-    proto, kind, base_dir = _open(model, allow_invalid_input)
-    proto, frozen = _freeze(proto, freeze_input_defaults)
+    proto, kind, base_dir = entry.open_model(model, allow_invalid_input)
+    proto, frozen = entry.freeze(proto, freeze_input_defaults)
     try:
         result = convert_for(proto, target_opset, ml_opset=ml_opset, ir_version=ir_version, runtime=target,
                              base_dir=base_dir)[0]
@@ -180,25 +117,7 @@ def convert_opset(model: ModelLike, target_opset: int | str | None = None, *, ml
 
         blame_input(proto, e, model if kind == "path" else "<model>")
         raise
-    return _back(result, kind, base_dir)
-
-
-def _convert_args(target_opset, ml_opset, ir_version, target):
-    """``target_opset`` as an int or None ("latest" resolved); TypeError for arguments of the
-    wrong type or when nothing is asked (shared by convert_opset and ConvertOpsetPass)."""
-    import onnx.defs
-
-    if isinstance(target_opset, str) and target_opset.strip().lower() == "latest":
-        target_opset = onnx.defs.onnx_opset_version()
-    for name, value in (("target_opset", target_opset), ("ml_opset", ml_opset), ("ir_version", ir_version)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            kinds = "an int or 'latest'" if name == "target_opset" else "an int"
-            raise TypeError(f"{name} must be {kinds}, got {type(value).__name__} {value!r}")
-    if target is not None and not isinstance(target, str):
-        raise TypeError(f"target must be a str such as 'onnxruntime==1.17', got {type(target).__name__}")
-    if target_opset is None and ml_opset is None and target is None:
-        raise TypeError("target_opset must be an int or 'latest' (it may be None only with ml_opset or target)")
-    return target_opset
+    return entry.result_of(result, kind, base_dir)
 
 
 def convert_precision(model: ModelLike, dtype: str = "float16", *, keep_io_types: bool = True,
@@ -249,17 +168,17 @@ def convert_precision(model: ModelLike, dtype: str = "float16", *, keep_io_types
     from rewriter.precision.pipeline import HalfOptions, convert_half
     from rewriter.targets.spec import TargetSpec
 
-    proto, kind, base_dir = _open(model, allow_invalid_input)
+    proto, kind, base_dir = entry.open_model(model, allow_invalid_input)
     spec = TargetSpec.parse(opset, target=target) if opset is not None or target is not None else None
     options = HalfOptions(keep_io_types=keep_io_types, keep_op_types=keep_op_types, keep_nodes=keep_nodes,
                           optimize=optimize, calibrate=calibrate, max_error=max_error,
                           calibration_data=calibration_data)
-    proto, frozen = _freeze(proto, freeze_input_defaults)
+    proto, frozen = entry.freeze(proto, freeze_input_defaults)
     result, _ = convert_half(proto, dtype, spec, options, base_dir=base_dir)
     from rewriter.graph.input_defaults import check_kept
 
     check_kept(result, frozen)
-    return _back(result, kind, base_dir)
+    return entry.result_of(result, kind, base_dir)
 
 
 def fold_reduce_prod(model: ModelLike, *, int_overflow: str = "skip", allow_invalid_input: bool = False,
@@ -293,9 +212,9 @@ def fold_reduce_prod(model: ModelLike, *, int_overflow: str = "skip", allow_inva
     if int_overflow not in FOLD_INT_OVERFLOW_POLICIES:
         raise RewriterError(f"int_overflow must be one of {', '.join(FOLD_INT_OVERFLOW_POLICIES)}, "
                             f"got {int_overflow!r}")
-    proto, kind, base_dir = _open(model, allow_invalid_input)
-    proto, _ = _freeze(proto, freeze_input_defaults)
-    return _back(fold_model(proto, int_overflow=int_overflow, base_dir=base_dir)[0], kind, base_dir)
+    proto, kind, base_dir = entry.open_model(model, allow_invalid_input)
+    proto, _ = entry.freeze(proto, freeze_input_defaults)
+    return entry.result_of(fold_model(proto, int_overflow=int_overflow, base_dir=base_dir)[0], kind, base_dir)
 
 
 def fold_constants(model: ModelLike, *, int_overflow: str = "skip", allow_invalid_input: bool = False) -> Any:
@@ -347,11 +266,11 @@ def optimize_model(model: ModelLike, *, fold_limit: int = 512 * 512 * 4, int_ove
     if int_overflow not in FOLD_INT_OVERFLOW_POLICIES:
         raise RewriterError(f"int_overflow must be one of {', '.join(FOLD_INT_OVERFLOW_POLICIES)}, "
                             f"got {int_overflow!r}")
-    proto, kind, base_dir = _open(model, allow_invalid_input)
+    proto, kind, base_dir = entry.open_model(model, allow_invalid_input)
     options = OptimizeOptions(fold_limit=fold_limit, int_overflow=int_overflow, strip_metadata=strip_metadata,
                               allow_removing_custom_ops=allow_removing_custom_ops,
                               freeze_input_defaults=freeze_input_defaults)
-    return _back(optimize_proto(proto, options, base_dir=base_dir)[0], kind, base_dir)
+    return entry.result_of(optimize_proto(proto, options, base_dir=base_dir)[0], kind, base_dir)
 
 
 def verify_reduce_prod_shapes(model: ModelLike, *, allow_invalid_input: bool = False,
@@ -381,8 +300,8 @@ def verify_reduce_prod_shapes(model: ModelLike, *, allow_invalid_input: bool = F
     """
     from rewriter.verify.shapes.check import verify_reduce_prod_shapes as _verify
 
-    proto, _, _ = _open(model, allow_invalid_input)
-    return _verify(_freeze(proto, freeze_input_defaults)[0])
+    proto, _, _ = entry.open_model(model, allow_invalid_input)
+    return _verify(entry.freeze(proto, freeze_input_defaults)[0])
 
 
 def verify_shapes(model: ModelLike, *, allow_invalid_input: bool = False) -> list[ShapeProblem]:
@@ -431,8 +350,8 @@ def verify_numerics(original: ModelLike, rewritten: ModelLike, *, seed: int = 0,
     """
     from rewriter.verify.numerics import verify_numerics as _verify
 
-    a, _, base_a = _open(original, allow_invalid_input, "the original model")
-    b, _, base_b = _open(rewritten, allow_invalid_input, "the rewritten model")
+    a, _, base_a = entry.open_model(original, allow_invalid_input, "the original model")
+    b, _, base_b = entry.open_model(rewritten, allow_invalid_input, "the rewritten model")
     return _verify(a, b, seed=seed, rtol=rtol, atol=atol, input_shapes=input_shapes, base_dirs=(base_a, base_b),
                    input_values=input_values)
 

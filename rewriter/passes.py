@@ -77,9 +77,9 @@ class ConvertOpsetPass(ir.passes.FunctionalPass):
                  ir_version: int | None = None, target: str | None = None, allow_invalid_input: bool = False,
                  freeze_input_defaults=None) -> None:
         super().__init__()
-        from rewriter import _convert_args
+        from rewriter.entry import convert_args
 
-        self.target_opset = _convert_args(target_opset, ml_opset, ir_version, target)
+        self.target_opset = convert_args(target_opset, ml_opset, ir_version, target)
         self.ml_opset, self.ir_version, self.target = ml_opset, ir_version, target
         self.allow_invalid_input, self.freeze_input_defaults = allow_invalid_input, freeze_input_defaults
         self.report = None

@@ -158,3 +158,34 @@ def test_the_converter_loops_over_the_registry(monkeypatch):
     assert calls == [("Elu", "node 'elu' (Elu) in main graph")]
     assert report.own["Elu"] == 1
     assert get_attr(result.graph.node[0], "alpha").f == 0.5
+
+
+MAX_MODULE_LINES, MAX_FUNCTION_LINES = 400, 80
+
+
+def _too_long(root: pathlib.Path) -> list[str]:
+    """Modules over MAX_MODULE_LINES lines and functions over MAX_FUNCTION_LINES lines under ``root``."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text()
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            found.append(f"{path.relative_to(root.parent)}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    found.append(f"{path.relative_to(root.parent)}:{node.lineno} {node.name}(): {length} lines")
+    return found
+
+
+def test_no_module_over_400_lines_and_no_function_over_80():
+    assert _too_long(ROOT) == []
+
+
+def test_a_long_module_or_function_would_be_found(tmp_path):
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "ok.py").write_text("def f():\n" + "    x = 1\n" * 79)
+    (pkg / "long_function.py").write_text("def f():\n" + "    x = 1\n" * 80)
+    (pkg / "long_module.py").write_text("x = 1\n" * 401)
+    assert _too_long(pkg) == ["pkg/long_function.py:1 f(): 81 lines", "pkg/long_module.py: 401 lines"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from rewriter.cli import commands, freeze_option
+from rewriter.cli import arg_types, commands, freeze_option
 from rewriter.cli.runner import UsageError
 
 __all__ = ["build_parser", "check_usage"]
@@ -15,38 +15,6 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def _latest_opset() -> int:
-    import onnx.defs
-
-    return onnx.defs.onnx_opset_version()
-
-
-def _opset_arg(text: str) -> int:
-    latest = _latest_opset()
-    if text.strip().lower() == "latest":
-        return latest
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--opset must be an integer or 'latest', got {text!r}") from None
-    if not 1 <= value <= latest:
-        raise argparse.ArgumentTypeError(f"--opset must be in 1..{latest}, got {value}")
-    return value
-
-
-def _positive_arg(flag: str):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag} must be an integer, got {text!r}") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{flag} must be at least 1, got {value}")
-        return value
-
-    return parse
-
-
 def _add_model(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", metavar="MODEL", help="input .onnx file, or a directory: every .onnx file below it")
 
@@ -55,12 +23,6 @@ def _add_output(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("-o", "--output", required=required, metavar="OUT",
                    help="where to write the result (written atomically; may be the input path); "
                    "with a directory MODEL, the directory that mirrors it")
-
-
-def _layout_arg(text: str):
-    if text in ("always", "never") or text.isdigit():
-        return text
-    raise argparse.ArgumentTypeError(f"--external-data must be always, never or a size in bytes, got {text!r}")
 
 
 def _add_file_options(sub) -> None:
@@ -80,7 +42,7 @@ def _add_file_options(sub) -> None:
             continue
         p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
                        help="with a directory MODEL: worker processes (default 1)")
-        p.add_argument("--external-data", type=_layout_arg, default=None, metavar="always|never|BYTES",
+        p.add_argument("--external-data", type=arg_types.layout_arg, default=None, metavar="always|never|BYTES",
                        help="where the output keeps tensor data: 'always' in OUT.data beside it, 'never' "
                        "inline, or in OUT.data for tensors of at least BYTES bytes (default: as the input: "
                        "external tensors stay external, and new ones of 1 KiB or more join them)")
@@ -89,47 +51,10 @@ def _add_file_options(sub) -> None:
                        "the verification, timings, before/after statistics")
 
 
-def _input_shape_arg(text: str) -> tuple[str, list[int]]:
-    name, sep, dims = text.rpartition(":")
-    try:
-        values = [int(d) for d in dims.replace("x", ",").split(",") if d.strip()]
-    except ValueError:
-        values = None
-    if not sep or not name or values is None or any(v < 0 for v in values):
-        raise argparse.ArgumentTypeError(f"--input-shape must be NAME:DIMS such as x:1,3,224,224, got {text!r}")
-    return name, values
-
-
-def _fix_dim_arg(text: str) -> tuple[str, int]:
-    name, sep, value = text.rpartition("=")
-    if not sep or not name or not value.strip().isdigit():
-        raise argparse.ArgumentTypeError(f"--fix-dim must be SYMBOL=SIZE such as batch=1, got {text!r}")
-    return name, int(value)
-
-
-def _names_arg(text: str) -> tuple[str, ...]:
-    names = tuple(n.strip() for n in text.split(",") if n.strip())
-    if not names:
-        raise argparse.ArgumentTypeError(f"expected NAME[,NAME...], got {text!r}")
-    return names
-
-
 def _add_static_shapes(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--fix-dim", type=_fix_dim_arg, action="append", default=None, metavar="SYMBOL=SIZE",
+    p.add_argument("--fix-dim", type=arg_types.fix_dim_arg, action="append", default=None, metavar="SYMBOL=SIZE",
                    help="make a symbolic dim static wherever it appears (graph inputs, outputs, value_info), "
                    "e.g. batch=1, for toolchains that need static shapes; repeat for several symbols")
-
-
-def _input_value_arg(text: str) -> tuple[str, list[float]]:
-    name, sep, values = text.rpartition(":")
-    try:
-        numbers = [float(v) for v in values.split(",") if v.strip()]
-    except ValueError:
-        numbers = []
-    if not sep or not name or not numbers:
-        raise argparse.ArgumentTypeError(f"--input-value must be NAME:VALUES such as sr:16000 or mask:1,1,0, "
-                                         f"got {text!r}")
-    return name, numbers
 
 
 def _add_verify_flags(p: argparse.ArgumentParser, static: bool = False) -> None:
@@ -145,22 +70,16 @@ def _add_verify_flags(p: argparse.ArgumentParser, static: bool = False) -> None:
                    help="--verify: relative tolerance for float outputs (default per type: float 1e-4)")
     p.add_argument("--atol", type=float, default=None,
                    help="--verify: absolute tolerance for float outputs (default per type: float 1e-6)")
-    p.add_argument("--input-shape", type=_input_shape_arg, action="append", default=None,
+    p.add_argument("--input-shape", type=arg_types.input_shape_arg, action="append", default=None,
                    metavar="NAME:DIMS", help=("fix graph input NAME's shape in the result, e.g. "
                    "x:1,3,224,224 (its symbols take these sizes wherever they appear; a declared -1 is a "
                    "dynamic dim), as onnxsim's --overwrite-input-shape; --verify uses it too" if static else
                    "--verify: the shape of graph input NAME, e.g. x:1,3,224,224; its symbolic dims take these "
                    "sizes everywhere (default: every unpinned dynamic dim is 2)") + "; repeat for several inputs")
-    p.add_argument("--input-value", type=_input_value_arg, action="append", default=None, metavar="NAME:VALUES",
+    p.add_argument("--input-value", type=arg_types.input_value_arg, action="append", default=None, metavar="NAME:VALUES",
                    help="--verify: feed graph input NAME these values instead of random ones (e.g. a sample "
                    "rate sr:16000; as many values as the input has elements, or one for a scalar); repeat "
                    "for several inputs")
-
-
-def _bytes_arg(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"--fold-limit must be a number of bytes, got {text!r}")
-    return int(text)
 
 
 def _add_int_overflow(p: argparse.ArgumentParser) -> None:
@@ -220,12 +139,12 @@ def _add_convert(sub) -> None:
                        "rewriter convert model.onnx --target onnxruntime==1.15 -o for_ort115.onnx; "
                        "rewriter convert model.onnx --opset 11 --plan")
     _add_model(p)
-    p.add_argument("--opset", type=_opset_arg, default=None, metavar="N",
+    p.add_argument("--opset", type=arg_types.opset_arg, default=None, metavar="N",
                    help="target default-domain opset, 1..the latest your onnx knows, or 'latest'")
-    p.add_argument("--ml-opset", type=_positive_arg("--ml-opset"), default=None, metavar="M",
+    p.add_argument("--ml-opset", type=arg_types.positive_arg("--ml-opset"), default=None, metavar="M",
                    help="target ai.onnx.ml opset (1..5 with onnx 1.23; default: kept); alone, only that "
                    "domain is converted")
-    p.add_argument("--ir-version", type=_positive_arg("--ir-version"), default=None, metavar="K",
+    p.add_argument("--ir-version", type=arg_types.positive_arg("--ir-version"), default=None, metavar="K",
                    help="the result's IR version (default: going down, the lowest the result needs; else "
                    "the input's, raised only as needed); what IR K cannot hold is rewritten where exact "
                    "(functions inlined, initializers made inputs, sparse made dense, metadata moved), "
@@ -261,10 +180,13 @@ def _add_precision_flags(p: argparse.ArgumentParser) -> None:
                     help="with --dtype: graph inputs and outputs stay float32, with Casts at the edge (default)")
     io.add_argument("--no-keep-io-types", dest="keep_io_types", action="store_false",
                     help="with --dtype: float32 graph inputs and outputs become the half type too")
-    p.add_argument("--keep-op-types", type=_names_arg, default=None, metavar="OP,...",
+    p.add_argument("--keep-io-precision", action="store_true",
+                   help="with --dtype: the nodes reading each float input first compute in float32 (their weights "
+                   "stored in half), so the inputs are not rounded to half: removes a large --verify floor")
+    p.add_argument("--keep-op-types", type=arg_types.names_arg, default=None, metavar="OP,...",
                    help="with --dtype: op types that stay float32, e.g. LayerNormalization,Softmax (of the domains "
                    "the model imports, its functions or its nodes: another name is an error naming the nearest)")
-    p.add_argument("--keep-nodes", type=_names_arg, default=None, metavar="NAME,...",
+    p.add_argument("--keep-nodes", type=arg_types.names_arg, default=None, metavar="NAME,...",
                    help="with --dtype: node names that stay float32")
     p.add_argument("--calibrate", action="store_true",
                    help="with --dtype float16: run the float32 model in ONNX Runtime on random inputs "
@@ -308,7 +230,7 @@ def _add_optimize(sub) -> None:
     _add_model(p)
     _add_output(p)
     _add_int_overflow(p)
-    p.add_argument("--fold-limit", type=_bytes_arg, default=512 * 512 * 4, metavar="BYTES",
+    p.add_argument("--fold-limit", type=arg_types.bytes_arg, default=512 * 512 * 4, metavar="BYTES",
                    help="skip a fold that reads a tensor of more than BYTES, or writes one of more than "
                    "BYTES that the inputs it frees do not offset (default 1048576: onnxscript's 512x512 "
                    "float32); skipped folds are reported. ReduceProd folds whatever its size")
@@ -387,10 +309,13 @@ def check_usage(args: argparse.Namespace, directory: bool) -> None:
                                               ("--calibration-data", args.calibration_data),
                                               ("--max-error", args.max_error),
                                               ("--optimize", args.optimize or None),
-                                              ("--no-keep-io-types", None if args.keep_io_types else True))
+                                              ("--no-keep-io-types", None if args.keep_io_types else True),
+                                              ("--keep-io-precision", args.keep_io_precision or None))
                      if value is not None]
             if given:
                 raise UsageError(f"{', '.join(given)}: only for --dtype, which is not given")
+        elif args.keep_io_precision and not args.keep_io_types:
+            raise UsageError("--keep-io-precision keeps the float32 inputs unrounded: drop --no-keep-io-types")
         elif args.max_error is not None and not args.max_error > 0:
             raise UsageError(f"--max-error must be a number > 0, got {args.max_error}")
         elif (args.calibrate or (args.calibration_data and args.max_error is None and not args.verify)) \
