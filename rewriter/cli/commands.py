@@ -83,7 +83,6 @@ def _fixed_shapes(args):
         from rewriter.graph.inferred import LazyInference
 
         args.run.input_inferred = LazyInference(model)
-    args.run.static_model = model
     return model, [f"static shapes: {'; '.join(lines)}"]
 
 
@@ -274,6 +273,7 @@ def cmd_check(args) -> int:
         target["loads"] = not target["blockers"]
         if found:
             target["input_defaults"] = _unlocks(args, args.run.input_model)
+    _check_verdict(args, report, target)
     frozen = freeze_option.summary_line(args)
     if args.json:
         doc = report.to_dict(model=args.model)
@@ -299,3 +299,13 @@ def cmd_check(args) -> int:
                     print(f"  convert --target {args.target}: blocked by {found['blocked']} node(s); "
                           f"{freeze_option.unlock_line(found)}")
     return EXIT_OK if report.ok and (target is None or target["loads"]) else EXIT_PROBLEM
+
+
+def _check_verdict(args, report, target) -> None:
+    """Why check fails, in one line (a directory run's per-file line and its JSON ``error``)."""
+    from rewriter.verify.shapes.shape_report import verdict
+
+    found = [] if report.ok else [verdict(report) + (f": {one_line(str(report.problems[0]))}" if report.problems else "")]
+    if target is not None and not target["loads"]:
+        found.append(f"{target['target']} cannot load it as it is: {'; '.join(target['blockers'])}")
+    args.run.verdict = "; ".join(found) or None

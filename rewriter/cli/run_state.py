@@ -5,9 +5,10 @@ instead of attributes added to the argparse namespace."""
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any
 
-__all__ = ["RunState"]
+__all__ = ["RunState", "file_identity"]
 
 
 @dataclasses.dataclass
@@ -17,7 +18,6 @@ class RunState:
     startup_s: float | None = None  # interpreter and imports, before the command began
     warnings: list[str] | None = None  # what --json reports under "warnings"
     input_model: Any = None  # the model as loaded
-    static_model: Any = None  # the model after --input-shape / --fix-dim
     frozen_inputs: list[str] | None = None  # --freeze-input-defaults: the inputs made constants (None: not asked)
     frozen_ir_before: int | None = None  # the input's IR version before freezing raised it
     input_inferred: Any = None  # a LazyInference of the input, when a check needs one
@@ -31,3 +31,22 @@ class RunState:
     half_result: str | None = None  # the half type of a --dtype result (a missing CPU kernel is not a defect)
     verify_feeds: dict | None = None  # --verify's inputs when not random (the first --calibration-data sample)
     reordered_sums: list[str] = dataclasses.field(default_factory=list)  # ops decomposed with reordered sums
+    # the identity (device, inode) of -o's file when its write began, () when there was none; None: not begun
+    output_before: tuple | None = None
+    verdict: str | None = None  # check: why the model fails, in one line (a directory run's per-file line)
+
+    def output_written(self, path: str | None) -> bool:
+        """Whether the write of ``path`` put its file in place (the rename, its last step, is done):
+        the file there now is not the one there when the write began. What was written, not when."""
+        return self.output_before is not None and path is not None and \
+            file_identity(path) not in (None, self.output_before)
+
+
+def file_identity(path: str) -> tuple | None:
+    """(device, inode) of the file at ``path`` (symlinks followed), None when there is none. An
+    atomic write renames a new file into place, so the identity changes with every write."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino

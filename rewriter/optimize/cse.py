@@ -5,6 +5,10 @@ values compute the same thing: the later one is dropped and its uses read the ea
 one's outputs. Not merged: nodes holding subgraphs, non-deterministic ops, custom-domain
 ops (their determinism is unknown), Constant nodes with more than ``size_limit``
 elements, and a node whose output is a graph output (its name is part of the interface).
+
+onnx_ir has a pass of the same name (``onnx_ir.passes.common.CommonSubexpressionEliminationPass``);
+this one exists because that one walks the main graph only, where this one also merges inside
+If/Loop/Scan bodies and model-local functions, and keeps the rules above.
 """
 
 from __future__ import annotations

@@ -41,6 +41,8 @@ class PrecisionReport:
     half_at: tuple = ()  # positions (every graph's nodes, main graph first) of the nodes run or stored in half
     fitted: object = None  # a fallback.Fit, with --max-error
     float_bytes: tuple = (0, 0)  # (bytes of the source's float32 tensors, of those now stored in half): .sizes
+    # op -> (the first later opset whose schema gives it the half type, or None; nodes kept float32 for want of it)
+    half_from: dict = dataclasses.field(default_factory=dict)
 
     def summary_lines(self) -> list[str]:
         lines = [f"{self.half_nodes} node(s) run in {self.dtype}"
@@ -54,8 +56,10 @@ class PrecisionReport:
             shown = ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
             lines.append(f"  {reason}: {len(labels)} ({shown})")
         a = self.applied
+        lines += self.half_from_lines()
         lines.append(f"casts inserted: {a.casts}; constants converted {a.constants_converted}, stored in both "
-                     f"types {a.constants_duplicated}, clamped to float16's range {a.constants_clamped}"
+                     f"types {a.constants_duplicated}"
+                     + (f", clamped to float16's range {a.constants_clamped}" if self.dtype == "float16" else "")
                      + (f"; casts back to {self.dtype} avoided {a.cancelled_casts}" if a.cancelled_casts else "")
                      + (f"; weights rounded keeping their filters' sums {a.sums_kept}" if a.sums_kept else ""))
         if a.function_calls:
@@ -69,12 +73,38 @@ class PrecisionReport:
         lines.append(halved_line(self.dtype, *self.float_bytes))
         return lines
 
+    def half_from_lines(self) -> list[str]:
+        """Which ``--opset`` gives the half type to the nodes kept float32 for want of it in their
+        schema (``onnx.defs``); none for a runtime target, whose opsets and kernels decide."""
+        found = {op: first for op, (first, _) in self.half_from.items() if first}
+        if not found or self.target is not None:
+            return []
+        by_opset: dict[int, list[str]] = {}
+        for op, first in sorted(found.items()):
+            by_opset.setdefault(first, []).append(op)
+        count = sum(n for first, n in self.half_from.values() if first)
+        never = sorted(op for op, (first, _) in self.half_from.items() if not first)
+        return [f"--opset {max(found.values())} gives {self.dtype} types to the {count} node(s) kept float32 for "
+                f"want of one (" + "; ".join(f"{', '.join(ops)} from opset {v}" for v, ops in sorted(by_opset.items()))
+                + ")" + (f"; no opset gives one to {', '.join(never)}" if never else "")]
+
+    def changes_nothing(self, opset: int | None) -> str:
+        """Why the rewrite changed nothing though another opset would let nodes run in the half
+        type (a RewriterError's message), else ""."""
+        lines = self.half_from_lines()
+        if self.half_nodes or self.applied.weights_stored_half or not lines:
+            return ""
+        first = max(v for v, _ in self.half_from.values() if v)
+        return (f"--dtype {self.dtype} would change nothing: no node runs in {self.dtype} at opset {opset}; "
+                f"{lines[0]}: convert with --opset {first} --dtype {self.dtype} (opset={first} in Python)")
+
     def to_dict(self) -> dict:
         return {"dtype": self.dtype, "half_nodes": self.half_nodes, "half_by_op": self.half_by_op,
                 "kept": [{"node": label, "op": op, "reason": reason} for label, op, reason in self.kept],
                 "casts_inserted": self.applied.casts, "constants_converted": self.applied.constants_converted,
                 "constants_duplicated": self.applied.constants_duplicated,
                 "constants_clamped": self.applied.constants_clamped, "sums_kept": self.applied.sums_kept,
+                "weights_stored_half": self.applied.weights_stored_half,
                 "casts_avoided": self.applied.cancelled_casts, "function_calls": self.applied.function_calls, "target": self.target,
                 "calibrated": self.calibrated, "max_error": None if self.fitted is None else self.fitted.to_dict(),
                 "float32_tensor_bytes": self.float_bytes[0], "float32_tensor_bytes_halved": self.float_bytes[1],
@@ -147,12 +177,15 @@ def convert_precision_proto(model: onnx.ModelProto, dtype: str, *, keep_io_types
     from rewriter.graph.traversal import node_label
 
     half_by_op: dict[str, int] = {}
-    kept = []
+    kept, half_from = [], {}
     for p in plan.nodes.values():
         if p.half:
             half_by_op[p.node.op_type] = half_by_op.get(p.node.op_type, 0) + 1
         else:
             kept.append((node_label(p.node), p.node.op_type, p.reason))
+            if p.half_from is not None:  # for want of the half type in its schema
+                first, count = half_from.get(p.node.op_type, (p.half_from or None, 0))
+                half_from[p.node.op_type] = (first, count + 1)
     function_calls = calls.finish(result, plan) if calls is not None else 0
     applied = apply_plan(result, graphs, plan, keep_io_types=keep_io_types, read_tensor=read)
     applied.function_calls = function_calls
@@ -167,7 +200,7 @@ def convert_precision_proto(model: onnx.ModelProto, dtype: str, *, keep_io_types
                                 "nothing was written: --keep-op-types / --keep-nodes the ops named") from None
     report = PrecisionReport(dtype, sum(half_by_op.values()), kept, applied, half_by_op,
                              target.name if target is not None else None,
-                             None if measured is None else len(measured), half_at)
+                             None if measured is None else len(measured), half_at, half_from=half_from)
     from rewriter.precision.sizes import float_bytes
 
     report.float_bytes = float_bytes(model, result)

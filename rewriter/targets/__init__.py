@@ -236,7 +236,7 @@ def blockers(model, target: Target, *, base_dir: str | None = None) -> list[str]
     from rewriter.targets.ort_quirks import half_precision_blockers
 
     found += half_precision_blockers(model, target)
-    from rewriter.targets.restrictions import REWRITABLE
+    from rewriter.targets.restriction_rewrites import REWRITABLE
 
     for v in restriction_violations(model, target, base_dir=base_dir):
         found.append(v.line() + (" [convert may rewrite it]" if v.kind in REWRITABLE else ""))

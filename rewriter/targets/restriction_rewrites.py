@@ -35,7 +35,7 @@ from rewriter.targets.restriction_lookups import Lookups, trt_constant
 from rewriter.targets.restrictions import broken
 from rewriter.graph.schemas import is_default_domain
 
-__all__ = ["rewrite"]
+__all__ = ["rewrite", "REWRITABLE"]
 
 _FOLD_LIMIT = 16  # nodes folded for one input at most (shape arithmetic is a few nodes)
 _FOLD_ELEMENTS = 1 << 16
@@ -341,6 +341,7 @@ def _pool_as_2d(rw: _Rewriter, node, rule, scope) -> bool:
 
 _REWRITES = {"outputs_unused": _drop_outputs, "constant": _fold_constant, "zero": _zero, "input_type": _zero,
              "if_branches": _rename_else_outputs, "rank": _pool_as_2d}
+REWRITABLE = frozenset(_REWRITES)  # the restriction kinds an exact rewrite here can meet
 
 
 def rewrite(model: onnx.ModelProto, rules: dict, *, read_tensor=None, inferred=None) -> tuple[list[str], set[str]]:

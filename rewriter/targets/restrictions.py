@@ -27,10 +27,9 @@ from rewriter.graph.schemas import is_default_domain
 from rewriter.targets.restriction_lookups import (UNKNOWN, Lookups, attr, node_attr, schema_of, trt_constant,
                                                   value_bound)
 
-__all__ = ["Violation", "violations", "broken", "trt_constant", "Lookups", "REWRITABLE"]
+__all__ = ["Violation", "violations", "broken", "trt_constant", "Lookups"]
 
 # the rule kinds rewriter.targets.restriction_rewrites can satisfy exactly (for some nodes)
-REWRITABLE = frozenset({"outputs_unused", "zero", "constant", "if_branches", "rank", "input_type"})
 
 
 @dataclasses.dataclass(frozen=True)
