@@ -76,6 +76,60 @@ def test_only_an_initializer_a_branch_outputs_stays_while_an_unread_one_goes():
     same_everywhere(model, result, feeds)
 
 
+# ---------------------------------------------------------------- a subgraph returning an outer value itself
+
+def _returns_outer_value(kind):
+    """t = Neg(x) in the main graph beside a dead Exp; an If's then branch (``if``) or a Loop's body
+    (``loop``, as its scan output) lists t itself among its outputs, no node inside reading it.
+    (onnx.checker and ONNX Runtime want a node making a subgraph output: ``_identity_before_outputs``
+    adds one to compare the models in ONNX Runtime.)"""
+    f = T.FLOAT
+    main = [h.make_node("Neg", ["x"], ["t"], name="neg"), h.make_node("Exp", ["x"], ["junk"], name="main_dead")]
+    if kind == "if":
+        then = h.make_graph([], "then", [], [_vi("t", f, [3])])
+        other = h.make_graph([h.make_node("Abs", ["x"], ["e"], name="else_abs")], "else", [], [_vi("e", f, [3])])
+        node = h.make_node("If", ["c"], ["y"], name="if", then_branch=then, else_branch=other)
+        io = [_vi("x", f, [3]), _vi("c", T.BOOL, [])], [_vi("y", f, [3])]
+        feeds = [{"x": np.array([0.5, -1.25, 2.0], np.float32), "c": np.array(c)} for c in (True, False)]
+    else:
+        body = h.make_graph([h.make_node("Identity", ["cond_in"], ["cond_out"], name="body_cond"),
+                             h.make_node("Identity", ["v_in"], ["v_out"], name="body_id")], "body",
+                            [_vi("i", T.INT64, []), _vi("cond_in", T.BOOL, []), _vi("v_in", f, [3])],
+                            [_vi("cond_out", T.BOOL, []), _vi("v_out", f, [3]), _vi("t", f, [3])])
+        node = h.make_node("Loop", ["n", "", "x"], ["v", "ts"], name="loop", body=body)
+        io = [_vi("x", f, [3]), _vi("n", T.INT64, [])], [_vi("ts", f, [None, 3])]
+        feeds = [{"x": np.array([0.5, -1.25, 2.0], np.float32), "n": np.array(2, np.int64)}]
+    graph = h.make_graph(main + [node], "g", *io)
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8), feeds
+
+
+def _identity_before_outputs(model):
+    """A copy in which each subgraph output not made in its subgraph is made there by an Identity."""
+    out = _copy(model)
+    for scope in traversal.iter_scopes(out):
+        body = scope.body
+        if scope.parent is None or scope.is_function:
+            continue
+        made = {o for n in body.node for o in n.output} | {t.name for t in body.initializer}
+        made |= {v.name for v in body.input}
+        for v in body.output:
+            if v.name not in made:
+                body.node.append(h.make_node("Identity", [v.name], [v.name + "_in"]))
+                v.name += "_in"
+    return out
+
+
+@pytest.mark.parametrize("kind", ["if", "loop"])
+def test_a_full_sweep_keeps_the_producer_of_an_outer_value_a_subgraph_returns_itself(kind):
+    model, feeds = _returns_outer_value(kind)
+    result = _copy(model)
+    removed = remove_unused(result)  # the full sweep: no ``only``
+    names = node_names(result)
+    assert "neg" in names, removed
+    assert "main_dead" not in names and len(removed) == 1, removed  # the control: the sweep ran
+    same_everywhere(_identity_before_outputs(model), _identity_before_outputs(result), feeds)
+
+
 # ---------------------------------------------------------------- through the commands that use it
 
 def _vi(name, elem, shape):

@@ -226,6 +226,39 @@ def test_a_named_dim_in_a_computed_reshape_shape_stays_that_dim():
         np.testing.assert_array_equal(g, w)
 
 
+def test_a_zero_in_a_computed_reshape_shape_over_an_unknown_dim_is_unknown_not_zero():
+    """r = Reshape(x, [0, a, 16]) (a a run-time input) over x of an unknown (unnamed) first dim: r's
+    first dim is x's, unknown here; not 0. Shape(r)[0] * 2 stays computed at run time."""
+    nodes = [h.make_node("Unsqueeze", ["a", "zero"], ["au"]),
+             h.make_node("Concat", ["zero", "au", "last"], ["shape"], axis=0),
+             h.make_node("Reshape", ["x", "shape"], ["r"]),
+             h.make_node("Shape", ["r"], ["rs"]),
+             h.make_node("Gather", ["rs", "i0"], ["n"], axis=0),
+             h.make_node("Mul", ["n", "two"], ["n2"]),
+             h.make_node("Relu", ["r"], ["z"])]
+    inits = [_i("i0", 0), _i("zero", [0]), _i("last", [16]), _i("two", 2)]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", F, [None, 48]),
+                                      h.make_tensor_value_info("a", I64, [])],
+                         [h.make_tensor_value_info("n2", I64, []), h.make_tensor_value_info("z", F, [None, None, 16])],
+                         inits)
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)])
+    model.ir_version = 7
+    oracle.assert_valid(model)
+    result, _ = optimize_proto(model, OptimizeOptions())
+    oracle.assert_valid(result)
+    typed = {v.name: v for v in (*result.graph.value_info, *result.graph.output)}
+    if "r" in typed and typed["r"].type.tensor_type.HasField("shape"):
+        first = typed["r"].type.tensor_type.shape.dim[0]
+        assert not first.HasField("dim_value"), first  # unknown, not 0
+    for rows in (5, 1):
+        feeds = {"x": np.ones((rows, 48), np.float32), "a": np.array(3, np.int64)}
+        want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+        got = ort.InferenceSession(result.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+        assert int(want[0]) == 2 * rows
+        for w, g in zip(want, got):
+            np.testing.assert_array_equal(g, w)
+
+
 def _expand_model(against, swap=False):
     """cls_token.expand(N, -1, -1) as legacy exports write it: Where(Equal(shape, c), 1, shape)."""
     nodes = [h.make_node("Shape", ["x"], ["xs"]),

@@ -461,6 +461,28 @@ def test_a_dq_whose_shifted_constant_does_not_fit_int8_is_refused():
         convert_for(model, runtime="tensorrt==10.16")
 
 
+@pytest.mark.parametrize("w, zp, fits", [
+    (255, 128, True), (255, 127, False),  # x - zp = 127 fits int8; 128 would wrap to -128
+    (0, 128, True), (0, 129, False),  # -128 fits; -129 would wrap to 127
+])
+def test_the_dq_int8_rewrite_stops_exactly_at_int8s_range(w, zp, fits):
+    model = _model([_node("DequantizeLinear", ["w", "s", "zp"], ["d"]), helper.make_node("Add", ["d", "x"], ["y"])],
+                   [("x", F, [2])], ["y"], {"w": np.array([w, 128], np.uint8), "s": np.float32(0.5),
+                                            "zp": np.uint8(zp)})
+    if not fits:
+        with pytest.raises(RewriterError, match="x_zero_point"):
+            convert_for(model, runtime="tensorrt==10.16")
+        return
+    result, _ = convert_for(model, runtime="tensorrt==10.16")
+    dq = next(n for n in result.graph.node if n.op_type == "DequantizeLinear")
+    shifted = numpy_helper.to_array(next(t for t in result.graph.initializer if t.name == dq.input[0]))
+    assert shifted.dtype == np.int8 and shifted.tolist() == [w - zp, 128 - zp] and len(dq.input) == 2
+    x = np.array([1.0, -2.0], np.float32)
+    want = (np.array([w, 128], np.float64) - zp) * 0.5 + x  # exact in float32 at these values
+    np.testing.assert_array_equal(_run(result, {"x": x})[0], want.astype(np.float32))
+    np.testing.assert_array_equal(_run(model, {"x": x})[0], want.astype(np.float32))
+
+
 def test_a_q_whose_quantized_value_another_node_reads_stays_and_is_refused():
     model = _q_dq_pair()
     model.graph.output.append(helper.make_tensor_value_info("q", U8, [6]))
@@ -639,6 +661,33 @@ def test_a_k_computed_at_run_time_passes_when_constants_bound_it_below_the_limit
     assert len(restriction_violations(topk(5000, dim=6000), t)) == 1  # min(5000, 6000): the dim picked, not the 1
     assert [v.reason for v in restriction_violations(topk(5000), t)] == [
         "K is computed at run time, and neither a bound on it nor the dim it selects from is known below 3840"]
+
+
+def test_a_k_exactly_at_the_less_than_limit_is_refused():
+    """operators.md: K "must be less than 3840": 3840 itself breaks it, 3839 meets it; as a constant,
+    as a bound of a K computed at run time (Min of 3840 and a dynamic dim), and as the static dim
+    a run-time K selects from."""
+    t = parse_target("tensorrt==10.16")
+
+    def bounded(cap):
+        return _model([helper.make_node("Shape", ["x"], ["s"], name="shape"),
+                       helper.make_node("Gather", ["s", "at"], ["n"], axis=0, name="g"),
+                       helper.make_node("Min", ["n", "cap"], ["k0"], name="m"),
+                       helper.make_node("Reshape", ["k0", "one"], ["k"], name="r"),
+                       _node("TopK", ["x", "k"], ["v", "i"])],
+                      [("x", F, [1, "anchors"])], [("v", F, [1, None]), ("i", I64, [1, None])],
+                      {"one": np.array([1], np.int64), "at": np.int64(1), "cap": np.int64(cap)})
+
+    for limit_minus in (0, 1):
+        k = 3840 - limit_minus
+        for model in (_topk(k, dim=5000), bounded(k), _topk(None, dim=k, k_input=True)):
+            found = restriction_violations(model, t)
+            if limit_minus:
+                assert found == [], (k, found)
+            else:
+                assert [v.restriction for v in found] == [_clause("10.16", "TopK", "`K` input")], (k, found)
+    with pytest.raises(RewriterError, match="K is 3840, not below 3840"):
+        convert_for(_topk(3840, dim=5000), runtime="tensorrt==10.16")
 
 
 def test_a_signal_without_its_last_axis_is_real():
