@@ -97,6 +97,11 @@ def convert_half(model: onnx.ModelProto, dtype: str, spec: TargetSpec | None = N
         if broken:
             raise RewriterError(f"cannot write {dtype} for {target.name}: {len(broken)} node(s) would break its "
                                 "restrictions: " + "; ".join(v.line() for v in broken[:20]))
+    from rewriter.graph.traversal import opset_version
+
+    nothing = done.report.changes_nothing(opset_version(source.opset_import))
+    if nothing:  # (a newer opset would give its nodes the half type: said, instead of an unchanged model)
+        raise RewriterError(nothing)
     return result, done
 
 

@@ -25,7 +25,7 @@ from rewriter.precision.islands import ISLAND, half_islands
 from rewriter.precision.quantized import QUANTIZED, quantized_regions
 from rewriter.precision.ranges import flush_matters, only_huge, out_of_range
 from rewriter.precision.regions import carried_in_half, shape_arithmetic, signal_paths
-from rewriter.precision.slots import HALF_TYPES, NodeSlots, node_slots
+from rewriter.precision.slots import HALF_TYPES, NodeSlots, first_half_opset, node_slots
 
 __all__ = ["Plan", "NodePlan", "plan_precision", "ATTRIBUTE_TYPED", "F16_MAX", "attribute"]
 
@@ -54,6 +54,8 @@ class NodePlan:
     half_outputs: frozenset = frozenset()  # output positions that become half
     # kept float32 but its constants in ``half_inputs`` stored in half, cast to float32 where read
     weights_half: bool = False
+    # kept for want of the half type in its schema: the first later opset whose schema has it (0: none has)
+    half_from: int | None = None
 
 
 @dataclasses.dataclass
@@ -158,8 +160,8 @@ class _Planner:
             return None
         slots = node_slots(node, g.opset)
 
-        def keep(reason: str) -> NodePlan:
-            return NodePlan(node, slots, False, reason)
+        def keep(reason: str, half_from: int | None = None) -> NodePlan:
+            return NodePlan(node, slots, False, reason, half_from=half_from)
 
         if node.name and node.name in self.keep_nodes:
             return keep("--keep-nodes")
@@ -187,9 +189,11 @@ class _Planner:
         for p in params:
             allowed = next(s.allowed for s in list(slots.inputs) + list(slots.outputs) if s.param == p)
             if self.half_str not in allowed:
-                return keep(f"{op}-{slots.since_version} has no {self.dtype} (type {p})")
+                return keep(f"{op}-{slots.since_version} has no {self.dtype} (type {p})",
+                            first_half_opset(node, g.opset, self.dtype, half_in, half_out) or 0)
         if op in ATTRIBUTE_TYPED and slots.outputs and self.half_str not in slots.outputs[0].allowed:
-            return keep(f"{op}-{slots.since_version} cannot make {self.dtype}")  # (its type set by an attribute)
+            return keep(f"{op}-{slots.since_version} cannot make {self.dtype}",  # (its type set by an attribute)
+                        first_half_opset(node, g.opset, self.dtype, (), (0,)) or 0)
         if not _infers_in_half(node, slots.since_version, g, half_in, self.dtype):
             return keep(f"ONNX's type inference refuses {op}-{slots.since_version} in {self.dtype}")
         def computes_float32(why: str, weights_half: bool) -> NodePlan:  # (from weights in half, or not)

@@ -18,7 +18,7 @@ import onnx.defs
 
 from rewriter.graph.schemas import is_default_domain
 
-__all__ = ["Slot", "NodeSlots", "node_slots", "HALF_TYPES"]
+__all__ = ["Slot", "NodeSlots", "node_slots", "first_half_opset", "HALF_TYPES"]
 
 HALF_TYPES = {"float16": onnx.TensorProto.FLOAT16, "bfloat16": onnx.TensorProto.BFLOAT16}
 
@@ -83,3 +83,16 @@ def node_slots(node: onnx.NodeProto, opset: int | None) -> NodeSlots | None:
 
     return NodeSlots(schema.since_version, tuple(slot(f, True) for f in formals_in),
                      tuple(slot(f, False) for f in formals_out))
+
+
+def first_half_opset(node: onnx.NodeProto, opset: int, dtype: str, inputs, outputs) -> int | None:
+    """The first opset after ``opset`` whose schema of ``node``'s op lets every slot at the
+    positions ``inputs`` / ``outputs`` take ``dtype`` (``onnx.defs``, up to the newest opset the
+    installed onnx knows); None when none does."""
+    want = f"tensor({dtype})"
+    for version in range(opset + 1, onnx.defs.onnx_opset_version() + 1):
+        slots = node_slots(node, version)
+        if slots is not None and all(want in slots.inputs[i].allowed for i in inputs) \
+                and all(want in slots.outputs[i].allowed for i in outputs):
+            return version
+    return None
