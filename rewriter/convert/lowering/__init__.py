@@ -1,0 +1,102 @@
+"""Ops without a function body lowered to standard ONNX (DESIGN.md §2b, issue 42): each chosen node
+of ``ai.onnx.ml`` is replaced by default-domain nodes that compute what ONNX Runtime's kernel
+computes, bit for bit where the arithmetic allows and within a stated tolerance otherwise
+(``docs/lowering.md``), in every scope, or the model is refused naming every node that cannot be.
+
+:func:`lower_nodes` works at the model's own default-domain opset (>= 13; a model without the
+domain gets opset 13); :func:`rewriter.convert.lower_ops.lower_ops` first raises a lower opset and
+can convert the result to another one. The lowerings live beside this module, one family each.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import onnx
+
+from rewriter.convert.lowering import (  # noqa: F401  (each registers its lowerings)
+    ml_encoders, ml_linear, ml_simple, ml_tree_classifier, ml_tree_ops)
+from rewriter.convert.lowering.emit import MIN_OPSET
+from rewriter.convert.lowering.registry import LOWERINGS, ML
+from rewriter.convert.lowering.types import model_types
+from rewriter.convert.lowering.walk import LoweringBlocked, LoweringReport, lower_scopes
+from rewriter.errors import RewriterError
+from rewriter.graph import traversal
+from rewriter.graph.schemas import is_default_domain
+
+__all__ = ["lower_nodes", "lowerable_ops", "LoweringReport", "LoweringBlocked", "MIN_OPSET", "ML"]
+
+logger = logging.getLogger(__name__)
+
+
+def lowerable_ops() -> frozenset[tuple[str, str]]:
+    """The (domain, op_type) pairs that have a lowering."""
+    return frozenset(LOWERINGS)
+
+
+def _chosen_ops(ops) -> frozenset | None:
+    if ops is None:
+        return frozenset(LOWERINGS)
+    chosen = frozenset((("" if d == "ai.onnx" else d), o) for d, o in ops)
+    default = sorted(f"{d or 'ai.onnx'}::{o}" for d, o in chosen if is_default_domain(d))
+    if default:
+        raise RewriterError(f"{', '.join(default)}: standard ONNX ops are not lowered")
+    return chosen
+
+
+def _has_domain(graph_like, domain: str) -> bool:
+    return any(n.domain == domain for n in traversal.all_nodes(graph_like))
+
+
+def _finish_imports(model: onnx.ModelProto, opset: int) -> None:
+    """Default-domain imports where lowered nodes need one; ai.onnx.ml imports nothing uses dropped."""
+    for holder in [model, *model.functions]:
+        body = holder.graph if holder is model else holder
+        if traversal.opset_version(holder.opset_import) is None and any(
+                is_default_domain(n.domain) for n in traversal.all_nodes(body)):
+            holder.opset_import.append(onnx.helper.make_opsetid("", opset))
+        if not _has_domain(body, ML) and not (holder is model and any(_has_domain(f, ML) for f in model.functions)):
+            kept = [o for o in holder.opset_import if o.domain != ML]
+            del holder.opset_import[:]
+            holder.opset_import.extend(kept)
+
+
+def _drop_stale_value_info(model: onnx.ModelProto) -> None:
+    for scope in traversal.iter_scopes(model):
+        if scope.is_function:
+            continue
+        body = scope.body
+        made = {o for n in body.node for o in n.output} | {v.name for v in body.input}
+        made |= {t.name for t in body.initializer}
+        kept = [v for v in body.value_info if v.name in made or not v.name]
+        if len(kept) != len(body.value_info):
+            del body.value_info[:]
+            body.value_info.extend(kept)
+
+
+def lower_nodes(model: onnx.ModelProto, ops=None, *, new_opset: int = MIN_OPSET) -> tuple[onnx.ModelProto, LoweringReport]:
+    """A copy of ``model`` with every node of ``ops`` ((domain, op_type) pairs; None: every op that
+    has a lowering) replaced by standard ONNX nodes at the model's default-domain opset, which must
+    be >= :data:`MIN_OPSET` (a model without the domain gets ``new_opset``). Raises
+    :class:`LoweringBlocked` (a RewriterError) naming every chosen node that cannot be lowered;
+    the input is never changed."""
+    from rewriter.convert import ir_version
+
+    chosen = _chosen_ops(ops)
+    opset = traversal.opset_version(model.opset_import)
+    report = LoweringReport(opset=opset if opset is not None else max(new_opset, MIN_OPSET), source_opset=opset)
+    if opset is not None and opset < MIN_OPSET:
+        raise RewriterError(f"lowering writes default-domain opset >= {MIN_OPSET}; the model imports {opset} "
+                            "(rewriter.convert.lower_ops.lower_ops raises it first)")
+    result = onnx.ModelProto()
+    result.CopyFrom(model)
+    if not any(n.domain != "" and (chosen is None or (n.domain, n.op_type) in chosen)
+               for s in traversal.iter_scopes(result) for n in s.body.node):
+        return result, report
+    blockers = lower_scopes(result, chosen, report.opset, model_types(result), report)
+    if blockers:
+        raise LoweringBlocked(blockers)
+    _finish_imports(result, report.opset)
+    _drop_stale_value_info(result)
+    result.ir_version = max(result.ir_version, ir_version.needed(result))
+    return result, report

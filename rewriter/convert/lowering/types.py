@@ -1,0 +1,127 @@
+"""The element types and shapes the lowerings read, for the whole model: ONNX shape inference,
+helped where it stops at an ``ai.onnx.ml`` node whose schema infers nothing (Scaler, Normalizer,
+...): such outputs get the type ONNX Runtime's kernel writes, and inference runs again (a few
+rounds), so that the values after them are typed too. Initializers count as typed values."""
+
+from __future__ import annotations
+
+import logging
+
+import onnx
+from onnx import TensorProto, helper
+
+from rewriter.graph import traversal
+
+__all__ = ["model_types"]
+
+logger = logging.getLogger(__name__)
+ML = "ai.onnx.ml"
+_ROUNDS = 4
+_FLOAT_SAME_SHAPE = {"Scaler", "Normalizer"}
+_SAME = {"Binarizer", "Imputer"}
+
+
+def _tensor(elem: int, dims) -> onnx.TypeProto:
+    return helper.make_tensor_type_proto(elem, dims)
+
+
+def _dims(tp: onnx.TypeProto):
+    t = tp.tensor_type
+    if not t.HasField("shape"):
+        return None
+    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.shape.dim]
+
+
+def _rows(dims):
+    if dims is None:
+        return None
+    return 1 if len(dims) == 1 else (dims[0] if dims else None)
+
+
+def _label_elem(node) -> int:
+    names = {a.name for a in node.attribute}
+    return TensorProto.STRING if names & {"classlabels_strings"} else TensorProto.INT64
+
+
+def _attr(node, name, default=None):
+    for a in node.attribute:
+        if a.name == name:
+            return helper.get_attribute_value(a)
+    return default
+
+
+def _outputs(node: onnx.NodeProto, x: onnx.TypeProto) -> list:
+    """The types ONNX Runtime's kernel gives ``node``'s outputs, from its first input's type."""
+    elem, dims = x.tensor_type.elem_type, _dims(x)
+    op, n = node.op_type, _rows(dims)
+    if op in _FLOAT_SAME_SHAPE:
+        return [_tensor(TensorProto.FLOAT, dims)]
+    if op in _SAME:
+        return [_tensor(elem, dims)]
+    if op == "ArrayFeatureExtractor":
+        return [_tensor(elem, None if dims is None else ([1, None] if len(dims) == 1 else dims[:-1] + [None]))]
+    if op == "OneHotEncoder":
+        cats = _attr(node, "cats_int64s") or _attr(node, "cats_strings") or []
+        return [_tensor(TensorProto.FLOAT, None if dims is None else dims + [len(cats)])]
+    if op == "LinearRegressor":
+        return [_tensor(TensorProto.FLOAT, [n, _attr(node, "targets", 1)])]
+    if op == "LinearClassifier":
+        classes = len(_attr(node, "intercepts", []))
+        labels = len(_attr(node, "classlabels_ints", []) or _attr(node, "classlabels_strings", []))
+        return [_tensor(_label_elem(node), [n]), _tensor(TensorProto.FLOAT, [n, 2 if classes == 1 and labels == 2
+                                                                             else classes])]
+    if op == "TreeEnsembleRegressor":
+        return [_tensor(TensorProto.FLOAT, [n, _attr(node, "n_targets", 1)])]
+    if op == "TreeEnsembleClassifier":
+        labels = _attr(node, "classlabels_int64s", []) or _attr(node, "classlabels_strings", [])
+        elem = TensorProto.STRING if _attr(node, "classlabels_strings") else TensorProto.INT64
+        return [_tensor(elem, [n]), _tensor(TensorProto.FLOAT, [n, len(labels)])]
+    return []
+
+
+def _collect(model: onnx.ModelProto) -> dict:
+    types = {}
+    for scope in traversal.iter_scopes(model):
+        body = scope.body
+        for v in [*getattr(body, "value_info", [])] + ([] if scope.is_function else [*body.input, *body.output]):
+            if v.type.WhichOneof("value"):
+                types.setdefault(v.name, v.type)
+        if not scope.is_function:
+            for t in body.initializer:
+                types.setdefault(t.name, _tensor(t.data_type, list(t.dims)))
+    return types
+
+
+def _infer(model: onnx.ModelProto) -> onnx.ModelProto:
+    try:
+        return onnx.shape_inference.infer_shapes(model, strict_mode=False)
+    except Exception as e:  # the declared types stand; lowerings that need more refuse
+        logger.info("shape inference failed before lowering: %s", e)
+        return model
+
+
+def model_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
+    """name -> TypeProto for every value whose type is known (all scopes; names are unique)."""
+    inferred = _infer(model)
+    types = _collect(inferred)
+    for _ in range(_ROUNDS):
+        added = []
+        for node in traversal.all_nodes(model.graph):
+            if node.domain != ML or not node.input or node.input[0] not in types:
+                continue
+            x = types[node.input[0]]
+            if x.WhichOneof("value") != "tensor_type":
+                continue
+            for name, tp in zip(node.output, _outputs(node, x)):
+                if name and name not in types:
+                    types[name] = tp
+                    added.append(helper.make_value_info(name, tp))
+        if not added:
+            break
+        scratch = onnx.ModelProto()
+        scratch.CopyFrom(inferred)
+        scratch.graph.value_info.extend(added)
+        inferred = _infer(scratch)
+        for name, tp in _collect(inferred).items():
+            types.setdefault(name, tp)
+    return types
