@@ -2,10 +2,12 @@
 
 The output directory mirrors the input one. Files run in ``-j`` worker processes through
 the same per-file path as a single-file command (``rewriter.cli.runner.run_one``); a bad file is reported and
-the run goes on. ``check`` takes a directory too (it writes nothing). Exit status 0 when every file
-succeeded, 1 when any failed, 2 when the run cannot start (e.g. OUT cannot be created), 130 when
-interrupted (Ctrl-C): the files already completed stay written, the one in progress is not, and
-the message says how many were completed.
+the run goes on. ``check`` takes a directory too (it writes nothing; ``-j`` as well). Exit status 0
+when every file succeeded, 1 when any failed, 2 when the run cannot start (e.g. OUT cannot be
+created), 130 when interrupted (Ctrl-C): the files already written stay written, those in progress
+are not; the lines of the files that ended are printed, and the message counts the files written
+(a file is written when a new file is in place at its output path, which the run tracks) and
+those that failed.
 
 An interrupt raises ``KeyboardInterrupt`` only inside one file's run
 (:mod:`rewriter.cli.interrupts`); one that arrives anywhere else (between files, while a
@@ -27,7 +29,6 @@ import multiprocessing
 import os
 import signal
 import sys
-import time
 
 from rewriter.cli import interrupts
 from rewriter.cli.run_state import RunState
@@ -42,15 +43,15 @@ class FileResult:
     status: int
     stdout: str
     stderr: str
-    completed: bool = True  # False when interrupted before its output was in place
+    completed: bool = True  # its output is in place (a command that writes), or it ran to its end (check)
 
     headline: str = ""  # the command's summary line (it names the file: the name is cut off)
 
     @property
     def message(self) -> str:
         """One line for the file: its error, else its summary line (check: its verdict)."""
-        if self.status:
-            lines = [ln for ln in self.stderr.splitlines() if ln.strip()]
+        lines = [ln for ln in self.stderr.splitlines() if ln.strip()]
+        if self.status and (lines or not self.headline):  # (check's failures are its verdict, on stdout)
             errors = [ln for ln in lines if ln.startswith("error:")]
             text = (errors or lines or [""])[-1].strip()
             return text[len("error: "):] if text.startswith("error: ") else text
@@ -82,8 +83,6 @@ def _run_one(args: argparse.Namespace, relpath: str) -> FileResult:
     if getattr(args, "output", None) is not None:
         one.output = os.path.join(args.output, relpath)
     out, err = io.StringIO(), io.StringIO()
-    started = time.time()
-    completed = True
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             with interrupts.armed():  # raises at once when Ctrl-C came between files
@@ -92,16 +91,17 @@ def _run_one(args: argparse.Namespace, relpath: str) -> FileResult:
                 status = run_one(one)
         except KeyboardInterrupt:  # temporary files are removed on the way out
             status = EXIT_INTERRUPTED
-            completed = interrupts.written_since(getattr(one, "output", None), started)
         except OSError as e:
             print(f"error: {getattr(one, 'output', None) or one.model}: {e.strerror or e}", file=sys.stderr)
             status = EXIT_ERROR
         except Exception as e:  # a bug on one file must not stop the others; say what it was
             print(f"error: internal error: {type(e).__name__}: {e}", file=sys.stderr)
             status = EXIT_ERROR
+    output = getattr(one, "output", None)  # what was written, not when: the file in place is a new one
+    completed = one.run.output_written(output) if output is not None else status != EXIT_INTERRUPTED
     prefix = one.model + ": "  # the summary line names the file already
-    headline = next((ln[len(prefix):].strip() for ln in out.getvalue().splitlines()
-                     if ln.startswith(prefix) and ln[len(prefix):].strip()), "")
+    headline = one.run.verdict or next((ln[len(prefix):].strip() for ln in out.getvalue().splitlines()
+                                        if ln.startswith(prefix) and ln[len(prefix):].strip()), "")
     return FileResult(relpath, status, out.getvalue().replace(prefix, ""), err.getvalue().replace(prefix, ""),
                       completed, headline)
 
@@ -174,16 +174,21 @@ def run_directory(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the count below is being made: not again
         progress.close()
-        done = sum(1 for r in results.values() if r.completed)
-        print(f"error: interrupted: {done} of {len(files)} file(s) completed"
-              + (f" (written below {args.output}); the file in progress was not written" if writes else ""),
-              file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return _report(args, files, results, writes, interrupted=True)
     progress.close()
-    failed = [r for r in results.values() if r.status != EXIT_OK]
+    return _report(args, files, results, writes)
+
+
+def _report(args, files: list[str], results: dict, writes: bool, interrupted: bool = False) -> int:
+    """One line (or JSON entry) per file that ran to its end, then the count; interrupted, the
+    count on stderr is of the files whose output is in place (what was written, not what ended)
+    and the files cut short have no line. Returns the exit status."""
+    ended = [rel for rel in files if rel in results and results[rel].status != EXIT_INTERRUPTED]
+    failed = [rel for rel in ended if results[rel].status != EXIT_OK]
+    status = EXIT_INTERRUPTED if interrupted else EXIT_PROBLEM if failed else EXIT_OK
     if getattr(args, "json", False):
         docs = []
-        for rel in files:
+        for rel in ended:
             r = results[rel]
             try:
                 doc = json.loads(r.stdout) if r.stdout.strip() else None
@@ -191,15 +196,23 @@ def run_directory(args: argparse.Namespace) -> int:
                 doc = None
             docs.append({"file": rel, "exit_status": r.status, "result": doc,
                          "error": r.message if r.status else None})
-        print(json.dumps({"schema": "rewriter.batch/1", "command": args.command, "ok": not failed,
-                          "exit_status": EXIT_PROBLEM if failed else EXIT_OK, "files": docs}, indent=2))
-        return EXIT_PROBLEM if failed else EXIT_OK
-    for rel in files:
-        r = results[rel]
-        print(f"{'ok  ' if r.status == EXIT_OK else 'FAIL'}  {rel}: {r.message}")
-    print(f"{args.command}: {len(files) - len(failed)} of {len(files)} file(s) succeeded, "
-          f"{len(failed)} failed" + (f"; written below {args.output}" if writes else ""))
-    return EXIT_PROBLEM if failed else EXIT_OK
+        print(json.dumps({"schema": "rewriter.batch/1", "command": args.command, "ok": status == EXIT_OK,
+                          "exit_status": status, **({"interrupted": True} if interrupted else {}), "files": docs},
+                         indent=2))
+    else:
+        for rel in ended:
+            r = results[rel]
+            print(f"{'ok  ' if r.status == EXIT_OK else 'FAIL'}  {rel}: {r.message}")
+    sys.stdout.flush()
+    if interrupted:
+        done = sum(1 for r in results.values() if r.completed)
+        print(f"error: interrupted: {done} of {len(files)} file(s) "
+              + (f"written below {args.output}" if writes else "checked") + (f", {len(failed)} failed" if failed else "")
+              + ("; the file(s) in progress were not written" if writes else ""), file=sys.stderr)
+    elif not getattr(args, "json", False):
+        print(f"{args.command}: {len(files) - len(failed)} of {len(files)} file(s) succeeded, "
+              f"{len(failed)} failed" + (f"; written below {args.output}" if writes else ""))
+    return status
 
 
 def _run_parallel(args, files: list[str], results: dict, progress: _Progress) -> None:

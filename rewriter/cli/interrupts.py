@@ -10,10 +10,9 @@ while an interrupt is pending is reported as the interrupt (``runner._fail``).
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 
-__all__ = ["install", "pending", "armed", "disarmed", "written_since"]
+__all__ = ["install", "pending", "armed", "disarmed"]
 
 _state = {"armed": True, "pending": False}
 
@@ -61,13 +60,3 @@ def disarmed():
         _state["armed"] = before
     if before and _state["pending"]:
         raise KeyboardInterrupt
-
-
-def written_since(path: str | None, started: float) -> bool:
-    """Whether an interrupted command's output was already renamed into place (the rename is the
-    last step of a write, so then the file is complete); ``started`` is the command's wall-clock
-    start."""
-    try:
-        return path is not None and os.stat(path).st_mtime >= started - 1
-    except OSError:
-        return False

@@ -7,7 +7,6 @@ import sys
 import time
 
 from rewriter.cli import interrupts, lazy_imports
-from rewriter.cli.interrupts import written_since
 
 __all__ = ["main", "entry"]
 
@@ -26,7 +25,6 @@ def main(argv: list[str] | None = None, *, as_process: bool = False) -> int:
     # if a symbolic dim's arithmetic needs it; a library user's process is left as it is
     lazy_imports.defer_sympy()
     parsed: list = []
-    started = time.time()
     try:
         return _main(argv, parsed, as_process)
     except KeyboardInterrupt:
@@ -36,7 +34,7 @@ def main(argv: list[str] | None = None, *, as_process: bool = False) -> int:
         command = getattr(args, "command", None) or next((w for w in words if not w.startswith("-")), None)
         writes = command in ("convert", "fold", "optimize") and not getattr(args, "plan", "--plan" in words)
         message = "interrupted"
-        if output is not None and not os.path.isdir(output) and written_since(output, started):
+        if args is not None and getattr(args, "run", None) is not None and args.run.output_written(output):
             message += f" after {output} was written"  # it came as the write ended: the output is complete
         elif writes:
             message += "; nothing was written"

@@ -27,7 +27,7 @@ def _add_output(p: argparse.ArgumentParser, required: bool = True) -> None:
 
 def _add_file_options(sub) -> None:
     """Options every command shares (called from build_parser): -v/-q after the command too,
-    --allow-invalid-input; and for the commands that write models -j, --external-data, --json."""
+    --allow-invalid-input, -j; and for the commands that write models --external-data, --json."""
     for name, p in sub.choices.items():
         group = p.add_mutually_exclusive_group()
         group.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
@@ -38,10 +38,10 @@ def _add_file_options(sub) -> None:
         p.add_argument("--allow-invalid-input", action="store_true",
                        help="process an input that onnx.checker refuses (with a warning) instead of "
                        "refusing it; the result is then not held to the checker either")
-        if name == "check":
-            continue
         p.add_argument("-j", "--jobs", type=int, default=None, metavar="N",
                        help="with a directory MODEL: worker processes (default 1)")
+        if name == "check":
+            continue
         p.add_argument("--external-data", type=arg_types.layout_arg, default=None, metavar="always|never|BYTES",
                        help="where the output keeps tensor data: 'always' in OUT.data beside it, 'never' "
                        "inline, or in OUT.data for tensors of at least BYTES bytes (default: as the input: "

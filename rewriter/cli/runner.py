@@ -313,6 +313,9 @@ def save_output(args, original, result) -> list[str]:
     keep_inline = found.inline if layout is None and found.external else None
     old_files = found.files
     in_place = os.path.realpath(args.output) == os.path.realpath(args.model)
+    from rewriter.cli.run_state import file_identity
+
+    args.run.output_before = file_identity(args.output) or ()  # (an interrupt's message tells the new file by it)
     written = save_model(result, args.output, external_data=layout,
                          base_dir=os.path.dirname(os.path.abspath(args.model)), keep_inline=keep_inline)
     if in_place:

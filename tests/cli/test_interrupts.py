@@ -131,3 +131,74 @@ def test_an_interrupted_check_does_not_speak_of_writing(tmp_path):
     if proc.returncode == 0:
         pytest.skip("the command finished before the interrupt arrived")
     assert proc.returncode == 130 and err == "error: interrupted\n", err
+
+
+# ---------------------------------------------------------------- what was written, not when (issue 39)
+
+def _interrupt_at(monkeypatch, where: str) -> None:
+    """Ctrl-C just before the output's write begins ("before"), or just as it ends ("after": the
+    new file renamed into place, the interrupt landing before the command learns it returned)."""
+    from rewriter import io as rewriter_io
+
+    real = rewriter_io.save_model
+
+    def save(*args, **kwargs):
+        if where == "before":
+            raise KeyboardInterrupt
+        real(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rewriter_io, "save_model", save)
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_the_interrupt_message_says_whether_out_was_rewritten(tmp_path, capsys, monkeypatch, sigint_handler, where):
+    from rewriter.cli import main
+
+    out = tmp_path / "o.onnx"
+    out.write_bytes(b"the previous output, written a moment ago")  # its time is the command's start
+    _interrupt_at(monkeypatch, where)
+    status = main(["convert", "models/mixed_opset13.onnx", "--opset", "18", "-o", str(out)])
+    err = capsys.readouterr().err
+    assert status == 130
+    if where == "before":
+        assert err == "error: interrupted; nothing was written\n"
+        assert out.read_bytes() == b"the previous output, written a moment ago"
+    else:
+        assert err == f"error: interrupted after {out} was written\n"
+        onnx.checker.check_model(str(out))
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_an_interrupted_directory_run_counts_the_files_written_and_keeps_their_lines(tmp_path, capsys, monkeypatch,
+                                                                                     sigint_handler, jobs):
+    """a.onnx converts, b.onnx is not a model (fails), c.onnx is interrupted once a's output is in
+    place: one file written, one failed, and both have their line."""
+    from rewriter.cli import batch, main
+
+    src, dst = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    data = open("models/mixed_opset13.onnx", "rb").read()
+    (src / "a.onnx").write_bytes(data)
+    (src / "b.onnx").write_bytes(b"not a model")
+    (src / "c.onnx").write_bytes(data)
+    real = batch.run_one
+
+    def run_one(args):
+        if args.model.endswith("c.onnx"):
+            deadline = time.time() + 60
+            while not (dst / "a.onnx").exists() and time.time() < deadline:  # (-j 2: a runs beside it)
+                time.sleep(0.01)
+            time.sleep(0.3)  # a's worker hands its result back
+            raise KeyboardInterrupt
+        return real(args)
+
+    monkeypatch.setattr(batch, "run_one", run_one)
+    status = main(["convert", str(src), "--opset", "18", "-o", str(dst), "-j", jobs])
+    captured = capsys.readouterr()
+    assert status == 130, captured.err
+    assert captured.err == (f"error: interrupted: 1 of 3 file(s) written below {dst}, 1 failed; the file(s) in "
+                            "progress were not written\n")
+    lines = captured.out.splitlines()
+    assert [ln.split(":")[0] for ln in lines] == ["ok    a.onnx", "FAIL  b.onnx"], captured.out
+    assert sorted(p.name for p in dst.iterdir()) == ["a.onnx"]
