@@ -102,7 +102,9 @@ def convert_for(model: onnx.ModelProto, target_opset: int | str | TargetSpec | N
     spec = for_model(model, spec, kwargs.get("inferred"), half)
     target = spec.runtime
     if target is None or not target.rules:
-        return convert_model(model, spec, **kwargs)
+        result, report = convert_model(model, spec, **kwargs)
+        _whose_data(report, target)
+        return result, report
     try:
         result, report = convert_model(model, spec, **kwargs)
     except ConversionBlocked as e:  # name the nodes the restrictions block too, as found in the input
@@ -110,9 +112,16 @@ def convert_for(model: onnx.ModelProto, target_opset: int | str | TargetSpec | N
         if not more:
             raise
         raise ConversionBlocked(e.blockers + more, e.what) from None
+    _whose_data(report, target)
     _meet_restrictions(result, report, target, kwargs.get("base_dir"), kwargs.get("plan_only", False),
                        kwargs.get("strict_check", True))
     return result, report
+
+
+def _whose_data(report: ConvertReport, target) -> None:
+    """A release the data does not know (ONNX Runtime 1.28) takes an older one's data: said first."""
+    if target is not None and target.data_release and target.data_release != target.name:
+        report.target_notes.insert(0, f"{target.name} uses the data of {target.data_release}")
 
 
 def _restriction_blockers(model, target, base_dir, seen=frozenset(), inferred=None) -> list[Blocker]:
@@ -146,10 +155,10 @@ def _meet_restrictions(result, report, target, base_dir, plan_only: bool, strict
     from rewriter.targets.restriction_rewrites import rewrite
 
     checked = sum(len(r) for r in target.rules.values())
-    unchecked = sorted(target.unchecked)
-    whose = "" if target.name == target.data_release else f"{target.name} uses the data of {target.data_release}: "
+    present = {n.op_type for s in traversal.iter_scopes(result) for n in s.body.node if n.domain in DEFAULT_DOMAINS}
+    unchecked = sorted(op for op in target.unchecked if op in present)  # (those of the model's ops only)
     report.target_notes.append(
-        f"{whose}restrictions of {target.data_release} (onnx-tensorrt operators.md): {checked} rule(s) on "
+        f"restrictions of {target.data_release} (onnx-tensorrt operators.md): {checked} rule(s) on "
         f"{len(target.rules)} op(s) checked" + (f"; not checkable statically, not checked: {', '.join(unchecked)}"
                                                  if unchecked else ""))
     from rewriter.graph.inferred import LazyInference

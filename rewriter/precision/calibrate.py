@@ -17,6 +17,8 @@ from rewriter.precision.plan import F16_MAX
 __all__ = ["measure", "load_samples", "MARGIN"]
 
 MARGIN = 0.5  # a value beyond MARGIN * float16's largest counts as out of range
+CALIBRATION_HINT = ("--calibration-data NPZ (one array per graph input), or --input-shape NAME:DIMS / "
+                    "--input-value NAME:VALUES")
 
 
 def load_samples(model: onnx.ModelProto, paths) -> list[dict]:
@@ -51,9 +53,11 @@ def load_samples(model: onnx.ModelProto, paths) -> list[dict]:
 
 
 def measure(model: onnx.ModelProto, base_dir: str | None, *, input_shapes=None, input_values=None,
-            seed: int = 0, feeds: dict | None = None, samples: list | None = None) -> dict[str, float]:
+            seed: int = 0, feeds: dict | None = None, samples: list | None = None,
+            random: bool = False) -> dict[str, float]:
     """{value name: largest magnitude} for the float32 values beyond ``MARGIN`` x float16's range,
-    over ``samples`` (input dicts) when given, else ``feeds``, else random inputs."""
+    over ``samples`` (input dicts) when given, else ``feeds``, else random inputs (``random``:
+    the samples given are random ones, so a failure suggests real inputs)."""
     import onnxruntime as ort
 
     from rewriter.precision.graphs import FLOAT, Graphs
@@ -67,6 +71,7 @@ def measure(model: onnx.ModelProto, base_dir: str | None, *, input_shapes=None, 
     for name in names:
         if name not in known:
             probe.graph.output.append(onnx.helper.make_tensor_value_info(name, FLOAT, None))
+    random = random or (samples is None and feeds is None)
     if samples is None and feeds is None:
         feeds = random_feeds(model, input_shapes=input_shapes, input_values=input_values, seed=seed)
     import tempfile
@@ -78,9 +83,12 @@ def measure(model: onnx.ModelProto, base_dir: str | None, *, input_shapes=None, 
         save_model(probe, path)
         seen: dict[str, float] = {}
         try:
-            session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+            ort.set_default_logger_severity(4)  # fatal only: a failure is our one error line, not ORT's log line
+            options, run_options = ort.SessionOptions(), ort.RunOptions()
+            options.log_severity_level = run_options.log_severity_level = 4
+            session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
             for sample in (samples if samples is not None else [feeds]):
-                outputs = session.run(None, sample)
+                outputs = session.run(None, sample, run_options)
                 for meta, value in zip(session.get_outputs(), outputs):
                     v = np.asarray(value)
                     if v.dtype != np.float32 or not v.size:
@@ -90,6 +98,8 @@ def measure(model: onnx.ModelProto, base_dir: str | None, *, input_shapes=None, 
                     if top > MARGIN * F16_MAX:
                         seen[meta.name] = max(top, seen.get(meta.name, 0.0))
         except Exception as e:  # noqa: BLE001
+            hint = (f"; the random inputs may not be ones the model takes: give real ones with {CALIBRATION_HINT}"
+                    if random else "")
             raise RewriterError(f"--calibrate: ONNX Runtime cannot run the float32 model: "
-                                f"{str(e).strip().splitlines()[0][:300]}") from None
+                                f"{str(e).strip().splitlines()[0][:300]}{hint}") from None
     return seen

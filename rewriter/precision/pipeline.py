@@ -81,7 +81,7 @@ def convert_half(model: onnx.ModelProto, dtype: str, spec: TargetSpec | None = N
         if dtype == "float16" and (options.calibrate or options.calibration_data is not None):
             from rewriter.precision.calibrate import measure
 
-            measured = measure(source, base_dir, samples=done.samples)
+            measured = measure(source, base_dir, samples=done.samples, random=options.calibration_data is None)
     from rewriter.precision.fallback import convert_fitted
 
     target = spec.runtime if spec is not None else None

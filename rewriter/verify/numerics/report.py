@@ -52,6 +52,9 @@ class NumericsReport:
     fallback: str = ""  # why ONNX Runtime did not run them, when onnx.reference did instead
     inputs: str = ""  # what the inputs were when not random ("the first calibration sample")
     defaulted: str = ""  # the dynamic input dims random inputs gave the default size, when every one was
+    # why no engine ran the rewritten model, when that is no evidence against it (one lacks a kernel
+    # for it, the other cannot run the original either): nothing compared, not verified
+    unrunnable: str = ""
 
     @property
     def failed(self) -> bool:
@@ -62,13 +65,16 @@ class NumericsReport:
     def not_verified(self) -> list[str]:
         """Why the check checked nothing, when it did not fail: every dynamic dim defaulted, and
         each output whose reference is degenerate ("name: reason")."""
-        return (([defaulted_text(self.defaulted)] if self.defaulted else [])
+        return (([f"no engine could run the rewritten model ({self.unrunnable})"] if self.unrunnable else [])
+                + ([defaulted_text(self.defaulted)] if self.defaulted else [])
                 + [f"{o.name}: {o.degenerate}" for o in self.outputs if o.degenerate])
 
     def not_verified_text(self) -> str:
-        """:attr:`not_verified` as one sentence, with how to give real inputs ("" when verified)."""
+        """:attr:`not_verified` as one sentence, with how to give real inputs when they are the
+        reason ("" when verified)."""
         text = "; ".join(self.not_verified)
-        return text + (f" ({REAL_INPUTS_HINT})" if text and REAL_INPUTS_HINT not in text else "")
+        inputs = self.defaulted or any(o.degenerate for o in self.outputs)
+        return text + (f" ({REAL_INPUTS_HINT})" if inputs and REAL_INPUTS_HINT not in text else "")
 
     @property
     def status(self) -> str:
@@ -87,6 +93,7 @@ class NumericsReport:
                 "inputs": self.inputs or "random", "backend_original": self.backend_original,
                 "backend_rewritten": self.backend_rewritten, "error": self.error or None,
                 "fallback": self.fallback or None, "defaulted_dims": self.defaulted or None,
+                "unrunnable": self.unrunnable or None,
                 "not_verified": self.not_verified or None,
                 "outputs": [o.to_dict() for o in self.outputs]}
 
@@ -98,6 +105,9 @@ class NumericsReport:
         lines = [f"numerical check on {given}{backends}{why}):"]
         if self.error:
             lines.append(f"rewritten model failed to run: {self.error}")
+        if self.unrunnable:
+            lines.append(f"NOT VERIFIED: no engine could run the rewritten model, and that is not its fault: "
+                         f"{self.unrunnable}")
         if self.defaulted:
             lines.append(f"NOT VERIFIED: {defaulted_text(self.defaulted)}")
         within = "within tolerance on the default sizes" if self.defaulted else "ok"
