@@ -16,9 +16,10 @@ import onnx
 
 from rewriter.convert.lowering import (  # noqa: F401  (each registers its lowerings)
     ml_encoders, ml_linear, ml_simple, ml_tree_classifier, ml_tree_ops)
+from rewriter.convert.lowering import contrib_quant  # noqa: F401  (com.microsoft: registers its lowerings)
 from rewriter.convert.lowering.emit import MIN_OPSET
 from rewriter.convert.lowering.registry import LOWERINGS, ML
-from rewriter.convert.lowering.types import model_types
+from rewriter.convert.lowering.types import function_types, model_types
 from rewriter.convert.lowering.walk import LoweringBlocked, LoweringReport, lower_scopes
 from rewriter.errors import RewriterError
 from rewriter.graph import traversal
@@ -93,7 +94,8 @@ def lower_nodes(model: onnx.ModelProto, ops=None, *, new_opset: int = MIN_OPSET)
     if not any(n.domain != "" and (chosen is None or (n.domain, n.op_type) in chosen)
                for s in traversal.iter_scopes(result) for n in s.body.node):
         return result, report
-    blockers = lower_scopes(result, chosen, report.opset, model_types(result), report)
+    types = model_types(result)
+    blockers = lower_scopes(result, chosen, report.opset, types, report, function_types(result, types))
     if blockers:
         raise LoweringBlocked(blockers)
     _finish_imports(result, report.opset)

@@ -62,8 +62,9 @@ class NodeContext:
     """One node being lowered."""
 
     def __init__(self, node: onnx.NodeProto, label: str, types: dict, read: set, emit: Emitter,
-                 domain_version: int = 1):
+                 domain_version: int = 1, scope=None):
         self.node = node
+        self.scope = scope  # the graph or function it lies in (constant inputs), None when not given
         self.domain_version = domain_version  # the node's domain's opset in its scope
         self.label = label
         self.emit = emit
@@ -118,6 +119,18 @@ class NodeContext:
         if i >= len(self.node.input) or not self.node.input[i]:
             return UNKNOWN
         return value_info(self._types.get(self.node.input[i]))
+
+    def constant(self, i: int) -> np.ndarray | None:
+        """Input ``i``'s value when it is a constant in scope (an initializer that is no graph input,
+        a Constant node; nearest scope first), else None."""
+        if self.scope is None or i >= len(self.node.input) or not self.node.input[i]:
+            return None
+        from rewriter.graph.constants import constant_value
+
+        try:
+            return constant_value(self.node.input[i], self.scope, numpy_helper.to_array)
+        except (ValueError, OSError):  # external data not loaded
+            return None
 
     def output(self, i: int = 0) -> ValueInfo:
         if i >= len(self.node.output) or not self.node.output[i]:

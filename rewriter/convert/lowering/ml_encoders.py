@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import numpy_helper
 
-from rewriter.convert.lowering.emit import BOOL, F32, F64, I64, STR
+from rewriter.convert.lowering.emit import BOOL, F32, F64, I64, STR, negative_zeros
 from rewriter.convert.lowering.registry import lowering
 
 __all__ = []

@@ -10,9 +10,10 @@ import logging
 import onnx
 from onnx import TensorProto, helper
 
+from rewriter.convert.lowering.contrib_types import fill_contrib_types
 from rewriter.graph import traversal
 
-__all__ = ["model_types"]
+__all__ = ["model_types", "function_types"]
 
 logger = logging.getLogger(__name__)
 ML = "ai.onnx.ml"
@@ -124,4 +125,43 @@ def model_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
         inferred = _infer(scratch)
         for name, tp in _collect(inferred).items():
             types.setdefault(name, tp)
-    return types
+    return fill_contrib_types(model, types)
+
+
+def _call_types(model: onnx.ModelProto, fn: onnx.FunctionProto, types: dict) -> list:
+    """Per formal input of ``fn``: the one type every call site gives it, else None."""
+    seen: list[set] = [set() for _ in fn.input]
+    for scope in traversal.iter_scopes(model):
+        for n in scope.body.node:
+            if (n.domain, n.op_type) != (fn.domain, fn.name):
+                continue
+            for i, actual in enumerate(n.input[:len(fn.input)]):
+                tp = types.get(actual) if not scope.is_function else None
+                seen[i].add(tp.SerializeToString() if tp is not None else None)
+    out = []
+    for s in seen:
+        if len(s) == 1 and None not in s:
+            tp = onnx.TypeProto()
+            tp.ParseFromString(next(iter(s)))
+            out.append(tp)
+        else:
+            out.append(None)
+    return out
+
+
+def function_types(model: onnx.ModelProto, types: dict) -> dict[tuple[str, str], dict]:
+    """(domain, name) -> the types of a model-local function's values, from the types every call
+    site gives its inputs (a function called with different types gets none)."""
+    out = {}
+    for fn in model.functions:
+        inputs = [helper.make_value_info(name, tp) if tp is not None else helper.make_value_info(name, onnx.TypeProto())
+                  for name, tp in zip(fn.input, _call_types(model, fn, types))]
+        graph = helper.make_graph(list(fn.node), fn.name, inputs, [helper.make_value_info(o, onnx.TypeProto())
+                                                                   for o in fn.output])
+        imports = {o.domain: o.version for o in model.opset_import}
+        imports.update({o.domain: o.version for o in fn.opset_import})
+        scratch = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in imports.items()],
+                                    functions=list(model.functions))
+        scratch.ir_version = model.ir_version
+        out[(fn.domain, fn.name)] = model_types(scratch)
+    return out

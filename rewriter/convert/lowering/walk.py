@@ -103,7 +103,7 @@ def _lower_one(node, scope, writer, types, read, report, model_imports) -> list[
     version = next((o.version for o in imports if o.domain == node.domain), None)
     if version is None:
         version = next((o.version for o in model_imports if o.domain == node.domain), 1)
-    ctx = NodeContext(node, traversal.node_label(node, scope), types, read, emit, version)
+    ctx = NodeContext(node, traversal.node_label(node, scope), types, read, emit, version, scope=scope)
     fn(ctx)
     key = (node.domain, node.op_type)
     if not emit.nodes and not any(ctx.used(i) for i in range(len(node.output))):
@@ -115,7 +115,8 @@ def _lower_one(node, scope, writer, types, read, report, model_imports) -> list[
     return emit.nodes
 
 
-def lower_scopes(model: onnx.ModelProto, ops, opset: int, types: dict, report: LoweringReport) -> list[Blocker]:
+def lower_scopes(model: onnx.ModelProto, ops, opset: int, types: dict, report: LoweringReport,
+                 in_functions: dict | None = None) -> list[Blocker]:
     """Lower the chosen nodes of ``model`` in place (children scopes first, so that rebuilding a
     parent's node list copies finished subgraphs); returns the blockers (then ``model`` is scratch)."""
     used, read = model_names(model), read_names(model)
@@ -126,6 +127,8 @@ def lower_scopes(model: onnx.ModelProto, ops, opset: int, types: dict, report: L
         if not any(_chosen(n, ops) for n in body.node):
             continue
         fopset = traversal.opset_version(body.opset_import) if scope.is_function else None
+        root = scope.root.body
+        scope_types = (in_functions or {}).get((root.domain, root.name), {}) if scope.root.is_function else types
         writer = ScopeWriter(used, scope.is_function, fopset or opset)
         new_nodes = []
         for node in body.node:
@@ -136,7 +139,7 @@ def lower_scopes(model: onnx.ModelProto, ops, opset: int, types: dict, report: L
                 if writer.opset < MIN_OPSET:
                     raise Blocked(f"the function imports default-domain opset {writer.opset}; lowered nodes "
                                   f"need {MIN_OPSET} or newer")
-                new_nodes.extend(_lower_one(node, scope, writer, types, read, report, model.opset_import))
+                new_nodes.extend(_lower_one(node, scope, writer, scope_types, read, report, model.opset_import))
             except Blocked as b:
                 blockers.append(Blocker(traversal.node_label(node, scope), node.op_type, "lower", b.reason,
                                         "ONNX Runtime (which has the op)", name=node.name, where=scope.location))
