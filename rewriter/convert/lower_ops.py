@@ -42,7 +42,7 @@ def lower_ops(model: onnx.ModelProto, ops=None, *, opset: int | None = None) -> 
     work = model
     if current is not None and current < write_at:
         work = convert_model(model, write_at)[0]
-    result, report = lower_nodes(work, ops, new_opset=write_at)
+    result, report = lower_nodes(work, ops, new_opset=write_at, final_opset=opset)
     report.source_opset = current
     report.opset = write_at
     if opset is not None and opset != write_at:

@@ -88,6 +88,7 @@ def test_none_lowers_every_op_that_has_a_lowering_and_keeps_the_rest():
                                                  support_vectors=[0.0, 0.0, 0.0], rho=[0.0], kernel_type="LINEAR")]
     lowered, report = lower_ops(_model(nodes, outputs=()))
     assert [n.op_type for n in lowered.graph.node if n.domain == ML] == ["SVMRegressor"]
+    assert dict(report.lowered) == {(ML, "Scaler"): 1}
     assert (ML, "SVMRegressor") not in lowerable_ops()
 
 
@@ -129,3 +130,16 @@ def test_fresh_names_do_not_clash():
     model.graph.node[0].output[0] = "s_Sub"
     model.graph.node.append(helper.make_node("Identity", ["s_Sub"], ["Y"], name="s_Mul"))
     check_lowering(model, {"X": X})
+
+
+def test_parse_ops_names():
+    from rewriter.convert.lowering import parse_ops
+
+    assert parse_ops("all") == lowerable_ops()
+    assert parse_ops("ai.onnx.ml") == {k for k in lowerable_ops() if k[0] == ML}
+    assert parse_ops("Scaler, ai.onnx.ml::Normalizer") == {(ML, "Scaler"), (ML, "Normalizer")}
+    assert parse_ops("ai.onnx.ml::SVMClassifier") == {(ML, "SVMClassifier")}  # blocks by name when met
+    with pytest.raises(RewriterError, match="did you mean 'Scaler'"):
+        parse_ops("Scalar")
+    with pytest.raises(RewriterError, match="nothing named"):
+        parse_ops(" , ")

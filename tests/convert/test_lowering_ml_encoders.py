@@ -122,3 +122,11 @@ def test_zipmap_nothing_reads_is_removed():
 def test_zipmap_whose_maps_are_read_blocks():
     with pytest.raises(RewriterError, match="sequence of maps"):
         lower_ops(_with_zipmap(read=True))
+
+
+def test_strings_compared_without_equal_when_the_result_goes_below_19():
+    model = one_node("LabelEncoder", [("X", T.STRING, [None, 2])], [("Y", T.INT64, [None, 2])], ml_opset=2, opset=21,
+                     keys_strings=["a", "b"], values_int64s=[1, 2])
+    lowered = check_lowering(model, {"X": WORDS}, opset=13)
+    assert any(n.op_type == "Unique" for n in lowered.graph.node)
+    assert next(o.version for o in lowered.opset_import if o.domain == "") == 13

@@ -151,3 +151,28 @@ def test_refusals_name_the_reason():
         attrs[key] = [attrs[key][i] for i in keep]
     with pytest.raises(RewriterError, match="left unwritten"):
         lower_ops(_classifier(attrs, [0, 1], post_transform="PROBIT"))
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1), st.sampled_from([1, 3]), st.sampled_from(["SUM", "AVERAGE", "MIN", "MAX"]),
+       st.integers(0, 4))
+def test_tree_ensemble_opset_5(seed, targets, aggregate, post):
+    """ai.onnx.ml 5's TreeEnsemble (written from a random regressor by the project's adapter); post
+    transform codes 1 and 2 as onnxruntime reads them (LOGISTIC, SOFTMAX)."""
+    from onnx import helper
+
+    from rewriter.convert.adapters.ml_trees import regressor_to_tree_ensemble
+
+    rng = np.random.default_rng(seed)
+    attrs = random_forest(rng, trees=int(rng.integers(1, 5)), depth=int(rng.integers(0, 4)), targets=targets)
+    regressor = helper.make_node("TreeEnsembleRegressor", ["X"], ["Y"], domain="ai.onnx.ml", n_targets=targets,
+                                 aggregate_function=aggregate, **attrs)
+    node = regressor_to_tree_ensemble(regressor, T.FLOAT)
+    kept = [a for a in node.attribute if a.name != "post_transform"]
+    del node.attribute[:]
+    node.attribute.extend(kept + [helper.make_attribute("post_transform", post)])
+    model = one_node("TreeEnsemble", [("X", T.FLOAT, [None, 4])], [("Y", T.FLOAT, [None, targets])], opset=21,
+                     ml_opset=5)
+    model.graph.node[0].CopyFrom(node)
+    x = random_inputs(rng, 40, 4)
+    _check(model, x * np.float32(0.01) if post == 4 else x, "NONE" if post == 0 else "transform")

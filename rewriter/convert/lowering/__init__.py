@@ -25,7 +25,7 @@ from rewriter.errors import RewriterError
 from rewriter.graph import traversal
 from rewriter.graph.schemas import is_default_domain
 
-__all__ = ["lower_nodes", "lowerable_ops", "LoweringReport", "LoweringBlocked", "MIN_OPSET", "ML"]
+__all__ = ["lower_nodes", "lowerable_ops", "parse_ops", "LoweringReport", "LoweringBlocked", "MIN_OPSET", "ML"]
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +33,37 @@ logger = logging.getLogger(__name__)
 def lowerable_ops() -> frozenset[tuple[str, str]]:
     """The (domain, op_type) pairs that have a lowering."""
     return frozenset(LOWERINGS)
+
+
+def parse_ops(text: str) -> frozenset[tuple[str, str]]:
+    """The ops a ``--lower-ops`` value names: comma-separated ``all``, a domain (``ai.onnx.ml``: every
+    op of it that has a lowering), ``DOMAIN::Op`` or a bare ``ai.onnx.ml`` op name (``Scaler``).
+    RewriterError for a name that is no op of a domain (or a domain) with lowerings."""
+    import difflib
+
+    chosen, unknown = set(), []
+    domains = {d for d, _ in LOWERINGS}
+    for item in (t.strip() for t in text.split(",")):
+        if not item:
+            continue
+        if item == "all":
+            chosen |= set(LOWERINGS)
+        elif item in domains:
+            chosen |= {k for k in LOWERINGS if k[0] == item}
+        else:
+            domain, _, op = item.rpartition("::")
+            key = (domain or ML, op)
+            if key in LOWERINGS or (domain in domains and op):  # a named op of a known domain blocks by name
+                chosen.add(key)
+            else:
+                unknown.append(item)
+    if unknown or not chosen:
+        names = sorted(domains | {o for _, o in LOWERINGS} | {"all"})
+        near = {u: difflib.get_close_matches(u, names, n=1) for u in unknown}
+        hints = "; ".join(f"{u!r} (did you mean {m[0]!r}?)" if m else repr(u) for u, m in near.items())
+        raise RewriterError(f"--lower-ops: {hints or 'nothing named'}: give all, a domain ({', '.join(sorted(domains))}), "
+                            f"DOMAIN::Op or an ai.onnx.ml op: {', '.join(o for _, o in sorted(LOWERINGS))}")
+    return frozenset(chosen)
 
 
 def _chosen_ops(ops) -> frozenset | None:
@@ -75,10 +106,12 @@ def _drop_stale_value_info(model: onnx.ModelProto) -> None:
             body.value_info.extend(kept)
 
 
-def lower_nodes(model: onnx.ModelProto, ops=None, *, new_opset: int = MIN_OPSET) -> tuple[onnx.ModelProto, LoweringReport]:
+def lower_nodes(model: onnx.ModelProto, ops=None, *, new_opset: int = MIN_OPSET,
+                final_opset: int | None = None) -> tuple[onnx.ModelProto, LoweringReport]:
     """A copy of ``model`` with every node of ``ops`` ((domain, op_type) pairs; None: every op that
     has a lowering) replaced by standard ONNX nodes at the model's default-domain opset, which must
-    be >= :data:`MIN_OPSET` (a model without the domain gets ``new_opset``). Raises
+    be >= :data:`MIN_OPSET` (a model without the domain gets ``new_opset``); ``final_opset``: the
+    opset the result is converted to next, whose missing forms the lowerings avoid. Raises
     :class:`LoweringBlocked` (a RewriterError) naming every chosen node that cannot be lowered;
     the input is never changed."""
     from rewriter.convert import ir_version
@@ -95,7 +128,7 @@ def lower_nodes(model: onnx.ModelProto, ops=None, *, new_opset: int = MIN_OPSET)
                for s in traversal.iter_scopes(result) for n in s.body.node):
         return result, report
     types = model_types(result)
-    blockers = lower_scopes(result, chosen, report.opset, types, report, function_types(result, types))
+    blockers = lower_scopes(result, chosen, report.opset, types, report, function_types(result, types), final_opset)
     if blockers:
         raise LoweringBlocked(blockers)
     _finish_imports(result, report.opset)

@@ -82,6 +82,10 @@ class NodeContext:
             out[a.name] = helper.get_attribute_value(a)
         return out
 
+    def derived(self, node: onnx.NodeProto) -> "NodeContext":
+        """A context for ``node``, an equivalent rewrite of this context's node (same values, same emitter)."""
+        return NodeContext(node, self.label, self._types, self._read, self.emit, self.domain_version)
+
     # -- refusing -----------------------------------------------------------------------------------
 
     @staticmethod

@@ -28,10 +28,12 @@ class ScopeWriter:
     """What the nodes lowered in one graph or function share: the model's used names, the scope's
     constants (deduplicated by value), the initializers to add (graphs only)."""
 
-    def __init__(self, used: set, in_function: bool, opset: int):
+    def __init__(self, used: set, in_function: bool, opset: int, final_opset: int | None = None):
         self.used = used
         self.in_function = in_function
         self.opset = opset
+        # the opset the model goes to next (lower_ops converts it there): forms it lacks are avoided
+        self.final_opset = opset if final_opset is None else final_opset
         self.initializers: list[TensorProto] = []
         self._consts: dict[tuple, str] = {}
 
@@ -45,6 +47,7 @@ class Emitter:
     def __init__(self, writer: ScopeWriter, prefix: str):
         self.writer = writer
         self.opset = writer.opset
+        self.final_opset = min(writer.opset, writer.final_opset)
         self.prefix = prefix
         self.nodes: list[onnx.NodeProto] = []
 

@@ -24,7 +24,7 @@ def lookup(e, x: str, keys, strings: bool) -> tuple[str, str]:
     one does (bool)) for distinct ``keys``."""
     k = len(keys)
     key_t = e.const(np.asarray(keys, dtype=object) if strings else np.asarray(keys), hint="keys")
-    if strings and e.opset < 19:
+    if strings and e.final_opset < 19:  # Equal takes strings from opset 19
         flat = e.op("Reshape", [x, e.ints([-1])])
         _, _, inverse, _ = e.op("Unique", [e.op("Concat", [key_t, flat], axis=0)], n_out=4, sorted=0)
         tail = e.op("Slice", [inverse, e.ints([k]), e.ints([np.iinfo(np.int64).max]), e.ints([0])])

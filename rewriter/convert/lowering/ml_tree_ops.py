@@ -122,3 +122,33 @@ def _static_presence(e: Emitter, forest, leaves: str, n: int):
     if has is None and (static == 0).any():
         return e.const(static == 1, hint="scored")
     return has
+
+
+@lowering("TreeEnsemble", exactness=ORDER)
+def tree_ensemble(ctx) -> None:
+    """``ai.onnx.ml`` 5's TreeEnsemble: rewritten to the TreeEnsembleRegressor it equals
+    (:func:`rewriter.convert.adapters.ml_trees.tree_ensemble_to_regressor`: float input, no set
+    membership) and lowered as one. ``post_transform`` 1 and 2 are read as onnxruntime reads them
+    (LOGISTIC and SOFTMAX; the schema says the reverse)."""
+    from onnx import helper
+
+    from rewriter.convert.adapters.ml_trees import tree_ensemble_to_regressor
+    from rewriter.errors import ConversionError
+
+    elem = ctx.input_elem({F32: "float"})
+    post = int(ctx.attrs.get("post_transform", 0))
+    copy = helper.make_node(ctx.node.op_type, list(ctx.node.input), list(ctx.node.output), name=ctx.node.name,
+                            domain=ctx.node.domain)
+    copy.attribute.extend(a for a in ctx.node.attribute if a.name != "post_transform")
+    try:
+        regressor = tree_ensemble_to_regressor(copy, elem)
+    except ConversionError as e:
+        ctx.block(str(e).split(": ", 1)[-1])
+    if post:
+        how = {1: "LOGISTIC", 2: "SOFTMAX", 3: "SOFTMAX_ZERO", 4: "PROBIT"}.get(post)
+        if how is None:
+            ctx.block(f"post_transform {post} is no code of 0..4")
+        regressor.attribute.extend([helper.make_attribute("post_transform", how)])
+    inner = ctx.derived(regressor)
+    tree_regressor(inner)
+    ctx.exactness = inner.exactness

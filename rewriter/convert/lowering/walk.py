@@ -116,7 +116,7 @@ def _lower_one(node, scope, writer, types, read, report, model_imports) -> list[
 
 
 def lower_scopes(model: onnx.ModelProto, ops, opset: int, types: dict, report: LoweringReport,
-                 in_functions: dict | None = None) -> list[Blocker]:
+                 in_functions: dict | None = None, final_opset: int | None = None) -> list[Blocker]:
     """Lower the chosen nodes of ``model`` in place (children scopes first, so that rebuilding a
     parent's node list copies finished subgraphs); returns the blockers (then ``model`` is scratch)."""
     used, read = model_names(model), read_names(model)
@@ -129,7 +129,7 @@ def lower_scopes(model: onnx.ModelProto, ops, opset: int, types: dict, report: L
         fopset = traversal.opset_version(body.opset_import) if scope.is_function else None
         root = scope.root.body
         scope_types = (in_functions or {}).get((root.domain, root.name), {}) if scope.root.is_function else types
-        writer = ScopeWriter(used, scope.is_function, fopset or opset)
+        writer = ScopeWriter(used, scope.is_function, fopset or opset, final_opset)
         new_nodes = []
         for node in body.node:
             if not _chosen(node, ops):
