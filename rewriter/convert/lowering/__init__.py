@@ -16,7 +16,6 @@ import onnx
 
 from rewriter.convert.lowering import (  # noqa: F401  (each registers its lowerings)
     ml_encoders, ml_linear, ml_simple, ml_tree_classifier, ml_tree_ops)
-from rewriter.convert.lowering import contrib_quant  # noqa: F401  (com.microsoft: registers its lowerings)
 from rewriter.convert.lowering.emit import MIN_OPSET
 from rewriter.convert.lowering.registry import LOWERINGS, ML
 from rewriter.convert.lowering.types import function_types, model_types
