@@ -31,7 +31,7 @@ def convert_precision_command(args, model, base_dir, before, start) -> int:
                           keep_nodes=args.keep_nodes or (), optimize=bool(args.optimize),
                           calibrate=bool(args.calibrate), max_error=args.max_error, calibration_data=samples,
                           input_shapes=dict(args.input_shape or []), input_values=dict(args.input_value or []),
-                          seed=args.seed or 0)
+                          seed=args.seed or 0, keep_io_precision=bool(getattr(args, "keep_io_precision", False)))
     try:
         result, done = convert_half(model, args.dtype, args.spec, options, base_dir=base_dir,
                                     inferred=args.run.input_inferred)

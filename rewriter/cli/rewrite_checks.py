@@ -95,6 +95,10 @@ def verify_rewrite(original, rewritten, args) -> dict:
                     and any(o.reason == "integers differ" for o in report.outputs)):
                 hint = ("; ONNX Runtime saturates integer overflow where --int-overflow wrap wrapped it: "
                         "--int-overflow saturate folds what ONNX Runtime computes")
+            elif args.run.half_result and any(o.mismatch and o.floor is not None and o.floor * 2 > args.rel_l2
+                                              for o in report.outputs):  # the input's rounding alone is the problem
+                hint = ("; the inputs rounded to half alone move the float32 model by its floor: --keep-io-precision "
+                        "computes the nodes reading them in float32")
             elif args.run.half_result and getattr(args, "max_error", None) is None:
                 hint = ("; --max-error R (measured on --calibration-data) keeps float32 the nodes whose half "
                         "precision takes an output beyond R")

@@ -24,6 +24,13 @@ Runtime folds when it loads the model: the file stays half the size) when keepin
 so meets the limit: then the values between nodes lose the accuracy, not the weights. Else
 (one conversion tells) the nodes kept hold their weights in float32 too.
 
+The judge uses the floor rule of ``--verify`` (:mod:`rewriter.precision.floor`): a candidate's
+error on an output counts against ``max(limit, 2 x floor)``, the floor being the float32
+source's own error on the calibration inputs rounded as that candidate rounds them (largest over
+the samples); the figures compared with the limit are each output's error scaled by
+``limit / its tolerance`` (the error itself where the floor is below half the limit). A
+candidate that rounds no input (its inputs' first consumers in float32) has floor 0.
+
 The search cannot judge (:class:`CannotJudge`) when a float output of the float32 model is all
 zero, constant or all NaN/infinite over every calibration input (any error is then 0 or
 meaningless), or when the inputs are random ones whose every dynamic dim took the default size.
@@ -60,13 +67,16 @@ class Fit:
     kept: int  # nodes kept float32 to get there
     trials: int  # conversions measured
     weights_half: bool = False  # the nodes kept compute in float32 from weights stored in half
+    floor: float = 0.0  # the largest finite floor with every node in half (the inputs rounded alone)
 
     def line(self) -> str:
+        floor = (f", floor {self.floor:.2g}" + (f" (an output's error counts against max({self.limit:g}, 2 x its "
+                 "floor), scaled to the limit)" if 2 * self.floor > self.limit else ""))
         if not self.kept:
             return (f"--max-error {self.limit:g}: error {self.all_half:.2g} on {self.samples} calibration "
-                    f"input(s) with every node in half ({self.trials} conversion measured)")
+                    f"input(s) with every node in half{floor} ({self.trials} conversion measured)")
         return (f"--max-error {self.limit:g}: error {self.all_half:.2g} on {self.samples} calibration input(s) "
-                f"with every node in half, {self.error:.2g} with {self.kept} node(s) computing in float32"
+                f"with every node in half{floor}, {self.error:.2g} with {self.kept} node(s) computing in float32"
                 + (" (their weights stored in half)" if self.weights_half else "")
                 + f" ({self.trials} conversions measured)")
 
@@ -74,14 +84,16 @@ class Fit:
         return dataclasses.asdict(self)
 
 
-def half_error(want: list, got: list) -> float:
+def half_error(want: list, got: list, floors: list | None = None, limit: float = 1.0) -> float:
     """The largest relative L2 error over the float outputs (an output whose values all lie near
     0 counts by its RMS difference, as --verify does: within HALF_RMS_FLOOR is 0); infinity when
-    shapes differ, NaN or infinities are elsewhere, or a non-float output differs."""
+    shapes differ, NaN or infinities are elsewhere, or a non-float output differs. With
+    ``floors`` (one per output), each error is scaled by ``limit / max(limit, 2 x floor)``."""
+    from rewriter.precision.floor import tolerance
     from rewriter.verify.numerics.rel_l2 import HALF_RMS_FLOOR, rel_l2_measure
 
     worst = 0.0
-    for a, b in zip(want, got):
+    for i, (a, b) in enumerate(zip(want, got)):
         a, b = np.asarray(a), np.asarray(b)
         if a.dtype.kind != "f":
             if a.shape != b.shape or not np.array_equal(a, b):
@@ -91,7 +103,7 @@ def half_error(want: list, got: list) -> float:
         if reason:
             return float("inf")
         if rms > HALF_RMS_FLOOR:
-            worst = max(worst, error)
+            worst = max(worst, error * (limit / tolerance(limit, floors[i]) if floors else 1.0))
     return worst
 
 
@@ -100,13 +112,15 @@ class _Judge:
     in ONNX Runtime, or in onnx.reference once ONNX Runtime cannot run a candidate (bfloat16,
     which its CPU provider computes almost nowhere)."""
 
-    def __init__(self, source, base_dir, samples):
-        self.source, self.base_dir, self.samples = source, base_dir, samples
+    def __init__(self, source, base_dir, samples, limit: float = 1.0):
+        self.source, self.base_dir, self.samples, self.limit = source, base_dir, samples, limit
+        self.floors: dict = {}  # (backend, inputs rounded) -> the largest floor per output, or None
+        self.floor = None  # the largest finite floor of the first candidate judged (every node in half)
         self.trials = 0
         self.backend = "onnxruntime"
         self.want = {"onnxruntime": self._outputs(source, "onnxruntime")}
 
-    def _outputs(self, model, backend: str) -> list:
+    def _outputs(self, model, backend: str, samples: list | None = None) -> list:
         """The outputs on every sample: in ONNX Runtime with its graph optimizations off (the
         model as written) and on (as it is run), or in onnx.reference."""
         from rewriter.verify.numerics.compare import runnable_model
@@ -114,7 +128,7 @@ class _Judge:
 
         with tempfile.TemporaryDirectory(prefix="rewriter-max-error-") as d, \
                 runnable_model(model, self.base_dir, d, "model.onnx") as runnable:
-            feeds = [cast_feeds(model, f) for f in self.samples]
+            feeds = [cast_feeds(model, f) for f in (self.samples if samples is None else samples)]
             if backend == "reference":
                 from onnx.reference import ReferenceEvaluator
 
@@ -142,10 +156,35 @@ class _Judge:
             except Exception:  # noqa: BLE001 - ORT lacks a kernel: onnx.reference from here on
                 self.backend = "reference"
             else:
-                return max(half_error(w, g) for w, g in zip(self.want["onnxruntime"], got))
+                floors = self._floors(model, "onnxruntime")
+                return max(half_error(w, g, floors, self.limit) for w, g in zip(self.want["onnxruntime"], got))
         if "reference" not in self.want:
             self.want["reference"] = self._outputs(self.source, "reference")
-        return max(half_error(w, g) for w, g in zip(self.want["reference"], self._outputs(model, "reference")))
+        floors = self._floors(model, "reference")
+        return max(half_error(w, g, floors, self.limit)
+                   for w, g in zip(self.want["reference"], self._outputs(model, "reference")))
+
+    def _floors(self, model, backend: str) -> list | None:
+        """Per output, the source's largest error over the samples rounded as ``model`` rounds its
+        inputs (None when it rounds none: floor 0)."""
+        from rewriter.precision.floor import output_floors, round_feeds, rounded_inputs
+
+        key = (backend, tuple(sorted(rounded_inputs(model).items())))
+        if key not in self.floors:
+            floors = None
+            if key[1]:
+                n = len(self.samples)
+                try:
+                    got = self._outputs(self.source, backend, [round_feeds(f, dict(key[1])) for f in self.samples])
+                except Exception:  # noqa: BLE001 - the source refuses the rounded inputs: no floor known
+                    got = None
+                if got is not None:
+                    per = [output_floors(w, g) for w, g in zip(self.want[backend][:n], got[:n])]
+                    floors = [max(column) for column in zip(*per)]
+            self.floors[key] = floors
+        if self.floor is None:
+            self.floor = max([f for f in self.floors[key] or [0.0] if f < float("inf")], default=0.0)
+        return self.floors[key]
 
 
 def convert_fitted(proto, dtype: str, *, max_error: float | None = None, calibration_data=None,
@@ -184,7 +223,7 @@ def fit_max_error(convert, source, base_dir, samples, limit: float, keep_io_type
     between nodes were to blame, not the weights); else they stay float32 too. RewriterError when
     even the float32 model does not meet it (the inputs rounded with --no-keep-io-types)."""
     try:
-        judge = _Judge(source, base_dir, samples)
+        judge = _Judge(source, base_dir, samples, limit)
     except Exception as e:  # noqa: BLE001 - ORT's refusal, as the reason
         raise RewriterError(f"--max-error: ONNX Runtime cannot run the float32 model: "
                             f"{str(e).strip().splitlines()[0][:300]}") from None
@@ -216,7 +255,8 @@ def fit_max_error(convert, source, base_dir, samples, limit: float, keep_io_type
                                 + ("" if keep_io_types else " (the inputs and outputs are half: drop --no-keep-io-types)")
                                 + "; nothing was written")
         _, result, report = trial(kept)
-    report.fitted = Fit(limit, len(samples), all_half, error, len(kept), judge.trials, weights_half and bool(kept))
+    report.fitted = Fit(limit, len(samples), all_half, error, len(kept), judge.trials, weights_half and bool(kept),
+                        judge.floor or 0.0)
     return result, report
 
 

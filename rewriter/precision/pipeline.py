@@ -29,6 +29,8 @@ class HalfOptions:
     ``max_error``: keep float32 the runs of nodes measured to take an output's relative L2 error
     beyond it. ``calibration_data``: a list of {graph input name: array}. ``input_shapes`` /
     ``input_values`` / ``seed``: the random inputs drawn when no ``calibration_data`` is given.
+    ``keep_io_precision``: the first consumers of each float graph input compute in float32 from
+    weights stored in half, so the inputs are not rounded to half (:mod:`.io_first`).
     """
 
     keep_io_types: bool = True
@@ -41,6 +43,7 @@ class HalfOptions:
     input_shapes: dict = dataclasses.field(default_factory=dict)
     input_values: dict = dataclasses.field(default_factory=dict)
     seed: int = 0
+    keep_io_precision: bool = False
 
 
 @dataclasses.dataclass
@@ -61,6 +64,8 @@ def convert_half(model: onnx.ModelProto, dtype: str, spec: TargetSpec | None = N
     """(the model rewritten to ``dtype``, what was done). RewriterError on a bad argument, an
     impossible migration or when the result would break ``spec``'s runtime's restrictions;
     :class:`rewriter.precision.fallback.CannotJudge` when ``max_error`` has nothing real to judge."""
+    if options.keep_io_precision and not options.keep_io_types:
+        raise RewriterError("keep_io_precision keeps the float32 inputs unrounded: it needs keep_io_types")
     done = HalfResult(None)
     source = model
     if spec is not None and not spec.empty:  # (an IR version alone pins nothing to convert to)
@@ -89,7 +94,7 @@ def convert_half(model: onnx.ModelProto, dtype: str, spec: TargetSpec | None = N
         source, dtype, max_error=options.max_error,
         calibration_data=done.samples if options.max_error is not None else None,
         keep_io_types=options.keep_io_types, base_dir=base_dir, keep_op_types=options.keep_op_types,
-        keep_nodes=options.keep_nodes, target=target, measured=measured)
+        keep_nodes=options.keep_nodes, target=target, measured=measured, keep_io_precision=options.keep_io_precision)
     if target is not None and target.rules:  # the half types must still be ones the runtime's ops take
         from rewriter.targets import restriction_violations
 

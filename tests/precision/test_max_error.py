@@ -166,28 +166,47 @@ def _near_one_model():
 NEAR_ONE = {"x": (1 + 1e-4 * RNG.standard_normal(64)).astype(np.float32)}
 
 
-def test_nodes_kept_for_their_inputs_keep_their_weights_in_half():
-    # LayerNormalization of values near 1000 (float16 keeps 0.5 steps there: the input's rounding
-    # is to blame, not the weights); ONNX Runtime's CPU provider has a float16 kernel for it, so
-    # the rounding is there in its run too. Kept float32, it computes from its scale and bias
-    # stored in half.
+def _shifted_norm_model(first="LayerNormalization"):
+    """x -> [Add 1000 -> Max 0 ->] LayerNormalization -> Mul: float16 keeps 0.5 steps near 1000,
+    and ONNX Runtime's CPU provider has float16 kernels for Max and LayerNormalization, so the
+    rounding of values near 1000 is there in its run too."""
+    nodes = [h.make_node("LayerNormalization", ["c", "scale", "bias"], ["n"], axis=-1, name="norm"),
+             h.make_node("Mul", ["n", "w"], ["y"], name="scaled")]
+    if first != "LayerNormalization":  # the values near 1000 are made inside: the input is N(0, 1)
+        nodes[:0] = [h.make_node("Add", ["x", "k"], ["s"], name="shift"), h.make_node("Max", ["s", "lo"], ["c"], name="max")]
+    else:
+        nodes[0].input[0] = "x"
     m = h.make_model(h.make_graph(
-        [h.make_node("LayerNormalization", ["x", "scale", "bias"], ["n"], axis=-1, name="norm"),
-         h.make_node("Mul", ["n", "w"], ["y"], name="scaled")],
-        "g", [h.make_tensor_value_info("x", T.FLOAT, [4, 64])], [h.make_tensor_value_info("y", T.FLOAT, [4, 64])],
+        nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, [4, 64])], [h.make_tensor_value_info("y", T.FLOAT, [4, 64])],
         [nh.from_array(np.linspace(0.5, 1.5, 64, dtype=np.float32), "scale"),
          nh.from_array(np.linspace(-1, 1, 64, dtype=np.float32), "bias"),
-         nh.from_array(np.linspace(1, 2, 64, dtype=np.float32), "w")]), opset_imports=[h.make_opsetid("", 17)])
+         nh.from_array(np.linspace(1, 2, 64, dtype=np.float32), "w")]
+        + ([nh.from_array(np.array(1000.0, np.float32), "k"), nh.from_array(np.array(0.0, np.float32), "lo")]
+           if first != "LayerNormalization" else [])),
+        opset_imports=[h.make_opsetid("", 17)])
     onnx.checker.check_model(m, full_check=True)
-    feeds = {"x": (1000 + RNG.standard_normal((4, 64))).astype(np.float32)}
+    return m
+
+
+def _ort_run(model, feeds):
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def test_nodes_kept_for_their_values_keep_their_weights_in_half():
+    # values near 1000 made inside the model (the input is N(0, 1): its rounding moves nothing):
+    # the nodes kept float32 compute from their weights stored in half
+    m = _shifted_norm_model("Add")
+    feeds = {"x": RNG.standard_normal((4, 64)).astype(np.float32)}
     result, report = _fit(m, [feeds], 1e-2)
-    assert report.fitted.weights_half and report.fitted.kept == 1 and report.fitted.all_half > 0.1
-    assert [label for label, _, why in report.kept] == ["node 'norm' (LayerNormalization)"]
-    assert report.kept[0][2].endswith("(computed in float32, its weights stored in half)")
-    assert {t.name: t.data_type for t in result.graph.initializer} == {"scale": T.FLOAT16, "bias": T.FLOAT16,
-                                                                       "w": T.FLOAT16}
+    assert report.fitted.weights_half and report.fitted.all_half > 0.1 and report.fitted.floor < 1e-3
+    kept = {label: why for label, _, why in report.kept}
+    assert "node 'norm' (LayerNormalization)" in kept
+    assert kept["node 'norm' (LayerNormalization)"].endswith("(computed in float32, its weights stored in half)")
+    types = {t.name: t.data_type for t in result.graph.initializer}
+    assert types["scale"] == types["bias"] == types["w"] == types["k"] == T.FLOAT16
     norm = next(n for n in result.graph.node if n.op_type == "LayerNormalization")
-    assert norm.input[0] == "x" and report.applied.weights_stored_half == 2
     for i, weight in ((1, "scale"), (2, "bias")):
         cast = next(n for n in result.graph.node if n.output[0] == norm.input[i])
         assert cast.op_type == "Cast" and cast.input[0] == weight and cast.attribute[0].i == T.FLOAT
@@ -196,8 +215,61 @@ def test_nodes_kept_for_their_inputs_keep_their_weights_in_half():
     assert "weights stored in half" in report.fitted.line()
 
 
-def test_a_limit_the_float32_nodes_cannot_meet_is_an_error_and_nothing_is_written(tmp_path):
+def test_the_judge_allows_twice_the_floor_of_the_inputs_rounded_alone():
+    # LayerNormalization of inputs near 1000: rounding the input alone to float16 moves the
+    # float32 model by its floor (measured here in ONNX Runtime on the input rounded by numpy);
+    # an output within max(1e-2, 2 x floor) is within the limit, so nothing is kept
+    m = _shifted_norm_model()
+    feeds = {"x": (1000 + np.random.default_rng(8).standard_normal((4, 64))).astype(np.float32)}  # (RNG's draws kept)
+    floor = half_error(_ort_run(m, feeds), _ort_run(m, {"x": feeds["x"].astype(np.float16).astype(np.float32)}))
+    assert floor > 0.05
+    result, report = _fit(m, [feeds], 1e-2)
+    assert report.fitted.kept == 0 and report.fitted.floor == pytest.approx(floor, rel=1e-3)
+    assert 1e-2 < _ort_error(m, result, feeds, reference=False) <= 2 * floor
+    assert f"floor {floor:.2g} (an output's error counts against max(0.01, 2 x its floor)" in report.fitted.line()
+    # the half result rounds no input when its first consumers compute in float32: floor 0, limit as given
+    def convert(keep_at=None, weights_half=False):
+        return convert_precision_proto(m, "float16", keep_at=keep_at, weights_half=weights_half,
+                                       keep_io_precision=True)
+
+    from rewriter.precision.fallback import fit_max_error
+
+    result, report = fit_max_error(convert, m, None, [feeds], 1e-2)
+    assert report.fitted.floor == 0 and report.fitted.kept == 0 and report.fitted.all_half <= 1e-2
+    assert _ort_error(m, result, feeds) <= 1e-2
+
+
+def test_half_error_scales_each_output_by_its_floor():
+    a = [np.array([1.0, 2.0], np.float32), np.array([3.0, 4.0], np.float32)]
+    b = [np.array([1.0, 2.2], np.float32), np.array([3.0, 4.0], np.float32)]
+    error = 0.2 / np.sqrt(5)
+    assert half_error(a, b, [0.0, 0.0], 1e-2) == pytest.approx(error, rel=1e-4)
+    assert half_error(a, b, [0.001, 0.3], 1e-2) == pytest.approx(error, rel=1e-4)  # 2 x 0.001 < 1e-2
+    assert half_error(a, b, [0.05, 0.0], 1e-2) == pytest.approx(error * 1e-2 / 0.1, rel=1e-4)
+    assert half_error(a, b, [float("inf"), 0.0], 1e-2) == pytest.approx(error, rel=1e-4)  # no floor: the limit
+
+
+def test_inputs_in_half_are_judged_against_their_floor():
+    # --no-keep-io-types: the input itself is float16, and rounding it alone gives y = 0 (floor 1):
+    # the error counts against 2 x 1, so nothing is kept (the summary shows the floor)
     m, x = _near_one_model(), NEAR_ONE["x"]
+    assert np.all(x.astype(np.float16) == 1)
+    result, report = _fit(m, [{"x": x}], 1e-2, keep_io_types=False)
+    assert report.fitted.kept == 0 and report.fitted.floor == 1.0
+    assert "floor 1 (an output's error counts against max(0.01, 2 x its floor)" in report.fitted.line()
+
+
+def _overflowing_model():
+    """y = x * 1000 with integer x up to 124 (exact in float16: floor 0): y beyond float16's range."""
+    return h.make_model(h.make_graph([h.make_node("Mul", ["x", "k"], ["y"])], "g",
+                                     [h.make_tensor_value_info("x", T.FLOAT, [64])],
+                                     [h.make_tensor_value_info("y", T.FLOAT, [64])],
+                                     [nh.from_array(np.array(1000.0, np.float32), "k")]),
+                        opset_imports=[h.make_opsetid("", 17)])
+
+
+def test_a_limit_the_float32_nodes_cannot_meet_is_an_error_and_nothing_is_written(tmp_path):
+    m, x = _overflowing_model(), np.arange(61, 125, dtype=np.float32)
     with pytest.raises(RewriterError, match=r"--max-error 0.01 cannot be met: with every node float32 \(weights too\) "
                                             r"the error .* "
                                             r"drop --no-keep-io-types\); nothing was written"):

@@ -21,6 +21,7 @@ class OutputComparison:
     ok: bool  # within tolerance, and the reference checks something
     reason: str = ""  # why not within tolerance
     degenerate: str = ""  # why the reference checks nothing (all zero, constant): ok is False, not a mismatch
+    floor: float | None = None  # half precision: the source's own error on its inputs rounded (inf: not comparable)
 
     @property
     def mismatch(self) -> bool:
@@ -30,7 +31,8 @@ class OutputComparison:
     def to_dict(self) -> dict:
         return {"output": self.name, "dtype": self.dtype, "max_abs_diff": self.max_abs_diff,
                 "tolerance": self.tolerance, "ok": self.ok, "reason": self.reason or None,
-                "degenerate": self.degenerate or None}
+                "degenerate": self.degenerate or None,
+                "floor": self.floor if self.floor is None or self.floor < float("inf") else "not comparable"}
 
     def line(self, within: str = "ok") -> str:
         """One line; ``within`` is the verdict of an output within tolerance."""
