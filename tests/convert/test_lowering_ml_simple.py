@@ -122,3 +122,17 @@ def test_imputer_refuses_both_value_lists():
                      imputed_value_floats=[1.0], imputed_value_int64s=[1])
     with pytest.raises(RewriterError, match="exactly one of"):
         lower_ops(model)
+
+
+@pytest.mark.parametrize("norm", ["MAX", "L1", "L2"])
+def test_signed_zeros_are_kept(norm):
+    """A row whose norm is 0 is copied, -0.0 included (onnxruntime's Where alone would write +0.0)."""
+    model = one_node("Normalizer", [("X", T.FLOAT, [None, 3])], [("Y", T.FLOAT, [None, 3])], norm=norm)
+    x = np.array([[0.0, -0.0, 0.0], [1e-30, -0.0, -1e-30], [-0.0, -0.0, -0.0], [2.0, -0.0, 0.0]], np.float32)
+    check_lowering(model, {"X": x})
+
+
+def test_imputed_negative_zero():
+    model = one_node("Imputer", [("X", T.FLOAT, [None, 2])], [("Y", T.FLOAT, [None, 2])],
+                     imputed_value_floats=[-0.0, 1.0], replaced_value_float=float("nan"))
+    check_lowering(model, {"X": np.array([[np.nan, np.nan], [-0.0, 0.0]], np.float32)})

@@ -119,7 +119,8 @@ def one(path: str, threads: int, reference: bool) -> dict:
     if reference and row["status"] == "lowered":
         import onnx.reference
 
-        ref = onnx.reference.ReferenceEvaluator(lowered).run(None, feeds)
+        strings = {k: v.astype(object) if v.dtype.kind == "U" else v for k, v in feeds.items()}
+        ref = onnx.reference.ReferenceEvaluator(lowered).run(None, strings)
         r = compare(want, ref)
         row["reference"] = {"rel_l2": r["rel_l2"], "labels_equal": r["labels_equal"]}
     return row
@@ -134,7 +135,8 @@ def _print(rows: list[dict]) -> None:
             continue
         print(f"{r['model']:36} {r['status']:20} {r['opset']:>5} {r['nodes']:>6} {r['rel_l2']:>9.1e} "
               f"{'yes' if r['labels_equal'] else 'NO':>6} {'yes' if r['bit_identical'] else 'no':>4}"
-              + (f"  reference rel L2 {r['reference']['rel_l2']:.1e}" if "reference" in r else ""))
+              + (f"  reference rel L2 {r['reference']['rel_l2']:.1e}, labels "
+                 f"{'yes' if r['reference']['labels_equal'] else 'NO'}" if "reference" in r else ""))
     full = [r for r in rows if r["status"] == "lowered"]
     partial = [r for r in rows if r["status"] == "lowered but ZipMap"]
     print(f"\nmodels: {len(rows)}; lowered fully: {len(full)} (match onnxruntime: {sum(r['match'] for r in full)}, "
