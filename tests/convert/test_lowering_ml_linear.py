@@ -96,7 +96,8 @@ def test_linear_classifier_labels_with_ties_and_nan(classes, values):
     coef[:, 0] = 1.0  # every class scores x0 + intercept: ties everywhere
     model = one_node("LinearClassifier", [("X", T.FLOAT, [None, 2])],
                      [("Y", T.INT64, [None]), ("Z", T.FLOAT, [None, classes])], coefficients=coef.ravel().tolist(),
-                     intercepts=[0.0, 0.5, 0.5, 0.0, 1.0, 1.0][:classes], classlabels_ints=list(range(10, 10 + classes)))
+                     intercepts=[0.0, 0.5, 0.5, 0.0, 1.0, 1.0][:classes],
+                     classlabels_ints=list(range(10, 10 + classes)))
     check_lowering(model, {"X": np.array(values, np.float32).reshape(6, 2)}, exact_ref=False, **TOL)
 
 
@@ -119,5 +120,6 @@ def test_unread_probabilities_are_not_computed():
                      coefficients=[1.0, 2.0, -1.0, 0.5], intercepts=[0.5, 0.1], classlabels_ints=[4, 9],
                      post_transform="SOFTMAX")
     del model.graph.output[1]  # Z: an output of the node nothing reads
-    lowered = check_lowering(model, {"X": _inputs(np.random.default_rng(3), "NONE", features=2)}, exact_ref=False, **TOL)
+    x = _inputs(np.random.default_rng(3), "NONE", features=2)
+    lowered = check_lowering(model, {"X": x}, exact_ref=False, **TOL)
     assert not any(n.op_type in ("Exp", "Softmax") for n in lowered.graph.node)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from onnx import TensorProto as T, numpy_helper
 
 from rewriter.errors import RewriterError
@@ -167,7 +167,10 @@ def test_tree_ensemble_opset_5(seed, targets, aggregate, post):
     attrs = random_forest(rng, trees=int(rng.integers(1, 5)), depth=int(rng.integers(0, 4)), targets=targets)
     regressor = helper.make_node("TreeEnsembleRegressor", ["X"], ["Y"], domain="ai.onnx.ml", n_targets=targets,
                                  aggregate_function=aggregate, **attrs)
-    node = regressor_to_tree_ensemble(regressor, T.FLOAT)
+    try:
+        node = regressor_to_tree_ensemble(regressor, T.FLOAT)
+    except RewriterError:  # an ensemble TreeEnsemble cannot hold (a leaf without a vote under MIN/MAX)
+        assume(False)
     kept = [a for a in node.attribute if a.name != "post_transform"]
     del node.attribute[:]
     node.attribute.extend(kept + [helper.make_attribute("post_transform", post)])

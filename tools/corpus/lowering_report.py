@@ -143,7 +143,8 @@ def _print(rows: list[dict]) -> None:
           f"bit-identical: {sum(r['bit_identical'] for r in full)}); "
           f"all but ZipMap: {len(partial)} (match: {sum(r['match'] for r in partial)}); "
           f"blocked: {sum(r['status'] == 'blocked' for r in rows)}")
-    reasons = collections.Counter((b["op"], b["reason"].split(":")[0][:80]) for r in rows for b in r.get("blockers", []))
+    reasons = collections.Counter((b["op"], b["reason"].split(":")[0][:80])
+                                  for r in rows for b in r.get("blockers", []))
     for (op, reason), n in reasons.most_common():
         print(f"  {n:3} x {op}: {reason}")
 

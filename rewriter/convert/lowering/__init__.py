@@ -60,8 +60,9 @@ def parse_ops(text: str) -> frozenset[tuple[str, str]]:
         names = sorted(domains | {o for _, o in LOWERINGS} | {"all"})
         near = {u: difflib.get_close_matches(u, names, n=1) for u in unknown}
         hints = "; ".join(f"{u!r} (did you mean {m[0]!r}?)" if m else repr(u) for u, m in near.items())
-        raise RewriterError(f"--lower-ops: {hints or 'nothing named'}: give all, a domain ({', '.join(sorted(domains))}), "
-                            f"DOMAIN::Op or an ai.onnx.ml op: {', '.join(o for _, o in sorted(LOWERINGS))}")
+        raise RewriterError(f"--lower-ops: {hints or 'nothing named'}: give all, a domain "
+                            f"({', '.join(sorted(domains))}), DOMAIN::Op or an ai.onnx.ml op: "
+                            f"{', '.join(o for d, o in sorted(LOWERINGS) if d == ML)}")
     return frozenset(chosen)
 
 

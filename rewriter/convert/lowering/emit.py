@@ -15,7 +15,8 @@ __all__ = ["MIN_OPSET", "ScopeWriter", "Emitter", "F32", "F64", "I64", "BOOL", "
 
 MIN_OPSET = 13  # Squeeze/Unsqueeze/ReduceSum axes as inputs, Softmax on one axis
 
-F32, F64, I64, BOOL, STR = TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT64, TensorProto.BOOL, TensorProto.STRING
+F32, F64, I64 = TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT64
+BOOL, STR = TensorProto.BOOL, TensorProto.STRING
 
 
 def negative_zeros(values) -> bool:

@@ -123,7 +123,8 @@ def _binary(ctx, scores: str, has, static, base: np.ndarray, dtype, labels: np.n
     elif binary_case and all_positive:
         one = to_float(e, e.concat([e.op("Sub", [e.const(np.asarray(1, dtype), hint="one"), s]), s], 1), dtype)
     elif how == "LOGISTIC":
-        one = e.concat([ml_post.logistic(e, to_float(e, minus_s, dtype)), ml_post.logistic(e, to_float(e, s, dtype))], 1)
+        one = e.concat([ml_post.logistic(e, to_float(e, minus_s, dtype)),
+                        ml_post.logistic(e, to_float(e, s, dtype))], 1)
     else:
         one = to_float(e, e.concat([minus_s, s], 1), dtype)
     return label, e.select(h1, two, one)

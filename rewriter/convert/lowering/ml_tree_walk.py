@@ -44,7 +44,8 @@ def _step(e: Emitter, f: Forest, x: str, values: str, at, nan_possible: bool) ->
         codes = table(f.mode, "modes")
         cond = None  # exactly one mode holds at a node (onnxruntime has no boolean Where)
         for m in used:
-            c = e.op("And", [e.op("Equal", [codes, e.const(np.int64(m), hint="mode")]), _compare(e, MODES[m], values, t)])
+            is_m = e.op("Equal", [codes, e.const(np.int64(m), hint="mode")])
+            c = e.op("And", [is_m, _compare(e, MODES[m], values, t)])
             cond = c if cond is None else e.op("Or", [cond, c])
     if nan_possible and f.track.any():
         cond = e.op("Or", [cond, e.op("And", [e.op("IsNaN", [values]), table(f.track, "tracks")])])
@@ -138,7 +139,8 @@ def presence(e: Emitter, f: Forest, leaves: str, n: int) -> tuple[str | None, np
     static = np.where(always, 1, np.where(never, 0, -1))
     if (static >= 0).all():
         return None, static
-    any_tree = e.reduce("ReduceMax", e.cast(e.op("Gather", [e.const(has, hint="leaf_has"), leaves]), 6), [1], keepdims=0)
+    reached = e.cast(e.op("Gather", [e.const(has, hint="leaf_has"), leaves]), 6)  # int32: ReduceMax takes no bool
+    any_tree = e.reduce("ReduceMax", reached, [1], keepdims=0)
     return e.cast(any_tree, BOOL), static
 
 
