@@ -14,7 +14,7 @@ import os
 from typing import TYPE_CHECKING, Any, Union
 
 from rewriter import entry
-from rewriter.errors import RewriterError
+from rewriter.errors import ModelLoadError, RewriterError
 
 if TYPE_CHECKING:  # the annotations only; importing onnx / onnx_ir here would slow `import rewriter`
     import numpy as np
@@ -30,6 +30,7 @@ ModelLike = Union["onnx.ModelProto", "onnx_ir.Model", str, os.PathLike]
 
 __all__ = [
     "RewriterError",
+    "ModelLoadError",
     "convert_opset",
     "convert_precision",
     "fold_reduce_prod",
