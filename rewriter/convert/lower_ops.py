@@ -9,6 +9,7 @@ from __future__ import annotations
 import onnx
 
 from rewriter.convert.lowering import MIN_OPSET, LoweringReport, lower_nodes, lowerable_ops
+from rewriter.convert.lowering.contrib_onnx_domain import relabel
 from rewriter.convert.planner import convert_model
 from rewriter.graph import traversal
 
@@ -32,6 +33,7 @@ def lower_ops(model: onnx.ModelProto, ops=None, *, opset: int | None = None) -> 
     """
     if opset is not None and (isinstance(opset, bool) or not isinstance(opset, int)):
         raise TypeError(f"opset must be an int or None, got {type(opset).__name__}")
+    model = relabel(model, ops)  # ONNX Runtime's ONNX-domain contrib ops (LayerNormalization-1, ...)
     current = traversal.opset_version(model.opset_import)
     if not _any_chosen(model, ops):
         result, report = lower_nodes(model, ops)

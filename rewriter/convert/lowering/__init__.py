@@ -16,6 +16,9 @@ import onnx
 
 from rewriter.convert.lowering import (  # noqa: F401  (each registers its lowerings)
     ml_encoders, ml_linear, ml_simple, ml_tree_classifier, ml_tree_ops)
+from rewriter.convert.lowering import (  # noqa: F401  (com.microsoft: each registers its lowerings)
+    contrib_act, contrib_attention, contrib_norm, contrib_quant, contrib_quant_pool)
+from rewriter.convert.lowering.contrib_onnx_domain import relabel
 from rewriter.convert.lowering.emit import MIN_OPSET
 from rewriter.convert.lowering.registry import LOWERINGS, ML
 from rewriter.convert.lowering.types import function_types, model_types
@@ -81,16 +84,19 @@ def _has_domain(graph_like, domain: str) -> bool:
 
 
 def _finish_imports(model: onnx.ModelProto, opset: int) -> None:
-    """Default-domain imports where lowered nodes need one; ai.onnx.ml imports nothing uses dropped."""
+    """Default-domain imports where lowered nodes need one; ai.onnx.ml and com.microsoft imports
+    nothing uses dropped."""
     for holder in [model, *model.functions]:
         body = holder.graph if holder is model else holder
         if traversal.opset_version(holder.opset_import) is None and any(
                 is_default_domain(n.domain) for n in traversal.all_nodes(body)):
             holder.opset_import.append(onnx.helper.make_opsetid("", opset))
-        if not _has_domain(body, ML) and not (holder is model and any(_has_domain(f, ML) for f in model.functions)):
-            kept = [o for o in holder.opset_import if o.domain != ML]
-            del holder.opset_import[:]
-            holder.opset_import.extend(kept)
+        for domain in (ML, "com.microsoft"):
+            if not _has_domain(body, domain) and not (holder is model and any(_has_domain(f, domain)
+                                                                             for f in model.functions)):
+                kept = [o for o in holder.opset_import if o.domain != domain]
+                del holder.opset_import[:]
+                holder.opset_import.extend(kept)
 
 
 def _drop_stale_value_info(model: onnx.ModelProto) -> None:
@@ -117,6 +123,7 @@ def lower_nodes(model: onnx.ModelProto, ops=None, *, new_opset: int = MIN_OPSET,
     from rewriter.convert import ir_version
 
     chosen = _chosen_ops(ops)
+    model = relabel(model, ops)  # ONNX Runtime's ONNX-domain contrib ops (LayerNormalization-1, ...)
     opset = traversal.opset_version(model.opset_import)
     report = LoweringReport(opset=opset if opset is not None else max(new_opset, MIN_OPSET), source_opset=opset)
     if opset is not None and opset < MIN_OPSET:

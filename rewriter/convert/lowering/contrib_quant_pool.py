@@ -1,0 +1,141 @@
+"""``com.microsoft`` QLinearSoftmax and QLinearGlobalAveragePool as standard ONNX, with ONNX
+Runtime's integers:
+
+- QLinearSoftmax (``contrib_ops/cpu/quantization/qlinear_softmax.cc``): a 256-entry float table
+  exp((i - 255 + shift) * x_scale) with shift = max(0, log(FLT_MAX / D) - 5) / x_scale, D the
+  reduced length (built here as the kernel builds it when D is static, in double arithmetic in the
+  graph otherwise); each element reads the table at 255 + x - max(x); the row's sum runs left to
+  right in float (CumSum); y = round(t * (floor(1 / y_scale) / sum)) + y_zero_point (the kernel as
+  compiled divides first: t * floor(1 / y_scale) alone may overflow), saturated to the type's
+  maximum (1.32 measured: 127 for int8, never the wrapped values of the older source).
+- QLinearGlobalAveragePool (``MlasQLinearGlobalAveragePoolNchw/Nhwc``): the exact int32 sum minus
+  x_zero_point * image size, times x_scale / (y_scale * image size) in float, requantized
+  (``MlasRequantizeOutput``: clamp, round half to even, + y_zero_point).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from onnx import TensorProto
+
+from rewriter.convert.lowering.contrib_common import (
+    COM, INT32, QTYPES, qtype, scale_input, zero_point_input)
+from rewriter.convert.lowering.contrib_types import dims_of, output_types, tensor_type
+from rewriter.convert.lowering.emit import F32, F64, I64
+from rewriter.convert.lowering.registry import lowering
+
+__all__ = ["softmax_table"]
+
+U8, I8 = TensorProto.UINT8, TensorProto.INT8
+FLT_MAX = np.float32(np.finfo(np.float32).max)
+SOFTMAX = ("exact: ONNX Runtime's table, sequential float sum and rounding (a dynamic reduced length "
+           "builds the table in double in the graph: exp's last double bit may differ from glibc's)")
+
+
+def softmax_table(x_scale: np.float32, d: int) -> np.ndarray:
+    """``QlinearBuildLookupTableUint32`` with float entries, indexed by i = 255 + x - max(x)."""
+    shift = max(0.0, math.log(float(np.float32(FLT_MAX / np.float32(d)))) - 5.0) / float(x_scale)
+    return np.array([math.exp((float(i) - 255 + shift) * float(x_scale)) for i in range(256)], np.float32)
+
+
+def _reduced_length(ctx, axis: int, opset: int) -> int | None:
+    shape = ctx.input(0).shape
+    if shape is None:
+        return None
+    dims = shape[axis:] if opset < 13 else [shape[axis]]
+    return math.prod(dims) if all(isinstance(d, int) for d in dims) else None
+
+
+def _runtime_table(e, x2, axis, sx):
+    """The table for the run-time length D of ``x2``'s ``axis``, in double as the kernel computes it."""
+    d = e.op("Gather", [e.op("Shape", [x2]), e.const(np.int64(axis), hint="axis")], axis=0)
+    quotient = e.op("Div", [e.const(FLT_MAX, hint="flt_max"), e.cast(d, F32)])
+    log = e.op("Sub", [e.op("Log", [e.cast(quotient, F64)]), e.const(np.float64(5.0), hint="reserve")])
+    positive = e.op("Max", [log, e.const(np.float64(0.0), hint="zero")])
+    shift = e.op("Div", [positive, e.const(np.float64(sx), hint="scale")])
+    steps = e.const(np.arange(256, dtype=np.float64) - 255, hint="steps")
+    arg = e.op("Mul", [e.op("Add", [steps, shift]), e.const(np.float64(sx), hint="scale")])
+    return e.cast(e.op("Exp", [arg]), F32)
+
+
+@lowering("QLinearSoftmax", COM, exactness=SOFTMAX)
+def qlinear_softmax(ctx) -> None:
+    ctx.known("axis", "opset")
+    elem = qtype(ctx, (U8, I8), zero_point=4)
+    opset = ctx.attr("opset")
+    if opset is None:
+        ctx.block("attribute opset is missing (ONNX Runtime refuses the node)")
+    sx, sy = scale_input(ctx, 1, "X_scale"), scale_input(ctx, 3, "y_scale")
+    zy = zero_point_input(ctx, 4, elem, "y_zero_point")
+    y_scale = np.float32(np.floor(np.float32(1.0) / sy))
+    if not y_scale < 2.0 ** 31:
+        ctx.block(f"floor(1 / y_scale) = {y_scale} does not fit the kernel's int32 conversion")
+    axis = int(ctx.attr("axis", 1 if opset < 13 else -1))
+    e, x, y = ctx.emit, ctx.node.input[0], ctx.node.output[0]
+    rank = ctx.input(0).rank
+    if opset < 13:  # softmax over everything from axis on: [N, D]
+        if axis < 0 and rank is None:
+            ctx.block("a negative axis on an input of unknown rank")
+        axis = axis % rank if axis < 0 else axis
+        x2, work_axis = e.op("Flatten", [x], axis=axis), 1
+    else:
+        x2, work_axis = x, axis
+    d = _reduced_length(ctx, axis, opset)
+    table = e.const(softmax_table(sx, d), hint="table") if d else _runtime_table(e, x2, work_axis, sx)
+    xi = e.cast(x2, I64)
+    top = e.cast(e.reduce("ReduceMax", x2, [work_axis], keepdims=1), I64)
+    index = e.op("Add", [e.op("Sub", [xi, top]), e.const(np.int64(255), hint="top")])
+    t = e.op("Gather", [table, index], axis=0)
+    total = e.op("Slice", [e.op("CumSum", [t, e.const(np.int64(work_axis), hint="axis")]), e.ints([-1]),
+                           e.ints([np.iinfo(np.int64).max]), e.ints([work_axis])])
+    q = e.op("Round", [e.op("Mul", [t, e.op("Div", [e.const(y_scale, hint="y_scale"), total])])])
+    v = e.op("Add", [e.cast(q, INT32), e.const(np.int32(zy), hint="zp")])
+    v = e.op("Min", [v, e.const(np.int32(np.iinfo(QTYPES[elem]).max), hint="qmax")])  # never below the minimum
+    if opset < 13:
+        e.op("Reshape", [e.cast(v, elem), e.op("Shape", [x])], out=y)
+    else:
+        e.cast(v, elem, out=y)
+
+
+@output_types("QLinearGlobalAveragePool")
+def _gap_types(node, types):
+    elem, dims = dims_of(types[node.input[0]])
+    last = next((a.i for a in node.attribute if a.name == "channels_last"), 0)
+    if dims is None:
+        return [tensor_type(elem, None)]
+    spatial = range(1, len(dims) - 1) if last else range(2, len(dims))
+    return [tensor_type(elem, [1 if i in spatial else d for i, d in enumerate(dims)])]
+
+
+@lowering("QLinearGlobalAveragePool", COM, exactness="exact: integer sum, then the kernel's float requantization")
+def qlinear_global_average_pool(ctx) -> None:
+    ctx.known("channels_last")
+    elem = qtype(ctx, (U8, I8), zero_point=2)
+    sx, zx = scale_input(ctx, 1, "x_scale"), zero_point_input(ctx, 2, elem, "x_zero_point")
+    sy, zy = scale_input(ctx, 3, "y_scale"), zero_point_input(ctx, 4, elem, "y_zero_point")
+    rank = ctx.input(0).rank
+    if rank is None or rank < 3:
+        ctx.block(f"input rank {rank}: the lowering needs a known rank >= 3")
+    axes = list(range(1, rank - 1)) if ctx.attr("channels_last", 0) else list(range(2, rank))
+    e, x = ctx.emit, ctx.node.input[0]
+    spatial = [ctx.input(0).dim(a) for a in axes]
+    if all(isinstance(d, int) for d in spatial):
+        size = e.const(np.int32(math.prod(spatial)), hint="image_size")
+        scale = e.const(np.float32(sx / np.float32(sy * np.float32(math.prod(spatial)))), hint="scale")
+    else:
+        size = e.cast(e.reduce("ReduceProd", e.op("Gather", [e.op("Shape", [x]), e.ints(axes)], axis=0), [0],
+                               keepdims=0), INT32)
+        denominator = e.op("Mul", [e.const(sy, hint="y_scale"), e.cast(size, F32)])
+        scale = e.op("Div", [e.const(sx, hint="x_scale"), denominator])
+    total = e.reduce("ReduceSum", e.cast(x, INT32), axes, keepdims=1)
+    acc = e.op("Sub", [total, e.op("Mul", [e.const(np.int32(zx), hint="zp"), size])])
+    _requantize(e, e.op("Mul", [e.cast(acc, F32), scale]), zy, elem, ctx.node.output[0])
+
+
+def _requantize(e, v, zp, elem, out):
+    """``MlasRequantizeOutput`` after the scaling: clamp to [min - zp, max - zp], round, + zp."""
+    info = np.iinfo(QTYPES[elem])
+    v = e.op("Clip", [v, e.const(np.float32(info.min - zp), hint="lo"), e.const(np.float32(info.max - zp), hint="hi")])
+    e.cast(e.op("Add", [e.op("Round", [v]), e.const(np.float32(zp), hint="zp")]), elem, out=out)

@@ -1,0 +1,95 @@
+"""com.microsoft QLinearSoftmax and QLinearGlobalAveragePool lowered to standard ONNX: ONNX Runtime's
+integers (the original run by ONNX Runtime is the oracle) in ONNX Runtime and onnx.reference; the
+softmax with a static and a run-time reduced length, both opset conventions, saturation of either
+type; the pooling in both layouts, with static and symbolic spatial dims."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+from onnx import TensorProto as T
+
+from rewriter.convert.lower_ops import lower_ops
+from rewriter.errors import RewriterError
+from tests.convert.support.contrib_oracle import NP, com_model, qparams, random_q
+from tests.convert.support.lowering_oracle import check_lowering
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+Q8 = [T.UINT8, T.INT8]
+SOFTMAX_CASES = [((4, 10), -1, 13), ((3, 5, 7), 1, 13), ((3, 5, 7), 1, 11), ((2, 300), 1, 13), ((2, 3, 16), -1, 17),
+                 ((6, 1), 1, 13)]
+
+
+def _softmax(elem, shape, sx, sy, zy, axis, opset, dynamic):
+    dims = [f"d{i}" for i in range(len(shape))] if dynamic else list(shape)
+    inits = qparams("x", sx, 0, elem) + qparams("y", sy, zy, elem)
+    return com_model("QLinearSoftmax", [("X", elem, dims), "x_s", "x_z", "y_s", "y_z"], [("Y", elem, dims)],
+                     initializers=inits, axis=axis, opset=opset)
+
+
+@pytest.mark.parametrize("elem", Q8)
+@pytest.mark.parametrize("case", SOFTMAX_CASES)
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_softmax(elem, case, dynamic):
+    shape, axis, opset = case
+    rng = np.random.default_rng(len(shape) * 100 + shape[-1] + dynamic)
+    info = np.iinfo(NP[elem])
+    for t in range(6):
+        sx = np.float32(np.exp(rng.uniform(-6, 0)))
+        sy = np.float32(1 / 256) if t % 2 else np.float32(np.exp(rng.uniform(-12, -3)))  # floor(1/sy) up to 1.6e5
+        zy = info.min if t % 3 == 0 else int(rng.integers(info.min, info.max + 1))
+        x = random_q(rng, elem, shape)
+        if t == 1:
+            x[...] = x.max()  # every element the maximum
+        check_lowering(_softmax(elem, shape, sx, sy, zy, axis, opset, dynamic), {"X": x})
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(Q8), st.floats(2.0 ** -8, 1.0, width=32), st.floats(2.0 ** -16, 2.0 ** -4, width=32),
+       st.integers(1, 40), st.integers(0, 2 ** 32 - 1))
+def test_softmax_any_scales(elem, sx, sy, width, seed):
+    rng = np.random.default_rng(seed)
+    info = np.iinfo(NP[elem])
+    zy = int(rng.choice([info.min, 0, int(rng.integers(info.min, info.max + 1))]))
+    model = _softmax(elem, (3, width), sx, sy, zy, -1, 13, bool(seed % 2))
+    check_lowering(model, {"X": random_q(rng, elem, (3, width))})
+
+
+def test_softmax_refuses_a_missing_opset():
+    inits = qparams("x", 0.1, 0, T.UINT8) + qparams("y", 1 / 256, 0, T.UINT8)
+    model = com_model("QLinearSoftmax", [("X", T.UINT8, [2, 3]), "x_s", "x_z", "y_s", "y_z"], [("Y", T.UINT8, [2, 3])],
+                      initializers=inits, axis=-1)
+    with pytest.raises(RewriterError, match="opset is missing"):
+        lower_ops(model)
+
+
+def _pool(elem, shape, last, sx, zx, sy, zy, dynamic):
+    spatial = range(1, len(shape) - 1) if last else range(2, len(shape))
+    out = [1 if i in spatial else d for i, d in enumerate(shape)]
+    dims = [f"d{i}" for i in range(len(shape))] if dynamic else list(shape)
+    out = [f"d{i}" if dynamic and i not in spatial else d for i, d in enumerate(out)]
+    inits = qparams("x", sx, zx, elem) + qparams("y", sy, zy, elem)
+    return com_model("QLinearGlobalAveragePool", [("X", elem, dims), "x_s", "x_z", "y_s", "y_z"], [("Y", elem, out)],
+                     initializers=inits, channels_last=last)
+
+
+@pytest.mark.parametrize("elem", Q8)
+@pytest.mark.parametrize("shape,last", [((2, 3, 5, 5), 0), ((2, 5, 5, 3), 1), ((1, 17, 40), 0), ((2, 9, 7, 3, 2), 0),
+                                        ((1, 1, 1, 1), 0), ((3, 20, 20, 1), 1)])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_global_average_pool(elem, shape, last, dynamic):
+    rng = np.random.default_rng(sum(shape) + last + 10 * dynamic)
+    info = np.iinfo(NP[elem])
+    for _ in range(5):
+        sx = np.float32(np.exp(rng.uniform(-5, 0)))
+        sy = np.float32(sx * np.exp(rng.uniform(-2, 2)))
+        zx, zy = (int(rng.integers(info.min, info.max + 1)) for _ in range(2))
+        check_lowering(_pool(elem, shape, last, sx, zx, sy, zy, dynamic), {"X": random_q(rng, elem, shape)})
+
+
+def test_global_average_pool_refuses_an_unknown_rank():
+    model = _pool(T.UINT8, (1, 2, 3, 3), 0, 0.1, 0, 0.1, 0, False)
+    model.graph.input[0].type.tensor_type.ClearField("shape")
+    with pytest.raises(RewriterError, match="rank"):
+        lower_ops(model)
