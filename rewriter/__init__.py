@@ -40,6 +40,8 @@ __all__ = [
     "verify_shapes",
     "verify_numerics",
     "reduce_prod",
+    "lower_ops",
+    "LowerOpsPass",
     "ConvertOpsetPass",
     "ConvertPrecisionPass",
     "FoldReduceProdPass",
@@ -56,6 +58,8 @@ _LAZY = {
     "VerifyShapesPass": "rewriter.passes",
     "OptimizePass": "rewriter.passes",
     "reduce_prod": "rewriter.kernels",
+    "lower_ops": "rewriter.lowering",
+    "LowerOpsPass": "rewriter.passes",
 }
 
 
@@ -125,6 +129,7 @@ def convert_precision(model: ModelLike, dtype: str = "float16", *, keep_io_types
                       keep_op_types: tuple[str, ...] | list[str] = (), keep_nodes: tuple[str, ...] | list[str] = (),
                       target: str | None = None, opset: int | str | None = None, optimize: bool = False,
                       calibrate: bool = False, max_error: float | None = None, calibration_data: list | None = None,
+                      keep_io_precision: bool = False,
                       allow_invalid_input: bool = False, freeze_input_defaults: bool | str | list[str] | None = None) -> Any:
     """Rewrite a model's float32 computation to ``dtype`` ("float16" or "bfloat16").
 
@@ -146,6 +151,8 @@ def convert_precision(model: ModelLike, dtype: str = "float16", *, keep_io_types
             and IR version, as ``convert --dtype --target`` does; ops it has no half kernel for stay float32.
         opset: the default-domain opset to convert to first (``--opset`` with ``--dtype``).
         optimize: optimize first (``--optimize``).
+        keep_io_precision: the first consumers of each float graph input compute in float32 from
+            half weights, so the inputs are not rounded (``--keep-io-precision``).
         calibrate: measure magnitudes on ``calibration_data`` (default: one set of random inputs)
             and keep float32 what would overflow float16 (``--calibrate``).
         max_error: keep float32 the runs of nodes whose half precision is measured (in ONNX
@@ -173,7 +180,7 @@ def convert_precision(model: ModelLike, dtype: str = "float16", *, keep_io_types
     spec = TargetSpec.parse(opset, target=target) if opset is not None or target is not None else None
     options = HalfOptions(keep_io_types=keep_io_types, keep_op_types=keep_op_types, keep_nodes=keep_nodes,
                           optimize=optimize, calibrate=calibrate, max_error=max_error,
-                          calibration_data=calibration_data)
+                          calibration_data=calibration_data, keep_io_precision=keep_io_precision)
     proto, frozen = entry.freeze(proto, freeze_input_defaults)
     result, _ = convert_half(proto, dtype, spec, options, base_dir=base_dir)
     from rewriter.graph.input_defaults import check_kept

@@ -26,7 +26,7 @@ from rewriter.optimize.metadata import DropToolMetadataPass, StripMetadataPass
 from rewriter.optimize.pipeline import OptimizePass
 from rewriter.optimize.remove_unused import RemoveUnusedPass
 
-__all__ = ["ConvertOpsetPass", "ConvertPrecisionPass", "FoldReduceProdPass", "VerifyReduceProdShapesPass", "VerifyShapesPass",
+__all__ = ["ConvertOpsetPass", "LowerOpsPass", "ConvertPrecisionPass", "FoldReduceProdPass", "VerifyReduceProdShapesPass", "VerifyShapesPass",
            "OptimizePass", "FoldConstantsPass", "FusionsPass", "CommonSubexpressionEliminationPass",
            "RemoveUnusedPass", "DropToolMetadataPass", "StripMetadataPass"]
 
@@ -116,7 +116,7 @@ class ConvertPrecisionPass(ir.passes.FunctionalPass):
     def __init__(self, dtype: str = "float16", *, keep_io_types: bool = True, keep_op_types=(), keep_nodes=(),
                  target=None, opset: int | str | None = None, optimize: bool = False, calibrate: bool = False,
                  max_error: float | None = None, calibration_data=None, allow_invalid_input: bool = False,
-                 freeze_input_defaults=None) -> None:
+                 freeze_input_defaults=None, keep_io_precision: bool = False) -> None:
         super().__init__()
         from rewriter.precision.pipeline import HalfOptions
         from rewriter.targets.spec import TargetSpec
@@ -127,7 +127,7 @@ class ConvertPrecisionPass(ir.passes.FunctionalPass):
         # (keep_op_types / keep_nodes as given: a str is one name, read by rewriter.precision.keep)
         self.options = HalfOptions(keep_io_types=keep_io_types, keep_op_types=keep_op_types, keep_nodes=keep_nodes,
                                    optimize=optimize, calibrate=calibrate, max_error=max_error,
-                                   calibration_data=calibration_data)
+                                   calibration_data=calibration_data, keep_io_precision=keep_io_precision)
         self.report = None
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
@@ -143,6 +143,29 @@ class ConvertPrecisionPass(ir.passes.FunctionalPass):
         modified = bool(self.report.half_nodes or self.report.applied.constants_converted
                         or self.report.applied.casts or done.migration is not None or frozen)
         return ir.passes.PassResult(result_to_ir(proto, base_dir), modified=modified)
+
+
+class LowerOpsPass(ir.passes.FunctionalPass):
+    """Lower ops without a function body to standard ONNX: the pass form of
+    :func:`rewriter.lower_ops`, with the same parameters. ``report``: after a run, the
+    :class:`rewriter.convert.lowering.LoweringReport`."""
+
+    def __init__(self, ops=None, *, opset: int | None = None, allow_invalid_input: bool = False,
+                 freeze_input_defaults=None) -> None:
+        super().__init__()
+        from rewriter.convert.lowering import parse_ops
+
+        self.ops = parse_ops(ops) if isinstance(ops, str) else ops
+        self.opset, self.allow_invalid_input, self.freeze_input_defaults = opset, allow_invalid_input, freeze_input_defaults
+        self.report = None
+
+    def call(self, model: ir.Model) -> ir.passes.PassResult:
+        """Lower ``model``; returns a new model and whether any node was lowered."""
+        from rewriter.convert.lower_ops import lower_ops
+
+        proto, base_dir, frozen = _checked(model, self.allow_invalid_input, freeze=self.freeze_input_defaults)
+        proto, self.report = lower_ops(proto, self.ops, opset=self.opset)
+        return ir.passes.PassResult(result_to_ir(proto, base_dir), modified=self.report.changed or bool(frozen))
 
 
 class FoldReduceProdPass(ir.passes.FunctionalPass):

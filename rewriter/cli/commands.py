@@ -18,6 +18,23 @@ from rewriter.errors import RewriterError
 __all__ = ["cmd_convert", "cmd_fold", "cmd_optimize", "cmd_check", "verify_rewrite"]
 
 
+def _lower_first(args, model):
+    """``convert --lower-ops``: (the model lowered, the lines saying what was), before any other work;
+    alone, the conversion that follows keeps the lowered model's opsets."""
+    import dataclasses
+
+    from rewriter.convert.lower_ops import lower_ops
+    from rewriter.convert.lowering import parse_ops
+    from rewriter.graph import traversal
+    from rewriter.targets.spec import TargetSpec
+
+    result, report = lower_ops(model, parse_ops(args.lower_ops))
+    if args.spec is None or args.spec.empty:
+        args.spec = dataclasses.replace(args.spec or TargetSpec(), opset=traversal.opset_version(result.opset_import))
+    ops = ", ".join(f"{o} x{n}" for (_, o), n in sorted(report.lowered.items())) or "nothing to lower"
+    return result, [f"lowered to standard ONNX: {ops}"]
+
+
 def cmd_convert(args) -> int:
     import os
 
@@ -25,6 +42,10 @@ def cmd_convert(args) -> int:
 
     start = args.run.started or time.perf_counter()  # _run sets it before loading
     model, static = _fixed_shapes(args)
+    original, lowered = model, _lower_first(args, model) if getattr(args, "lower_ops", None) else None
+    if lowered is not None:  # (verified against the original, the result computes what it does)
+        model, static = lowered[0], static + lowered[1]
+        args.run.input_inferred = None
     base_dir = os.path.dirname(os.path.abspath(args.model))
     if getattr(args, "plan", False):
         if args.output is not None or getattr(args, "verify", False):
@@ -54,9 +75,9 @@ def cmd_convert(args) -> int:
 
     args.run.reordered_sums = sorted(set(report.decomposed) & REORDERED_SUMS)
     t1 = time.perf_counter()
-    verification = verify_rewrite(model, result, args)
+    verification = verify_rewrite(original, result, args)
     t2 = time.perf_counter()
-    written = save_output(args, model, result)
+    written = save_output(args, original, result)
     elapsed = time.perf_counter() - start
     summary.report(args, f"{args.model}: {conversion_text(report, args)}, "
                    f"written to {args.output} in {elapsed:.2f}s", static + report.summary_lines(),

@@ -154,7 +154,13 @@ def _add_convert(sub) -> None:
                    "8.6, 10.x), or a JSON profile {\"opsets\": {\"\": 13, \"ai.onnx.ml\": 2}, \"ir_version\": 7, "
                    "\"unsupported\": {\"\": [\"LayerNormalization\"]}}: its opsets and IR version are "
                    "chosen (opsets it takes are kept) and an op it lacks is expanded into its ONNX "
-                   "function body, or blocks; instead of --opset/--ml-opset/--ir-version")
+                   "function body, or blocks; instead of --opset/--ml-opset/--ir-version. The "
+                   "ai.onnx.ml / com.microsoft ops it lacks are lowered to standard ONNX first (docs/lowering.md)")
+    p.add_argument("--lower-ops", default=None, metavar="OPS",
+                   help="lower ops without a function body to standard ONNX computing what ONNX Runtime's "
+                   "kernel computes: 'all', a domain (ai.onnx.ml), DOMAIN::Op or an op name, comma-separated "
+                   "(alone, or before --opset/--target/--dtype); a node that cannot be lowered exactly "
+                   "fails the command, named")
     p.add_argument("--plan", action="store_true",
                    help="write nothing: print, per op type, how many nodes and how each schema step would "
                    "be taken (kept, moved, rewritten, expanded, blocked) and every blocking node; exit 0 "
@@ -300,9 +306,10 @@ def check_usage(args: argparse.Namespace, directory: bool) -> None:
         if args.target is not None and chosen:
             raise UsageError(f"--target chooses the opsets and the IR version itself: drop {', '.join(chosen)} "
                              "(or drop --target)")
-        if args.target is None and args.opset is None and args.ml_opset is None and args.dtype is None:
-            raise UsageError("convert needs --opset N (or 'latest'), --ml-opset M, --target RUNTIME==VERSION "
-                             "or --dtype float16|bfloat16")
+        if args.target is None and args.opset is None and args.ml_opset is None and args.dtype is None \
+                and args.lower_ops is None:
+            raise UsageError("convert needs --opset N (or 'latest'), --ml-opset M, --target RUNTIME==VERSION, "
+                             "--dtype float16|bfloat16 or --lower-ops OPS")
         if args.dtype is None:
             given = [flag for flag, value in (("--keep-op-types", args.keep_op_types), ("--keep-nodes", args.keep_nodes),
                                               ("--calibrate", args.calibrate or None),

@@ -17,7 +17,7 @@ from rewriter.graph.schemas import DEFAULT_DOMAINS
 from rewriter.targets import ort_quirks
 from rewriter.targets.spec import TargetSpec
 
-__all__ = ["convert_for", "for_model"]
+__all__ = ["convert_for", "for_model", "lower_for", "target_lacks"]
 
 
 def for_model(model: onnx.ModelProto, spec: TargetSpec, inferred=None, half=None) -> TargetSpec:
@@ -99,11 +99,16 @@ def convert_for(model: onnx.ModelProto, target_opset: int | str | TargetSpec | N
         spec = TargetSpec.parse(target_opset, ml_opset=ml_opset, ir_version=ir_version, target=runtime)
     if spec.empty:
         raise RewriterError("give a target opset (or 'latest'), an ML opset, or a runtime target")
+    lowered = None
+    if spec.runtime is not None:  # ops without a function body the runtime lacks: standard ONNX first
+        model, lowered = lower_for(model, spec.runtime)
+        if lowered is not None:
+            kwargs.pop("inferred", None)  # (the input's inference is not the lowered model's)
     spec = for_model(model, spec, kwargs.get("inferred"), half)
     target = spec.runtime
     if target is None or not target.rules:
         result, report = convert_model(model, spec, **kwargs)
-        _whose_data(report, target)
+        _whose_data(report, target, lowered)
         return result, report
     try:
         result, report = convert_model(model, spec, **kwargs)
@@ -112,16 +117,61 @@ def convert_for(model: onnx.ModelProto, target_opset: int | str | TargetSpec | N
         if not more:
             raise
         raise ConversionBlocked(e.blockers + more, e.what) from None
-    _whose_data(report, target)
+    _whose_data(report, target, lowered)
     _meet_restrictions(result, report, target, kwargs.get("base_dir"), kwargs.get("plan_only", False),
                        kwargs.get("strict_check", True))
     return result, report
 
 
-def _whose_data(report: ConvertReport, target) -> None:
-    """A release the data does not know (ONNX Runtime 1.28) takes an older one's data: said first."""
+def _whose_data(report: ConvertReport, target, lowered=None) -> None:
+    """A release the data does not know (ONNX Runtime 1.28) takes an older one's data: said first;
+    then the ops lowered to standard ONNX for it, when some were."""
+    if lowered is not None:
+        ops = ", ".join(f"{o} x{n}" for (_, o), n in sorted(lowered.lowered.items()))
+        report.target_notes.insert(0, f"lowered to standard ONNX for {target.name} (which lacks them): {ops}")
     if target is not None and target.data_release and target.data_release != target.name:
         report.target_notes.insert(0, f"{target.name} uses the data of {target.data_release}")
+
+
+_NO_FUNCTION_BODY = ("ai.onnx.ml", "com.microsoft")
+
+
+def target_lacks(target, domain: str, op: str) -> bool:
+    """Whether ``target`` lacks ``domain::op`` (a domain without function bodies) at every schema
+    version it could take, so that only a lowering writes it (a version it lacks while it has
+    another is the conversion's to reach: ONNX Runtime 1.20's TreeEnsemble-5 becomes the
+    TreeEnsembleRegressor of ai.onnx.ml 4). A runtime other than ONNX Runtime implements only the
+    domains its data or profile names; ONNX Runtime implements com.microsoft."""
+    if target.runtime != "onnxruntime" and domain not in target.opsets:
+        return True
+    from rewriter.graph.schemas import schema_versions
+
+    top = target.opsets.get(domain)
+    versions = [v for v in schema_versions(op, domain) if top is None or v <= top] or [None]
+    return all(target.lacks(domain, op, v) for v in versions)
+
+
+def lower_for(model: onnx.ModelProto, target):
+    """(``model`` with every ``ai.onnx.ml`` / ``com.microsoft`` node ``target`` lacks and
+    :mod:`rewriter.convert.lowering` can write in standard ONNX lowered, the LoweringReport), or
+    (``model``, None) when there is none; the nodes it cannot lower are left for the conversion to
+    refuse by name (RewriterError from the lowering when a chosen node cannot be written)."""
+    from rewriter.convert.lowering import lowerable_ops
+
+    can = lowerable_ops()
+    lacking = set()
+    for scope in traversal.iter_scopes(model):
+        for node in scope.body.node:
+            key = (node.domain, node.op_type)
+            if node.domain not in _NO_FUNCTION_BODY or key not in can or key in lacking:
+                continue
+            if target_lacks(target, node.domain, node.op_type):
+                lacking.add(key)
+    if not lacking:
+        return model, None
+    from rewriter.convert.lower_ops import lower_ops
+
+    return lower_ops(model, lacking)
 
 
 def _restriction_blockers(model, target, base_dir, seen=frozenset(), inferred=None) -> list[Blocker]:
