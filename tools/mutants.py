@@ -1761,6 +1761,21 @@ MUTANTS: list[Mutant] = [
     M("half-rms-mean-not-root", "rewriter/verify/numerics/rel_l2.py",
       "rms = diff / np.sqrt(max(int(finite.sum()), 1))", "rms = diff / max(int(finite.sum()), 1)",
       "tests/verify/test_half_rms.py", "the RMS difference divides by n, not sqrt(n): near-zero outputs pass"),
+    # ---------------------------------------------------------------- lowering wired into the API, CLI and --target
+    M("lower-for-never", "rewriter/convert/for_target.py", "    if not lacking:\n        return model, None",
+      "    if True:\n        return model, None", "tests/convert/test_lowering_wiring.py",
+      "--target does not lower the ops a runtime lacks"),
+    M("lower-for-ort-too", "rewriter/convert/for_target.py", 'if target.runtime != "onnxruntime" and domain not in target.opsets:',
+      "if domain not in target.opsets:", "tests/convert/test_lowering_wiring.py tests/convert/test_runtime_targets.py",
+      "ONNX Runtime's ai.onnx.ml / com.microsoft kernels lowered away"),
+    M("lower-for-any-version", "rewriter/convert/for_target.py", "return all(target.lacks(domain, op, v) for v in versions)",
+      "return any(target.lacks(domain, op, v) for v in versions)", "tests/convert/test_lowering_wiring.py",
+      "a version the runtime lacks is lowered instead of converted to one it has"),
+    M("lower-first-verifies-lowered", "rewriter/cli/commands.py", "verification = verify_rewrite(original, result, args)",
+      "verification = verify_rewrite(model, result, args)", "tests/convert/test_lowering_wiring.py",
+      "--lower-ops --verify compares the result with the lowered model, not the original"),
+    M("lower-api-ignores-ops", "rewriter/lowering.py", "lower(proto, chosen, opset=opset)", "lower(proto, None, opset=opset)",
+      "tests/convert/test_lowering_wiring.py", "lower_ops lowers every op whatever was asked"),
 ]
 
 

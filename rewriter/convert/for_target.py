@@ -139,8 +139,7 @@ _NO_FUNCTION_BODY = ("ai.onnx.ml", "com.microsoft")
 def target_lacks(target, domain: str, op: str) -> bool:
     """Whether ``target`` lacks ``domain::op`` (a domain without function bodies) at every schema
     version it could take, so that only a lowering writes it (a version it lacks while it has
-    another is the conversion's to reach: ONNX Runtime 1.20's TreeEnsemble-5 becomes the
-    TreeEnsembleRegressor of ai.onnx.ml 4). A runtime other than ONNX Runtime implements only the
+    another is the conversion's to reach). A runtime other than ONNX Runtime implements only the
     domains its data or profile names; ONNX Runtime implements com.microsoft."""
     if target.runtime != "onnxruntime" and domain not in target.opsets:
         return True

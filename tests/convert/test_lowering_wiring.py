@@ -95,3 +95,68 @@ def test_a_node_that_cannot_be_lowered_fails_the_cli_naming_it(tmp_path, capsys)
     assert "'zm'" in capsys.readouterr().err and not (tmp_path / "o.onnx").exists()
     with pytest.raises(rewriter.RewriterError, match="'zm'"):
         rewriter.lower_ops(model)
+
+
+def _quick_gelu_model() -> onnx.ModelProto:
+    node = helper.make_node("QuickGelu", ["x"], ["y"], name="qg", domain="com.microsoft", alpha=1.702)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
+                             ir_version=8)
+
+
+def test_onnxruntime_keeps_its_contrib_ops_and_tensorrt_gets_them_lowered():
+    model = _quick_gelu_model()
+    for_ort, _ = convert_for(model, runtime="onnxruntime==1.17")
+    assert _domains(for_ort) == {"com.microsoft"}
+    for_trt, _ = convert_for(model, runtime="tensorrt==10.16")
+    assert _domains(for_trt) == {""}
+    np.testing.assert_allclose(_run(for_trt), _run(model), rtol=1e-6, atol=1e-7)
+
+
+def test_a_version_the_runtime_lacks_is_converted_not_lowered():
+    """ONNX Runtime 1.20 takes ai.onnx.ml 5 without a TreeEnsemble-5 kernel, but has the
+    TreeEnsembleRegressor of ai.onnx.ml 4: a profile saying the same converts, never lowers."""
+    from tests.convert.test_runtime_targets import _tree_ensemble_5
+
+    result, _ = convert_for(_tree_ensemble_5(), runtime="onnxruntime==1.20")
+    assert [n.op_type for n in result.graph.node] == ["TreeEnsembleRegressor"]
+
+
+def test_only_the_ops_asked_are_lowered():
+    model = _scaler_model()
+    node = helper.make_node("Binarizer", ["y"], ["z"], name="bin", domain="ai.onnx.ml", threshold=0.5)
+    model.graph.node.append(node)
+    model.graph.output[0].CopyFrom(helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 3]))
+    result = rewriter.lower_ops(model, "ai.onnx.ml::Binarizer")
+    assert sorted((n.domain, n.op_type) for n in result.graph.node if n.domain) == [("ai.onnx.ml", "Scaler")]
+
+
+def test_lower_ops_verify_compares_with_the_original(tmp_path, monkeypatch):
+    """--verify runs the original (with its ai.onnx.ml node) against the result, not the lowered input."""
+    import rewriter.cli.commands as commands
+
+    seen = []
+    real = commands.verify_rewrite
+    monkeypatch.setattr(commands, "verify_rewrite", lambda a, b, args: seen.append(_domains(a)) or real(a, b, args))
+    path = str(tmp_path / "m.onnx")
+    onnx.save(_scaler_model(), path)
+    assert main(["convert", path, "--lower-ops", "all", "-o", str(tmp_path / "o.onnx"), "-q", "--verify",
+                 "--input-value", "x:" + ",".join(str(v) for v in X.ravel())]) == 0
+    assert seen == [{"ai.onnx.ml"}]
+
+
+def test_an_op_the_runtime_has_at_another_version_is_not_lowered(tmp_path):
+    """A profile implementing LabelEncoder-2 only (of versions 1, 2, 4): a LabelEncoder-2 model keeps
+    its node, as the runtime has it, though the runtime lacks the op's other versions."""
+    profile = tmp_path / "p.json"
+    profile.write_text(json.dumps({"name": "npu", "opsets": {"": 17, "ai.onnx.ml": 4},
+                                   "ops": {"ai.onnx.ml": {"LabelEncoder": [[2, 2]]}}}))
+    node = helper.make_node("LabelEncoder", ["x"], ["y"], name="le", domain="ai.onnx.ml",
+                            keys_int64s=[1, 2, 3], values_int64s=[10, 20, 30], default_int64=-1)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.INT64, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, [4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 2)],
+                              ir_version=8)
+    result, _ = convert_for(model, runtime=str(profile))
+    assert [(n.domain, n.op_type) for n in result.graph.node] == [("ai.onnx.ml", "LabelEncoder")]
