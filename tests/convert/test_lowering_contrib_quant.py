@@ -138,3 +138,69 @@ def test_concat_refuses_a_missing_axis():
                       initializers=inits)
     with pytest.raises(RewriterError, match="axis"):
         lower_ops(model)
+
+
+def _qmul_integers(ratio, zc, elem, prod):
+    info = np.iinfo(NP[elem])
+    u = (prod.astype(np.float32) * np.float32(ratio)).astype(np.float32) + np.float32(zc)
+    return np.clip(np.round(u.astype(np.float32)), info.min, info.max)
+
+
+def test_mul_rounds_the_scale_ratio_as_the_kernel_does():
+    """Scales where (sA * sB) / sC and sA * (sB / sC) round apart and that changes an output: found
+    by search, then checked against ONNX Runtime (the kernel's order is the first)."""
+    rng = np.random.default_rng(11)
+    a = np.repeat(every_byte(T.UINT8), 256).reshape(256, 256)
+    b = np.tile(every_byte(T.UINT8), 256).reshape(256, 256)
+    for _ in range(2000):
+        sa, sb, sc = (np.float32(np.exp(rng.uniform(-6, 1))) for _ in range(3))
+        za, zb, zc = (int(rng.integers(0, 256)) for _ in range(3))
+        first, other = np.float32(np.float32(sa * sb) / sc), np.float32(sa * np.float32(sb / sc))
+        prod = (a.astype(np.int32) - za) * (b.astype(np.int32) - zb)
+        if first != other and not np.array_equal(_qmul_integers(first, zc, T.UINT8, prod),
+                                                  _qmul_integers(other, zc, T.UINT8, prod)):
+            break
+    else:
+        pytest.fail("no distinguishing scales found")
+    check_lowering(_binary("QLinearMul", T.UINT8, [256, 256], [256, 256], sa, za, sb, zb, sc, zc), {"A": a, "B": b})
+
+
+def _logistic_without_fma(x):
+    from rewriter.convert.lowering import contrib_mlas as m
+
+    v = np.minimum(np.float32(18), np.maximum(np.float32(-18), x)).astype(np.float32)
+    x2 = (v * v).astype(np.float32)
+    p = (x2 * m._ALPHA[0] + m._ALPHA[1]).astype(np.float32)
+    for c in m._ALPHA[2:]:
+        p = (x2 * p + c).astype(np.float32)
+    q = (x2 * m._BETA[0] + m._BETA[1]).astype(np.float32)
+    for c in m._BETA[2:]:
+        q = (x2 * q + c).astype(np.float32)
+    return np.maximum(np.float32(0), ((v * p).astype(np.float32) / q).astype(np.float32) + np.float32(0.5))
+
+
+def test_sigmoid_table_uses_fused_multiply_adds():
+    """Scales where MLAS's FMA3 logistic and the same polynomial without fused multiply-adds quantize
+    differently: the lowering must give ONNX Runtime's entry."""
+    from rewriter.convert.lowering.contrib_common import quantize_values
+    from rewriter.convert.lowering.contrib_mlas import logistic
+
+    rng = np.random.default_rng(12)
+    x = np.arange(256).astype(np.float32)
+    for _ in range(5000):
+        sx, sy = np.float32(np.exp(rng.uniform(-8, -2))), np.float32(np.exp(rng.uniform(-12, -7)))
+        zx, zy = int(rng.integers(0, 256)), int(rng.integers(0, 256))
+        v = (sx * (x - zx)).astype(np.float32)
+        if not np.array_equal(quantize_values(logistic(v), sy, zy, T.UINT8),
+                              quantize_values(_logistic_without_fma(v), sy, zy, T.UINT8)):
+            break
+    else:
+        pytest.fail("no distinguishing scales found")
+    check_lowering(_table_model("QLinearSigmoid", T.UINT8, sx, zx, sy, zy), {"X": every_byte(T.UINT8)})
+
+
+def test_concat_requantizes_an_input_of_equal_scale_and_other_zero_point():
+    inits = qparams("y", 0.05, 10, T.UINT8) + qparams("p", 0.05, 30, T.UINT8)
+    model = com_model("QLinearConcat", ["y_s", "y_z", ("A", T.UINT8, [1, 256]), "p_s", "p_z"], [("Y", T.UINT8, [1, 256])],
+                      initializers=inits, axis=1)
+    check_lowering(model, {"A": every_byte(T.UINT8).reshape(1, 256)})
