@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["fresh_name"]
+__all__ = ["fresh_name", "first_few"]
 
 
 def fresh_name(used: set, base: str, first: int = 1) -> str:
@@ -13,3 +13,9 @@ def fresh_name(used: set, base: str, first: int = 1) -> str:
         name = f"{base}_{i}"
     used.add(name)
     return name
+
+
+def first_few(labels, n: int = 3) -> str:
+    """``labels`` for a message: the first ``n`` joined by commas, then how many more there are."""
+    labels = list(labels)
+    return ", ".join(labels[:n]) + (f" and {len(labels) - n} more" if len(labels) > n else "")

@@ -19,6 +19,7 @@ from rewriter.precision.apply import Applied, apply_plan
 from rewriter.precision.graphs import Graphs, unique_subgraph_names
 from rewriter.precision.keep import check_op_types, keep_names
 from rewriter.precision.plan import plan_precision
+from rewriter.graph.names import first_few
 from rewriter.precision.slots import HALF_TYPES
 
 __all__ = ["convert_precision_proto", "PrecisionReport", "DTYPES"]
@@ -53,8 +54,7 @@ class PrecisionReport:
         for label, op, reason in self.kept:
             by_reason.setdefault(reason, []).append(label)
         for reason, labels in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
-            shown = ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
-            lines.append(f"  {reason}: {len(labels)} ({shown})")
+            lines.append(f"  {reason}: {len(labels)} ({first_few(labels)})")
         a = self.applied
         lines += self.half_from_lines()
         lines.append(f"casts inserted: {a.casts}; constants converted {a.constants_converted}, stored in both "

@@ -167,7 +167,7 @@ def _profile(path: str) -> Target:
     if not isinstance(data, dict) or not isinstance(data.get("opsets"), dict):
         raise RewriterError(f"--target {path}: a profile needs \"opsets\": {{domain: opset}} "
                             "(\"\" for the default domain)")
-    known = {"name", "opsets", "min_opsets", "ir_version", "unsupported", "ops", "source"}
+    known = {"name", "opsets", "min_opsets", "ir_version", "unsupported", "ops", "source", "missing"}
     extra = sorted(set(data) - known)
     if extra:
         raise RewriterError(f"--target {path}: unknown key(s) {', '.join(extra)} (a profile has "
@@ -180,9 +180,16 @@ def _profile(path: str) -> Target:
     ir = data.get("ir_version")
     if ir is not None and (not isinstance(ir, int) or isinstance(ir, bool)):
         raise RewriterError(f"--target {path}: ir_version must be an integer, got {ir!r}")
+    missing = data.get("missing")  # {domain: {op: [schema versions]}}, as tools/profile_probe.py measures it
+    if missing is not None and not (isinstance(missing, dict) and all(
+            isinstance(t, dict) and all(isinstance(vs, list) and all(type(v) is int for v in vs) for vs in t.values())
+            for t in missing.values())):
+        raise RewriterError(f"--target {path}: \"missing\" must be {{domain: {{op: [schema versions]}}}}")
     return Target(data.get("name") or os.path.basename(path), norm(data["opsets"]), ir,
                   norm(data.get("min_opsets")), _ranges(data["ops"]) if data.get("ops") else None,
-                  {d: frozenset(v) for d, v in norm(data.get("unsupported")).items()}, path)
+                  {d: frozenset(v) for d, v in norm(data.get("unsupported")).items()}, path,
+                  None if missing is None else {d: {op: frozenset(vs) for op, vs in t.items()}
+                                                for d, t in norm(missing).items()})
 
 
 def restriction_violations(model, target: Target, *, base_dir: str | None = None, inferred=None) -> list:
@@ -202,8 +209,9 @@ def blockers(model, target: Target, *, base_dir: str | None = None) -> list[str]
     ONNX Runtime refuses (``rewriter.targets.ort_quirks``), each node that breaks one of its per-op
     restrictions (with the restriction); empty when nothing does. ``base_dir``: where
     the model's external data lives (restrictions on constant values read it)."""
-    from rewriter.graph.schemas import schema_version_at_domain
     from rewriter.graph import traversal
+    from rewriter.graph.names import first_few
+    from rewriter.graph.schemas import schema_version_at_domain
 
     found = []
     if target.ir_version is not None and model.ir_version > target.ir_version:
@@ -231,7 +239,7 @@ def blockers(model, target: Target, *, base_dir: str | None = None) -> list[str]
                 lacking.setdefault((domain, node.op_type, version), []).append(traversal.node_label(node, scope))
     for (domain, op, version), labels in sorted(lacking.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         at = f"-{version}" if version is not None else ""
-        shown = ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
+        shown = first_few(labels)
         found.append(f"{op}{at}{' (' + domain + ')' if domain else ''}, which it does not implement: {shown}")
     from rewriter.targets.ort_quirks import half_precision_blockers
 

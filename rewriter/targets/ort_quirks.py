@@ -154,4 +154,6 @@ def half_precision_blockers(model: onnx.ModelProto, runtime, inferred=None) -> l
 
 
 def _shown(labels: list[str]) -> str:
-    return ", ".join(labels[:3]) + (f" and {len(labels) - 3} more" if len(labels) > 3 else "")
+    from rewriter.graph.names import first_few
+
+    return first_few(labels)
