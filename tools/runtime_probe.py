@@ -23,7 +23,9 @@ crashes it or runs longer than --timeout).  Three sets of models:
   two axes, keepdims 0 and 1, ``noop_with_empty_axes`` with empty axes, float32 (all of those)
   and double / int32 / int64 (one axis, keepdims 1, where the schema allows the type; integers
   not for L2, LogSum, LogSumExp, Mean, whose integer rounding the spec leaves open); expected
-  outputs computed by numpy in float64 (integers exactly); rtol 1e-3, atol 1e-5.
+  outputs computed by numpy in float64 (integers exactly); rtol 1e-3, atol 1e-5.  Also
+  Squeeze / Unsqueeze (axes) and Split (split sizes; num_outputs at 18) at the same opsets, the
+  attribute before 13 and a constant or fed input from 13 on, float32, against numpy.
 * **const** (unless --no-const): each node case the release refused, again with every graph
   input but the first made an initializer holding the case's own input (what folding constant
   inputs would give the release); recorded beside the case as "const_inputs".
@@ -278,6 +280,77 @@ def form_cases(pattern: re.Pattern | None) -> list[Case]:
                                  "input": "axes graph input", "none": "no axes"}[form]
                     cases.append(Case(cid, "form", model, feeds, expected, FORM_RTOL, FORM_ATOL, op, "", version,
                                       opset, extra={"form": form_name, "dtype": tname}))
+    return cases
+
+
+def _move_model(op, opset, x_shape, form, values, attr_name, extra_attrs, n_outputs=1):
+    """One node whose second input moved from an attribute (``attr_name``) at older opsets:
+    ``form`` "attr" (the attribute), "const" (an initializer), "input" (a graph input fed at
+    run time) or "none" (neither)."""
+    attrs = dict(extra_attrs)
+    inputs, inits = ["X"], []
+    graph_inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, list(x_shape))]
+    if form == "attr":
+        attrs[attr_name] = values
+    elif form in ("const", "input"):
+        inputs.append(attr_name)
+        if form == "const":
+            inits.append(onnx.numpy_helper.from_array(np.array(values, dtype=np.int64), attr_name))
+        else:
+            graph_inputs.append(helper.make_tensor_value_info(attr_name, TensorProto.INT64, [len(values)]))
+    outs = [f"Y{i}" for i in range(n_outputs)]
+    node = helper.make_node(op, inputs, outs, name="n", **attrs)
+    graph = helper.make_graph([node], "g", graph_inputs,
+                              [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outs], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = helper.find_min_ir_version_for(list(model.opset_import), True)
+    return model
+
+
+def move_form_cases(pattern: re.Pattern | None) -> list[Case]:
+    """Squeeze, Unsqueeze (axes) and Split (split) at opsets 11, 13, 17, 18: the attribute before
+    13, a constant or a fed input from 13 on (and Split's num_outputs at 18); float32 data."""
+    rng = np.random.default_rng(13)
+    specs = []  # (op, x shape, form values, numpy reference, extra attributes, outputs)
+    x_sq = rng.standard_normal((2, 1, 3, 1)).astype(np.float32)
+    for axes in ([1], [-1], [1, 3], None):
+        ref = np.squeeze(x_sq, axis=tuple(axes) if axes else None)
+        specs.append(("Squeeze", x_sq, axes, [ref], {}, 1))
+    x_un = rng.standard_normal((2, 3)).astype(np.float32)
+    for axes in ([0], [-1], [1, 3]):
+        ref = x_un
+        for a in sorted(a % (x_un.ndim + len(axes)) for a in axes):
+            ref = np.expand_dims(ref, a)
+        specs.append(("Unsqueeze", x_un, axes, [ref], {}, 1))
+    x_sp = rng.standard_normal((6, 4)).astype(np.float32)
+    specs.append(("Split", x_sp, [2, 4], [x_sp[:2], x_sp[2:]], {"axis": 0}, 2))
+    specs.append(("Split", x_sp, None, [x_sp[:3], x_sp[3:]], {"axis": 0}, 2))
+    cases = []
+    for op, x, values, refs, extra, n_out in specs:
+        attr_name = "split" if op == "Split" else "axes"
+        for opset in FORM_OPSETS:
+            schema = onnx.defs.get_schema(op, opset, "")
+            has_input = any(p.name == attr_name for p in schema.inputs)
+            attrs = dict(extra)
+            if values is None:
+                forms = ["none"]
+                if op == "Split" and opset >= 18:
+                    attrs["num_outputs"] = 2
+            else:
+                forms = ["const", "input"] if has_input else ["attr"]
+            for form in forms:
+                cid = (f"form/{op}-{schema.since_version}/opset{opset}/float/{attr_name}={form}"
+                       f"{'' if values is None else values}").replace(" ", "")
+                if pattern and not pattern.search(cid):
+                    continue
+                model = _move_model(op, opset, x.shape, form, values, attr_name, attrs, n_out)
+                feeds = {"X": x}
+                if form == "input":
+                    feeds[attr_name] = np.array(values, dtype=np.int64)
+                form_name = {"attr": f"{attr_name} attribute", "const": f"{attr_name} constant input",
+                             "input": f"{attr_name} graph input", "none": f"no {attr_name}"}[form]
+                cases.append(Case(cid, "form", model, feeds, [np.asarray(r) for r in refs], FORM_RTOL, FORM_ATOL,
+                                  op, "", schema.since_version, opset, extra={"form": form_name, "dtype": "float"}))
     return cases
 
 
@@ -809,7 +882,7 @@ def main(argv: list[str] | None = None) -> int:
         return crosscheck(runtime, release, args.crosscheck, args.source, args.data)
     pattern = re.compile(args.only) if args.only else None
     t0 = time.monotonic()
-    cases = node_cases(pattern) + form_cases(pattern)
+    cases = node_cases(pattern) + form_cases(pattern) + move_form_cases(pattern)
     if not pattern or pattern.search("opset/"):
         cases += [c for c in opset_cases() if not pattern or pattern.search(c.id)]
     print(f"{len(cases)} cases built in {time.monotonic() - t0:.0f}s")

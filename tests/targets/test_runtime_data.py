@@ -161,6 +161,16 @@ def test_tract_needs_reduce_axes_constant():
         assert raw[f"form/{op}-{version}/opset18/float/axes=const[1]/keepdims=1"]["verdict"] == "ok"
 
 
+def test_tract_needs_squeeze_axes_given_and_constant():
+    raw = _raw("tract", "0.23")["cases"]
+    assert raw["form/Squeeze-11/opset11/float/axes=none"]["verdict"] == "refused"
+    assert raw["form/Squeeze-11/opset11/float/axes=attr[1]"]["verdict"] == "ok"
+    for opset in (13, 17, 18):
+        assert raw[f"form/Squeeze-13/opset{opset}/float/axes=input[1]"]["verdict"] == "refused"
+        assert raw[f"form/Squeeze-13/opset{opset}/float/axes=const[1]"]["verdict"] == "ok"
+        assert raw[f"form/Unsqueeze-13/opset{opset}/float/axes=const[0]"]["verdict"] == "ok"
+
+
 @pytest.mark.parametrize("runtime,release", PUBLISHED)
 def test_published_list_cross_checked(runtime, release):
     published = _table(runtime)["releases"][release]["published"]
