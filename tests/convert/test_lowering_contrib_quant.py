@@ -201,6 +201,6 @@ def test_sigmoid_table_uses_fused_multiply_adds():
 
 def test_concat_requantizes_an_input_of_equal_scale_and_other_zero_point():
     inits = qparams("y", 0.05, 10, T.UINT8) + qparams("p", 0.05, 30, T.UINT8)
-    model = com_model("QLinearConcat", ["y_s", "y_z", ("A", T.UINT8, [1, 256]), "p_s", "p_z"], [("Y", T.UINT8, [1, 256])],
-                      initializers=inits, axis=1)
+    model = com_model("QLinearConcat", ["y_s", "y_z", ("A", T.UINT8, [1, 256]), "p_s", "p_z"],
+                      [("Y", T.UINT8, [1, 256])], initializers=inits, axis=1)
     check_lowering(model, {"A": every_byte(T.UINT8).reshape(1, 256)})

@@ -13,6 +13,13 @@ model type writes it (SkipLayerNormalization, FastGelu, LayerNormalization-1 at 
 --use_multi_head_attention and --disable_bias_gelu. The optimizer runs in ``--venv`` (onnxruntime
 there), never in the project's python. Samples: batch 2, 7 tokens, the second row padded by 2.
 
+With ``--genai-venv`` (torch, transformers and onnxruntime-genai 0.18 there) also a random tiny Llama
+(hidden 64, 2 layers, 4 query and 2 KV heads, vocabulary 256, a word-level tokenizer) saved by
+transformers and built by onnxruntime-genai's model builder for CPU as fp32 (GroupQueryAttention
+with rotary, SkipSimplifiedLayerNormalization, SimplifiedLayerNormalization in domain ""), int4
+(MatMulNBits too) and fp16 (RotaryEmbedding and MultiHeadAttention instead), stored with inline
+weights; samples: one generation step after 4 past tokens (fp32, int4), a 5-token prompt (fp16).
+
 Then: ``python tools/corpus/contrib_report.py``.
 """
 
@@ -56,10 +63,61 @@ def sample(model: onnx.ModelProto, seed: int = 0) -> dict:
     return feeds
 
 
+TINY_LLAMA = """
+import json, sys, torch, transformers
+from tokenizers import Tokenizer, models, pre_tokenizers
+torch.manual_seed(0)
+cfg = transformers.LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                               rms_norm_eps=1e-5, tie_word_embeddings=False)
+transformers.LlamaForCausalLM(cfg).save_pretrained(sys.argv[1], safe_serialization=True)
+tok = Tokenizer(models.WordLevel(vocab={f"t{i}": i for i in range(256)}, unk_token="t0"))
+tok.pre_tokenizer = pre_tokenizers.Whitespace()
+transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="t0", bos_token="t1", eos_token="t2",
+                                     model_max_length=128).save_pretrained(sys.argv[1])
+"""
+
+
+def _genai_sample(model: onnx.ModelProto, prompt: bool) -> dict:
+    rng = np.random.default_rng(1)
+    past, new = (0, 5) if prompt else (4, 1)
+    feeds = {"input_ids": rng.integers(0, 256, size=(1, new)).astype(np.int64),
+             "attention_mask": np.ones((1, past + new), np.int64)}
+    for value in model.graph.input:
+        if value.name == "position_ids":
+            feeds[value.name] = np.arange(past, past + new, dtype=np.int64)[None]
+        elif value.name.startswith("past_key_values"):
+            dtype = np.float16 if value.type.tensor_type.elem_type == onnx.TensorProto.FLOAT16 else np.float32
+            feeds[value.name] = rng.normal(size=(1, 2, past, 16)).astype(dtype)
+    return feeds
+
+
+def make_genai(out: str, python: str) -> None:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        hf = os.path.join(tmp, "tiny_llama")
+        subprocess.run([python, "-c", TINY_LLAMA, hf], check=True, capture_output=True)
+        for precision in ("fp32", "int4", "fp16"):
+            built = os.path.join(tmp, precision)
+            cmd = [python, "-m", "onnxruntime_genai.models.builder", "-m", "tiny", "-i", hf, "-o", built,
+                   "-p", precision, "-e", "cpu", "-c", os.path.join(tmp, "cache")]
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            if done.returncode:
+                print(f"llama_tiny_{precision}: the builder failed: {done.stderr.strip().splitlines()[-1:]}",
+                      file=sys.stderr)
+                continue
+            model = onnx.load(os.path.join(built, "model.onnx"))
+            onnx.save(model, os.path.join(out, f"llama_tiny_{precision}.onnx"))
+            np.savez(os.path.join(out, f"llama_tiny_{precision}.npz"), **_genai_sample(model, precision == "fp16"))
+            print(f"llama_tiny_{precision}: onnxruntime-genai builder -p {precision} -e cpu")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="/work/corpus/contrib")
     ap.add_argument("--venv", default="/work/venvs/quant")
+    ap.add_argument("--genai-venv", help="a venv with torch, transformers, onnxruntime-genai (/work/venvs/genai)")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     python = os.path.join(args.venv, "bin", "python")
@@ -73,6 +131,8 @@ def main(argv=None) -> int:
             continue
         np.savez(os.path.join(args.out, f"{name}.npz"), **sample(onnx.load(out, load_external_data=False)))
         print(f"{name}: {' '.join(options)}")
+    if args.genai_venv:
+        make_genai(args.out, os.path.join(args.genai_venv, "bin", "python"))
     return 0
 
 

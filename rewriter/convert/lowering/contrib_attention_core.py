@@ -67,8 +67,14 @@ def causal_mask(e, query_len: str, total: str) -> str:
 def attend(e, q: str, k: str, v: str, *, scale: float, masked: str | None, filter_value: float,
            bias: str | None, causal: str | None = None, elem: int = F32) -> str:
     """softmax(scale * q k^T + mask + bias) v on [B, N, S, h] tensors: the mask is ``filter_value``
-    where ``masked``, the type's lowest value where ``causal`` (as the kernel writes them), else 0."""
-    dtype = np.float32 if elem == F32 else np.float16
+    where ``masked``, the type's lowest value where ``causal`` (as the kernel writes them), else 0.
+    Half inputs are computed in float32 and rounded once, as ONNX Runtime's CPU kernels do."""
+    if elem != F32:
+        q, k, v = (e.cast(t, F32) for t in (q, k, v))
+        out = attend(e, q, k, v, scale=scale, masked=masked, filter_value=filter_value,
+                     bias=None if bias is None else e.cast(bias, F32), causal=causal)
+        return e.cast(out, elem)
+    dtype = np.float32
     additive = None
     if masked is not None:
         additive = e.op("Where", [masked, e.const(dtype(filter_value), hint="filter"), e.const(dtype(0), hint="zero")])

@@ -1,0 +1,164 @@
+"""com.microsoft ops of LLM exports lowered to standard ONNX, against ONNX Runtime's CPU kernels (the
+oracle) in ONNX Runtime and onnx.reference, within float32 rounding: MatMulNBits (2/4/8 bits, zero
+points or not, a partial last block, bias; DequantizeLinear-21 blocks from opset 21, float weights
+below), RotaryEmbedding (3D/4D, interleaved, partial rotation, position ids or an offset; the
+standard op from opset 23), GroupQueryAttention (packed or separate QKV, rotary, first prompt,
+token generation and a later prompt, local window, softcap, KV groups; Attention-23 from 23)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T
+
+from rewriter.convert.lower_ops import lower_ops
+from rewriter.errors import RewriterError
+from tests.convert.support.contrib_oracle import com_model, const
+from tests.convert.support.lowering_oracle import check_lowering
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+TOL = {"exact_ort": False, "exact_ref": False, "rtol": 1e-5, "atol": 1e-5}
+
+
+def _nbits(rng, bits, k, n, block, *, zp=True, bias=False, **extra):
+    blocks = -(-k // block)
+    names = [("A", T.FLOAT, ["m", k]), "B", "S"]
+    inits = [const("B", rng.integers(0, 256, size=(n, blocks, block * bits // 8)), np.uint8),
+             const("S", rng.random(n * blocks) * 0.1 + 0.01, np.float32)]
+    if zp:
+        names.append("Z")
+        inits.append(const("Z", rng.integers(0, 256, size=n * -(-blocks * bits // 8)), np.uint8))
+    if bias:
+        names += [""] * (4 - len(names)) + ["", "bias"]
+        inits.append(const("bias", rng.normal(size=n), np.float32))
+    attrs = {"K": k, "N": n, "bits": bits, "block_size": block, "accuracy_level": 0, **extra}
+    return com_model("MatMulNBits", names, [("Y", T.FLOAT, ["m", n])], initializers=inits, **attrs)
+
+
+@pytest.mark.parametrize("bits,k,n,block", [(4, 64, 32, 32), (4, 70, 20, 16), (8, 48, 16, 16), (2, 64, 8, 32)])
+@pytest.mark.parametrize("zp", [True, False])
+@pytest.mark.parametrize("opset", [None, 21])
+def test_matmul_nbits(bits, k, n, block, zp, opset):
+    rng = np.random.default_rng(bits * 100 + k)
+    model = _nbits(rng, bits, k, n, block, zp=zp, bias=bits == 4 and zp)
+    lowered = check_lowering(model, {"A": rng.normal(size=(3, k)).astype(np.float32)}, opset=opset, **TOL)
+    ops = {nd.op_type for nd in lowered.graph.node}
+    assert ("DequantizeLinear" in ops) == (opset == 21 and bits in (4, 8))
+
+
+@pytest.mark.parametrize("change,match", [({"weight_prepacked": 1}, "weight_prepacked"), ({"bits": 3}, "bits=3")])
+def test_matmul_nbits_blockers(change, match):
+    args = {"bits": 4, **change}
+    model = _nbits(np.random.default_rng(0), args.pop("bits"), 32, 8, 16, **args)
+    with pytest.raises(RewriterError, match=match):
+        lower_ops(model)
+
+
+def test_matmul_nbits_refuses_float_zero_points_and_act_order():
+    rng = np.random.default_rng(1)
+    model = _nbits(rng, 4, 32, 8, 16, zp=False)
+    model.graph.node[0].input.append("Zf")
+    model.graph.initializer.append(const("Zf", np.full(16, 8.0), np.float32))
+    with pytest.raises(RewriterError, match="float zero points"):
+        lower_ops(model)
+    model = _nbits(rng, 4, 32, 8, 16)
+    model.graph.node[0].input.append("g")
+    model.graph.initializer.append(const("g", np.arange(32) // 16, np.int32))
+    with pytest.raises(RewriterError, match="g_idx"):
+        lower_ops(model)
+
+
+@pytest.mark.parametrize("rank,interleaved,rot,offset", [(3, 0, 0, False), (3, 1, 0, False), (4, 0, 0, False),
+                                                         (4, 1, 0, True), (3, 0, 8, False), (3, 1, 8, True)])
+@pytest.mark.parametrize("opset", [None, 23])
+def test_rotary_embedding(rank, interleaved, rot, offset, opset):
+    rng = np.random.default_rng(rank * 10 + interleaved)
+    b, s, heads, head = 2, 5, 2, 16
+    width = rot or head
+    shape = [b, s, heads * head] if rank == 3 else [b, heads, s, head]
+    pos_shape = [1] if offset else [b, s]
+    attrs = {"interleaved": interleaved}
+    if rot:
+        attrs.update(rotary_embedding_dim=rot, num_heads=heads)
+    caches = [const(c, rng.normal(size=(32, width // 2)), np.float32) for c in ("cos", "sin")]
+    model = com_model("RotaryEmbedding", [("X", T.FLOAT, shape), ("P", T.INT64, pos_shape), "cos", "sin"],
+                      [("Y", T.FLOAT, shape)], initializers=caches, **attrs)
+    feeds = {"X": rng.normal(size=shape).astype(np.float32), "P": rng.integers(0, 20, size=pos_shape).astype(np.int64)}
+    check_lowering(model, feeds, opset=opset, **TOL)
+
+
+def _gqa(rng, *, b=1, s=5, past=0, heads=4, kv=2, head=16, packed=True, rotary=True, **attrs):
+    width = (heads + 2 * kv) * head if packed else heads * head
+    names = [("Q", T.FLOAT, ["b", "s", width])]
+    feeds = {"Q": rng.normal(size=(b, s, width)).astype(np.float32)}
+    if packed:
+        names += ["", ""]
+    else:
+        names += [("K", T.FLOAT, ["b", "s", kv * head]), ("V", T.FLOAT, ["b", "s", kv * head])]
+        feeds.update(K=rng.normal(size=(b, s, kv * head)).astype(np.float32),
+                     V=rng.normal(size=(b, s, kv * head)).astype(np.float32))
+    names += [("PK", T.FLOAT, ["b", kv, "p", head]), ("PV", T.FLOAT, ["b", kv, "p", head]),
+              ("SL", T.INT32, ["b"]), ("TL", T.INT32, [])]
+    feeds.update(PK=rng.normal(size=(b, kv, past, head)).astype(np.float32),
+                 PV=rng.normal(size=(b, kv, past, head)).astype(np.float32),
+                 SL=np.full(b, past + s - 1, np.int32), TL=np.array(past + s, np.int32))
+    inits = []
+    if rotary:
+        names += ["cos", "sin"]
+        inits = [const(c, rng.normal(size=(64, head // 2)), np.float32) for c in ("cos", "sin")]
+        attrs.setdefault("do_rotary", 1)
+    outs = [("Y", T.FLOAT, ["b", "s", heads * head]), ("PresK", T.FLOAT, ["b", kv, "t", head]),
+            ("PresV", T.FLOAT, ["b", kv, "t", head])]
+    model = com_model("GroupQueryAttention", names, outs, initializers=inits, num_heads=heads, kv_num_heads=kv, **attrs)
+    return model, feeds
+
+
+GQA_CASES = {
+    "first_prompt": {}, "token": {"b": 2, "s": 1, "past": 4}, "later_prompt": {"s": 3, "past": 2},
+    "interleaved": {"past": 3, "s": 1, "rotary_interleaved": 1}, "separate": {"packed": False, "past": 2, "s": 1},
+    "no_rotary_window": {"rotary": False, "local_window_size": 2, "s": 6},
+    "window_past": {"local_window_size": 3, "past": 5, "s": 1}, "softcap": {"softcap": 2.0, "past": 2, "s": 1},
+    "one_group": {"kv": 4, "scale": 0.3}, "first_prompt_batch": {"b": 2},
+}
+
+
+@pytest.mark.parametrize("case", sorted(GQA_CASES))
+@pytest.mark.parametrize("opset", [None, 23])
+def test_group_query_attention(case, opset):
+    rng = np.random.default_rng(len(case))
+    model, feeds = _gqa(rng, **GQA_CASES[case])
+    check_lowering(model, feeds, opset=opset, **TOL)
+
+
+@pytest.mark.parametrize("change,match", [({"smooth_softmax": 1}, "smooth_softmax"), ({"qk_output": 1}, "qk_output"),
+                                          ({"causal": 0}, "causal")])
+def test_group_query_attention_blockers(change, match):
+    model, _ = _gqa(np.random.default_rng(0), **change)
+    with pytest.raises(RewriterError, match=match):
+        lower_ops(model)
+
+
+def test_group_query_attention_refuses_position_ids():
+    model, _ = _gqa(np.random.default_rng(0))
+    model.graph.node[0].input.append("pos")
+    model.graph.input.append(onnx.helper.make_tensor_value_info("pos", T.INT64, ["b", "s"]))
+    with pytest.raises(RewriterError, match="position_ids"):
+        lower_ops(model)
+
+
+def test_group_query_attention_padded_first_prompt():
+    """Right-padded rows of a first prompt: positions 0..S-1 for every row (ONNX Runtime's), so the
+    valid queries and the present KV match; padded queries' outputs are not ONNX Runtime's concern."""
+    from tests.convert.support.lowering_oracle import ort_run
+
+    rng = np.random.default_rng(21)
+    model, feeds = _gqa(rng, b=2, s=6)
+    feeds["SL"] = np.array([5, 2], np.int32)  # the second row has 3 valid tokens
+    expected = ort_run(model, feeds)
+    lowered = lower_ops(model)[0]
+    got = ort_run(lowered, feeds)
+    np.testing.assert_allclose(got[0][0], expected[0][0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got[0][1, :3], expected[0][1, :3], rtol=1e-5, atol=1e-5)
+    for i in (1, 2):
+        np.testing.assert_allclose(got[i], expected[i], rtol=1e-5, atol=1e-5)
