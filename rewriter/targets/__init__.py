@@ -28,7 +28,8 @@ from rewriter.targets.release_tables import load_releases, load_table, release_k
 
 __all__ = ["Target", "parse_target", "load_release", "blockers", "restriction_violations", "releases", "RUNTIMES"]
 
-RUNTIMES = {"onnxruntime": "onnxruntime", "ort": "onnxruntime", "tensorrt": "tensorrt", "trt": "tensorrt"}
+RUNTIMES = {"onnxruntime": "onnxruntime", "ort": "onnxruntime", "tensorrt": "tensorrt", "trt": "tensorrt",
+            "openvino": "openvino", "ov": "openvino", "tract": "tract", "tvm": "tvm"}
 
 from rewriter.graph.schemas import DEFAULT_DOMAINS as _DEFAULT  # noqa: E402
 
@@ -120,7 +121,8 @@ def parse_target(spec: str) -> Target:
     runtime, sep, version = spec.partition("==")
     runtime = RUNTIMES.get(runtime.strip().lower())
     if not sep or runtime is None:
-        raise RewriterError(f"--target must be onnxruntime==VERSION, tensorrt==VERSION or a profile .json file, "
+        raise RewriterError(f"--target must be RUNTIME==VERSION (onnxruntime, tensorrt, openvino, tract, tvm) or a "
+                            f"profile .json file, "
                             f"got {spec!r}")
     wanted = release_key(version)
     known = load_releases(f"{runtime}.json")
@@ -148,12 +150,25 @@ def load_release(runtime: str, wanted: tuple[int, int]) -> Target:
     unsupported = {"": frozenset(entry["unsupported"])} if entry.get("unsupported") else {}
     if runtime == "tensorrt" and entry.get("supported"):
         ops = {"": {op: [(1, 1 << 30)] for op in entry["supported"]}}  # every version in its opset range
-    missing = None if "missing_kernels" not in entry else {
-        (d if d not in _DEFAULT else ""): {op: frozenset(vs) for op, vs in table_.items()}
-        for d, table_ in {"": {}, "ai.onnx.ml": {}, **entry["missing_kernels"]}.items()}
     return Target(name, opsets, entry.get("ir_version"), low, ops, unsupported,
-                  _table(runtime).get("source", ""), missing, entry.get("rules", {}), entry.get("unchecked", {}),
+                  _table(runtime).get("source", ""), _missing(entry), entry.get("rules", {}), entry.get("unchecked", {}),
                   f"{runtime} {release_text(key)}", runtime, wanted)
+
+
+def _missing(entry: dict) -> dict | None:
+    """domain -> op -> the schema versions the release lacks, as measured: ONNX Runtime's
+    ``missing_kernels``; for the releases tools/runtime_probe.py measured, what it refuses
+    (``missing``) and what it computes wrongly (``wrong``), which counts as missing."""
+    tables = [entry[k] for k in ("missing_kernels", "missing", "wrong") if k in entry]
+    if not tables:
+        return None
+    merged: dict = {"": {}, "ai.onnx.ml": {}}
+    for table in tables:
+        for d, ops in table.items():
+            into = merged.setdefault(d if d not in _DEFAULT else "", {})
+            for op, versions in ops.items():
+                into[op] = into.get(op, frozenset()) | frozenset(versions)
+    return merged
 
 
 def _profile(path: str) -> Target:
