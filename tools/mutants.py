@@ -1859,6 +1859,15 @@ MUTANTS: list[Mutant] = [
     M("contrib-gqa-softcap", "rewriter/convert/lowering/contrib_gqa.py",
       "    if softcap:\n", "    if False:\n",
       "tests/convert/test_lowering_contrib_llm.py", "GroupQueryAttention's softcap ignored"),
+    M("contrib-qgemm-transposed-b-zero-points", "rewriter/convert/lowering/contrib_quant_gemm.py",
+      "zb_shape = ((-1, 1) if trans_b else (-1,))", "zb_shape = ((-1,) if trans_b else (-1,))",
+      "tests/convert/test_lowering_contrib_quant_gemm.py", "per-column zero points of a transposed B along K"),
+    M("contrib-qgemm-y-scale", "rewriter/convert/lowering/contrib_quant_gemm.py",
+      "    if y_scale is not None:\n        scales = scales /", "    if False:\n        scales = scales /",
+      "tests/convert/test_lowering_contrib_quant_gemm.py", "QGemm's output scale not divided by y_scale"),
+    M("contrib-where-copy", "rewriter/convert/lowering/contrib_quant_gemm.py",
+      "if s == sz and z == zz:  # the kernel copies", "if s == sz:  # the kernel copies",
+      "tests/convert/test_lowering_contrib_quant_gemm.py", "QLinearWhere copies an input whose zero point differs"),
 ]
 
 

@@ -22,7 +22,7 @@ from rewriter.convert.lowering.contrib_types import broadcast_dims, dims_of, out
 from rewriter.convert.lowering.emit import F32, F64, I64
 from rewriter.convert.lowering.registry import lowering
 
-__all__ = ["input0_is_span_scalar"]
+__all__ = ["input0_is_span_scalar", "gather_table", "requantize_table"]
 
 U8, I8 = TensorProto.UINT8, TensorProto.INT8
 EXACT = "exact: the integers of ONNX Runtime's x86-64 (AVX2) kernel"
@@ -135,7 +135,7 @@ def _dequantized_bytes(elem, scale, zero_point) -> np.ndarray:
     return (np.float32(scale) * (x - zero_point).astype(np.float32)).astype(np.float32)
 
 
-def _gather_table(e, x, table: np.ndarray, out: str) -> None:
+def gather_table(e, x, table: np.ndarray, out: str) -> None:
     """y = table[byte of x]: a uint8 x indexes 0..255; an int8 x is -128..127, which Gather takes
     from the end (-1 -> 255), the same byte."""
     e.op("Gather", [e.const(table, hint="table"), e.cast(x, I64)], out=out, axis=0)
@@ -146,7 +146,12 @@ def _table_op(ctx, transform) -> None:
     sx, zx = scale_input(ctx, 1, "X_scale"), zero_point_input(ctx, 2, elem, "X_zero_point")
     sy, zy = scale_input(ctx, 3, "Y_scale"), zero_point_input(ctx, 4, elem, "Y_zero_point")
     table = quantize_values(transform(_dequantized_bytes(elem, sx, zx)), sy, zy, elem)
-    _gather_table(ctx.emit, ctx.node.input[0], table, ctx.node.output[0])
+    gather_table(ctx.emit, ctx.node.input[0], table, ctx.node.output[0])
+
+
+def requantize_table(elem, sx, zx, sy, zy) -> np.ndarray:
+    """The identity table of QLinearConcat / QLinearWhere: each byte from (sx, zx) to (sy, zy)."""
+    return quantize_values(_dequantized_bytes(elem, sx, zx), sy, zy, elem)
 
 
 @output_types("QLinearSigmoid", "QLinearLeakyRelu", "QLinearSoftmax")
@@ -201,6 +206,6 @@ def qlinear_concat(ctx) -> None:
             parts.append(ctx.node.input[i])
             continue
         part = e.fresh("requantized")
-        _gather_table(e, ctx.node.input[i], quantize_values(_dequantized_bytes(elem, sx, zx), sy, zy, elem), part)
+        gather_table(e, ctx.node.input[i], requantize_table(elem, sx, zx, sy, zy), part)
         parts.append(part)
     e.op("Concat", parts, out=ctx.node.output[0], axis=int(axis))

@@ -26,7 +26,7 @@ from rewriter.convert.lowering.contrib_types import dims_of, output_types, tenso
 from rewriter.convert.lowering.emit import F32, F64, I64
 from rewriter.convert.lowering.registry import lowering
 
-__all__ = ["softmax_table"]
+__all__ = ["softmax_table", "requantize"]
 
 U8, I8 = TensorProto.UINT8, TensorProto.INT8
 FLT_MAX = np.float32(np.finfo(np.float32).max)
@@ -131,10 +131,10 @@ def qlinear_global_average_pool(ctx) -> None:
         scale = e.op("Div", [e.const(sx, hint="x_scale"), denominator])
     total = e.reduce("ReduceSum", e.cast(x, INT32), axes, keepdims=1)
     acc = e.op("Sub", [total, e.op("Mul", [e.const(np.int32(zx), hint="zp"), size])])
-    _requantize(e, e.op("Mul", [e.cast(acc, F32), scale]), zy, elem, ctx.node.output[0])
+    requantize(e, e.op("Mul", [e.cast(acc, F32), scale]), zy, elem, ctx.node.output[0])
 
 
-def _requantize(e, v, zp, elem, out):
+def requantize(e, v, zp, elem, out):
     """``MlasRequantizeOutput`` after the scaling: clamp to [min - zp, max - zp], round, + zp."""
     info = np.iinfo(QTYPES[elem])
     v = e.op("Clip", [v, e.const(np.float32(info.min - zp), hint="lo"), e.const(np.float32(info.max - zp), hint="hi")])
