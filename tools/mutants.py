@@ -1868,6 +1868,9 @@ MUTANTS: list[Mutant] = [
     M("contrib-where-copy", "rewriter/convert/lowering/contrib_quant_gemm.py",
       "if s == sz and z == zz:  # the kernel copies", "if s == sz:  # the kernel copies",
       "tests/convert/test_lowering_contrib_quant_gemm.py", "QLinearWhere copies an input whose zero point differs"),
+    M("contrib-gbq-default-zero-point", "rewriter/convert/lowering/contrib_llm.py",
+      "np.full((rows, blocks), 1 << (bits - 1), np.uint8)", "np.zeros((rows, blocks), np.uint8)",
+      "tests/convert/test_lowering_contrib_llm.py", "GatherBlockQuantized's packed codes dequantized around 0"),
 ]
 
 

@@ -162,3 +162,33 @@ def test_group_query_attention_padded_first_prompt():
     np.testing.assert_allclose(got[0][1, :3], expected[0][1, :3], rtol=1e-5, atol=1e-5)
     for i in (1, 2):
         np.testing.assert_allclose(got[i], expected[i], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("bits,zp,scale_type,kind", [(4, False, np.float32, "u8"), (4, True, np.float32, "u8"),
+                                                     (8, True, np.float32, "u8"), (2, True, np.float32, "u8"),
+                                                     (4, True, np.float16, "u8"), (4, False, np.float32, "int4"),
+                                                     (4, True, np.float32, "uint4")])
+def test_gather_block_quantized(bits, zp, scale_type, kind):
+    """Bit for bit: (code - zero point) * scale in float32, as the kernel computes it."""
+    import ml_dtypes
+    from onnx import numpy_helper
+
+    rng = np.random.default_rng(bits * 7 + zp)
+    rows, cols, block = 10, 64, 16
+    blocks = cols // block
+    small = {"int4": ml_dtypes.int4, "uint4": ml_dtypes.uint4}.get(kind)
+    if small is None:
+        data = const("D", rng.integers(0, 256, size=(rows, cols * bits // 8)), np.uint8)
+    else:
+        low = -8 if kind == "int4" else 0
+        data = numpy_helper.from_array(rng.integers(low, low + 16, size=(rows, cols)).astype(small), "D")
+    inits = [data, const("S", rng.random((rows, blocks)) * 0.1, scale_type)]
+    names = ["D", ("I", T.INT64, ["n", 3]), "S"]
+    if zp:
+        names.append("Z")
+        inits.append(const("Z", rng.integers(0, 256, size=(rows, -(-blocks * bits // 8))), np.uint8) if small is None
+                     else numpy_helper.from_array(rng.integers(0, 8, size=(rows, blocks)).astype(small), "Z"))
+    out = T.FLOAT16 if scale_type == np.float16 else T.FLOAT
+    model = com_model("GatherBlockQuantized", names, [("Y", out, ["n", 3, cols])], initializers=inits, bits=bits,
+                      block_size=block)
+    check_lowering(model, {"I": rng.integers(-rows, rows, size=(2, 3)).astype(np.int64)})

@@ -7,6 +7,10 @@
   float [K, N] (8x the 4-bit bytes, 4x the 8-bit ones) and multiplied. As ONNX Runtime computes it
   at accuracy_level 0 (float), within float32 rounding; at accuracy_level 4 ONNX Runtime itself
   quantizes A to int8 per block, which the lowering does not imitate.
+- GatherBlockQuantized (``quantization/gather_block_quantized.cc``; 2D tables, uint8-packed 2/4/8-bit
+  or int4/uint4 codes, quantized along the last axis): the rows' codes (one byte each), zero points
+  (default 2^(bits-1) for packed uint8, 0 for int4/uint4) and scales gathered, then float32(code -
+  zero point) * scale as the kernel writes it (bit for bit), cast to the scales' type.
 - RotaryEmbedding (``bert/rotary_embedding.cc``): RotaryEmbedding-23 when the final opset has it,
   else cos/sin gathered at the positions (a [1] position_ids is an offset) and the halves (or the
   even/odd elements, ``interleaved``) rotated, the part beyond ``rotary_embedding_dim`` kept.
@@ -18,7 +22,7 @@ import ml_dtypes
 import numpy as np
 
 from rewriter.convert.lowering.contrib_attention_core import dim
-from rewriter.convert.lowering.contrib_common import COM, const_input
+from rewriter.convert.lowering.contrib_common import COM, INT32, const_input
 from rewriter.convert.lowering.contrib_norm import FLOATS
 from rewriter.convert.lowering.contrib_types import dims_of, output_types, tensor_type
 from rewriter.convert.lowering.emit import F32
@@ -178,3 +182,62 @@ def rotary_embedding(ctx) -> None:
     else:
         e.op("Reshape", [e.op("Transpose", [out], perm=[0, 2, 1, 3]), e.ints([0, 0, -1])], out=y)
 
+
+
+@output_types("GatherBlockQuantized")
+def _gbq_types(node, types):
+    _, data = dims_of(types[node.input[0]])
+    _, idx = dims_of(types[node.input[1]])
+    elem = dims_of(types[node.input[2]])[0]
+    bits = next((a.i for a in node.attribute if a.name == "bits"), 4)
+    if data is None or idx is None or len(data) != 2:
+        return [tensor_type(elem, None)]
+    cols = data[1] * (8 // bits) if isinstance(data[1], int) and types[node.input[0]].tensor_type.elem_type == 2 \
+        else data[1]
+    return [tensor_type(elem, list(idx) + [cols])]
+
+
+def _gbq_tables(ctx, bits: int, block: int):
+    """(codes [rows, cols] uint8 or int8, zero points [rows, blocks] likewise, scales [rows, blocks])."""
+    data = const_input(ctx, 0, "data")
+    scales = const_input(ctx, 2, "scales")
+    zp = const_input(ctx, 3, "zero_points", optional=True)
+    if data.ndim != 2 or scales.ndim != 2:
+        ctx.block(f"data of rank {data.ndim}: 2D tables (embeddings) are lowered")
+    rows, blocks = scales.shape
+    if data.dtype == np.uint8:
+        codes = unpack_codes(data, bits, data.shape[1] * (8 // bits))
+        zero = (np.full((rows, blocks), 1 << (bits - 1), np.uint8) if zp is None else
+                unpack_codes(zp.reshape(rows, -1), bits, blocks))
+    else:  # int4 / uint4 tensors: one byte per code (2x the packed size)
+        small = np.int8 if data.dtype == ml_dtypes.int4 else np.uint8
+        codes = data.astype(small)
+        zero = np.zeros((rows, blocks), small) if zp is None else zp.astype(small).reshape(rows, blocks)
+    if codes.shape[1] != blocks * block:
+        ctx.block(f"{codes.shape[1]} columns in blocks of {block}: a partial last block is not lowered")
+    return codes, zero, scales
+
+
+@lowering("GatherBlockQuantized", COM, exactness="exact: (code - zero point) * scale in float32, as the kernel")
+def gather_block_quantized(ctx) -> None:
+    ctx.known("bits", "block_size", "gather_axis", "quantize_axis")
+    bits, block = int(ctx.attr("bits", 4)), int(ctx.attr("block_size", 128))
+    if ctx.attr("gather_axis", 0) != 0 or ctx.attr("quantize_axis", 1) not in (1, -1):
+        ctx.block("gather_axis 0 and quantize_axis the last one are lowered")
+    codes, zero, scales = _gbq_tables(ctx, bits, block)
+    rows, blocks = scales.shape
+    e, idx = ctx.emit, ctx.node.input[1]
+    lead = e.op("Shape", [idx])
+    picked = e.cast(e.op("Gather", [e.const(codes.reshape(rows, blocks, block), hint="codes"), idx], axis=0), INT32)
+    grouped = e.op("Reshape", [picked, e.op("Concat", [lead, e.ints([blocks, block])], axis=0)])
+    zp = e.cast(e.op("Gather", [e.const(zero.reshape(rows, blocks, 1), hint="zero_points"), idx], axis=0), INT32)
+    scale = e.op("Gather", [e.const(scales.astype(np.float32).reshape(rows, blocks, 1), hint="scales"), idx], axis=0)
+    values = e.op("Mul", [e.cast(e.op("Sub", [grouped, zp]), F32), scale])
+    flat = e.op("Reshape", [values, e.op("Concat", [lead, e.ints([blocks * block])], axis=0)])
+    if scales.dtype == np.float32:
+        e.identity(flat, ctx.node.output[0])
+    else:
+        e.cast(flat, FLOATS_BY_DTYPE[scales.dtype], out=ctx.node.output[0])
+
+
+FLOATS_BY_DTYPE = {np.dtype(np.float16): 10, np.dtype(ml_dtypes.bfloat16): 16}  # FLOAT16, BFLOAT16
