@@ -1871,6 +1871,12 @@ MUTANTS: list[Mutant] = [
     M("contrib-gbq-default-zero-point", "rewriter/convert/lowering/contrib_llm.py",
       "np.full((rows, blocks), 1 << (bits - 1), np.uint8)", "np.zeros((rows, blocks), np.uint8)",
       "tests/convert/test_lowering_contrib_llm.py", "GatherBlockQuantized's packed codes dequantized around 0"),
+    M("contrib-avgpool-count", "rewriter/convert/lowering/contrib_quant_pool.py",
+      '    if ctx.attr("count_include_pad", 0):\n', '    if not ctx.attr("count_include_pad", 0):\n',
+      "tests/convert/test_lowering_contrib_quant_pool.py", "QLinearAveragePool counts the padding the other way round"),
+    M("contrib-avgpool-ceil-overhang", "rewriter/convert/lowering/contrib_quant_pool.py",
+      "end = [max(t, (o - 1) * s + k - d - b)", "end = [max(t, 0 * s + k - d - b)",
+      "tests/convert/test_lowering_contrib_quant_pool.py", "ceil mode's last windows cut short"),
 ]
 
 

@@ -93,3 +93,42 @@ def test_global_average_pool_refuses_an_unknown_rank():
     model.graph.input[0].type.tensor_type.ClearField("shape")
     with pytest.raises(RewriterError, match="rank"):
         lower_ops(model)
+
+
+AVERAGE_POOL_CASES = [
+    ((1, 3, 8, 8), {"kernel_shape": [2, 2], "strides": [2, 2]}),
+    ((2, 4, 7, 9), {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+    ((2, 4, 7, 9), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "count_include_pad": 1}),
+    ((1, 2, 7, 7), {"kernel_shape": [3, 2], "strides": [2, 2], "ceil_mode": 1}),
+    ((1, 2, 7, 7), {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1, "pads": [1, 0, 1, 0],
+                    "count_include_pad": 1}),
+    ((1, 7, 7, 3), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "channels_last": 1}),
+    ((2, 3, 10), {"kernel_shape": [4], "strides": [3], "pads": [2, 1]}),
+    ((1, 2, 4, 5, 6), {"kernel_shape": [2, 2, 3], "strides": [1, 2, 2]}),
+    ((1, 2, 7, 7), {"kernel_shape": [7, 7]}),
+]
+
+
+@pytest.mark.parametrize("elem", Q8)
+@pytest.mark.parametrize("case", range(len(AVERAGE_POOL_CASES)))
+def test_average_pool(elem, case):
+    """Bit for bit: the float window sums in the kernel's order, padding, ceil mode, both counts."""
+    shape, attrs = AVERAGE_POOL_CASES[case]
+    rng = np.random.default_rng(case * 2 + elem)
+    info = np.iinfo(NP[elem])
+    for _ in range(4):
+        sx = np.float32(np.exp(rng.uniform(-5, 0)))
+        sy = np.float32(sx * np.exp(rng.uniform(-1, 1)))
+        zx, zy = (int(rng.integers(info.min, info.max + 1)) for _ in range(2))
+        inits = qparams("x", sx, zx, elem) + qparams("y", sy, zy, elem)
+        model = com_model("QLinearAveragePool", [("X", elem, list(shape)), "x_s", "x_z", "y_s", "y_z"],
+                          [("Y", elem, [None] * len(shape))], initializers=inits, **attrs)
+        check_lowering(model, {"X": random_q(rng, elem, shape)})
+
+
+def test_average_pool_refuses_dynamic_spatial_dims():
+    inits = qparams("x", 0.1, 0, T.UINT8) + qparams("y", 0.1, 0, T.UINT8)
+    model = com_model("QLinearAveragePool", [("X", T.UINT8, [1, 2, "h", 4]), "x_s", "x_z", "y_s", "y_z"],
+                      [("Y", T.UINT8, [None] * 4)], initializers=inits, kernel_shape=[2, 2])
+    with pytest.raises(RewriterError, match="not static"):
+        lower_ops(model)

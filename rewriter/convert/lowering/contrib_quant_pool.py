@@ -8,6 +8,10 @@ Runtime's integers:
   right in float (CumSum); y = round(t * (floor(1 / y_scale) / sum)) + y_zero_point (the kernel as
   compiled divides first: t * floor(1 / y_scale) alone may overflow), saturated to the type's
   maximum (1.32 measured: 127 for int8, never the wrapped values of the older source).
+- QLinearAveragePool (``qlinear_pool.cc``): the dequantized input (padded with zeros), each window
+  summed in float in the kernel's row-major order (one Add per kernel offset; a padded zero adds
+  nothing), divided by the kernel size or the valid count, then round(y / y_scale + zero point)
+  (the zero point added before rounding, as the kernel does), clamped. Static spatial dims.
 - QLinearGlobalAveragePool (``MlasQLinearGlobalAveragePoolNchw/Nhwc``): the exact int32 sum minus
   x_zero_point * image size, times x_scale / (y_scale * image size) in float, requantized
   (``MlasRequantizeOutput``: clamp, round half to even, + y_zero_point).
@@ -15,6 +19,7 @@ Runtime's integers:
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -139,3 +144,81 @@ def requantize(e, v, zp, elem, out):
     info = np.iinfo(QTYPES[elem])
     v = e.op("Clip", [v, e.const(np.float32(info.min - zp), hint="lo"), e.const(np.float32(info.max - zp), hint="hi")])
     e.cast(e.op("Add", [e.op("Round", [v]), e.const(np.float32(zp), hint="zp")]), elem, out=out)
+
+
+def _pool_geometry(ctx, spatial, rank):
+    """(kernel, strides, begin pads, end pads, output sizes) as ONNX Runtime's PoolAttributes sets them."""
+    kernel = [int(k) for k in ctx.attr("kernel_shape", [])]
+    n = len(spatial)
+    if len(kernel) != n:
+        ctx.block(f"kernel_shape {kernel} for {n} spatial dims")
+    strides = [int(s) for s in ctx.attr("strides", [])] or [1] * n
+    auto_pad = ctx.attr("auto_pad", "NOTSET")
+    if auto_pad not in ("NOTSET", "VALID"):
+        ctx.block(f"auto_pad {auto_pad} is not lowered")
+    pads = [int(p) for p in ctx.attr("pads", [])] if auto_pad == "NOTSET" else []
+    pads = pads or [0] * (2 * n)
+    ceil = bool(ctx.attr("ceil_mode", 0))
+    out = []
+    for d, k, s, b, t in zip(spatial, kernel, strides, pads[:n], pads[n:]):
+        extent = d + b + t - k
+        out.append((-(-extent // s) if ceil else extent // s) + 1)
+    return kernel, strides, pads[:n], pads[n:], out
+
+
+def _window_sum(e, x, axes, kernel, strides, out):
+    """Sum over each window in row-major kernel order, one Add per kernel offset (the kernel's order)."""
+    total = None
+    for offsets in itertools.product(*(range(k) for k in kernel)):
+        ends = [o + s * (n - 1) + 1 for o, s, n in zip(offsets, strides, out)]
+        part = e.op("Slice", [x, e.ints(list(offsets)), e.ints(ends), e.ints(axes), e.ints(strides)])
+        total = part if total is None else e.op("Add", [total, part])
+    return total
+
+
+@output_types("QLinearAveragePool")
+def _avgpool_types(node, types):
+    elem, dims = dims_of(types[node.input[0]])
+    return [tensor_type(elem, None if dims is None else [None] * len(dims))]
+
+
+@lowering("QLinearAveragePool", COM, exactness="exact: the kernel's float window sums in its order, then "
+          "round(y / y_scale + zero point)")
+def qlinear_average_pool(ctx) -> None:
+    ctx.known("kernel_shape", "strides", "pads", "auto_pad", "ceil_mode", "count_include_pad", "channels_last")
+    elem = qtype(ctx, (U8, I8), zero_point=2)
+    sx, zx = scale_input(ctx, 1, "x_scale"), zero_point_input(ctx, 2, elem, "x_zero_point")
+    sy, zy = scale_input(ctx, 3, "y_scale"), zero_point_input(ctx, 4, elem, "y_zero_point")
+    shape, rank = ctx.input(0).shape, ctx.input(0).rank
+    if rank is None or rank < 3:
+        ctx.block(f"input rank {rank}: a known rank >= 3 is needed")
+    axes = list(range(1, rank - 1)) if ctx.attr("channels_last", 0) else list(range(2, rank))
+    spatial = [shape[a] for a in axes]
+    if not all(isinstance(d, int) for d in spatial):
+        ctx.block(f"spatial dims {spatial} are not static: the windows are written out")
+    kernel, strides, begin, end, out = _pool_geometry(ctx, spatial, rank)
+    # ceil mode: windows may run past the padded input; pad far enough that every slice exists
+    end = [max(t, (o - 1) * s + k - d - b) for t, o, s, k, d, b in zip(end, out, strides, kernel, spatial, begin)]
+    e = ctx.emit
+    pads = [0] * (2 * rank)
+    for a, b, t in zip(axes, begin, end):
+        pads[a], pads[rank + a] = b, t
+    x = e.op("Mul", [e.const(sx, hint="x_scale"),
+                     e.cast(e.op("Sub", [e.cast(ctx.node.input[0], INT32), e.const(np.int32(zx), hint="zp")]), F32)])
+    if any(pads):
+        x = e.op("Pad", [x, e.ints(pads)])
+    total = _window_sum(e, x, axes, kernel, strides, out)
+    if ctx.attr("count_include_pad", 0):
+        count = e.const(np.float32(math.prod(kernel)), hint="count")
+    else:  # the valid elements of each window, summed the same way from a mask
+        mask_shape = [1] * rank
+        for a, d in zip(axes, spatial):
+            mask_shape[a] = d
+        mask = e.const(np.ones(mask_shape, np.float32), hint="ones")
+        count = _window_sum(e, e.op("Pad", [mask, e.ints(pads)]) if any(pads) else mask, axes, kernel, strides, out)
+    y = e.op("Div", [total, count])
+    shifted = e.op("Add", [e.op("Div", [y, e.const(sy, hint="y_scale")]), e.const(np.float32(zy), hint="zp")])
+    q = e.op("Round", [shifted])  # nearbyintf(y / y_scale + zero point): the zero point added before rounding
+    info = np.iinfo(QTYPES[elem])
+    q = e.op("Clip", [q, e.const(np.float32(info.min), hint="qmin"), e.const(np.float32(info.max), hint="qmax")])
+    e.cast(q, elem, out=ctx.node.output[0])
