@@ -20,6 +20,10 @@ with rotary, SkipSimplifiedLayerNormalization, SimplifiedLayerNormalization in d
 (MatMulNBits too) and fp16 (RotaryEmbedding and MultiHeadAttention instead), stored with inline
 weights; samples: one generation step after 4 past tokens (fp32, int4), a 5-token prompt (fp16).
 
+With ``--quant`` also resnet18 and mobilenet_v3_small (the torch corpus' opset-17 exports) through
+tools/corpus/make_quant.py in ``--venv``; their QOperator forms (per tensor, per channel: QGemm,
+QLinearGlobalAveragePool, QLinearAdd, QLinearMul) are kept here.
+
 Then: ``python tools/corpus/contrib_report.py``.
 """
 
@@ -92,6 +96,24 @@ def _genai_sample(model: onnx.ModelProto, prompt: bool) -> dict:
     return feeds
 
 
+QUANT_SOURCES = ["/work/corpus/torch/resnet18_legacy_op17.onnx",
+                 "/work/corpus/torch/mobilenet_v3_small_legacy_op17.onnx"]
+
+
+def make_quant(out: str, python: str) -> None:
+    import glob
+    import shutil
+    import tempfile
+
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "make_quant.py")
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([python, script, "--out", tmp, *QUANT_SOURCES], check=True, capture_output=True)
+        for path in sorted(glob.glob(os.path.join(tmp, "*_qop*.onnx"))):
+            for kept in (path, path[:-5] + ".npz"):
+                shutil.copy(kept, out)
+            print(f"{os.path.basename(path)[:-5]}: tools/corpus/make_quant.py (QOperator)")
+
+
 def make_genai(out: str, python: str) -> None:
     import tempfile
 
@@ -117,6 +139,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="/work/corpus/contrib")
     ap.add_argument("--venv", default="/work/venvs/quant")
+    ap.add_argument("--quant", action="store_true", help="also the QOperator resnet18 and mobilenet_v3_small")
     ap.add_argument("--genai-venv", help="a venv with torch, transformers, onnxruntime-genai (/work/venvs/genai)")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
@@ -131,6 +154,8 @@ def main(argv=None) -> int:
             continue
         np.savez(os.path.join(args.out, f"{name}.npz"), **sample(onnx.load(out, load_external_data=False)))
         print(f"{name}: {' '.join(options)}")
+    if args.quant:
+        make_quant(args.out, python)
     if args.genai_venv:
         make_genai(args.out, os.path.join(args.genai_venv, "bin", "python"))
     return 0
