@@ -27,7 +27,7 @@ from onnx import TensorProto, helper, numpy_helper
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "rewriter" / "targets" / "data"
 RAW = ROOT / "tools" / "runtime_data"
-RUNTIMES = {"openvino": ["2026.4", "2024.6"], "tract": ["0.23"]}
+RUNTIMES = {"openvino": ["2026.4", "2024.6"], "tract": ["0.23"], "tvm": ["0.27"]}
 RELEASES = [(rt, rel) for rt, rels in RUNTIMES.items() for rel in rels]
 PUBLISHED = [(rt, rel) for rt, rel in RELEASES if rt != "tvm"]  # TVM publishes no per-op list
 
