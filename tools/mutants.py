@@ -1877,6 +1877,12 @@ MUTANTS: list[Mutant] = [
     M("contrib-avgpool-ceil-overhang", "rewriter/convert/lowering/contrib_quant_pool.py",
       "end = [max(t, (o - 1) * s + k - d - b)", "end = [max(t, 0 * s + k - d - b)",
       "tests/convert/test_lowering_contrib_quant_pool.py", "ceil mode's last windows cut short"),
+    # ---------------------------------------------------------------- noop_with_empty_axes below 18
+    M("reduce-noop-all-identity", "rewriter/convert/adapters/reduce.py", "    op = _ONE_ELEMENT.get(node.op_type)\n",
+      "    op = None\n", "tests/convert/test_reduce_noop.py",
+      "ReduceSumSquare/L1/L2/LogSum reducing nothing become an Identity (x, not x*x, |x|, log x)"),
+    M("reduce-noop-l2-square", "rewriter/convert/adapters/reduce.py", '"ReduceL2": "Abs"', '"ReduceL2": "Mul"',
+      "tests/convert/test_reduce_noop.py", "ReduceL2 of one element squared, not its magnitude"),
 ]
 
 

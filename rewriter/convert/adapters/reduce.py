@@ -106,14 +106,40 @@ def reduce_axes_down(node, ctx) -> None:
         del node.input[1:]
         ctx.maybe_unused(axes_name)
     if not values and noop:
-        ctx.to_identity(node)
-        ctx.record("noop_with_empty_axes -> Identity")
+        _reduce_nothing(node, ctx)
         return
     if values:
         set_ints(node, "axes", values)
         ctx.record("axes input -> attribute")
     elif axes_name:
         ctx.record("empty axes -> reduce all")
+
+
+# noop_with_empty_axes=1 with empty axes reduces each element on its own (onnx.reference and ONNX
+# Runtime agree): the op's value of a one-element set, which is the element itself only for these
+_ONE_ELEMENT = {"ReduceSumSquare": "Mul", "ReduceL1": "Abs", "ReduceL2": "Abs", "ReduceLogSum": "Log"}
+_FLOATS = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16,
+                     onnx.TensorProto.BFLOAT16})
+
+
+def _reduce_nothing(node, ctx) -> None:
+    """A node that reduces no axis: what it computes of each element alone (x*x for ReduceSumSquare,
+    |x| for ReduceL1/L2, log(x) for ReduceLogSum; x itself for the rest: an Identity)."""
+    op = _ONE_ELEMENT.get(node.op_type)
+    if op is None:
+        ctx.to_identity(node)
+        ctx.record("noop_with_empty_axes -> Identity")
+        return
+    if op == "Log":
+        t = ctx.value_type(node.input[0])
+        if t is None or t.tensor_type.elem_type not in _FLOATS:
+            ctx.block(f"{node.op_type} with noop_with_empty_axes=1 and empty axes is log of each element; "
+                      "below opset 18 that is a Log node, which needs the data's type to be a known float type")
+    ctx.to_identity(node)
+    node.op_type = op
+    if op == "Mul":
+        node.input.append(node.input[0])
+    ctx.record(f"noop_with_empty_axes -> {op} of each element")
 
 
 def _check_data(node, ctx) -> None:
