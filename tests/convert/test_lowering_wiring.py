@@ -160,3 +160,16 @@ def test_an_op_the_runtime_has_at_another_version_is_not_lowered(tmp_path):
                               ir_version=8)
     result, _ = convert_for(model, runtime=str(profile))
     assert [(n.domain, n.op_type) for n in result.graph.node] == [("ai.onnx.ml", "LabelEncoder")]
+
+
+def test_onnxruntimes_contrib_ops_in_the_onnx_domain_are_lowered_for_another_runtime():
+    """SimplifiedLayerNormalization written in the ONNX domain (as ONNX Runtime's optimizer writes it):
+    a runtime without com.microsoft gets it lowered."""
+    node = helper.make_node("SimplifiedLayerNormalization", ["x", "scale"], ["y"], name="sln", axis=-1, epsilon=1e-5)
+    scale = onnx.numpy_helper.from_array(np.array([1.0, 0.5, 2.0], np.float32), "scale")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], [scale])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    for_trt, _ = convert_for(model, runtime="tensorrt==10.16")
+    assert "SimplifiedLayerNormalization" not in {n.op_type for n in for_trt.graph.node}
+    np.testing.assert_allclose(_run(for_trt), _run(model), rtol=1e-5, atol=1e-6)
