@@ -112,7 +112,8 @@ def test_the_profile_lists_exactly_the_refused_and_the_wrong_op_versions(fake):
     assert ops[f"{WRONG}-7"]["status"] == "wrong"
     for key in ("Relu-13", "Relu-14", "Softsign-1"):
         assert ops[key]["status"] == "runs", (key, ops[key])
-    assert ops["Relu-14"]["opsets"] == [17, 18]  # each opset asked where the version is in force
+    assert ops["Relu-14"]["opsets"] == [17, 18]  # each opset asked where the version is in force,
+    assert ops["Relu-14"]["origins"] == ["node"]  # by its node test at each
     assert profile["name"] == "fake runtime 0.1"
     source = profile["source"]
     assert "python tools/profile_probe.py --runner" in source and "fake_runner.py" in source
