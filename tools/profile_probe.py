@@ -630,12 +630,14 @@ def run_all(python: str, runner: str, cases: list[Case], timeout: float, keep: s
     for i, case in enumerate(cases):
         case.extra["outputs"] = str(folder / f"{i:06d}.out.npz")
     start = time.monotonic()
-    verdicts, header = run_cases(python, runner, cases, timeout, folder, log)
-    log(f"  {len(cases)} cases in {time.monotonic() - start:.0f}s")
-    if not keep:
-        import shutil
+    try:
+        verdicts, header = run_cases(python, runner, cases, timeout, folder, log)
+    finally:  # also when the runner does not start
+        if not keep:
+            import shutil
 
-        shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(folder, ignore_errors=True)
+    log(f"  {len(cases)} cases in {time.monotonic() - start:.0f}s")
     return verdicts, header
 
 
