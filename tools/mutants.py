@@ -1916,6 +1916,11 @@ MUTANTS: list[Mutant] = [
       "ReduceSumSquare/L1/L2/LogSum reducing nothing become an Identity (x, not x*x, |x|, log x)"),
     M("reduce-noop-l2-square", "rewriter/convert/adapters/reduce.py", '"ReduceL2": "Abs"', '"ReduceL2": "Mul"',
       "tests/convert/test_reduce_noop.py", "ReduceL2 of one element squared, not its magnitude"),
+    # ---------------------------------------------------------------- Resize -> Upsample only below 10
+    M("expand-older-name-any-opset", "rewriter/convert/expansion.py",
+      "if op in _OLDER_NAME and frame.to_version < _OLDER_NAME[op][1]:", "if op in _OLDER_NAME:",
+      "tests/convert/test_resize_as_upsample.py",
+      "a runtime lacking Resize at opset >= 10 sends it round Resize -> Upsample -> Resize forever"),
 ]
 
 

@@ -69,7 +69,7 @@ class Expansion:
         versions = sorted(set(schema.function_opset_versions) | set(schema.context_dependent_function_opset_versions))
         if versions:
             return self._function_body(node, scope, src, label, frame, schema, versions[0])
-        if op in _OLDER_NAME:
+        if op in _OLDER_NAME and frame.to_version < _OLDER_NAME[op][1]:  # at or above, the older op is deprecated
             return self._as_older_op(node, scope, opset, frame, *_OLDER_NAME[op])
         value = evaluate_constant_node(node, scope, self.state, opset)
         if value is not None:  # constant inputs: the node is its value

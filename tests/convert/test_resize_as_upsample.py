@@ -13,6 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from rewriter.convert import convert_model
 from rewriter.convert.planner import ConversionBlocked
+from rewriter.targets.spec import TargetSpec
 from tests.oracle import assert_valid, run
 
 F = TensorProto.FLOAT
@@ -50,3 +51,21 @@ def test_what_resize_10_cannot_say_is_refused_at_its_step():
     model = _resize(13, "cubic")
     with pytest.raises(ConversionBlocked, match="'up'.*Resize 11 -> 10.*cubic"):
         convert_model(model, 9)
+
+
+@pytest.mark.parametrize("source", [11, 13])
+def test_a_runtime_lacking_resize_at_every_version_of_its_opsets_is_a_named_refusal(tmp_path, source):
+    """A profile whose runtime lacks every Resize and Upsample from 9 on: Upsample cannot stand for
+    Resize at opset 10 or later (it is deprecated there and becomes Resize again), so the node is
+    refused by name, not taken round that circle."""
+    from rewriter.cli.main import main
+
+    profile = {"name": "no-resize", "opsets": {"": source}, "min_opsets": {"": 10}, "ir_version": 8,
+               "missing": {"": {"Resize": [10, 11, 13, 18, 19], "Upsample": [9, 10]}}}
+    (tmp_path / "p.json").write_text(__import__("json").dumps(profile))
+    onnx.save(_resize(source), tmp_path / "m.onnx")
+    code = main(["convert", str(tmp_path / "m.onnx"), "--target", str(tmp_path / "p.json"),
+                 "-o", str(tmp_path / "out.onnx"), "-q"])
+    assert code == 2 and not (tmp_path / "out.onnx").exists()
+    with pytest.raises(ConversionBlocked, match="'up' \\(Resize\\).*does not implement Resize"):
+        convert_model(_resize(source), TargetSpec.parse(source, target=str(tmp_path / "p.json")))
