@@ -16,9 +16,11 @@ Pins (found by installing and running the smoke model):
 * openvino 2026.4.1 / 2024.6.0: the wheel alone (numpy comes with it; 2024.6 requires numpy<2.2).
 * tract 0.23.9: the wheel and numpy.
 * apache-tvm 0.27.0.post1: onnx for its Relax ONNX frontend (``from_onnx`` takes a ModelProto).
-
-onnx2tf 2.6 + LiteRT (python 3.12, ``base_python("3.12")`` finds pyenv's) is not here yet: it
-needs a runner first.
+* litert 2.6 (onnx2tf 2.6.9 into the LiteRT interpreter): onnx2tf requires python >= 3.12
+  (``base_python("3.12")`` finds pyenv's) and pins its own dependencies, among them
+  ai-edge-litert 2.1.2 (the interpreter), onnx 1.20.1, onnxruntime 1.26.0, onnxsim 0.6.5 and
+  numpy 2.2.6.  TensorFlow is its optional extra, needed only by the legacy ``tf_converter``
+  backend: not installed (the default ``flatbuffer_direct`` backend writes the .tflite itself).
 """
 
 from __future__ import annotations
@@ -54,9 +56,12 @@ RELEASES: dict[str, dict[str, dict]] = {
     "tvm": {
         "0.27": {"pip": ["apache-tvm==0.27.0.post1", "onnx", "numpy"]},
     },
+    "litert": {
+        "2.6": {"pip": ["onnx2tf==2.6.9"], "python": "3.12"},
+    },
 }
 # the module whose __version__ names the release, per runtime (LiteRT: onnx2tf's)
-VERSION_OF = {"openvino": ["openvino"], "tract": ["tract"], "tvm": ["tvm"]}
+VERSION_OF = {"openvino": ["openvino"], "tract": ["tract"], "tvm": ["tvm"], "litert": ["onnx2tf", "ai_edge_litert"]}
 
 
 def venvs_dir() -> Path:

@@ -1,0 +1,225 @@
+"""Run one ONNX model (or a batch) through onnx2tf into the LiteRT interpreter of the interpreter
+running this (PyPI ``onnx2tf`` and ``ai-edge-litert``).
+
+Usage and file formats: tools/runtime_run_common.py.  The model is converted the way onnx2tf's
+README shows, with its default ``flatbuffer_direct`` backend (no TensorFlow; the legacy
+``tf_converter`` path is not installed and not measured): ``onnx2tf.convert(input_onnx_file_path,
+output_folder_path, keep_shape_absolutely_input_names=[every input], non_verbose=True)``, and
+its ``*_float32.tflite`` (float32 weights and compute; the float16 file beside it is ignored) runs
+in ``ai_edge_litert.interpreter.Interpreter`` (its default op resolver and XNNPACK delegate, as a
+deployment gets them; ``num_threads`` 1 unless REWRITER_RUNTIME_THREADS says otherwise).
+
+Layout: ``keep_shape_absolutely_input_names`` keeps every input in the ONNX shape (onnx2tf
+otherwise makes rank 3-5 inputs channel-last).  Outputs have no such option: onnx2tf leaves an
+output channel-last (NWC / NHWC / NDHWC) when the op before it computes that way.  So an output
+whose shape is not the ONNX output's (from onnx shape inference at the fed shapes) but is its
+channel-last permutation is transposed back; any other shape is returned as it is (and judged so).
+Where both shapes coincide (C equal to every spatial dim, e.g. LRN's [5, 5, 5, 5]), the LiteRT
+graph decides: the TRANSPOSE ops on the path from an input to the output (through each op's first
+non-constant input of the output's rank) are composed, and a composition that is the channel-last
+permutation is undone (onnx2tf's own tensor layout labels were found wrong for such outputs).
+
+Shapes: a model whose inputs all have static shapes is converted at "load"; one with a dynamic
+dim is converted when it is run, with ``overwrite_input_shape`` set to the fed shapes (LiteRT
+models are static; a failure then shows at stage "run").  Inputs are fed by name in the dtype
+the interpreter asks (an int64 input onnx2tf made int32 is cast).  onnx2tf's console output goes
+to stderr; when conversion fails, its last lines are the error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shutil
+import sys
+import tempfile
+
+from runtime_run_common import Backend, FeedError, main
+
+CHANNEL_LAST = {3: (0, 2, 1), 4: (0, 2, 3, 1), 5: (0, 2, 3, 4, 1)}
+
+
+class LiteRT(Backend):
+    name = "litert"
+
+    def version(self) -> str:
+        import onnx2tf
+
+        return onnx2tf.__version__
+
+    def config(self) -> dict:
+        import ai_edge_litert
+
+        return {"converter": "onnx2tf.convert (tflite_backend flatbuffer_direct, keep_shape_absolutely_input_names "
+                             "= every input, *_float32.tflite)",
+                "interpreter": f"ai_edge_litert {ai_edge_litert.__version__} Interpreter (default resolver, XNNPACK)",
+                "num_threads": _threads(),
+                "outputs": "channel-last outputs transposed back to the ONNX layout"}
+
+    def load(self, path: str):
+        import onnx
+
+        model = onnx.load(path, load_external_data=False)
+        init = {i.name for i in model.graph.initializer}
+        inputs = [i for i in model.graph.input if i.name not in init]
+        static = all(d.HasField("dim_value") for i in inputs for d in i.type.tensor_type.shape.dim) and all(
+            i.type.HasField("tensor_type") and i.type.tensor_type.HasField("shape") for i in inputs)
+        prepared = {"path": path, "inputs": [i.name for i in inputs], "outputs": [o.name for o in model.graph.output],
+                    "converted": {}}
+        if static:
+            _converted(prepared, None)
+        return prepared
+
+    def run(self, prepared, feeds: dict) -> list:
+        import numpy as np
+
+        missing = [n for n in prepared["inputs"] if n not in feeds]
+        if missing:
+            raise KeyError(f"no input given for {missing}")
+        shapes = {n: tuple(np.shape(feeds[n])) for n in prepared["inputs"]}
+        interpreter, onnx_shapes = _converted(prepared, None if None in prepared["converted"] else shapes)
+        details = interpreter.get_input_details()
+        by_name = {d["name"]: d for d in details}
+        for i, name in enumerate(prepared["inputs"]):
+            d = by_name.get(name) or (details[i] if len(details) == len(prepared["inputs"]) else None)
+            if d is None:
+                raise KeyError(f"the LiteRT model has no input {name!r} (has {sorted(by_name)})")
+            arr = np.asarray(feeds[name])
+            if arr.dtype.kind in "OUS":
+                raise FeedError("the runner feeds no string input to LiteRT")
+            if tuple(d["shape"]) != arr.shape:
+                interpreter.resize_tensor_input(d["index"], list(arr.shape), strict=False)
+        interpreter.allocate_tensors()
+        for i, name in enumerate(prepared["inputs"]):
+            d = by_name.get(name) or details[i]
+            interpreter.set_tensor(d["index"], np.ascontiguousarray(np.asarray(feeds[name]).astype(d["dtype"])))
+        interpreter.invoke()
+        out = []
+        outputs = interpreter.get_output_details()
+        by_out = {d["name"]: d for d in outputs}
+        for i, name in enumerate(prepared["outputs"]):
+            d = by_out.get(name) or (outputs[i] if len(outputs) == len(prepared["outputs"]) else None)
+            if d is None:
+                raise KeyError(f"the LiteRT model has no output {name!r} (has {sorted(by_out)})")
+            value = np.array(interpreter.get_tensor(d["index"]), copy=True)
+            out.append((name, _onnx_layout(value, onnx_shapes.get(name), lambda: _path_perm(interpreter, d["index"]))))
+        return out
+
+
+def _threads() -> int:
+    return int(os.environ.get("REWRITER_RUNTIME_THREADS") or 1)
+
+
+def _converted(prepared: dict, shapes: dict | None):
+    """(interpreter, {output: ONNX shape}) of the model converted at ``shapes`` (None: as declared)."""
+    key = None if shapes is None else tuple(sorted(shapes.items()))
+    if key not in prepared["converted"]:
+        prepared["converted"][key] = _convert(prepared["path"], prepared["inputs"], shapes)
+    return prepared["converted"][key]
+
+
+def _convert(path: str, inputs: list, shapes: dict | None):
+    import onnx2tf
+    from ai_edge_litert.interpreter import Interpreter
+
+    folder = tempfile.mkdtemp(prefix="onnx2tf-")
+    log = io.StringIO()
+    kwargs = {"input_onnx_file_path": path, "output_folder_path": folder, "non_verbose": True,
+              "keep_shape_absolutely_input_names": list(inputs) or None}
+    if shapes:
+        kwargs["overwrite_input_shape"] = [f"{n}:{','.join(str(max(int(d), 1)) for d in s)}"
+                                           for n, s in shapes.items() if s]
+    try:
+        with contextlib.redirect_stdout(log):
+            try:
+                onnx2tf.convert(**kwargs)
+            except SystemExit as e:  # onnx2tf exits on some conversion errors
+                raise RuntimeError(f"onnx2tf exited ({e.code})") from None
+        found = [f for f in os.listdir(folder) if f.endswith("_float32.tflite")]
+        if not found:
+            raise RuntimeError("onnx2tf wrote no float32 tflite")
+        with open(os.path.join(folder, found[0]), "rb") as f:
+            content = f.read()
+    except Exception as e:
+        tail = " | ".join(ln.strip() for ln in _plain(log.getvalue()).splitlines() if ln.strip())[-1500:]
+        raise RuntimeError(f"{type(e).__name__}: {e}" + (f"; onnx2tf said: {tail}" if tail else "")) from None
+    finally:
+        sys.stderr.write(log.getvalue()[-4000:])
+        shutil.rmtree(folder, ignore_errors=True)
+    interpreter = Interpreter(model_content=content, num_threads=_threads())
+    return interpreter, _onnx_output_shapes(path, shapes)
+
+
+def _plain(text: str) -> str:
+    import re
+
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
+
+
+def _onnx_output_shapes(path: str, shapes: dict | None) -> dict:
+    """{output name: [dim or None]} by onnx shape inference, the inputs at ``shapes``."""
+    import onnx
+
+    try:
+        model = onnx.load(path)
+        for i in model.graph.input:
+            if shapes and i.name in shapes:
+                dims = i.type.tensor_type.shape.dim
+                for d, n in zip(dims, shapes[i.name]):
+                    d.Clear()
+                    d.dim_value = int(n)
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except Exception:  # noqa: BLE001 - then the declared shapes are all there is
+        inferred = onnx.load(path, load_external_data=False)
+    out = {}
+    for o in inferred.graph.output:
+        t = o.type.tensor_type
+        if t.HasField("shape"):
+            out[o.name] = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
+    return out
+
+
+def _matches(shape, onnx_shape) -> bool:
+    return len(shape) == len(onnx_shape) and all(o is None or o == s for s, o in zip(shape, onnx_shape))
+
+
+def _onnx_layout(value, onnx_shape, path_perm):
+    """``value`` in the ONNX output's layout: a channel-last output transposed back (``path_perm()``
+    decides when the shape cannot)."""
+    import numpy as np
+
+    perm = CHANNEL_LAST.get(value.ndim)
+    if onnx_shape is None or perm is None:
+        return value
+    as_is, last = _matches(value.shape, onnx_shape), _matches(value.shape, [onnx_shape[p] for p in perm])
+    if last and (not as_is or path_perm() == perm):
+        return np.ascontiguousarray(np.transpose(value, np.argsort(perm)))
+    return value
+
+
+def _path_perm(interpreter, tensor: int):
+    """The composed permutation of the TRANSPOSE ops between a graph input and ``tensor``:
+    axis i of ``tensor`` is axis result[i] of the input (None: no such path of one rank)."""
+    ops = interpreter._get_ops_details()
+    producer = {t: op for op in ops if op["op_name"] != "DELEGATE" for t in op["outputs"]}  # XNNPACK's stand-ins
+    ranks = {t["index"]: len(t["shape"]) for t in interpreter.get_tensor_details()}
+    rank = ranks.get(tensor)
+    axes = list(range(rank or 0))
+    for _ in range(len(ops) + 1):
+        op = producer.get(tensor)
+        if op is None:
+            return tuple(axes) if tensor in {d["index"] for d in interpreter.get_input_details()} else None
+        if op["op_name"] == "TRANSPOSE":
+            p = [int(v) for v in interpreter.get_tensor(op["inputs"][1])]
+            axes = [p[a] for a in axes]
+        sources = [t for t in op["inputs"] if t >= 0 and ranks.get(t) == rank
+                   and (t in producer or t in {d["index"] for d in interpreter.get_input_details()})]
+        if not sources:
+            return None
+        tensor = sources[0]
+    return None
+
+
+if __name__ == "__main__":
+    sys.exit(main(LiteRT(), sys.argv[1:]))
