@@ -1806,7 +1806,7 @@ MUTANTS: list[Mutant] = [
       'e.op("Equal", [mask, e.const(np.int32(1), hint="one")])',
       'e.op("Greater", [mask, e.const(np.int32(0), hint="one")])',
       "tests/convert/test_lowering_contrib_norm_act.py", "the mask index counts every positive mask value"),
-    M("contrib-relabel-standard-ln", "rewriter/convert/lowering/contrib_onnx_domain.py",
+    M("contrib-relabel-standard-ln", "rewriter/graph/ort_onnx_domain.py",
       "opset < standard_from", "opset <= standard_from",
       "tests/convert/test_lowering_contrib_norm_act.py", "a standard LayerNormalization-17 is lowered too"),
     M("contrib-attention-causal-lowest", "rewriter/convert/lowering/contrib_attention_core.py",
@@ -1921,6 +1921,22 @@ MUTANTS: list[Mutant] = [
       "if op in _OLDER_NAME and frame.to_version < _OLDER_NAME[op][1]:", "if op in _OLDER_NAME:",
       "tests/convert/test_resize_as_upsample.py",
       "a runtime lacking Resize at opset >= 10 sends it round Resize -> Upsample -> Resize forever"),
+    # ---------------------------------------------------------------- ONNX Runtime's ONNX-domain contrib ops
+    M("ortdom-engine-keep-for-all", "rewriter/convert/engine.py",
+      'self.ort_may_run = runtime is None or runtime.runtime == "onnxruntime"', "self.ort_may_run = True",
+      "tests/convert/test_ort_onnx_domain_ops.py", "another runtime's conversion keeps ONNX Runtime's own ops"),
+    M("ortdom-engine-not-special", "rewriter/convert/engine.py", "        if misplaced(node, opset):  #",
+      "        if False and misplaced(node, opset):  #", "tests/convert/test_ort_onnx_domain_ops.py",
+      "a conversion refuses ONNX Runtime's ONNX-domain ops that ONNX Runtime runs"),
+    M("ortdom-input-check", "rewriter/verify/inputs/validate.py", "or misplaced(node, opset):",
+      "or False:", "tests/convert/test_ort_onnx_domain_ops.py",
+      "the input check refuses every transformers-optimizer / genai model"),
+    M("ortdom-checker-view", "rewriter/io/load.py", "    model = checked_view(model)  #", "    model = model  #",
+      "tests/convert/test_ort_onnx_domain_ops.py", "onnx's checker is shown ONNX Runtime's ONNX-domain ops"),
+    M("ortdom-validate-any-op", "rewriter/graph/ort_onnx_domain.py",
+      "if not is_default_domain(node.domain) or node.op_type not in ORT_ONNX_DOMAIN_OPS:",
+      "if not is_default_domain(node.domain):", "tests/convert/test_ort_onnx_domain_ops.py",
+      "any unknown ONNX-domain op passes as ONNX Runtime's"),
 ]
 
 

@@ -40,6 +40,7 @@ from rewriter.convert.model_state import ConversionState
 from rewriter.convert.type_verdicts import TypeVerdicts
 from rewriter.errors import ConversionError
 from rewriter.graph import traversal
+from rewriter.graph.ort_onnx_domain import misplaced
 from rewriter.graph.schemas import is_default_domain
 from rewriter.targets import ort_quirks
 
@@ -56,6 +57,7 @@ class Engine:
         self.state, self.to_version = state, to_version  # the default-domain opset converted to
         # (domain, op, schema version) -> whether the runtime targeted (a rewriter.targets.Target) lacks it
         self.lacks = None if runtime is None else runtime.lacks
+        self.ort_may_run = runtime is None or runtime.runtime == "onnxruntime"  # a profile is not ONNX Runtime
         # (op, schema version, opset) -> element types in which the runtime targeted inlines the op's
         # body wrongly at that opset (None: no such runtime); those nodes are expanded here
         self.inlining = ort_quirks.inlining_rule(runtime) if runtime is not None else None
@@ -159,12 +161,30 @@ class Engine:
         op = node.op_type
         if what == "expand":  # missing at the target opset, or there only as a deprecated schema the checker refuses
             return self._expansion.expand(node, scope, opset, src, label, frame)
+        if misplaced(node, opset):  # ONNX Runtime's own op in the ONNX domain
+            return self._ort_onnx_domain_op(node, label, frame)
         if what == "unknown":
             reason = f"{op} is not an operator of the default ONNX domain"
         else:
             reason = (f"{op} does not exist at the model's opset {opset} (its first version is "
                       f"{registry.schema_versions(op)[0]}): the model's opset_import is wrong")
         self.block(frame, label, op, "-", reason, "no opset")
+        return [node]
+
+    def _ort_onnx_domain_op(self, node, label, frame: Frame) -> list[onnx.NodeProto]:
+        """One of ONNX Runtime's contrib ops it registers in the ONNX domain (no ONNX op at this
+        opset): kept as it is where ONNX Runtime may run the result (it has the op at every opset;
+        LayerNormalization-1 is LayerNormalization-17 from opset 17), refused for another runtime
+        (whose conversion lowers it first where it can)."""
+        op = node.op_type
+        if self.ort_may_run:
+            note = (f"{op}: ONNX Runtime's own op in the ONNX domain, kept (only ONNX Runtime runs it; "
+                    "--lower-ops com.microsoft writes it in standard ONNX)")
+            if note not in self.report.notes:
+                self.report.notes.append(note)
+            return [node]
+        self.block(frame, label, op, "-", f"{op} is ONNX Runtime's own op (in the ONNX domain), which the runtime "
+                   "targeted lacks", "onnxruntime")
         return [node]
 
     def _normalized(self, node, scope, src: int, fix, label, frame: Frame) -> bool:

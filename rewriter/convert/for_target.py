@@ -156,7 +156,7 @@ def lower_for(model: onnx.ModelProto, target):
     (``model``, None) when there is none; the nodes it cannot lower are left for the conversion to
     refuse by name (RewriterError from the lowering when a chosen node cannot be written)."""
     from rewriter.convert.lowering import lowerable_ops
-    from rewriter.convert.lowering.contrib_onnx_domain import relabel
+    from rewriter.graph.ort_onnx_domain import relabel
 
     if target.runtime != "onnxruntime":  # ONNX Runtime's contrib ops written in the ONNX domain
         model = relabel(model)  # (LayerNormalization-1, SimplifiedLayerNormalization) are com.microsoft's

@@ -9,7 +9,7 @@ from __future__ import annotations
 import onnx
 
 from rewriter.convert.lowering import MIN_OPSET, LoweringReport, lower_nodes, lowerable_ops
-from rewriter.convert.lowering.contrib_onnx_domain import relabel
+from rewriter.graph.ort_onnx_domain import relabel
 from rewriter.convert.planner import convert_model
 from rewriter.graph import traversal
 

@@ -19,7 +19,7 @@ from rewriter.convert.lowering import (  # noqa: F401  (each registers its lower
 from rewriter.convert.lowering import (  # noqa: F401  (com.microsoft: each registers its lowerings)
     contrib_act, contrib_attention, contrib_gqa, contrib_llm, contrib_norm, contrib_quant, contrib_quant_gemm,
     contrib_quant_pool)
-from rewriter.convert.lowering.contrib_onnx_domain import relabel
+from rewriter.graph.ort_onnx_domain import relabel
 from rewriter.convert.lowering.emit import MIN_OPSET
 from rewriter.convert.lowering.registry import LOWERINGS, ML
 from rewriter.convert.lowering.types import function_types, model_types

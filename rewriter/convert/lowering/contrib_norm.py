@@ -136,7 +136,7 @@ def _norm_types(node, types):
 
 def _plain_norm(ctx, simplified: bool) -> None:
     """ONNX Runtime's ONNX-domain LayerNormalization-1 / SimplifiedLayerNormalization (relabeled to
-    com.microsoft by :mod:`contrib_onnx_domain`): normalized over the axes from ``axis`` on, in
+    com.microsoft by :mod:`rewriter.graph.ort_onnx_domain`): normalized over the axes from ``axis`` on, in
     float32 for half inputs (``stash_type`` 1; another stash type is refused)."""
     ctx.known("axis", "epsilon", "stash_type")
     elem = ctx.input_elem(FLOATS)

@@ -3,7 +3,9 @@ opset 17, where ONNX has none) and SimplifiedLayerNormalization (ONNX never had 
 onnxruntime.transformers.optimizer and onnxruntime-genai write with domain "". They are no standard
 ONNX at the model's opset, so :func:`relabel` moves such nodes to ``com.microsoft`` in a copy (the
 lowerings of :mod:`rewriter.convert.lowering.contrib_norm` then replace them); LayerNormalization
-at opset >= 17 is standard and stays."""
+at opset >= 17 is standard and stays. ONNX Runtime itself knows them only in the ONNX domain, so a
+model kept for it keeps them there: :func:`checked_view` is what onnx's checker and strict shape
+inference are shown of such a model (the nodes relabeled, every other node as it is)."""
 
 from __future__ import annotations
 
@@ -12,13 +14,14 @@ import onnx
 from rewriter.graph import traversal
 from rewriter.graph.schemas import is_default_domain
 
-__all__ = ["relabel", "ORT_ONNX_DOMAIN_OPS"]
+__all__ = ["ORT_ONNX_DOMAIN_OPS", "checked_view", "misplaced", "relabel"]
 
 COM = "com.microsoft"
 ORT_ONNX_DOMAIN_OPS = {"LayerNormalization": 17, "SimplifiedLayerNormalization": None}  # op -> first ONNX version
 
 
-def _misplaced(node: onnx.NodeProto, opset: int | None) -> bool:
+def misplaced(node: onnx.NodeProto, opset: int | None) -> bool:
+    """Whether ``node`` is one of ONNX Runtime's ONNX-domain contrib ops where ONNX has no such op."""
     if not is_default_domain(node.domain) or node.op_type not in ORT_ONNX_DOMAIN_OPS:
         return False
     standard_from = ORT_ONNX_DOMAIN_OPS[node.op_type]
@@ -33,7 +36,7 @@ def relabel(model: onnx.ModelProto, ops=None) -> onnx.ModelProto:
         wanted = {o for d, o in ops if d == COM}
         if not wanted & set(ORT_ONNX_DOMAIN_OPS):
             return model
-    if not any(_misplaced(n, s.opset) for s in traversal.iter_scopes(model) for n in s.body.node):
+    if not any(misplaced(n, s.opset) for s in traversal.iter_scopes(model) for n in s.body.node):
         return model
     result = onnx.ModelProto()
     result.CopyFrom(model)
@@ -41,7 +44,7 @@ def relabel(model: onnx.ModelProto, ops=None) -> onnx.ModelProto:
     for scope in traversal.iter_scopes(result):
         hit = False
         for node in scope.body.node:
-            if _misplaced(node, scope.opset):
+            if misplaced(node, scope.opset):
                 node.domain = COM
                 hit = True
         if hit:
@@ -50,3 +53,10 @@ def relabel(model: onnx.ModelProto, ops=None) -> onnx.ModelProto:
         if not any(o.domain == COM for o in holder.opset_import):
             holder.opset_import.append(onnx.helper.make_opsetid(COM, 1))
     return result
+
+
+def checked_view(model: onnx.ModelProto) -> onnx.ModelProto:
+    """What onnx's checker is shown of ``model``: the model itself, or a copy with ONNX Runtime's
+    ONNX-domain contrib ops relabeled (onnx knows no schema for them in the ONNX domain; everything
+    else is checked as it is)."""
+    return relabel(model)
