@@ -66,11 +66,11 @@ def test_every_blocking_node_is_named_and_the_input_is_untouched():
     assert [b.name for b in caught.value.blockers] == ["first"]
     assert "norm 'L7'" in str(caught.value) and "node 'first' (Normalizer)" in str(caught.value)
     assert model.SerializeToString() == before
-    nodes[2] = helper.make_node("SVMRegressor", ["b"], ["Y"], domain=ML, name="svm")
+    nodes[2] = helper.make_node("FeatureVectorizer", ["b"], ["Y"], domain=ML, name="fv")
     with pytest.raises(LoweringBlocked) as caught:
-        lower_ops(_model(nodes), {(ML, "Normalizer"), (ML, "Scaler"), (ML, "SVMRegressor")})
-    assert [b.name for b in caught.value.blockers] == ["first", "svm"]
-    assert "no lowering of ai.onnx.ml::SVMRegressor" in str(caught.value)
+        lower_ops(_model(nodes), {(ML, "Normalizer"), (ML, "Scaler"), (ML, "FeatureVectorizer")})
+    assert [b.name for b in caught.value.blockers] == ["first", "fv"]
+    assert "no lowering of ai.onnx.ml::FeatureVectorizer" in str(caught.value)
 
 
 def test_only_the_chosen_ops_are_lowered():
@@ -84,12 +84,11 @@ def test_only_the_chosen_ops_are_lowered():
 
 
 def test_none_lowers_every_op_that_has_a_lowering_and_keeps_the_rest():
-    nodes = [_scaler("X", "a"), helper.make_node("SVMRegressor", ["a"], ["Y"], domain=ML, coefficients=[1.0],
-                                                 support_vectors=[0.0, 0.0, 0.0], rho=[0.0], kernel_type="LINEAR")]
+    nodes = [_scaler("X", "a"), helper.make_node("FeatureVectorizer", ["a"], ["Y"], domain=ML, inputdimensions=[3])]
     lowered, report = lower_ops(_model(nodes, outputs=()))
-    assert [n.op_type for n in lowered.graph.node if n.domain == ML] == ["SVMRegressor"]
+    assert [n.op_type for n in lowered.graph.node if n.domain == ML] == ["FeatureVectorizer"]
     assert dict(report.lowered) == {(ML, "Scaler"): 1}
-    assert (ML, "SVMRegressor") not in lowerable_ops()
+    assert (ML, "FeatureVectorizer") not in lowerable_ops()
 
 
 def test_a_model_below_opset_13_is_raised_first():

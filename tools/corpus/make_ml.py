@@ -76,7 +76,7 @@ from sklearn.preprocessing import (  # noqa: E402
     OrdinalEncoder,
     StandardScaler,
 )
-from sklearn.svm import SVC, SVR, LinearSVC  # noqa: E402
+from sklearn.svm import SVC, SVR, LinearSVC, NuSVC, NuSVR, OneClassSVM  # noqa: E402
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor  # noqa: E402
 
 import lightgbm  # noqa: E402
@@ -236,6 +236,22 @@ CASES = [
     Case("svc_proba", lambda: _fit(make_pipeline(StandardScaler(), SVC(probability=True, random_state=SEED)), iris()),
          [S(T13_ML1), S(T19_ML3), S(DEFAULT), S(DEFAULT, NOZM, "_nozipmap")]),
     Case("svr", lambda: _fit(make_pipeline(StandardScaler(), SVR(C=50.0)), diabetes()), [S(T15_ML3), S(DEFAULT)]),
+    # SVMs: every kernel, binary and multiclass, with and without probabilities (SVMClassifier),
+    # regression (SVMRegressor) and OneClassSVM (SVMRegressor one_class... as skl2onnx writes it)
+    *[Case(f"svc_{kernel}_{data.__name__}{'_proba' if proba else ''}",
+           (lambda kernel=kernel, data=data, proba=proba: _fit(make_pipeline(
+               StandardScaler(), SVC(kernel=kernel, degree=3, probability=proba, random_state=SEED)), data())),
+           [S(DEFAULT, NOZM, "_nozipmap")] + ([S(T13_ML1)] if kernel == "rbf" else []))
+      for kernel in ("linear", "poly", "rbf", "sigmoid") for data in (cancer, wine) for proba in (False, True)],
+    Case("svc_strlabels", lambda: _fit(make_pipeline(StandardScaler(), SVC(probability=True, random_state=SEED)),
+                                       iris(True)), [S(DEFAULT, NOZM, "_nozipmap")]),
+    Case("nusvc", lambda: _fit(make_pipeline(StandardScaler(), NuSVC(nu=0.3, random_state=SEED)), wine()),
+         [S(DEFAULT, NOZM, "_nozipmap")]),
+    *[Case(f"svr_{kernel}", (lambda kernel=kernel: _fit(make_pipeline(StandardScaler(), SVR(kernel=kernel, C=5.0)),
+                                                        diabetes())), [S(DEFAULT)])
+      for kernel in ("linear", "poly", "sigmoid")],
+    Case("nusvr", lambda: _fit(make_pipeline(StandardScaler(), NuSVR(nu=0.4)), diabetes()), [S(DEFAULT)]),
+    Case("oneclass_svm", lambda: _fit(make_pipeline(StandardScaler(), OneClassSVM(nu=0.2)), wine()), [S(DEFAULT)]),
     Case("rf_clf", lambda: _fit(RandomForestClassifier(n_estimators=10, max_depth=5, random_state=SEED), wine()),
          [S(T13_ML1), S(T15_ML3), S(T19_ML3), S(DEFAULT), S(T21_ML5), S(DEFAULT, NOZM, "_nozipmap")]),
     Case("rf_reg", lambda: _fit(RandomForestRegressor(n_estimators=10, max_depth=6, random_state=SEED), diabetes()),
@@ -582,6 +598,12 @@ def main(argv=None):
             entries.append(entry)
             print(f"ok {name:40s} opsets={opsets} ir={model.ir_version} ort={'ok' if outs is not None else 'FAIL'}"
                   f" {entry['vs_estimator']}")
+    if args.only and os.path.exists(os.path.join(out, "manifest.json")):  # keep the other models' entries
+        with open(os.path.join(out, "manifest.json")) as f:
+            old = json.load(f)
+        built = {e["name"] for e in entries} | {f["name"] for f in failures}
+        entries = [e for e in old.get("models", []) + old.get("rejected", []) if e["name"] not in built] + entries
+        failures = [f for f in old.get("failures", []) if f["name"] not in built] + failures
     manifest = {"generator": "tools/corpus/make_ml.py", "versions": versions,
                 "layout": {"<name>.onnx": "model, runs in onnxruntime on <name>.npz",
                            "<name>.npz": "sample input: one array per graph input, exact name and dtype",

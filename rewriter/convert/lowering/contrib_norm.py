@@ -61,7 +61,9 @@ def _skip_types(node, types):
     return [x, None, None, x]
 
 
-def _skip_norm(ctx, simplified: bool) -> None:
+def _skip_norm(ctx) -> None:
+    """SkipLayerNormalization, SkipSimplifiedLayerNormalization (by the node's op type)."""
+    simplified = ctx.node.op_type == "SkipSimplifiedLayerNormalization"
     ctx.known("epsilon")
     elem = ctx.input_elem(FLOATS)
     for i, what in ((1, "mean"), (2, "inv_std_var")):
@@ -82,16 +84,6 @@ def _skip_norm(ctx, simplified: bool) -> None:
         normalize(e, total, gamma, beta, eps, simplified=simplified, out=y)
     else:
         e.cast(normalize(e, total, gamma, beta, eps, simplified=simplified), elem, out=y)
-
-
-@lowering("SkipLayerNormalization", COM, exactness=NEAR)
-def skip_layer_norm(ctx) -> None:
-    _skip_norm(ctx, simplified=False)
-
-
-@lowering("SkipSimplifiedLayerNormalization", COM, exactness=NEAR)
-def skip_simplified_layer_norm(ctx) -> None:
-    _skip_norm(ctx, simplified=True)
 
 
 @output_types("EmbedLayerNormalization")
@@ -134,10 +126,11 @@ def _norm_types(node, types):
     return [types[node.input[0]]]
 
 
-def _plain_norm(ctx, simplified: bool) -> None:
+def _plain_norm(ctx) -> None:
     """ONNX Runtime's ONNX-domain LayerNormalization-1 / SimplifiedLayerNormalization (relabeled to
     com.microsoft by :mod:`rewriter.graph.ort_onnx_domain`): normalized over the axes from ``axis`` on, in
     float32 for half inputs (``stash_type`` 1; another stash type is refused)."""
+    simplified = ctx.node.op_type == "SimplifiedLayerNormalization"
     ctx.known("axis", "epsilon", "stash_type")
     elem = ctx.input_elem(FLOATS)
     if ctx.attr("stash_type", 1) != 1:
@@ -164,14 +157,9 @@ def _plain_norm(ctx, simplified: bool) -> None:
         e.cast(normalize(e, x, gamma, beta, eps, simplified=simplified, axis=axis), elem, out=ctx.node.output[0])
 
 
-@lowering("LayerNormalization", COM, exactness=NEAR)
-def layer_norm(ctx) -> None:
-    _plain_norm(ctx, simplified=False)
-
-
-@lowering("SimplifiedLayerNormalization", COM, exactness=NEAR)
-def simplified_layer_norm(ctx) -> None:
-    _plain_norm(ctx, simplified=True)
+for _op, _fn in (("SkipLayerNormalization", _skip_norm), ("SkipSimplifiedLayerNormalization", _skip_norm),
+                 ("LayerNormalization", _plain_norm), ("SimplifiedLayerNormalization", _plain_norm)):
+    lowering(_op, COM, exactness=NEAR)(_fn)
 
 
 def _mask_index(ctx) -> None:

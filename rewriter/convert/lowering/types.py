@@ -71,6 +71,13 @@ def _outputs(node: onnx.NodeProto, x: onnx.TypeProto) -> list:
         labels = len(_attr(node, "classlabels_ints", []) or _attr(node, "classlabels_strings", []))
         return [_tensor(_label_elem(node), [n]), _tensor(TensorProto.FLOAT, [n, 2 if classes == 1 and labels == 2
                                                                              else classes])]
+    if op == "SVMRegressor":
+        return [_tensor(TensorProto.FLOAT, [n, 1])]
+    if op == "SVMClassifier":
+        labels = len(_attr(node, "classlabels_ints", []) or _attr(node, "classlabels_strings", []))
+        svc = sum(_attr(node, "vectors_per_class", [])) > 0 and not _attr(node, "prob_a")
+        width = (2 if labels == 2 else labels * (labels - 1) // 2) if svc else labels
+        return [_tensor(_label_elem(node), [n]), _tensor(TensorProto.FLOAT, [n, width])]
     if op == "TreeEnsembleRegressor":
         return [_tensor(TensorProto.FLOAT, [n, _attr(node, "n_targets", 1)])]
     if op == "TreeEnsembleClassifier":
@@ -78,6 +85,14 @@ def _outputs(node: onnx.NodeProto, x: onnx.TypeProto) -> list:
         elem = TensorProto.STRING if _attr(node, "classlabels_strings") else TensorProto.INT64
         return [_tensor(elem, [n]), _tensor(TensorProto.FLOAT, [n, len(labels)])]
     return []
+
+
+def _shapeless(known: onnx.TypeProto, rule: onnx.TypeProto) -> bool:
+    """ONNX's inference gave a tensor its type only (SVMClassifier's scores, what follows them) where a
+    rule or a later inference knows the rank."""
+    return (known.WhichOneof("value") == "tensor_type" and rule.WhichOneof("value") == "tensor_type"
+            and not known.tensor_type.HasField("shape") and rule.tensor_type.HasField("shape")
+            and known.tensor_type.elem_type == rule.tensor_type.elem_type)
 
 
 def _collect(model: onnx.ModelProto) -> dict:
@@ -114,17 +129,21 @@ def model_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
             if x.WhichOneof("value") != "tensor_type":
                 continue
             for name, tp in zip(node.output, _outputs(node, x)):
-                if name and name not in types:
+                if name and (name not in types or _shapeless(types[name], tp)):
                     types[name] = tp
                     added.append(helper.make_value_info(name, tp))
         if not added:
             break
         scratch = onnx.ModelProto()
         scratch.CopyFrom(inferred)
-        scratch.graph.value_info.extend(added)
+        replaced = {v.name for v in added}
+        kept = [v for v in scratch.graph.value_info if v.name not in replaced]
+        del scratch.graph.value_info[:]
+        scratch.graph.value_info.extend(kept + added)
         inferred = _infer(scratch)
         for name, tp in _collect(inferred).items():
-            types.setdefault(name, tp)
+            if name not in types or _shapeless(types[name], tp):
+                types[name] = tp
     return fill_contrib_types(model, types)
 
 
