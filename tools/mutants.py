@@ -1937,6 +1937,12 @@ MUTANTS: list[Mutant] = [
       "if not is_default_domain(node.domain) or node.op_type not in ORT_ONNX_DOMAIN_OPS:",
       "if not is_default_domain(node.domain):", "tests/convert/test_ort_onnx_domain_ops.py",
       "any unknown ONNX-domain op passes as ONNX Runtime's"),
+    M("lower-drop-value-info-none", "rewriter/convert/lower_ops.py",
+      "    model, dropped = _drop_contradicted_value_info(model)\n", "    dropped = 0\n",
+      "tests/convert/test_lower_ops_value_info.py", "a genai model's wrong constant ranks stop its lowering"),
+    M("lower-drop-value-info-all", "rewriter/convert/lower_ops.py",
+      "and len(t.shape.dim) != len(value.dims)", "", "tests/convert/test_lower_ops_value_info.py",
+      "every Constant's value_info dropped, right or wrong"),
 ]
 
 

@@ -32,7 +32,7 @@ def _lower_first(args, model):
     if args.spec is None or args.spec.empty:
         args.spec = dataclasses.replace(args.spec or TargetSpec(), opset=traversal.opset_version(result.opset_import))
     ops = ", ".join(f"{o} x{n}" for (_, o), n in sorted(report.lowered.items())) or "nothing to lower"
-    return result, [f"lowered to standard ONNX: {ops}"]
+    return result, [f"lowered to standard ONNX: {ops}", *report.notes]
 
 
 def cmd_convert(args) -> int:
