@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
-from onnx import TensorProto as T
+from onnx import TensorProto as T, helper, numpy_helper
 
 from rewriter.convert.lower_ops import lower_ops
 from rewriter.errors import RewriterError
@@ -171,3 +171,16 @@ def test_svm_refusals():
                          kernel_params=[0.1, 0.0, 1.0])
     with pytest.raises(RewriterError, match="do not fit n_supports"):
         lower_ops(regressor)
+
+
+def test_svm_classifier_scores_have_a_rank_for_what_reads_them():
+    """ONNX's inference types SVMClassifier's scores without a shape; the lowering knows [N, pairs], which
+    a following ArrayFeatureExtractor needs (skl2onnx writes one after multiclass SVCs)."""
+    rng = np.random.default_rng(8)
+    model = svc(rng, (2, 2, 3), 3, "LINEAR")
+    model.graph.output[1].CopyFrom(helper.make_tensor_value_info("W", T.FLOAT, [None, 1]))
+    model.graph.node[0].output[1] = "Zs"
+    model.graph.value_info.append(helper.make_tensor_value_info("Zs", T.FLOAT, None))  # as the converter leaves it
+    model.graph.node.extend([helper.make_node("ArrayFeatureExtractor", ["Zs", "i"], ["W"], domain="ai.onnx.ml")])
+    model.graph.initializer.append(numpy_helper.from_array(np.array([2], np.int64), "i"))
+    check_lowering(model, {"X": _rows(rng, features=3)}, exact_ort=True, exact_ref=False, **TOL)

@@ -18,8 +18,9 @@ from rewriter.convert.lowering.registry import lowering
 __all__ = ["KERNELS", "SvmKernel", "kernel_values", "svm_input"]
 
 KERNELS = ("LINEAR", "POLY", "RBF", "SIGMOID")
-GEMM_EXACT = "Gemm as onnxruntime's kernel calls it: bit-identical in onnxruntime; other runtimes sum the products " \
-             "in their own order (relative error ~ features x 2^-24)"
+GEMM_EXACT = "Gemm as onnxruntime's kernel calls it: bit-identical in onnxruntime while the summed dimension is at " \
+             "most 256 (beyond, its Gemm op packs the constant B and blocks the sum otherwise: measured relative " \
+             "error ~1e-7); other runtimes sum the products in their own order (relative error ~ terms x 2^-24)"
 RBF_TOL = "RBF: exp is the runtime's (within a few ulp of onnxruntime's expf); the squares are summed in the " \
           "kernel's order"
 
