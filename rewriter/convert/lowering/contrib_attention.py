@@ -22,7 +22,7 @@ from rewriter.convert.lowering.contrib_types import dims_of, output_types, tenso
 from rewriter.convert.lowering.emit import F32
 from rewriter.convert.lowering.registry import lowering
 
-__all__ = []
+__all__ = ["attend_packed"]
 
 F16 = TensorProto.FLOAT16
 TYPES = {F32: "float", F16: "float16"}
@@ -42,7 +42,7 @@ def _scale(ctx, head_size: int | None) -> float:
     return float(np.float32(1.0) / np.sqrt(np.float32(head_size)))
 
 
-def _mask_and_bias(ctx, mask_i: int, bias_i: int, query: str, keys: str, causal: bool):
+def _mask_and_bias(ctx, mask_i: int, bias_i: int | None, query: str, keys: str, causal: bool):
     """(masked by the mask input, masked as the future, attention_bias; each None when absent) for
     the queries of ``query`` [B, S, .] over the keys of ``keys`` [B, N, T, h]."""
     e = ctx.emit
@@ -52,7 +52,7 @@ def _mask_and_bias(ctx, mask_i: int, bias_i: int, query: str, keys: str, causal:
     if mask is not None:
         masked = key_mask(ctx, mask, ctx.input(mask_i).rank, total, dim(e, query, 0))
     tri = causal_mask(e, scalar(e, dim(e, query, 1)), total) if causal else None
-    return masked, tri, _input(ctx, bias_i)
+    return masked, tri, None if bias_i is None else _input(ctx, bias_i)
 
 
 def _with_past(ctx, k: str, v: str, past_k: str | None, past_v: str | None):
@@ -91,14 +91,23 @@ def attention(ctx) -> None:
     qkv = e.op("MatMul", [x, ctx.node.input[1]])
     if _input(ctx, 2):
         qkv = e.op("Add", [qkv, ctx.node.input[2]])
+    attend_packed(ctx, x, qkv, sizes, heads, elem, mask_i=3, past_i=4, bias_i=5)
+
+
+def attend_packed(ctx, x: str, qkv: str, sizes: list, heads: int, elem: int, *, mask_i: int, past_i: int,
+                  bias_i: int | None) -> None:
+    """Attention (and QAttention) after the projection: ``qkv`` [B, S, q + k + v] split by ``sizes``,
+    heads split, the past [2, B, N, P, h] of input ``past_i`` prepended (present: output 1), the mask
+    of input ``mask_i``, attention_bias of input ``bias_i``; output 0 written."""
+    e = ctx.emit
     q, k, v = (split_heads(e, t, heads) for t in e.op("Split", [qkv, e.ints(sizes)], n_out=3, axis=-1))
-    past = _input(ctx, 4)
+    past = _input(ctx, past_i)
     if past is not None:  # [2, B, N, P, h]
         pk, pv = (e.op("Gather", [past, e.const(np.int64(i), hint="index")], axis=0) for i in (0, 1))
         k, v = _with_past(ctx, k, v, pk, pv)
     if ctx.used(1):
         e.op("Concat", [e.unsqueeze(k, [0]), e.unsqueeze(v, [0])], out=ctx.node.output[1], axis=0)
-    masked, causal, bias = _mask_and_bias(ctx, 3, 5, x, k, bool(ctx.attr("unidirectional", 0)))
+    masked, causal, bias = _mask_and_bias(ctx, mask_i, bias_i, x, k, bool(ctx.attr("unidirectional", 0)))
     out = attend(e, q, k, v, scale=_scale(ctx, sizes[0] // heads), masked=masked, causal=causal,
                  filter_value=ctx.attr("mask_filter_value", -10000.0), bias=bias, elem=elem)
     merge_heads(e, out, out=ctx.node.output[0])

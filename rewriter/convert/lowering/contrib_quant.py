@@ -79,7 +79,9 @@ def qlinear_add(ctx) -> None:
         ctx.block("the rank of A or B is unknown: which input ONNX Runtime's broadcaster takes as the scalar of each "
                   "span (the two orders round differently) cannot be decided, even at run time")
     ra, rb = np.float32(sa / sc), np.float32(sb / sc)
-    a64, b64 = e.cast(a, F64), e.cast(b, F64)
+    # through int32 (the same values): OpenVINO 2026.4 takes Cast(uint8) -> Mul for a dequantization and its
+    # AddTransformation throws when one operand is constant (measured on PP-OCR's QOperator model)
+    a64, b64 = (e.cast(e.cast(v, INT32), F64) for v in (a, b))
     u = {}
     for order in ((False,) if swapped is False else (True,) if swapped else (False, True)):
         # order True: MlasQLinearAdd(B, ..., A, ...), B's term added last
