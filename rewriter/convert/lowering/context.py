@@ -86,6 +86,10 @@ class NodeContext:
         """A context for ``node``, an equivalent rewrite of this context's node (same values, same emitter)."""
         return NodeContext(node, self.label, self._types, self._read, self.emit, self.domain_version)
 
+    def declare(self, name: str, elem: int, shape) -> None:
+        """Record the type of a value this lowering made, for a derived context to read."""
+        self._types[name] = helper.make_tensor_type_proto(elem, shape)
+
     # -- refusing -----------------------------------------------------------------------------------
 
     @staticmethod
