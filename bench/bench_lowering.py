@@ -197,9 +197,11 @@ def run_runtime(runtime: str, release: str, rows: list[dict], folder: Path, time
         for row in rows:
             row[key] = "no venv"
         return
-    lines = [{"id": r["model"], "model": str(folder / f"{r['model']}.onnx"), "inputs": str(folder / f"{r['model']}.in.npz"),
+    lines = [{"id": r["model"], "model": str(folder / f"{r['model']}.onnx"),
+              "inputs": str(folder / f"{r['model']}.in.npz"),
               "outputs": str(folder / f"{r['model']}.{runtime}.npz"), "want": r["outputs"]} for r in rows]
-    results, _ = runtime_probe.run_batch(python, runtime_venvs.runner(runtime), lines, folder, timeout, log=lambda *a: None)
+    results, _ = runtime_probe.run_batch(python, runtime_venvs.runner(runtime), lines, folder, timeout,
+                                         log=lambda *a: None)
     crashed = [line for line in lines if results.get(line["id"], {}).get("stage") == "crash"]
     for line in crashed:  # once more, alone: a crash can come from the cases run before it in the process
         again, _ = runtime_probe.run_batch(python, runtime_venvs.runner(runtime), [line], folder, timeout,
@@ -255,7 +257,7 @@ def _hb_verdict(want: list, got: list) -> str:
         good, c = judged([w], [g])
         ok &= good
         if not good:
-            parts.append(f"labels !=" if not c["labels_equal"] else f"rel L2 {c['rel_l2']:.1e}")
+            parts.append("labels !=" if not c["labels_equal"] else f"rel L2 {c['rel_l2']:.1e}")
     return "ok" if ok else "DIFF " + ", ".join(parts)
 
 
@@ -283,7 +285,8 @@ def print_table(rows: list[dict], runtimes: list[str]) -> None:
 def print_totals(rows: list[dict], runtimes: list[str]) -> None:
     done = [r for r in rows if r["status"] == "lowered"]
     full = [r for r in done if not r["note"]]
-    print(f"\nmodels: {len(rows)}; lowered: {len(done)} (every op: {len(full)}, all but ZipMap: {len(done) - len(full)}); "
+    print(f"\nmodels: {len(rows)}; lowered: {len(done)} (every op: {len(full)}, all but ZipMap: "
+          f"{len(done) - len(full)}); "
           f"checker ok: {sum(r['checker'].startswith('ok') for r in done)}; match ORT: {sum(r['match'] for r in done)} "
           f"(bit-identical: {sum(r['bit_identical'] for r in done)}); blocked: {len(rows) - len(done)}")
     for key in [*runtimes, "hummingbird"]:

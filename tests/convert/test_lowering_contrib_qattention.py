@@ -21,10 +21,11 @@ B, S, D, N = 2, 5, 16, 2
 
 def _qattention(rng, *, signed=False, per_column=False, zero_points=True, mask=None, past=0, present=False,
                 **attrs):
-    wtype, wdt = (T.INT8, np.int8) if signed else (T.UINT8, np.uint8)
+    wdt = np.int8 if signed else np.uint8
     low, high = (-40, 40) if signed else (90, 170)
     columns = 3 * D if per_column else ()
-    inits = [const("W", rng.integers(low, high, size=(D, 3 * D)), wdt), const("bias", rng.normal(size=3 * D), np.float32),
+    inits = [const("W", rng.integers(low, high, size=(D, 3 * D)), wdt),
+             const("bias", rng.normal(size=3 * D), np.float32),
              const("xs", 0.02, np.float32), const("ws", rng.uniform(0.005, 0.02, size=columns), np.float32),
              const("xz", 128, np.uint8), const("wz", rng.integers(-3, 3, size=columns) + (0 if signed else 128), wdt)]
     names = [("X", T.UINT8, ["b", "s", D]), "W", "bias", "xs", "ws", ("M", T.INT32, mask[1]) if mask else "",

@@ -17,12 +17,13 @@ B, S, H, VOCAB = 2, 6, 8, 20
 
 
 def _qembed(rng, *, signed, segments, mask):
-    dt, elem = (np.int8, T.INT8) if signed else (np.uint8, T.UINT8)
+    dt = np.int8 if signed else np.uint8
     low, high = (-100, 100) if signed else (0, 255)
     tables = {"w": (VOCAB, H), "p": (S + 2, H), "s": (2, H), "g": (H,), "b": (H,)}
     inits = []
     for k, shape in tables.items():
-        inits += [const(f"{k}q", rng.integers(low, high, size=shape), dt), const(f"{k}s", rng.uniform(0.01, 0.05), np.float32),
+        inits += [const(f"{k}q", rng.integers(low, high, size=shape), dt),
+                  const(f"{k}s", rng.uniform(0.01, 0.05), np.float32),
                   const(f"{k}z", rng.integers(-5, 5) + (0 if signed else 128), dt)]
     names = [("ids", T.INT32, ["b", "s"]), ("seg", T.INT32, ["b", "s"]) if segments else "", "wq", "pq",
              "sq" if segments else "", "gq", "bq", ("m", T.INT32, ["b", "s"]) if mask else "",

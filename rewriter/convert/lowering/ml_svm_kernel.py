@@ -117,7 +117,8 @@ def svm_regressor(ctx) -> None:
     e = ctx.emit
     if count > 0:
         if len(vectors) % count or not len(vectors) or len(coef) < count:
-            ctx.block(f"{len(vectors)} support vector values and {len(coef)} coefficients do not fit n_supports={count}")
+            ctx.block(f"{len(vectors)} support vector values and {len(coef)} coefficients do not fit "
+                      f"n_supports={count}")
         kernel = SvmKernel(ctx)
         x = svm_input(ctx, ctx.node.input[0], len(vectors) // count)
         values = kernel_values(e, kernel, x, vectors.reshape(count, -1))
