@@ -184,3 +184,14 @@ def test_svm_classifier_scores_have_a_rank_for_what_reads_them():
     model.graph.node.extend([helper.make_node("ArrayFeatureExtractor", ["Zs", "i"], ["W"], domain="ai.onnx.ml")])
     model.graph.initializer.append(numpy_helper.from_array(np.array([2], np.int64), "i"))
     check_lowering(model, {"X": _rows(rng, features=3)}, exact_ort=True, exact_ref=False, **TOL)
+
+
+@pytest.mark.parametrize("kernel", ["RBF", "POLY"])
+def test_svm_classifier_probabilities_on_edge_inputs(kernel):
+    """NaN and huge features: NaN pair scores make every |Qp - pQp| NaN, which the kernel's stop test
+    skips, so the row stops at once with p = 1/k; overflowing kernels give inf and NaN scores."""
+    rng = np.random.default_rng(12)
+    model = svc(rng, (2, 3, 2, 2), 3, kernel, proba=True)
+    x = np.array([[np.nan, 0, 1], [np.inf, 1, 2], [1e20, -1e20, 3], [0, 0, 0], [-0.0, 1e-30, 0], [5, 5, 5]],
+                 np.float32)
+    check_lowering(model, {"X": x}, exact_ort=False, exact_ref=False, **TOL)

@@ -10,6 +10,13 @@ Each line of CASES.jsonl is {"id", "model", "inputs" (npz), "outputs" (npz to wr
 prints one JSON line: {"id", "ok": true, "kind": "classifier"|"regressor"|"transformer"} after
 writing "label" and "proba" (or "value") to the outputs file, or {"id", "ok": false, "error"}.
 ``hummingbird.ml.convert(onnx_model, "torch", sample)`` reads the model; one graph input only.
+
+The venv (hummingbird-ml 0.4.12 pins onnx <= 1.16.1 and wants torch, which the torch venv has):
+
+    python3.11 -m venv /work/venvs/hummingbird
+    printf '%s\n' /work/venvs/ml/lib/python3.11/site-packages /work/venvs/torch/lib/python3.11/site-packages \
+        > /work/venvs/hummingbird/lib/python3.11/site-packages/shared_venvs.pth
+    /work/venvs/hummingbird/bin/pip install --no-deps hummingbird-ml==0.4.12 psutil dill onnxconverter-common
 """
 
 from __future__ import annotations
