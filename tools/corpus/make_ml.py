@@ -504,6 +504,18 @@ def compare(ref, outs, out_names):
         return {"kind": kind, "output": out_names[0], "error": repr(e)}
 
 
+def _merged(out, entries, failures):
+    """With --only: the manifest's entries of the models not built again, then the new ones."""
+    path = os.path.join(out, "manifest.json")
+    if not os.path.exists(path):
+        return entries, failures
+    with open(path) as f:
+        old = json.load(f)
+    built = {e["name"] for e in entries} | {f["name"] for f in failures}
+    return ([e for e in old.get("models", []) + old.get("rejected", []) if e["name"] not in built] + entries,
+            [f for f in old.get("failures", []) if f["name"] not in built] + failures)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     ap.add_argument("--out", default="/work/corpus/ml")
@@ -598,12 +610,8 @@ def main(argv=None):
             entries.append(entry)
             print(f"ok {name:40s} opsets={opsets} ir={model.ir_version} ort={'ok' if outs is not None else 'FAIL'}"
                   f" {entry['vs_estimator']}")
-    if args.only and os.path.exists(os.path.join(out, "manifest.json")):  # keep the other models' entries
-        with open(os.path.join(out, "manifest.json")) as f:
-            old = json.load(f)
-        built = {e["name"] for e in entries} | {f["name"] for f in failures}
-        entries = [e for e in old.get("models", []) + old.get("rejected", []) if e["name"] not in built] + entries
-        failures = [f for f in old.get("failures", []) if f["name"] not in built] + failures
+    if args.only:
+        entries, failures = _merged(out, entries, failures)
     manifest = {"generator": "tools/corpus/make_ml.py", "versions": versions,
                 "layout": {"<name>.onnx": "model, runs in onnxruntime on <name>.npz",
                            "<name>.npz": "sample input: one array per graph input, exact name and dtype",
