@@ -22,7 +22,8 @@ permutation is undone (onnx2tf's own tensor layout labels were found wrong for s
 Shapes: a model whose inputs all have static shapes is converted at "load"; one with a dynamic
 dim is converted when it is run, with ``overwrite_input_shape`` set to the fed shapes (LiteRT
 models are static; a failure then shows at stage "run").  Inputs are fed by name in the dtype
-the interpreter asks (an int64 input onnx2tf made int32 is cast).  onnx2tf's console output goes
+the interpreter asks (an int64 input onnx2tf made int32 is cast; strings as UTF-8 bytes, and string
+outputs decoded).  onnx2tf's console output goes
 to stderr; when conversion fails, its last lines are the error.
 """
 
@@ -35,7 +36,7 @@ import shutil
 import sys
 import tempfile
 
-from runtime_run_common import Backend, FeedError, main
+from runtime_run_common import Backend, main
 
 CHANNEL_LAST = {3: (0, 2, 1), 4: (0, 2, 3, 1), 5: (0, 2, 3, 4, 1)}
 
@@ -86,14 +87,12 @@ class LiteRT(Backend):
             if d is None:
                 raise KeyError(f"the LiteRT model has no input {name!r} (has {sorted(by_name)})")
             arr = np.asarray(feeds[name])
-            if arr.dtype.kind in "OUS":
-                raise FeedError("the runner feeds no string input to LiteRT")
             if tuple(d["shape"]) != arr.shape:
                 interpreter.resize_tensor_input(d["index"], list(arr.shape), strict=False)
         interpreter.allocate_tensors()
         for i, name in enumerate(prepared["inputs"]):
             d = by_name.get(name) or details[i]
-            interpreter.set_tensor(d["index"], np.ascontiguousarray(np.asarray(feeds[name]).astype(d["dtype"])))
+            interpreter.set_tensor(d["index"], _feed(np.asarray(feeds[name]), d["dtype"]))
         interpreter.invoke()
         out = []
         outputs = interpreter.get_output_details()
@@ -103,8 +102,19 @@ class LiteRT(Backend):
             if d is None:
                 raise KeyError(f"the LiteRT model has no output {name!r} (has {sorted(by_out)})")
             value = np.array(interpreter.get_tensor(d["index"]), copy=True)
+            if value.dtype.kind == "S":  # LiteRT's strings are bytes
+                value = np.char.decode(value, "utf-8")
             out.append((name, _onnx_layout(value, onnx_shapes.get(name), lambda: _path_perm(interpreter, d["index"]))))
         return out
+
+
+def _feed(arr, dtype):
+    """``arr`` as the interpreter's input type (strings as UTF-8 bytes)."""
+    import numpy as np
+
+    if arr.dtype.kind in "OUS":
+        return np.char.encode(arr.astype(str), "utf-8")
+    return np.array(arr, dtype=dtype, order="C")  # (np.ascontiguousarray would make a scalar 1-d)
 
 
 def _threads() -> int:

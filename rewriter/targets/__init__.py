@@ -29,7 +29,9 @@ from rewriter.targets.release_tables import load_releases, load_table, release_k
 __all__ = ["Target", "parse_target", "load_release", "blockers", "restriction_violations", "releases", "RUNTIMES"]
 
 RUNTIMES = {"onnxruntime": "onnxruntime", "ort": "onnxruntime", "tensorrt": "tensorrt", "trt": "tensorrt",
-            "openvino": "openvino", "ov": "openvino", "tract": "tract", "tvm": "tvm"}
+            "openvino": "openvino", "ov": "openvino", "tract": "tract", "tvm": "tvm", "litert": "litert"}
+# runtimes a bare name selects (its newest release in the data): ``litert`` is onnx2tf into LiteRT
+_BARE = {"litert"}
 
 from rewriter.graph.schemas import DEFAULT_DOMAINS as _DEFAULT  # noqa: E402
 
@@ -115,15 +117,17 @@ def _ranges(ops: dict) -> dict:
 
 def parse_target(spec: str) -> Target:
     """``RUNTIME==VERSION`` (onnxruntime / ort, tensorrt / trt; VERSION as MAJOR.MINOR, a patch
-    number is ignored) or the path of a JSON profile. RewriterError when unknown."""
+    number is ignored; ``litert`` alone is its newest release in the data, ``litert==2.6`` being
+    onnx2tf 2.6's) or the path of a JSON profile. RewriterError when unknown."""
     if spec.endswith(".json") or os.path.sep in spec:
         return _profile(spec)
     runtime, sep, version = spec.partition("==")
     runtime = RUNTIMES.get(runtime.strip().lower())
+    if not sep and runtime in _BARE:
+        sep, version = "==", releases(runtime)[-1]
     if not sep or runtime is None:
-        raise RewriterError(f"--target must be RUNTIME==VERSION (onnxruntime, tensorrt, openvino, tract, tvm) or a "
-                            f"profile .json file, "
-                            f"got {spec!r}")
+        raise RewriterError(f"--target must be RUNTIME==VERSION (onnxruntime, tensorrt, openvino, tract, tvm, litert) "
+                            f"or a profile .json file, got {spec!r}")
     wanted = release_key(version)
     known = load_releases(f"{runtime}.json")
     if wanted is None or not any(k <= wanted for k in known) or wanted > max(known):

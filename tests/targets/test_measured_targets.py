@@ -1,4 +1,4 @@
-"""OpenVINO, tract and TVM as ``--target``s: the releases' measured data (what each refuses and
+"""OpenVINO, tract, TVM and LiteRT (onnx2tf) as ``--target``s: the releases' measured data (what each refuses and
 what it computes wrongly, tools/runtime_probe.py) read as one Target, and a conversion for it
 never leaves a node in a form the data says the release refuses or computes wrongly.
 
@@ -21,7 +21,7 @@ from rewriter.graph.schemas import schema_version_at_domain
 from rewriter.targets import parse_target
 
 DATA = os.path.join(os.path.dirname(rewriter.__file__), "targets", "data")
-RELEASES = [(r, rel) for r in ("openvino", "tract", "tvm") if os.path.exists(os.path.join(DATA, f"{r}.json"))
+RELEASES = [(r, rel) for r in ("openvino", "tract", "tvm", "litert") if os.path.exists(os.path.join(DATA, f"{r}.json"))
             for rel in json.load(open(os.path.join(DATA, f"{r}.json")))["releases"]]
 
 

@@ -1,5 +1,5 @@
-"""The measured data of OpenVINO, tract and TVM releases (rewriter/targets/data/<runtime>.json, raw verdicts
-in tools/runtime_data/<runtime>-<release>.json, both written by tools/runtime_probe.py).
+"""The measured data of OpenVINO, tract, TVM and LiteRT (onnx2tf) releases (rewriter/targets/data/<runtime>.json,
+raw verdicts in tools/runtime_data/<runtime>-<release>.json, both written by tools/runtime_probe.py).
 
 Without the runtimes (CI): each file parses, names the probe's command, versions and date, its
 summary is what the raw verdicts give, every op version it lists exists in onnx, and the findings
@@ -27,7 +27,7 @@ from onnx import TensorProto, helper, numpy_helper
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "rewriter" / "targets" / "data"
 RAW = ROOT / "tools" / "runtime_data"
-RUNTIMES = {"openvino": ["2026.4", "2024.6"], "tract": ["0.23"], "tvm": ["0.27"]}
+RUNTIMES = {"openvino": ["2026.4", "2024.6"], "tract": ["0.23"], "tvm": ["0.27"], "litert": ["2.6"]}
 RELEASES = [(rt, rel) for rt, rels in RUNTIMES.items() for rel in rels]
 PUBLISHED = [(rt, rel) for rt, rel in RELEASES if rt != "tvm"]  # TVM publishes no per-op list
 

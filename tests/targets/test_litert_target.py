@@ -1,0 +1,177 @@
+"""onnx2tf into LiteRT as a ``--target`` (``litert``, ``litert==2.6``): the measured data
+(rewriter/targets/data/litert.json, tools/runtime_probe.py through tools/runtime_run_litert.py) read
+as one Target, conversions that follow it, and the runner itself in the litert venv (skipped when
+tools/runtime_venvs.py has not made it).
+
+Oracles: the data file (``missing`` / ``wrong`` per op and schema version), onnx.defs for the
+schema version of a node at the result's opset, ONNX Runtime for what a model computes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import rewriter
+from rewriter.graph.schemas import schema_version_at_domain
+from rewriter.targets import parse_target
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "rewriter" / "targets" / "data" / "litert.json"
+
+
+def _entry() -> dict:
+    return json.loads(DATA.read_text())["releases"]["2.6"]
+
+
+def _bad() -> dict:
+    """op -> the schema versions it computes wrongly, or refuses even with its inputs constant."""
+    entry, bad = _entry(), {}
+    constant = entry.get("needs_constant", {}).get("", {})
+    for key in ("missing", "wrong"):
+        for op, versions in entry.get(key, {}).get("", {}).items():
+            bad.setdefault(op, set()).update(v for v in versions if key == "wrong" or v not in constant.get(op, ()))
+    return bad
+
+
+def test_litert_alone_is_its_measured_release():
+    bare, pinned = parse_target("litert"), parse_target("litert==2.6")
+    assert (bare.runtime, bare.release_of("litert")) == ("litert", "2.6")
+    assert bare == pinned
+    assert _entry()["litert"].startswith("2.6.")  # the onnx2tf release the venv held
+    with pytest.raises(rewriter.RewriterError, match="known: 2.6"):
+        parse_target("litert==9.1")
+
+
+def test_lacks_is_the_data():
+    target = parse_target("litert")
+    for op, versions in _bad().items():
+        for v in versions:
+            assert target.lacks("", op, v), (op, v)
+
+
+def _one_node(op: str, opset: int, shape, attrs=None, inits=()) -> onnx.ModelProto:
+    names = ["x"] + [i.name for i in inits]
+    node = helper.make_node(op, names, ["y"], name="n", **(attrs or {}))
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [f"d{i}" for i in range(len(shape))])],
+                              list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+def _result_ops(model: onnx.ModelProto) -> set:
+    opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
+    return {(n.op_type, schema_version_at_domain(n.op_type, opset, "")) for n in model.graph.node}
+
+
+@pytest.mark.parametrize("op,opset,attrs", [("Gelu", 20, {}), ("Mish", 18, {}), ("HardSwish", 14, {}),
+                                            ("Softsign", 13, {}), ("ReduceL1", 18, {"keepdims": 1})])
+def test_a_conversion_leaves_no_form_the_data_refuses(op, opset, attrs):
+    """Every node of ``convert --target litert``'s result is in an (op, version) the data does not
+    list as missing or wrong, and computes what the source does (ONNX Runtime); or the
+    conversion refuses naming the node."""
+    model = _one_node(op, opset, [2, 3, 4], attrs)
+    try:
+        result = rewriter.convert_opset(model, target="litert")
+    except rewriter.RewriterError as e:
+        assert "'n'" in str(e)
+        return
+    bad = _bad()
+    for node_op, version in _result_ops(result):
+        assert version not in bad.get(node_op, ()), (node_op, version)
+    x = np.random.default_rng(0).uniform(-2, 2, size=(2, 3, 4)).astype(np.float32)
+    np.testing.assert_allclose(_reference(result, {"x": x}), _reference(model, {"x": x}), rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------------------------------------
+# the runner, in the litert venv (skipped when absent)
+
+
+def _venv_python():
+    spec = importlib.util.spec_from_file_location("runtime_venvs", ROOT / "tools" / "runtime_venvs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    python = module.venv_python("litert", "2.6")
+    if python is None:
+        pytest.skip("no litert 2.6 venv (python tools/runtime_venvs.py litert==2.6)")
+    return python
+
+
+def _run(model: onnx.ModelProto, feeds: dict) -> dict:
+    python = _venv_python()
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = [Path(tmp) / n for n in ("m.onnx", "in.npz", "out.npz")]
+        onnx.save(model, paths[0])
+        np.savez(paths[1], **feeds)
+        proc = subprocess.run([str(python), str(ROOT / "tools" / "runtime_run_litert.py"), *map(str, paths)],
+                              check=False, capture_output=True, text=True, timeout=600)
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        if result["ok"]:
+            with np.load(paths[2]) as out:
+                result["values"] = [out[k] for k in result["outputs"]]
+    return result
+
+
+def _reference(model: onnx.ModelProto, feeds: dict) -> np.ndarray:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)[0]
+
+
+@pytest.mark.parametrize("shape,op", [([1, 3, 6, 5], "Conv"), ([5, 5, 5, 5], "LRN"), ([2, 4, 5, 5], "MaxPool")])
+def test_channel_last_outputs_come_back_in_the_onnx_layout(shape, op):
+    """onnx2tf leaves Conv / LRN / pool outputs channel-last: the runner gives them in the ONNX
+    layout, also where the shape cannot tell (C equal to H and W)."""
+    rng = np.random.default_rng(1)
+    c = shape[1]
+    if op == "Conv":
+        w = numpy_helper.from_array(rng.standard_normal((4, c, 3, 3)).astype(np.float32), "w")
+        model = _one_node("Conv", 13, shape, {"pads": [1, 1, 1, 1]}, [w])
+    elif op == "LRN":
+        model = _one_node("LRN", 13, shape, {"size": 3})
+    else:
+        model = _one_node("MaxPool", 13, shape, {"kernel_shape": [2, 2]})  # [2, 4, 4, 4]
+    x = rng.standard_normal(shape).astype(np.float32)
+    result = _run(model, {"x": x})
+    assert result["ok"], result
+    expected = _reference(model, {"x": x})
+    np.testing.assert_allclose(result["values"][0], expected, rtol=1e-4, atol=1e-5)
+
+
+def test_a_converted_model_runs_there_and_matches():
+    """Hardmax-13 (the axis semantics of opset 13) is computed wrongly by onnx2tf 2.6.9 + LiteRT, as
+    the data says; converted for litert it becomes Hardmax-11, which runs there and matches ONNX
+    Runtime."""
+    assert 13 in _bad()["Hardmax"]
+    model = _one_node("Hardmax", 13, [2, 3, 4])
+    x = np.random.default_rng(2).standard_normal((2, 3, 4)).astype(np.float32)
+    expected = _reference(model, {"x": x})
+    as_is = _run(model, {"x": x})
+    assert not (as_is["ok"] and np.array_equal(as_is["values"][0], expected))
+    converted = rewriter.convert_opset(model, target="litert")
+    assert ("Hardmax", 11) in _result_ops(converted)
+    result = _run(converted, {"x": x})
+    assert result["ok"], result
+    np.testing.assert_array_equal(result["values"][0], expected)
+
+
+def test_a_refusal_is_reported_with_onnx2tf_s_reason():
+    """ArgMax with select_last_index=1: onnx2tf's flatbuffer_direct validation refuses it."""
+    model = _one_node("ArgMax", 13, [2, 3], {"axis": 1, "select_last_index": 1})
+    model.graph.output[0].type.tensor_type.elem_type = TensorProto.INT64
+    result = _run(model, {"x": np.zeros((2, 3), np.float32)})
+    assert not result["ok"] and result["stage"] == "load"
+    assert "select_last_index" in result["error"]
+
+
+if __name__ == "__main__":
+    sys.exit(pytest.main([__file__, "-q"]))
