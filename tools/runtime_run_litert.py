@@ -20,8 +20,10 @@ non-constant input of the output's rank) are composed, and a composition that is
 permutation is undone (onnx2tf's own tensor layout labels were found wrong for such outputs).
 
 Shapes: a model whose inputs all have static shapes is converted at "load"; one with a dynamic
-dim is converted when it is run, with ``overwrite_input_shape`` set to the fed shapes (LiteRT
-models are static; a failure then shows at stage "run").  Inputs are fed by name in the dtype
+dim is converted when it is run, from a copy whose input dims are the fed shapes (LiteRT models
+are deployed static; a failure then shows at stage "run").  onnx2tf's ``overwrite_input_shape``
+does not serve: with ``flatbuffer_direct`` the .tflite keeps the dims dynamic (-1), and XNNPACK
+then fails to prepare many such graphs ("failed to reshape runtime").  Inputs are fed by name in the dtype
 the interpreter asks (an int64 input onnx2tf made int32 is cast; strings as UTF-8 bytes, and string
 outputs decoded).  onnx2tf's console output goes
 to stderr; when conversion fails, its last lines are the error.
@@ -135,21 +137,19 @@ def _convert(path: str, inputs: list, shapes: dict | None):
 
     folder = tempfile.mkdtemp(prefix="onnx2tf-")
     log = io.StringIO()
-    kwargs = {"input_onnx_file_path": path, "output_folder_path": folder, "non_verbose": True,
+    source = _static_copy(path, shapes, folder) if shapes else path
+    kwargs = {"input_onnx_file_path": source, "output_folder_path": os.path.join(folder, "out"), "non_verbose": True,
               "keep_shape_absolutely_input_names": list(inputs) or None}
-    if shapes:
-        kwargs["overwrite_input_shape"] = [f"{n}:{','.join(str(max(int(d), 1)) for d in s)}"
-                                           for n, s in shapes.items() if s]
     try:
         with contextlib.redirect_stdout(log):
             try:
                 onnx2tf.convert(**kwargs)
             except SystemExit as e:  # onnx2tf exits on some conversion errors
                 raise RuntimeError(f"onnx2tf exited ({e.code})") from None
-        found = [f for f in os.listdir(folder) if f.endswith("_float32.tflite")]
+        found = [f for f in os.listdir(kwargs["output_folder_path"]) if f.endswith("_float32.tflite")]
         if not found:
             raise RuntimeError("onnx2tf wrote no float32 tflite")
-        with open(os.path.join(folder, found[0]), "rb") as f:
+        with open(os.path.join(kwargs["output_folder_path"], found[0]), "rb") as f:
             content = f.read()
     except Exception as e:
         tail = " | ".join(ln.strip() for ln in _plain(log.getvalue()).splitlines() if ln.strip())[-1500:]
@@ -159,6 +159,21 @@ def _convert(path: str, inputs: list, shapes: dict | None):
         shutil.rmtree(folder, ignore_errors=True)
     interpreter = Interpreter(model_content=content, num_threads=_threads())
     return interpreter, _onnx_output_shapes(path, shapes)
+
+
+def _static_copy(path: str, shapes: dict, folder: str) -> str:
+    """A copy of the model in ``folder`` whose graph inputs have the dims of ``shapes``."""
+    import onnx
+
+    model = onnx.load(path)
+    for i in model.graph.input:
+        if i.name in shapes:
+            for d, n in zip(i.type.tensor_type.shape.dim, shapes[i.name]):
+                d.Clear()
+                d.dim_value = int(n)
+    copy = os.path.join(folder, os.path.basename(path))
+    onnx.save(model, copy, save_as_external_data=model.ByteSize() > 1_800_000_000)
+    return copy
 
 
 def _plain(text: str) -> str:
