@@ -164,6 +164,16 @@ def test_a_converted_model_runs_there_and_matches():
     np.testing.assert_array_equal(result["values"][0], expected)
 
 
+def test_dynamic_input_dims_are_converted_at_the_fed_shape():
+    """A model with a dynamic dim runs at the shape fed (converted from a copy with static dims)."""
+    w = numpy_helper.from_array(np.random.default_rng(3).standard_normal((4, 3, 3)).astype(np.float32), "w")
+    model = _one_node("Conv", 13, ["batch", 3, "time"], {"pads": [1, 1]}, [w])
+    x = np.random.default_rng(4).standard_normal((2, 3, 50)).astype(np.float32)
+    result = _run(model, {"x": x})
+    assert result["ok"], result
+    np.testing.assert_allclose(result["values"][0], _reference(model, {"x": x}), rtol=1e-4, atol=1e-5)
+
+
 def test_a_refusal_is_reported_with_onnx2tf_s_reason():
     """ArgMax with select_last_index=1: onnx2tf's flatbuffer_direct validation refuses it."""
     model = _one_node("ArgMax", 13, [2, 3], {"axis": 1, "select_last_index": 1})
