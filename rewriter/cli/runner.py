@@ -155,17 +155,16 @@ def _complaint(fn) -> str | None:
 def _ort_load(model, optimized: bool = False, values: bool = False) -> str | None:
     """None when ONNX Runtime loads ``model`` (its external data resolved in place), else why not:
     with graph optimizations off (the model as written), or ``optimized`` with ORT's default
-    session options (as users run it: constant folding, fusions, layout changes). A half tensor
-    still stored as its float32 source is loaded as zeros of its size (loading as written reads
-    types and sizes, not values), or with ``values`` as its half values (an optimized load can
-    compute with them: a folded integer Div by zero is refused at load)."""
-    import math
-
+    session options (as users run it: constant folding, fusions, layout changes). A tensor still
+    stored as its source (deferred, :mod:`rewriter.io.deferred`: a half weight not yet rounded) is
+    loaded as zeros of its size (loading as written reads types and sizes, not values), or with
+    ``values`` as its values (an optimized load can compute with them: a folded integer Div by
+    zero is refused at load)."""
     import onnx
 
     from rewriter.io import external_data_dir, read_external_tensor
-    from rewriter.io.half import conversion
-    from rewriter.io.tensors import EXTERNAL, PRIVATE_PREFIX, all_tensors, set_entries
+    from rewriter.io.deferred import deferred
+    from rewriter.io.tensors import EXTERNAL, PRIVATE_PREFIX, all_tensors, expected_bytes, set_entries
 
     def load():
         import onnxruntime as ort
@@ -174,9 +173,9 @@ def _ort_load(model, optimized: bool = False, values: bool = False) -> str | Non
         copy = type(model)()
         copy.CopyFrom(model)
         for t, _ in all_tensors(copy):
-            if t.data_location == EXTERNAL and conversion(t) is not None:  # its bytes are float32 until written
-                # zeros of its half size unless asked, instead of converting it here and again on writing
-                raw = read_external_tensor(t, None).tobytes() if values else bytes(2 * math.prod(t.dims))
+            if t.data_location == EXTERNAL and deferred(t) is not None:  # its bytes are its source's until written
+                # zeros of its size unless asked, instead of making it here and again on writing
+                raw = read_external_tensor(t, None).tobytes() if values else bytes(expected_bytes(t))
                 del t.external_data[:]
                 t.data_location = onnx.TensorProto.DEFAULT
                 t.raw_data = raw

@@ -3,8 +3,8 @@
 In memory, a model loaded by :func:`rewriter.io.load_model` or rewritten by the engines holds
 references only this package understands: tensors that point into their source file through
 the private ``external_data`` keys of :mod:`rewriter.io.tensors` (the directory a location is
-relative to, a big inline tensor left in the model file, a half tensor whose bytes are still its
-float32 source). ``rewriter.io.save_model`` streams them; ``onnx.save``, ``SerializeToString``
+relative to, a big inline tensor left in the model file, a deferred tensor whose bytes are still
+its source's). ``rewriter.io.save_model`` streams them; ``onnx.save``, ``SerializeToString``
 and ONNX Runtime cannot read them. :func:`detach` reads each such tensor into ``raw_data``, as
 ``onnx.load`` does, so what a public function returns is a plain ModelProto.
 """
@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 
 from rewriter.io.load import read_external_tensor
-from rewriter.io.tensors import (BASE_KEY, CONVERT_KEY, EXTERNAL, PACKED, PRIVATE_PREFIX, all_tensors, reference,
+from rewriter.io.tensors import (BASE_KEY, DEFERRED_KEY, EXTERNAL, PACKED, PRIVATE_PREFIX, all_tensors, reference,
                                  tensor_name)
 
 __all__ = ["detach", "private_references"]
@@ -33,8 +33,8 @@ def private_references(model: onnx.ModelProto) -> list[str]:
 
 
 def _raw(t: onnx.TensorProto, base_dir: str | None) -> bytes:
-    """The bytes ``raw_data`` holds for the referenced tensor ``t`` (a half one converted)."""
-    if t.data_type in PACKED and not any(e.key == CONVERT_KEY for e in t.external_data):
+    """The bytes ``raw_data`` holds for the referenced tensor ``t`` (a deferred one made)."""
+    if t.data_type in PACKED and not any(e.key == DEFERRED_KEY for e in t.external_data):
         path, offset, length = reference(t, base_dir, tensor_name(t))
         with open(path, "rb") as f:
             f.seek(offset)
@@ -48,8 +48,8 @@ def detach(model: onnx.ModelProto, base_dir: str | None = None, *, keep_located:
     read into ``raw_data``; plain external references (the caller's own) stay as they are.
 
     ``keep_located``: a reference whose only private key is its directory stays a reference (for
-    the bridge to ``onnx_ir``, which gives each ``ExternalTensor`` its directory); the half and
-    inline ones are read all the same, since onnx_ir would read their bytes as they lie.
+    the bridge to ``onnx_ir``, which gives each ``ExternalTensor`` its directory); the deferred
+    and inline ones are read all the same, since onnx_ir would read their bytes as they lie.
     """
     for t, _ in all_tensors(model):
         if t.data_location != EXTERNAL:

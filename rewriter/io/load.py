@@ -22,6 +22,7 @@ import onnx
 from onnx import numpy_helper
 
 from rewriter.io import wire
+from rewriter.io.deferred import deferred
 from rewriter.io.tensors import (BASE_KEY, EXTERNAL, INLINE_KEY, INLINE_THRESHOLD, PACKED, PRIVATE_PREFIX,
                                  all_tensors, reference, set_entries, tensor_name)
 from rewriter.errors import ModelLoadError, RewriterError
@@ -132,13 +133,12 @@ def read_external_tensor(tensor: onnx.TensorProto, base_dir: str | None) -> np.n
     what = tensor_name(tensor)
     path, offset, length = reference(tensor, base_dir, what)
     shape = tuple(int(d) for d in tensor.dims)
-    from rewriter.io.half import conversion, to_half
-
-    rounding = conversion(tensor)
-    if rounding is not None:  # a half tensor whose reference is its float32 source
-        source = np.memmap(path, dtype="<f4", mode="r", offset=offset, shape=shape) if length else \
-            np.zeros(shape, np.float32)
-        array = to_half(source, tensor.data_type, rounding.clamp, rounding.sums)
+    found = deferred(tensor)
+    if found is not None:  # a tensor its producer makes from the reference's bytes
+        producer, spec = found
+        source = np.memmap(path, dtype=producer.source, mode="r", offset=offset, shape=shape) if length else \
+            np.zeros(shape, producer.source)
+        array = producer.make(source, tensor.data_type, spec)
         array.flags.writeable = False
         return array
     if tensor.data_type in PACKED or tensor.data_type == onnx.TensorProto.STRING:

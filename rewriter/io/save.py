@@ -1,8 +1,8 @@
 """Write a model streamed and atomically.
 
 Referenced tensors (external data, or big inline tensors that ``load_model`` left in their
-file) are copied in chunks from their source with ``os.sendfile`` (or converted to half
-precision in chunks, :mod:`rewriter.io.half`): back inline, by splicing
+file) are copied in chunks from their source with ``os.sendfile`` (or, for a deferred tensor, made
+from it in chunks by its producer, :mod:`rewriter.io.deferred`): back inline, by splicing
 their ``raw_data`` into the serialized proto (:mod:`rewriter.io.wire`), or into the output's own
 data file ``<out>.data``. Everything goes to temporary files in the output directory,
 fsynced, then renamed: the data file first, the model last. The output never references
@@ -25,7 +25,7 @@ from onnx import numpy_helper
 
 from rewriter.errors import RewriterError
 from rewriter.io import wire
-from rewriter.io.half import Converted, conversion, write_converted
+from rewriter.io.deferred import Deferred, deferred, write_deferred
 from rewriter.io.tensors import (ALIGN, EXTERNAL, INLINE_KEY, PROTOBUF_LIMIT, all_tensors, expected_bytes,
                                  reference, set_entries, tensor_name)
 
@@ -108,12 +108,12 @@ def _plan(model: onnx.ModelProto, threshold, base_dir, keep_inline=None) -> list
         if t.data_location == EXTERNAL:
             path, offset, length = reference(t, base_dir, tensor_name(t))
             inline_origin = any(e.key == INLINE_KEY for e in t.external_data)
-            rounding = conversion(t)
-            if rounding is None:
+            found = deferred(t)
+            if found is None:
                 item = _Item(t, length, loadable, wire.Copy(path, offset, length))
-            else:  # float32 bytes written in half precision: half as many
-                length //= 2
-                item = _Item(t, length, loadable, Converted(path, offset, length, t.data_type, rounding))
+            else:  # made from the source's bytes by its producer: the tensor's own size
+                length = expected_bytes(t)
+                item = _Item(t, length, loadable, Deferred(path, offset, length, t.data_type, *found))
             if threshold is None or not loadable:
                 item.external = not inline_origin and (threshold is None)
             else:
@@ -150,11 +150,11 @@ def _plan(model: onnx.ModelProto, threshold, base_dir, keep_inline=None) -> list
 def _copy_range(out_fd: int, piece: wire.Copy) -> None:
     """Copy bytes from the source file in the kernel (sendfile); holes of a sparse source
     stay holes in the output (as ``cp --sparse=auto`` does), so they cost no disk or time.
-    A :class:`Converted` piece is converted to half precision in chunks on the way."""
-    if isinstance(piece, Converted):
-        if os.stat(piece.path).st_size < piece.offset + 2 * piece.length:
+    A :class:`Deferred` piece is made by its producer in chunks on the way."""
+    if isinstance(piece, Deferred):
+        if os.stat(piece.path).st_size < piece.offset + piece.source_length():
             raise RewriterError(f"{piece.path}: shorter than expected while copying its data")
-        write_converted(out_fd, piece)
+        write_deferred(out_fd, piece)
         return
     with open(piece.path, "rb") as src:
         fd = src.fileno()

@@ -3,8 +3,8 @@ external-data references (resolved and checked against their file), sizes.
 
 Two private ``external_data`` keys travel with references in memory and are never written:
 ``BASE_KEY`` (the directory a location is relative to), ``INLINE_KEY`` (a big inline
-tensor that loading left in the model file, to be written back inline) and ``CONVERT_KEY`` (a
-half tensor whose reference holds its float32 source, :mod:`rewriter.io.half`).
+tensor that loading left in the model file, to be written back inline) and ``DEFERRED_KEY`` (a
+tensor a producer makes from the bytes of its reference, :mod:`rewriter.io.deferred`).
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ import onnx
 from rewriter.errors import ModelLoadError
 from rewriter.graph import traversal
 from rewriter.graph.schemas import DEFAULT_DOMAINS
+from rewriter.io.deferred import DEFERRED_KEY, source_bytes
 
-__all__ = ["INLINE_THRESHOLD", "PROTOBUF_LIMIT", "BASE_KEY", "INLINE_KEY", "PRIVATE_PREFIX", "CONVERT_KEY", "converts",
+__all__ = ["INLINE_THRESHOLD", "PROTOBUF_LIMIT", "BASE_KEY", "INLINE_KEY", "PRIVATE_PREFIX", "DEFERRED_KEY",
            "ALIGN", "EXTERNAL", "PACKED", "all_tensors", "tensor_name", "expected_bytes", "resolve_location", "reference",
            "set_entries"]
 
 INLINE_THRESHOLD = 1 << 20  # inline raw_data at least this big is left in the file, not parsed
 PROTOBUF_LIMIT = (1 << 31) - (1 << 20)  # a serialized ModelProto must stay under 2 GiB
 BASE_KEY, INLINE_KEY, PRIVATE_PREFIX = "__rewriter_base__", "__rewriter_inline__", "__rewriter"
-CONVERT_KEY = "__rewriter_convert__"  # a half tensor whose reference holds float32 bytes (rewriter.io.half)
 ALIGN = 64
 EXTERNAL = onnx.TensorProto.EXTERNAL
 _T = onnx.TensorProto
@@ -145,18 +145,12 @@ def reference(t: onnx.TensorProto, base_dir: str | None, what: str) -> tuple[str
         raise ModelLoadError(f"{what}: external data offset {offset} + length {length} is past the end "
                              f"of '{entries.get('location')}' ({st.st_size} bytes)")
     expected = expected_bytes(t)
-    if expected is not None and converts(entries.get(CONVERT_KEY, "")):
-        expected *= 2  # a half tensor referring to its float32 source
+    if expected is not None:
+        expected = source_bytes(t) or expected  # a deferred tensor's reference holds its source
     if expected is not None and expected != length:
         raise ModelLoadError(f"{what}: external data length {length} does not match its type and "
                              f"dims ({expected} bytes)")
     return path, offset, length
-
-
-def converts(value: str) -> bool:
-    """Whether a ``CONVERT_KEY`` value names a conversion: ``clamp`` or ``round``, then
-    ``;rows=N`` or ``;cols=N`` when sums are kept (:class:`rewriter.io.half.Rounding`)."""
-    return value.partition(";")[0] in ("clamp", "round")
 
 
 def set_entries(t: onnx.TensorProto, items: dict[str, str]) -> None:

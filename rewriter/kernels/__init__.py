@@ -72,7 +72,7 @@ __all__ = [
     "SUPPORTED_DTYPES",
     "NATIVE_AVAILABLE",
     "kernel_threads",
-    "balance_half",
+    "native_extension",
 ]
 
 # raw bit types handed to the extension, by type code
@@ -80,16 +80,10 @@ _RAW = (np.uint32, np.uint64, np.uint16, np.uint16, np.int32, np.int64, np.uint3
 _warned = False
 
 
-def balance_half(w: np.ndarray, h_bits: np.ndarray, k: int, cols: int, bfloat16: bool) -> bool:
-    """Round float32 ``w`` to half keeping each group's sum, in the native extension: ``h_bits``
-    (uint16, ``w`` rounded to nearest, same size) is rewritten in place; the groups are runs of
-    ``k`` values (``cols`` 0) or the columns of blocks of ``k`` rows of ``w`` seen as
-    ``[-1, cols]`` (see :mod:`rewriter.io.half`). False, with nothing done, without the
-    extension."""
-    if _native is None:
-        return False
-    _native.balance(w, h_bits, int(k), int(cols), 1 if bfloat16 else 0, kernel_threads())
-    return True
+def native_extension():
+    """The native extension module, or None when it is not built. Besides ReduceProd it holds
+    the rounding of weights to half that keeps sums, bound in :mod:`rewriter.precision.rounding`."""
+    return _native
 
 
 def kernel_threads() -> int:

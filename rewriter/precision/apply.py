@@ -16,10 +16,9 @@ import numpy as np
 import onnx
 
 from rewriter.precision.graphs import FLOAT, Graphs, is_constant_node
-from rewriter.io.half import Rounding, converted_reference, to_half
 from rewriter.precision.plan import Plan, attribute
+from rewriter.precision.rounding import Rounding, half_of, half_tensor, kept_sums
 from rewriter.precision.slots import HALF_TYPES
-from rewriter.precision.sums import kept_sums
 from rewriter.graph.names import fresh_name
 from rewriter.graph.schemas import is_default_domain
 
@@ -40,26 +39,9 @@ class Applied:
     constants_duplicated: int = 0
     weights_stored_half: int = 0  # float32 reads of constants stored in half (through a Cast)
     constants_clamped: int = 0
-    sums_kept: int = 0  # weights rounded so the sums their readers compute stay close (precision.sums)
+    sums_kept: int = 0  # weights rounded so the sums their readers compute stay close (precision.rounding)
     cancelled_casts: int = 0
     function_calls: int = 0  # calls of local functions rewritten to half copies
-
-
-def half_tensor(value: np.ndarray, elem: int, name: str, rounding: Rounding) -> onnx.TensorProto:
-    """``value`` (float32) as a float16/bfloat16 TensorProto, rounded as ``rounding`` says (to
-    nearest even; finite magnitudes beyond float16's range clamped to its largest; sums kept)."""
-    data = to_half(value, elem, rounding.clamp, rounding.sums)
-    t = onnx.TensorProto(name=name, data_type=elem, dims=list(data.shape))
-    t.raw_data = data.tobytes()
-    return t
-
-
-def _half_of(t: onnx.TensorProto, elem: int, name: str, rounding: Rounding, read) -> onnx.TensorProto:
-    """The half version of a float32 tensor: a reference converted as it is written when ``t``
-    is one (a model of any size is never held in memory), else the converted bytes."""
-    if t.data_location == onnx.TensorProto.EXTERNAL:
-        return converted_reference(t, elem, name, rounding)
-    return half_tensor(read(t), elem, name, rounding)
 
 
 class _Names:
@@ -207,7 +189,7 @@ class _Rewrite:
             self.done.sums_kept += rounding.sums is not None
             if name in self.g.initializer:
                 t = self.g.initializer[name]
-                half = _half_of(t, self.half, target, rounding, self.read)
+                half = half_of(t, self.half, target, rounding, self.read)
                 if in_place:
                     t.Clear()
                     t.CopyFrom(half)
@@ -217,7 +199,7 @@ class _Rewrite:
                 node = self.g.producer[name]
                 a = attribute(node, "value")
                 if a is not None and a.t.data_location == onnx.TensorProto.EXTERNAL:
-                    half = _half_of(a.t, self.half, "", rounding, self.read)
+                    half = half_of(a.t, self.half, "", rounding, self.read)
                 else:
                     half = half_tensor(_constant_value(node, self.read), self.half, "", rounding)
                 if in_place:

@@ -71,7 +71,7 @@ def rounded_inputs(model: onnx.ModelProto) -> dict[str, int]:
 
 def round_feeds(feeds: dict, rounding: dict[str, int]) -> dict:
     """``feeds`` with each float input named in ``rounding`` rounded to its half type (kept float32)."""
-    from rewriter.io.half import to_half
+    from rewriter.precision.rounding import to_half
 
     out = dict(feeds)
     for name, elem in rounding.items():

@@ -17,13 +17,14 @@ import onnx
 import onnx.shape_inference
 
 from rewriter.graph import traversal
+from rewriter.graph.attributes import attribute
 from rewriter.graph.schemas import is_default_domain
-from rewriter.io.half import F16_MAX
 from rewriter.precision.graphs import FLOAT, Graphs, is_constant_node
 from rewriter.precision.io_first import first_consumers
 from rewriter.precision.islands import ISLAND, half_islands
 from rewriter.precision.quantized import QUANTIZED, quantized_regions
 from rewriter.precision.ranges import flush_matters, only_huge, out_of_range
+from rewriter.precision.rounding import F16_MAX
 from rewriter.precision.regions import carried_in_half, shape_arithmetic, signal_paths
 from rewriter.precision.slots import HALF_TYPES, NodeSlots, first_half_opset, node_slots
 
@@ -81,13 +82,6 @@ class Plan:
         """Whether ``node`` computes in float32 from its input ``i`` stored in half (a weight)."""
         p = self.nodes.get(id(node))
         return p is not None and not p.half and p.weights_half and i in p.half_inputs
-
-
-def attribute(node: onnx.NodeProto, name: str):
-    for a in node.attribute:
-        if a.name == name:
-            return a
-    return None
 
 
 class _Planner:

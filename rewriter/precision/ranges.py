@@ -6,12 +6,14 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from rewriter.io.half import F16_MAX, chunks
+from rewriter.io.deferred import chunks
+from rewriter.precision.rounding import F16_MAX
 
 __all__ = ["magnitudes", "out_of_range", "only_huge", "flush_matters"]
 
-_F16_TINY = 2.0 ** -24  # the smallest float16 subnormal: anything nonzero below it becomes 0
-_F16_NORMAL = 2.0 ** -14  # the smallest normal float16
+_F16 = np.finfo(np.float16)
+_F16_TINY = float(_F16.smallest_subnormal)  # anything nonzero below it becomes 0
+_F16_NORMAL = float(_F16.smallest_normal)
 
 
 def magnitudes(value: np.ndarray) -> tuple[float, float]:

@@ -1,7 +1,7 @@
 """convert --dtype on models whose weights are references (external data, big inline tensors):
 the half tensors stay references to the float32 bytes until they are written, converted in
 chunks on the way to the file, and come out exactly as converting the whole array in memory
-makes them (a weight's filter sums kept: :mod:`rewriter.precision.sums`)."""
+makes them (a weight's filter sums kept: :mod:`rewriter.precision.rounding`)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from onnx import helper as h
 from onnx import numpy_helper as nh
 
 from rewriter.io import load_model, save_model
-from rewriter.io.half import to_half
-from rewriter.io.tensors import CONVERT_KEY
+from rewriter.io.tensors import DEFERRED_KEY
+from rewriter.precision.rounding import to_half
 from rewriter.precision import convert_precision_proto
 
 RNG = np.random.default_rng(3)
@@ -57,7 +57,7 @@ def test_references_stay_references_until_written(tmp_path, external):
     result, report = convert_precision_proto(loaded, "float16", base_dir=str(tmp_path))
     half_w = _tensor(result, "W")
     assert half_w.data_type == T.FLOAT16
-    assert half_w.data_location == T.EXTERNAL and any(e.key == CONVERT_KEY for e in half_w.external_data)
+    assert half_w.data_location == T.EXTERNAL and any(e.key == DEFERRED_KEY for e in half_w.external_data)
     assert result.ByteSize() < 64 * 1024  # the 2 MiB weight is not held in the proto
     out = tmp_path / "out.onnx"
     written = save_model(result, out, base_dir=str(tmp_path))
@@ -119,7 +119,7 @@ def test_a_file_cannot_ask_for_conversion(tmp_path):
     value = RNG.standard_normal((8,)).astype(np.float16)
     (tmp_path / "w.bin").write_bytes(value.tobytes())
     t = onnx.TensorProto(name="W", data_type=T.FLOAT16, dims=[8], data_location=T.EXTERNAL)
-    for k, v in (("location", "w.bin"), (CONVERT_KEY, "clamp")):
+    for k, v in (("location", "w.bin"), (DEFERRED_KEY, "half:clamp")):
         e = t.external_data.add()
         e.key, e.value = k, v
     g = h.make_graph([h.make_node("Identity", ["W"], ["y"])], "g", [], [h.make_tensor_value_info("y", T.FLOAT16, [8])],

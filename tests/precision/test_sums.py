@@ -1,5 +1,5 @@
-"""Rounding weights to half keeping their filters' sums (rewriter.io.half.balanced, chosen by
-rewriter.precision.sums.kept_sums): every value stays one of the two half values around its
+"""Rounding weights to half keeping their filters' sums (rewriter.precision.rounding: balanced,
+chosen by kept_sums): every value stays one of the two half values around its
 float32 value, each group's sum is never further from its float32 sum than rounding to nearest
 leaves it (measured in exact arithmetic here), and filters whose taps nearly cancel answer a
 smooth input as in float32, checked in ONNX Runtime against the float32 model."""
@@ -21,9 +21,8 @@ from onnx import numpy_helper as nh
 
 import rewriter
 from rewriter.io import load_model, save_model
-from rewriter.io import half as half_io
-from rewriter.io.half import SUM_BLOCK, Rounding, to_half
-from rewriter.precision.sums import kept_sums
+from rewriter.io import deferred
+from rewriter.precision.rounding import SUM_BLOCK, Rounding, kept_sums, to_half
 
 RNG = np.random.default_rng(11)
 BLOCK = 256  # the elements a sum is kept over at most, each block on its own (docs/precision.md)
@@ -305,7 +304,7 @@ def test_references_are_rounded_in_chunks_as_whole_arrays_are(tmp_path, monkeypa
     """A weight left in its file is converted chunk by chunk as it is written; the chunks hold
     whole groups, so the bytes are those of the whole array converted in memory, and reading the
     reference before it is written gives them too."""
-    monkeypatch.setattr(half_io, "_CHUNK_ELEMENTS", 1 << 12)
+    monkeypatch.setattr(deferred, "CHUNK_ELEMENTS", 1 << 12)
     w = (RNG.standard_normal((700, 24)) * 4).astype(np.float32)  # 700 rows: columns in 3 blocks
     g = h.make_graph([h.make_node("MatMul", ["x", "W"], ["y"])], "g",
                      [h.make_tensor_value_info("x", T.FLOAT, [2, 700])], [h.make_tensor_value_info("y", T.FLOAT, [2, 24])],

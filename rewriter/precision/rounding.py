@@ -1,31 +1,45 @@
-"""float32 tensors stored in half precision without holding them in memory, and the rounding
-that keeps a filter's sums.
+"""Rounding a float32 weight to half precision: the one home of the algorithm, its native
+kernel's binding, which sums it keeps, and the key a deferred tensor carries.
 
-A float32 tensor that is a reference (external data, or a big inline tensor the loader left in
-its file) becomes a float16/bfloat16 tensor that still refers to the float32 bytes, marked with
-the private key ``CONVERT_KEY``: reading it (:func:`rewriter.io.read_external_tensor`) converts
-it; writing it (:mod:`rewriter.io.save`) converts it in chunks on the way to the file, so a model
-of any size is rewritten with memory near one chunk, not the model.
+Each value is rounded to nearest even; ``clamp`` first brings finite magnitudes beyond float16's
+range to its largest (exact for an additive mask). Kept sums: a filter whose taps nearly cancel
+(an edge detector: taps of 10 summing to 0.01) answers a smooth input with that small sum;
+rounding each tap to nearest moves the sum by about the taps' own rounding, which is then a large
+part of it. Natural inputs are mostly smooth (pictures, spectra, activations after a ReLU), so
+such a filter's response is off by far more than half precision's relative step: EfficientNet-
+Lite0's trained weights alone, rounded to nearest, move its output on a photograph by 1.4e-2.
+Rounding a few taps the other way keeps each sum close to its float32 value while every tap stays
+within one unit in the last place. The groups are what one output sums over: a Conv's taps over
+its kernel per (output, input) channel pair, or its input channels when the kernel is one tap; a
+MatMul or Gemm weight's inputs per output; an RNN's weights per gate unit. A weight read in half
+by readers that group it differently, or by any other op, is rounded to nearest.
+
+A weight that is a reference (a model of any size) is not converted here: it becomes a deferred
+tensor (:mod:`rewriter.io.deferred`) whose producer, registered below as ``"half"``, rounds its
+float32 bytes when it is read or written, chunk by chunk.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
+import math
 
 import numpy as np
 import onnx
+from onnx import numpy_helper
 
-from rewriter.io import wire
-from rewriter.io.tensors import CONVERT_KEY, EXTERNAL, converts, set_entries
+from rewriter.graph.attributes import attribute
+from rewriter.graph.schemas import is_default_domain
+from rewriter.io import deferred
 
-__all__ = ["to_half", "converted_reference", "conversion", "Rounding", "Converted", "write_converted", "chunks",
-           "F16_MAX", "SUM_BLOCK"]
+__all__ = ["Rounding", "to_half", "balanced", "kept_sums", "half_tensor", "half_of", "F16_MAX", "SUM_BLOCK"]
 
 F16_MAX = float(np.finfo(np.float16).max)
-_CHUNK_ELEMENTS = 1 << 22  # 16 MiB of float32 at a time
 SUM_BLOCK = 256  # a sum is kept over runs of at most this many elements, each on its own
 _SUMS_CHUNK = 1 << 20  # elements balanced at a time (the balancing holds a few arrays of this size)
+_MAX_COLUMNS_BLOCK = 1 << 24  # ("cols", n) balances SUM_BLOCK rows of n at a time: bounded memory
+_RNN = frozenset({"RNN", "GRU", "LSTM"})
+_PRODUCER = "half"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,20 +58,19 @@ class Rounding:
 
     @staticmethod
     def parse(value: str) -> "Rounding | None":
-        if not converts(value):
-            return None
         head, _, tail = value.partition(";")
+        if head not in ("clamp", "round"):
+            return None
         kind, _, n = tail.partition("=")
         sums = (kind, int(n)) if kind in ("rows", "cols") and n.isdigit() and int(n) > 0 else None
         return Rounding(head == "clamp", sums)
 
-
-def _half_type(elem: int):
-    if elem == onnx.TensorProto.FLOAT16:
-        return np.dtype("<f2")
-    import ml_dtypes
-
-    return np.dtype(ml_dtypes.bfloat16)
+    def unit(self) -> int:
+        """Elements a chunk holds whole groups of: rows, or SUM_BLOCK rows of columns."""
+        if self.sums is None:
+            return 1
+        kind, n = self.sums
+        return n * (SUM_BLOCK if kind == "cols" else 1)
 
 
 def to_half(value: np.ndarray, elem: int, clamp: bool, sums: tuple | None = None) -> np.ndarray:
@@ -65,12 +78,26 @@ def to_half(value: np.ndarray, elem: int, clamp: bool, sums: tuple | None = None
     with ``clamp``, finite magnitudes beyond float16's range become its largest; with ``sums``
     (see :class:`Rounding`), rounded so each group's sum stays as close to its float32 sum as
     rounding a few elements the other way can bring it (:func:`balanced`)."""
+    half = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem))
     v = np.asarray(value, dtype=np.float32)
     if clamp:
         v = np.where(np.isfinite(v), np.clip(v, -F16_MAX, F16_MAX), v)
     if sums is not None and v.size:
-        return balanced(v, _half_type(elem), sums)
-    return v.astype(_half_type(elem))
+        return balanced(v, half, sums)
+    return v.astype(half)
+
+
+def _native_balance(w: np.ndarray, h_bits: np.ndarray, k: int, cols: int, bfloat16: bool) -> bool:
+    """:func:`_balance` in the native extension: ``h_bits`` (uint16, ``w`` rounded to nearest) is
+    rewritten in place; groups are runs of ``k`` values (``cols`` 0) or the columns of blocks of
+    ``k`` rows of ``w`` seen as ``[-1, cols]``. False, with nothing done, without the extension."""
+    from rewriter import kernels
+
+    native = kernels.native_extension()
+    if native is None:
+        return False
+    native.balance(w, h_bits, int(k), int(cols), 1 if bfloat16 else 0, kernels.kernel_threads())
+    return True
 
 
 def _balance(w: np.ndarray, half, block: int = 0) -> np.ndarray:
@@ -79,15 +106,12 @@ def _balance(w: np.ndarray, half, block: int = 0) -> np.ndarray:
     nearest even; then, in every group, values are taken in order of what rounding them the
     other way costs (:func:`_order`), and each is rounded to its other neighbour when that brings
     the group's sum nearer its float32 sum (each value stays within one unit in the last place
-    of its float32 value). The native kernel computes it group by group
-    (:func:`rewriter.kernels.balance_half`); without it, :func:`_balance_numpy` gives the same
-    bits."""
-    from rewriter.kernels import balance_half
-
+    of its float32 value). The native kernel computes it group by group; without it,
+    :func:`_balance_numpy` gives the same bits."""
     w = np.ascontiguousarray(w, dtype=np.float32)
     h = w.astype(half)
     k = block or w.shape[1]
-    if 0 < k <= 4096 and balance_half(w, h.view(np.uint16), k, w.shape[1] if block else 0, h.dtype != np.float16):
+    if 0 < k <= 4096 and _native_balance(w, h.view(np.uint16), k, w.shape[1] if block else 0, h.dtype != np.float16):
         return h
     if not block:
         return _balance_numpy(w, h)
@@ -165,68 +189,69 @@ def balanced(v: np.ndarray, half, sums: tuple) -> np.ndarray:
     return out.reshape(v.shape)
 
 
-def converted_reference(source: onnx.TensorProto, elem: int, name: str, rounding: Rounding) -> onnx.TensorProto:
-    """A half tensor named ``name`` whose data is the float32 reference ``source``, converted
-    (as ``rounding`` says) when it is read or written."""
-    t = onnx.TensorProto()
-    t.CopyFrom(source)
-    t.name = name
-    t.data_type = elem
-    entries = {e.key: e.value for e in source.external_data if e.key != CONVERT_KEY}
-    entries[CONVERT_KEY] = rounding.key()
-    set_entries(t, entries)
-    t.data_location = EXTERNAL
+# ---------------------------------------------------------------- which sums a weight keeps
+
+def _grouping(node: onnx.NodeProto, i: int, shape: tuple) -> tuple | None:
+    """The sums ``node`` computes over its constant input ``i`` of ``shape``, or None."""
+    if not is_default_domain(node.domain):
+        return None
+    op, rank = node.op_type, len(shape)
+    if op in ("Conv", "ConvTranspose") and i == 1 and rank >= 3:
+        taps = math.prod(shape[2:])
+        if taps > 1:
+            return ("rows", taps)  # per (output, input) channel pair, over the kernel
+        # one tap: Conv [M, C/g, 1..] sums over its input channels (a row); ConvTranspose
+        # [C, M/g, 1..] over C, for each output channel (a column)
+        return ("rows", shape[1]) if op == "Conv" else ("cols", shape[1])
+    if op == "MatMul" and rank == 2:
+        return ("cols", shape[1]) if i == 1 else ("rows", shape[1]) if i == 0 else None
+    if op == "Gemm" and rank == 2 and i in (0, 1):
+        a = attribute(node, "transB" if i == 1 else "transA")
+        transposed = a is not None and a.i
+        # B [K, N] sums each column (transB: [N, K], each row); A [M, K] each row (transA: columns)
+        return ("rows", shape[1]) if (i == 1) == bool(transposed) else ("cols", shape[1])
+    if op in _RNN and i in (1, 2) and rank == 3:
+        return ("rows", shape[2])  # W [dirs, gates*H, I], R [dirs, gates*H, H]: each unit's inputs
+    return None
+
+
+def kept_sums(shape, readers) -> tuple | None:
+    """The groups whose sums rounding a constant of ``shape`` to half keeps, when every one of
+    ``readers`` ((node, input position) reading it in half) sums it the same way; else None
+    (round to nearest)."""
+    shape = tuple(int(d) for d in shape)
+    found = {_grouping(node, i, shape) for node, i in readers}
+    if len(found) != 1:
+        return None
+    sums = found.pop()
+    if sums is None or sums[1] < 2 or (sums[0] == "cols" and sums[1] * SUM_BLOCK > _MAX_COLUMNS_BLOCK):
+        return None
+    return sums
+
+
+# ---------------------------------------------------------------- tensors
+
+def half_tensor(value: np.ndarray, elem: int, name: str, rounding: Rounding) -> onnx.TensorProto:
+    """``value`` (float32) as a float16/bfloat16 TensorProto named ``name``, rounded as
+    ``rounding`` says."""
+    t = numpy_helper.from_array(to_half(value, elem, rounding.clamp, rounding.sums))
+    t.name = name  # (set even when empty, as the tensors written so far have it)
     return t
 
 
-def conversion(t: onnx.TensorProto) -> Rounding | None:
-    """None when ``t`` is not a converted reference, else how it is rounded (an empty value,
-    as a loaded file's private keys become, is none)."""
-    return Rounding.parse(next((e.value for e in t.external_data if e.key == CONVERT_KEY), ""))
+def half_of(t: onnx.TensorProto, elem: int, name: str, rounding: Rounding, read) -> onnx.TensorProto:
+    """The half version of a float32 tensor: a deferred tensor rounded as it is read or written
+    when ``t`` is a reference (a model of any size is never held in memory), else the rounded
+    bytes (``read`` gives ``t``'s value)."""
+    if t.data_location == onnx.TensorProto.EXTERNAL:
+        return deferred.deferred_reference(t, elem, name, _PRODUCER, rounding.key())
+    return half_tensor(read(t), elem, name, rounding)
 
 
-@dataclasses.dataclass(frozen=True)
-class Converted(wire.Copy):
-    """A piece of output: the float32 bytes at ``offset`` of ``path`` in half precision;
-    ``length`` is the output's (half the source's)."""
-
-    elem: int = onnx.TensorProto.FLOAT16
-    rounding: Rounding = Rounding()
+def _make(source: np.ndarray, elem: int, spec: str) -> np.ndarray:
+    r = Rounding.parse(spec) or Rounding()
+    return to_half(source, elem, r.clamp, r.sums)
 
 
-def _file_chunks(path: str, offset: int, numel: int, dtype, chunk: int):
-    """``numel`` elements of ``dtype`` at ``offset`` of ``path``, ``chunk`` at a time, read
-    (not mapped: mapped pages count as the process's memory)."""
-    dtype = np.dtype(dtype)
-    with open(path, "rb") as f:
-        f.seek(offset)
-        for start in range(0, numel, chunk):
-            count = min(chunk, numel - start)
-            data = f.read(count * dtype.itemsize)
-            if len(data) != count * dtype.itemsize:
-                raise OSError(f"{path}: shorter than expected")
-            yield np.frombuffer(data, dtype)
-
-
-def chunks(value: np.ndarray, chunk: int = _CHUNK_ELEMENTS):
-    """The elements of ``value`` in order, flat, ``chunk`` at a time; an array mapped from a
-    file (:func:`rewriter.io.read_external_tensor`) is read from it instead of mapped whole."""
-    if isinstance(value, np.memmap) and getattr(value, "filename", None) and value.flags.c_contiguous:
-        yield from _file_chunks(value.filename, value.offset, value.size, value.dtype, chunk)
-        return
-    flat = np.asarray(value).reshape(-1)
-    for start in range(0, flat.size, chunk):
-        yield flat[start:start + chunk]
-
-
-def write_converted(out_fd: int, piece: Converted) -> None:
-    r = piece.rounding
-    chunk = _CHUNK_ELEMENTS  # (whole groups a chunk: rows, or SUM_BLOCK rows of columns)
-    if r.sums is not None:
-        kind, n = r.sums
-        unit = n * (SUM_BLOCK if kind == "cols" else 1)
-        chunk = max(unit, chunk // unit * unit)
-    for part in _file_chunks(piece.path, piece.offset, piece.length // 2, "<f4", chunk):
-        view = memoryview(to_half(part, piece.elem, r.clamp, r.sums).tobytes())
-        while view:
-            view = view[os.write(out_fd, view):]
+deferred.register(_PRODUCER, deferred.Producer(np.dtype("<f4"), _make,
+                                               lambda spec: (Rounding.parse(spec) or Rounding()).unit()))
