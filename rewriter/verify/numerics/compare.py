@@ -50,6 +50,7 @@ from rewriter.verify.numerics.rel_l2 import cast_feeds, compare_rel_l2
 from rewriter.io.base_dir import proto_of
 from rewriter.io.tensors import EXTERNAL, all_tensors
 from rewriter.verify.numerics.degenerate import defaulted_dims, degenerate_reference
+from rewriter.verify.numerics.int_floor import compare_integers, integer_floors, is_exact_kind
 from rewriter.verify.numerics.isolated import run_isolated
 from rewriter.verify.numerics.random_inputs import SYMBOL_SIZE, axes_from_inputs, random_feeds, random_inputs
 from rewriter.verify.numerics.report import NumericsReport, OutputComparison
@@ -253,9 +254,7 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
             pair = _run_pair((a, ra_src), (b, rb_src), feeds, seed, **cast)
             floors = None  # a half rewrite's floor: the source on its inputs rounded as the result rounds them
             if rel_l2 is not None and not isinstance(pair, NumericsReport):
-                from rewriter.precision.floor import input_floors
-
-                floors = input_floors(b, [feeds], lambda f: _BACKENDS[pair[1]](ra_src, f), [pair[0]])
+                floors = _half_floors(b, feeds, pair, ra_src)
     if isinstance(pair, NumericsReport):
         pair.inputs, pair.defaulted = inputs, defaulted
         return pair
@@ -278,11 +277,28 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
             floor = floors[i] if floors else None
             comparisons.append(OutputComparison(label, *compare_rel_l2(outs_a[i], outs_b[j], rel_l2, floor), floor=floor))
             continue
+        if rel_l2 is not None and floors and floors[i] and is_exact_kind(outs_a[i]) and is_exact_kind(outs_b[j]):
+            dtype = onnx.TensorProto.DataType.Name(elem).lower() if elem else str(outs_a[i].dtype)
+            comparisons.append(compare_integers(label, dtype, outs_a[i], outs_b[j], floors[i]))
+            continue
         comparisons.append(_compare(label, elem, outs_a[i], outs_b[j], rtol, atol, scale_atol))
     for c, reference in zip(comparisons, outs_a):  # a pass on a reference that checks nothing is no pass
         c.degenerate = degenerate_reference(reference) if c.ok else ""
         c.ok = c.ok and not c.degenerate
     return NumericsReport(comparisons, be_a, be_b, seed, fallback=fallback, inputs=inputs, defaulted=defaulted)
+
+
+def _half_floors(rewritten, feeds, pair, source) -> list | None:
+    """Per output, the floor of a half rewrite: the source (at path ``source``, run on
+    ``pair``'s engine) on its inputs rounded as ``rewritten`` rounds them."""
+    from rewriter.precision.floor import input_floors
+
+    rounded: list = []  # the source's outputs on the rounded inputs: the integer outputs' floor
+
+    def run_rounded(f, run=_BACKENDS[pair[1]]):
+        rounded[:] = run(source, f)
+        return list(rounded)
+    return integer_floors(input_floors(rewritten, [feeds], run_rounded, [pair[0]]), pair[0], rounded)
 
 
 def _run_pair(first, second, feeds, seed, feeds_b=None):
