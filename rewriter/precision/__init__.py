@@ -16,6 +16,7 @@ import onnx
 
 from rewriter.errors import RewriterError
 from rewriter.precision.apply import Applied, apply_plan
+from rewriter.precision.decisions import Decision, KeptNode
 from rewriter.precision.graphs import Graphs, unique_subgraph_names
 from rewriter.precision.keep import check_op_types, keep_names
 from rewriter.precision.plan import plan_precision
@@ -34,7 +35,7 @@ class PrecisionReport:
 
     dtype: str
     half_nodes: int
-    kept: list  # (node label, op type, reason) for each float32 node left in float32
+    kept: list  # a KeptNode for each float32 node left in float32
     applied: Applied
     half_by_op: dict
     target: str | None = None
@@ -51,8 +52,8 @@ class PrecisionReport:
                     if self.half_by_op else ""),
                  f"{len(self.kept)} float32 node(s) stay float32"]
         by_reason: dict[str, list[str]] = {}
-        for label, op, reason in self.kept:
-            by_reason.setdefault(reason, []).append(label)
+        for k in self.kept:
+            by_reason.setdefault(k.reason, []).append(k.label)
         for reason, labels in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
             lines.append(f"  {reason}: {len(labels)} ({first_few(labels)})")
         a = self.applied
@@ -100,7 +101,7 @@ class PrecisionReport:
 
     def to_dict(self) -> dict:
         return {"dtype": self.dtype, "half_nodes": self.half_nodes, "half_by_op": self.half_by_op,
-                "kept": [{"node": label, "op": op, "reason": reason} for label, op, reason in self.kept],
+                "kept": [k.to_dict() for k in self.kept],
                 "casts_inserted": self.applied.casts, "constants_converted": self.applied.constants_converted,
                 "constants_duplicated": self.applied.constants_duplicated,
                 "constants_clamped": self.applied.constants_clamped, "sums_kept": self.applied.sums_kept,
@@ -162,14 +163,14 @@ def convert_precision_proto(model: onnx.ModelProto, dtype: str, *, keep_io_types
                                            _function_names=calls.names)
 
         calls = FunctionCalls(result, dtype, convert_body, _function_names)
-    every_node = [n for site in graphs.sites for n in site.graph.node]
-    keep_ids = {id(every_node[i]): reason for i, reason in (keep_at or {}).items()}
+    every_key = [key for key, _ in graphs.nodes()]  # (keep_at's positions index it)
+    keep_keys = {every_key[i]: reason for i, reason in (keep_at or {}).items()}
     plan = plan_precision(graphs, dtype, keep_op_types=keep_op_types, keep_nodes=keep_nodes,
                           lacks_kernel=_kernel_rule(target, dtype), read_tensor=read, measured=measured,
-                          calls=calls, keep_ids=keep_ids, weights_half=weights_half,
+                          calls=calls, keep_keys=keep_keys, weights_half=weights_half,
                           keep_io_precision=keep_io_precision)
-    half_at = tuple(i for i, n in enumerate(every_node)  # (a node computing from weights in half counts)
-                    if plan.is_half(n) or getattr(plan.plan_of(n), "weights_half", False))
+    half_at = tuple(i for i, key in enumerate(every_key)  # (a node computing from weights in half counts)
+                    if key in plan.nodes and plan.nodes[key].decision != Decision.FLOAT32)
     known = {n.name for s in graphs.sites for n in s.graph.node} | {n.name for f in result.functions for n in f.node}
     unknown = set(keep_nodes) - known
     if unknown and _function_names is None:  # (a function body's conversion sees only its own nodes)
@@ -178,11 +179,11 @@ def convert_precision_proto(model: onnx.ModelProto, dtype: str, *, keep_io_types
 
     half_by_op: dict[str, int] = {}
     kept, half_from = [], {}
-    for p in plan.nodes.values():
+    for key, p in plan.nodes.items():
         if p.half:
             half_by_op[p.node.op_type] = half_by_op.get(p.node.op_type, 0) + 1
         else:
-            kept.append((node_label(p.node), p.node.op_type, p.reason))
+            kept.append(KeptNode(key, node_label(p.node), p.node.op_type, p.decision, p.code, p.reason))
             if p.half_from is not None:  # for want of the half type in its schema
                 first, count = half_from.get(p.node.op_type, (p.half_from or None, 0))
                 half_from[p.node.op_type] = (first, count + 1)

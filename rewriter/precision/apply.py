@@ -86,7 +86,7 @@ class _Rewrite:
 
     def need(self, reader: onnx.NodeProto, i: int, name: str) -> int:
         p = self.plan.plan_of(reader)
-        if (p is not None and p.half and i in p.half_inputs) or (id(reader), i) in self.plan.half_reads:
+        if (p is not None and p.half and i in p.half_inputs) or (self.plan.key(reader), i) in self.plan.half_reads:
             return self.half
         from rewriter.precision.slots import node_slots
 

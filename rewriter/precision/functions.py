@@ -106,15 +106,13 @@ class FunctionCalls:
     def finish(self, model: onnx.ModelProto, plan) -> int:
         """Point the calls ``plan`` halves at their copies, add the copies, and drop originals
         that no call names any more (those the source called). Runs before the rewrite splices
-        new nodes in (which copies the nodes ``plan`` knows by identity). Returns the number of
-        calls rewritten."""
-        halved = {k: c for k, c in self.calls.items() if k in plan.nodes and plan.nodes[k].half}
+        new nodes in (which copies the nodes ``plan`` holds). Returns the number of calls
+        rewritten."""
+        halved = [(p.node, self.calls[id(p.node)]) for p in plan.nodes.values() if p.half and id(p.node) in self.calls]
         if not halved:
             return 0
         called_before = _reachable(model)
-        by_id = {id(n): n for n in all_nodes(model.graph)}
-        for node_id, copy in halved.items():
-            node = by_id[node_id]
+        for node, copy in halved:
             node.op_type = copy.name
             del node.attribute[:]
         model.functions.extend(self.new)

@@ -18,9 +18,12 @@ from rewriter.graph.traversal import opset_version, subgraphs
 from rewriter.io.load import without_big_data
 from rewriter.graph.schemas import is_default_domain
 
-__all__ = ["Graphs", "Site", "elem_of", "unique_subgraph_names"]
+__all__ = ["Graphs", "Site", "NodeKey", "elem_of", "unique_subgraph_names"]
 
 FLOAT = onnx.TensorProto.FLOAT
+# a node's stable key: (its graph's place in Graphs.sites, its place in that graph); the same
+# for the same model however often it is loaded or converted (--max-error's trials)
+NodeKey = tuple[int, int]
 
 
 @dataclasses.dataclass(eq=False)
@@ -53,6 +56,7 @@ class Graphs:
         self.opset = opset_version(model.opset_import)
         self.sites: list[Site] = []
         self.site_of_node: dict[int, Site] = {}
+        self._keys: dict[int, NodeKey] = {}  # id(node) -> its key, while the model is as indexed
         self.producer: dict[str, onnx.NodeProto] = {}
         self.defined_in: dict[str, Site] = {}
         self.initializer: dict[str, onnx.TensorProto] = {}
@@ -72,8 +76,10 @@ class Graphs:
         for t in graph.initializer:
             self.defined_in.setdefault(t.name, site)
             self.initializer[t.name] = t
-        for node in graph.node:
+        index = len(self.sites) - 1
+        for position, node in enumerate(graph.node):
             self.site_of_node[id(node)] = site
+            self._keys[id(node)] = (index, position)
             for i, name in enumerate(node.input):
                 if name:
                     self.readers.setdefault(name, []).append((node, i))
@@ -83,6 +89,16 @@ class Graphs:
                     self.defined_in[name] = site
             for g in subgraphs(node):
                 self._walk(g, node, depth + 1)
+
+    def key(self, node: onnx.NodeProto) -> NodeKey | None:
+        """``node``'s stable key (:data:`NodeKey`); None for a node made after the indexing."""
+        return self._keys.get(id(node))
+
+    def nodes(self):
+        """(key, node) for every node, the main graph's first, then each subgraph's in order."""
+        for site in self.sites:
+            for node in site.graph.node:
+                yield self._keys[id(node)], node
 
     def _infer(self) -> dict[str, onnx.TypeProto]:
         try:

@@ -12,7 +12,7 @@ are passed through: their readers are first consumers too.
 from __future__ import annotations
 
 from rewriter.graph.schemas import is_default_domain
-from rewriter.precision.graphs import FLOAT, Graphs
+from rewriter.precision.graphs import FLOAT, Graphs, NodeKey
 
 __all__ = ["first_consumers", "KEEP_IO_PRECISION", "MOVES_DATA"]
 
@@ -24,10 +24,10 @@ MOVES_DATA = frozenset({"Identity", "Reshape", "Transpose", "Squeeze", "Unsqueez
 _DEPTH = 16  # data-moving nodes followed from an input, at most
 
 
-def first_consumers(graphs: Graphs) -> dict[int, str]:
-    """id(node) -> reason, for every node that reads a float input of the main graph, directly
+def first_consumers(graphs: Graphs) -> dict[NodeKey, str]:
+    """graphs.key(node) -> reason, for every node that reads a float input of the main graph, directly
     or through nodes that only move data (those too)."""
-    found: dict[int, str] = {}
+    found: dict[NodeKey, str] = {}
     for v in graphs.model.graph.input:
         if v.type.tensor_type.elem_type != FLOAT:
             continue
@@ -36,9 +36,9 @@ def first_consumers(graphs: Graphs) -> dict[int, str]:
             nxt = []
             for name in frontier:
                 for node, _ in graphs.readers.get(name, ()):
-                    if id(node) in found:
+                    if graphs.key(node) in found:
                         continue
-                    found[id(node)] = KEEP_IO_PRECISION.format(v.name)
+                    found[graphs.key(node)] = KEEP_IO_PRECISION.format(v.name)
                     if node.op_type in MOVES_DATA and is_default_domain(node.domain):
                         nxt += [o for o in node.output if o and graphs.elem(o) == FLOAT]
             frontier, depth = nxt, depth + 1

@@ -16,7 +16,7 @@ LayerNormalization that releases before 1.20 have no CPU kernel for.
 
 from __future__ import annotations
 
-from rewriter.precision.graphs import FLOAT, Graphs
+from rewriter.precision.graphs import FLOAT, Graphs, NodeKey
 from rewriter.precision.regions import constant_size
 
 __all__ = ["ISLAND", "half_islands"]
@@ -25,8 +25,8 @@ ISLAND = ("nothing in half around it: no weight in half and float32 nodes on eve
           "would only round values and add Casts")
 
 
-def half_islands(graphs: Graphs, plans: dict) -> set[int]:
-    """The ids of the nodes planned in half whose group (see the module's doc) holds no weight
+def half_islands(graphs: Graphs, plans: dict) -> set[NodeKey]:
+    """The keys of the nodes planned in half whose group (see the module's doc) holds no weight
     and reads no graph input and makes no graph output (of any graph): float32 nodes on every
     side. A model or a group that computes on its inputs without weights keeps its half
     arithmetic: that is what was asked of it (on a GPU, the speed)."""
@@ -40,7 +40,7 @@ def half_islands(graphs: Graphs, plans: dict) -> set[int]:
             k = parent[k]
         return k
 
-    anchored: set[int] = set()  # nodes of groups that must stay: a weight, or half at a boundary
+    anchored: set[NodeKey] = set()  # nodes of groups that must stay: a weight, or half at a boundary
     for key, p in half.items():
         node = p.node
         if p.slots is None:  # a call of a local function: its body may hold weights
@@ -56,9 +56,9 @@ def half_islands(graphs: Graphs, plans: dict) -> set[int]:
             elif producer is None:  # a graph input: half is what the user asked of what it reads
                 anchored.add(key)
             else:
-                q = plans.get(id(producer))
+                q = plans.get(g.key(producer))
                 if q is not None and q.half and list(producer.output).index(x) in q.half_outputs:
-                    parent[find(key)] = find(id(producer))
+                    parent[find(key)] = find(g.key(producer))
         for j in p.half_outputs:
             y = node.output[j] if j < len(node.output) else ""
             if y and y in g.graph_outputs:

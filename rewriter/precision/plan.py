@@ -19,7 +19,8 @@ import onnx.shape_inference
 from rewriter.graph import traversal
 from rewriter.graph.attributes import attribute
 from rewriter.graph.schemas import is_default_domain
-from rewriter.precision.graphs import FLOAT, Graphs, is_constant_node
+from rewriter.precision.decisions import Decision
+from rewriter.precision.graphs import FLOAT, Graphs, NodeKey, is_constant_node
 from rewriter.precision.io_first import first_consumers
 from rewriter.precision.islands import ISLAND, half_islands
 from rewriter.precision.quantized import QUANTIZED, quantized_regions
@@ -57,6 +58,13 @@ class NodePlan:
     weights_half: bool = False
     # kept for want of the half type in its schema: the first later opset whose schema has it (0: none has)
     half_from: int | None = None
+    code: str = ""  # the reason's code (decisions.CODES)
+
+    @property
+    def decision(self) -> Decision:
+        if self.half:
+            return Decision.HALF
+        return Decision.FLOAT32_FROM_HALF_WEIGHTS if self.weights_half else Decision.FLOAT32
 
 
 @dataclasses.dataclass
@@ -64,37 +72,38 @@ class Plan:
     """The decision for every node that computes in float32."""
 
     dtype: str
-    nodes: dict  # id(node) -> NodePlan
+    nodes: dict  # NodeKey -> NodePlan
     clamped: set = dataclasses.field(default_factory=set)  # constant names clamped to the half range
     # Loop-carried constants passed through unchanged (weights an exporter carries into the body):
     # carried in half, so no node makes them but they are half values
     half_values: set = dataclasses.field(default_factory=set)  # body inputs and Loop outputs
-    half_reads: set = dataclasses.field(default_factory=set)  # (id(Loop node), input position)
+    half_reads: set = dataclasses.field(default_factory=set)  # (NodeKey of a Loop, input position)
+    key: object = None  # node -> its NodeKey (Graphs.key)
 
     def plan_of(self, node: onnx.NodeProto) -> NodePlan | None:
-        return self.nodes.get(id(node))
+        return self.nodes.get(self.key(node)) if self.key is not None else None
 
     def is_half(self, node: onnx.NodeProto) -> bool:
-        p = self.nodes.get(id(node))
+        p = self.plan_of(node)
         return p is not None and p.half
 
     def stores_half(self, node: onnx.NodeProto, i: int) -> bool:
         """Whether ``node`` computes in float32 from its input ``i`` stored in half (a weight)."""
-        p = self.nodes.get(id(node))
+        p = self.plan_of(node)
         return p is not None and not p.half and p.weights_half and i in p.half_inputs
 
 
 class _Planner:
     def __init__(self, graphs: Graphs, dtype: str, keep_op_types, keep_nodes, lacks_kernel, read_tensor,
-                 measured_out_of_range, calls=None, keep_ids=None, weights_half=False, keep_io_precision=False):
+                 measured_out_of_range, calls=None, keep_keys=None, weights_half=False, keep_io_precision=False):
         self.g = graphs
-        self.io_first = first_consumers(graphs) if keep_io_precision else {}  # id(node) -> reason
+        self.io_first = first_consumers(graphs) if keep_io_precision else {}  # NodeKey -> reason
         self.calls = calls  # FunctionCalls: the model's local functions, or None
         self.dtype = dtype
         self.half_str = f"tensor({dtype})"
         self.keep_op_types = frozenset(keep_op_types)
         self.keep_nodes = frozenset(keep_nodes)
-        self.keep_ids = keep_ids or {}  # id(node) -> reason (nodes kept by position: --max-error)
+        self.keep_keys = keep_keys or {}  # NodeKey -> reason (nodes kept: --max-error)
         self.weights_half = weights_half  # those nodes' constants stored in half all the same
         self.lacks_kernel = lacks_kernel  # (op, since_version) -> reason or "" / None
         self.read_tensor = read_tensor
@@ -154,60 +163,64 @@ class _Planner:
             return None
         slots = node_slots(node, g.opset)
 
-        def keep(reason: str, half_from: int | None = None) -> NodePlan:
-            return NodePlan(node, slots, False, reason, half_from=half_from)
+        def keep(code: str, reason: str, half_from: int | None = None) -> NodePlan:
+            return NodePlan(node, slots, False, reason, half_from=half_from, code=code)
 
+        key = g.key(node)
         if node.name and node.name in self.keep_nodes:
-            return keep("--keep-nodes")
+            return keep("keep-nodes", "--keep-nodes")
         if op in self.keep_op_types:
-            return keep("--keep-op-types")
+            return keep("keep-op-types", "--keep-op-types")
         if self.calls is not None and self.calls.is_call(node):
             p = self._call_plan(node, ins, outs)
-            why = self.keep_ids.get(id(node)) or self.io_first.get(id(node))
-            return NodePlan(node, None, False, why) if p.half and why else p
+            code = "max-error" if key in self.keep_keys else "keep-io-precision"
+            why = self.keep_keys.get(key) or self.io_first.get(key)
+            return NodePlan(node, None, False, why, code=code) if p.half and why else p
         if not default:
-            return keep(f"an op of domain '{node.domain}'")
+            return keep("other-domain", f"an op of domain '{node.domain}'")
         if op in CONTROL_FLOW:
-            return keep("control flow: its subgraphs' inputs and outputs stay float32")
+            return keep("control-flow", "control flow: its subgraphs' inputs and outputs stay float32")
         if op in _ALWAYS_FLOAT:
-            return keep(_ALWAYS_FLOAT[op])
+            return keep("always-float32", _ALWAYS_FLOAT[op])
         if slots is None:
-            return keep(f"no schema for {op} at opset {g.opset}")
+            return keep("no-schema", f"no schema for {op} at opset {g.opset}")
         if 0 in ins or 0 in outs:
-            return keep("sequences, maps and optionals stay float32")
+            return keep("non-tensor", "sequences, maps and optionals stay float32")
         params, half_in, half_out = self._float_params(node, slots, ins, outs)
         if isinstance(params, str):
-            return keep(params)
+            return keep("types", params)
         if not params and not (op in ATTRIBUTE_TYPED):
             return None
         for p in params:
             allowed = next(s.allowed for s in list(slots.inputs) + list(slots.outputs) if s.param == p)
             if self.half_str not in allowed:
-                return keep(f"{op}-{slots.since_version} has no {self.dtype} (type {p})",
+                return keep("no-half-type", f"{op}-{slots.since_version} has no {self.dtype} (type {p})",
                             first_half_opset(node, g.opset, self.dtype, half_in, half_out) or 0)
         if op in ATTRIBUTE_TYPED and slots.outputs and self.half_str not in slots.outputs[0].allowed:
-            return keep(f"{op}-{slots.since_version} cannot make {self.dtype}",  # (its type set by an attribute)
+            return keep("no-half-type", f"{op}-{slots.since_version} cannot make {self.dtype}",  # (set by an attribute)
                         first_half_opset(node, g.opset, self.dtype, (), (0,)) or 0)
         if not _infers_in_half(node, slots.since_version, g, half_in, self.dtype):
-            return keep(f"ONNX's type inference refuses {op}-{slots.since_version} in {self.dtype}")
-        def computes_float32(why: str, weights_half: bool) -> NodePlan:  # (from weights in half, or not)
-            return NodePlan(node, slots, False, why, frozenset(half_in), frozenset(half_out), weights_half=weights_half)
+            return keep("inference-refuses", f"ONNX's type inference refuses {op}-{slots.since_version} in {self.dtype}")
+
+        def computes_float32(code: str, why: str, weights_half: bool) -> NodePlan:  # (from weights in half, or not)
+            return NodePlan(node, slots, False, why, frozenset(half_in), frozenset(half_out), weights_half=weights_half,
+                            code=code)
 
         missing = self.lacks_kernel(op, slots.since_version) if self.lacks_kernel else None
         reason = self._constants_fit(node, half_in)
         if missing:  # computes in float32 as that runtime can; its weights stored in half where they fit
-            return computes_float32(missing, not reason)
+            return computes_float32("no-kernel", missing, not reason)
         for name in list(node.output) + [node.input[i] for i in half_in]:
             seen = self.measured.get(name)
             if seen is not None:  # the values overflow, not the weights: those are stored in half when they fit
-                return computes_float32(f"calibration: {name!r} reached {seen:.3g}, beyond {self.dtype}'s range",
-                                        not reason)
+                return computes_float32("calibration", f"calibration: {name!r} reached {seen:.3g}, beyond "
+                                        f"{self.dtype}'s range", not reason)
         if reason:
-            return keep(reason)
-        if id(node) in self.keep_ids:  # (only a node that would run in half: its constants fit)
-            return computes_float32(self.keep_ids[id(node)], self.weights_half)
-        if id(node) in self.io_first:  # (--keep-io-precision: the input reaches float32 arithmetic unrounded)
-            return computes_float32(self.io_first[id(node)], True)
+            return keep("out-of-range", reason)
+        if key in self.keep_keys:  # (only a node that would run in half: its constants fit)
+            return computes_float32("max-error", self.keep_keys[key], self.weights_half)
+        if key in self.io_first:  # (--keep-io-precision: the input reaches float32 arithmetic unrounded)
+            return computes_float32("keep-io-precision", self.io_first[key], True)
         return NodePlan(node, slots, True, "", frozenset(half_in), frozenset(half_out))
 
     def _call_plan(self, node: onnx.NodeProto, ins, outs) -> NodePlan:
@@ -216,10 +229,10 @@ class _Planner:
             seen = self.measured.get(name)
             if seen is not None:
                 return NodePlan(node, None, False, f"calibration: {name!r} reached {seen:.3g}, beyond "
-                                f"{self.dtype}'s range")
+                                f"{self.dtype}'s range", code="calibration")
         copy, reason = self.calls.specialize(node, self.g.types)
         if copy is None:
-            return NodePlan(node, None, False, reason)
+            return NodePlan(node, None, False, reason, code="function")
         return NodePlan(node, None, True, "", frozenset(i for i, e in enumerate(ins) if e == FLOAT),
                         frozenset(i for i, e in enumerate(outs) if e == FLOAT))
 
@@ -341,37 +354,36 @@ def _infers_in_half(node: onnx.NodeProto, since: int, g: Graphs, half_in, dtype:
 
 
 def plan_precision(graphs: Graphs, dtype: str, *, keep_op_types=(), keep_nodes=(), lacks_kernel=None,
-                   read_tensor=None, measured=None, calls=None, keep_ids=None, weights_half=False,
+                   read_tensor=None, measured=None, calls=None, keep_keys=None, weights_half=False,
                    keep_io_precision=False) -> Plan:
     """Decide, for every node of every graph that computes in float32, whether it runs in
     ``dtype`` ("float16" or "bfloat16"), and why not. ``calls`` (a FunctionCalls) lets calls of
-    local functions run in half through specialized copies; ``keep_ids`` maps id(node) to the
+    local functions run in half through specialized copies; ``keep_keys`` maps NodeKeys to the
     reason it stays float32 (with ``weights_half``, computing in float32 from constants stored
     in half); ``keep_io_precision`` keeps the first consumers of the float graph inputs so too
     (:mod:`.io_first`)."""
     planner = _Planner(graphs, dtype, keep_op_types, keep_nodes, lacks_kernel, read_tensor, measured, calls,
-                       keep_ids, weights_half, keep_io_precision)
-    plans: dict[int, NodePlan] = {}
-    for site in graphs.sites:
-        for node in site.graph.node:
-            p = planner.node_plan(node)
-            if p is not None:
-                plans[id(node)] = p
+                       keep_keys, weights_half, keep_io_precision)
+    plans: dict[NodeKey, NodePlan] = {}
+    for key, node in graphs.nodes():
+        p = planner.node_plan(node)
+        if p is not None:
+            plans[key] = p
 
-    def keep(keys, reason: str) -> None:
+    def keep(keys, code: str, reason: str) -> None:
         for key in keys:
             p = plans.get(key)
             if p is not None and p.half:
-                plans[key] = NodePlan(p.node, p.slots, False, reason)
+                plans[key] = NodePlan(p.node, p.slots, False, reason, code=code)
 
-    keep(shape_arithmetic(graphs, plans), "shape arithmetic (float values of sizes or indices that go back to "
-         "integers)")
-    keep(quantized_regions(graphs, plans), QUANTIZED)
+    keep(shape_arithmetic(graphs, plans), "shape-arithmetic", "shape arithmetic (float values of sizes or indices "
+         "that go back to integers)")
+    keep(quantized_regions(graphs, plans), "quantized", QUANTIZED)
     for key, (weights_half, reason) in signal_paths(graphs, plans, spectra=dtype == "float16").items():
         p = plans[key]
         plans[key] = NodePlan(p.node, p.slots, False, reason, p.half_inputs, p.half_outputs,
-                              weights_half=weights_half)
-    keep(half_islands(graphs, plans), ISLAND)
-    plan = Plan(dtype, plans, planner.clamped)
+                              weights_half=weights_half, code="signal-path")
+    keep(half_islands(graphs, plans), "island", ISLAND)
+    plan = Plan(dtype, plans, planner.clamped, key=graphs.key)
     carried_in_half(graphs, plan)
     return plan

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import onnx
 
-from rewriter.precision.graphs import FLOAT, Graphs
+from rewriter.precision.graphs import FLOAT, Graphs, NodeKey
 
 __all__ = ["QUANTIZED", "quantized_regions"]
 
@@ -36,13 +36,13 @@ def _is(node: onnx.NodeProto, ops: frozenset) -> bool:
     return node.op_type in ops and node.domain in _DOMAINS
 
 
-def _upstream_of_quantizers(g: Graphs, plans: dict) -> set[int]:
+def _upstream_of_quantizers(g: Graphs, plans: dict) -> set[NodeKey]:
     """The float nodes whose values reach a quantizing op through float values (any op, any
     distance), walking back from each quantizer to integer values (a DequantizeLinear's input, an
     integer product), constants and graph inputs: rounded to half
     anywhere on the way, a value lands in another integer step (a dynamically quantized CNN is
     0.16 off its float32 self from its float nodes in half, whose file is no smaller for it)."""
-    found: set[int] = set()
+    found: set[NodeKey] = set()
     frontier = [x for site in g.sites for n in site.graph.node if _is(n, _QUANTIZE) for x in n.input if x]
     seen: set[str] = set()
     while frontier:
@@ -51,9 +51,9 @@ def _upstream_of_quantizers(g: Graphs, plans: dict) -> set[int]:
             continue
         seen.add(x)
         p = g.producer.get(x)
-        if p is None or id(p) not in plans:  # (a DequantizeLinear's own inputs are integers: the walk ends there)
+        if p is None or g.key(p) not in plans:  # (a DequantizeLinear's own inputs are integers: the walk ends there)
             continue
-        found.add(id(p))
+        found.add(g.key(p))
         frontier.extend(i for i in p.input if i)
     return found
 
@@ -74,7 +74,7 @@ def _accumulator(g: Graphs, node: onnx.NodeProto) -> bool:
     return p is not None and p.op_type in _INTEGER_PRODUCTS and p.domain in _DOMAINS
 
 
-def quantized_regions(graphs: Graphs, plans: dict) -> set[int]:
+def quantized_regions(graphs: Graphs, plans: dict) -> set[NodeKey]:
     """The nodes planned in half that a quantized region keeps float32 (ids): a node reading a
     DequantizeLinear of a value that is not a constant, a node whose float values reach a
     quantizing op, the dequantization of integer sums, the quantizers themselves and the
@@ -83,24 +83,24 @@ def quantized_regions(graphs: Graphs, plans: dict) -> set[int]:
     g = graphs
 
     def half(node) -> bool:
-        p = plans.get(id(node))
+        p = plans.get(g.key(node))
         return p is not None and p.half
 
-    keep: set[int] = set()
+    keep: set[NodeKey] = set()
     upstream = _upstream_of_quantizers(g, plans)
     for site in g.sites:
         for node in site.graph.node:
             if not half(node):
                 continue
             if _is(node, _QUANTIZE) or (_is(node, _DEQUANTIZE) and node.input and not g.is_constant(node.input[0])):
-                keep.add(id(node))  # a quantizer's input and an activation's dequantization: as they were
+                keep.add(g.key(node))  # a quantizer's input and an activation's dequantization: as they were
                 continue
             if _is(node, _DEQUANTIZE):
                 continue
             for x in node.input:
                 d = g.producer.get(x) if x else None
                 if d is not None and _is(d, _DEQUANTIZE) and d.input and not g.is_constant(d.input[0]):
-                    keep.add(id(node))
-            if id(node) in upstream or _accumulator(g, node):
-                keep.add(id(node))
+                    keep.add(g.key(node))
+            if g.key(node) in upstream or _accumulator(g, node):
+                keep.add(g.key(node))
     return keep

@@ -10,7 +10,7 @@ import math
 import onnx
 
 from rewriter.graph.schemas import is_default_domain
-from rewriter.precision.graphs import FLOAT, Graphs
+from rewriter.precision.graphs import FLOAT, Graphs, NodeKey
 from rewriter.precision.slots import node_slots
 
 __all__ = ["INTEGER_TYPES", "shape_arithmetic", "signal_paths", "carried_in_half", "SIGNAL_PATH", "SIGNAL_FILTER",
@@ -36,35 +36,35 @@ SPECTRUM = ("signal path: a spectrum (power, magnitude, mel projection) stays fl
 SIGNAL_FILTER = ("signal path: a Conv filtering a waveform computes in float32, from its weights stored in half "
                  "(a signal rounded to half precision carries noise into every frequency band)")
 
-def shape_arithmetic(graphs: Graphs, plans: dict) -> set[int]:
+def shape_arithmetic(graphs: Graphs, plans: dict) -> set[NodeKey]:
     """Nodes computing float values from integers (shapes, sizes, indices cast to float)
     that go back to integers: kept float32, where half precision would lose integers."""
     g = graphs
     start = [n for n in g.producer.values() if n.op_type == "Cast" and is_default_domain(n.domain)
              and g.elem(n.input[0]) in INTEGER_TYPES and g.elem(n.output[0]) == FLOAT]
-    region: dict[int, onnx.NodeProto] = {id(n): n for n in start}
+    region: dict[NodeKey, onnx.NodeProto] = {g.key(n): n for n in start}
     frontier = list(start)
     while frontier:
         nxt = []
         for node in frontier:
             for out in node.output:
                 for reader, _ in g.readers.get(out, ()):
-                    if id(reader) in region or reader.op_type not in _SHAPE_ARITHMETIC:
+                    if g.key(reader) in region or reader.op_type not in _SHAPE_ARITHMETIC:
                         continue
                     others = [x for x in reader.input if x and x != out]
-                    if all(g.is_constant(x) or (x in g.producer and id(g.producer[x]) in region)
+                    if all(g.is_constant(x) or (x in g.producer and g.key(g.producer[x]) in region)
                            or g.elem(x) in INTEGER_TYPES for x in others):
-                        region[id(reader)] = reader
+                        region[g.key(reader)] = reader
                         nxt.append(reader)
         frontier = nxt
     # keep only what leads back to integers (a Cast to an integer type) or a float-only slot
-    sinks: set[int] = set()
+    sinks: set[NodeKey] = set()
     for key, node in region.items():
         if node.op_type == "Cast" and g.elem(node.output[0]) in INTEGER_TYPES:
             sinks.add(key)
         for out in node.output:
             for reader, i in g.readers.get(out, ()):
-                p = plans.get(id(reader))
+                p = plans.get(g.key(reader))
                 slots = p.slots if p is not None else node_slots(reader, g.opset)
                 if slots is not None and i < len(slots.inputs) and slots.inputs[i].param is None:
                     sinks.add(key)
@@ -75,14 +75,14 @@ def shape_arithmetic(graphs: Graphs, plans: dict) -> set[int]:
         for key, node in region.items():
             if key in keep:
                 continue
-            if any(id(r) in keep for out in node.output for r, _ in g.readers.get(out, ())):
+            if any(g.key(r) in keep for out in node.output for r, _ in g.readers.get(out, ())):
                 keep.add(key)
                 changed = True
     return keep
 
 
-def signal_paths(graphs: Graphs, plans: dict, spectra: bool = True) -> dict[int, tuple[bool, str]]:
-    """The nodes a signal's rounding to half precision would spoil, kept float32: id(node) ->
+def signal_paths(graphs: Graphs, plans: dict, spectra: bool = True) -> dict[NodeKey, tuple[bool, str]]:
+    """The nodes a signal's rounding to half precision would spoil, kept float32: g.key(node) ->
     (whether it computes from its weights stored in half, the reason).
 
     - An STFT or DFT, and the nodes before it that bring it its signal (input 0) holding no
@@ -103,10 +103,10 @@ def signal_paths(graphs: Graphs, plans: dict, spectra: bool = True) -> dict[int,
     turns it into large errors; rounding the transform's output costs each band the same relative
     error only, but its power overflows float16 for loud signals."""
     g = graphs
-    keep: dict[int, tuple[bool, str]] = {}
+    keep: dict[NodeKey, tuple[bool, str]] = {}
     for site in g.sites:
         for node in site.graph.node:
-            p = plans.get(id(node))
+            p = plans.get(g.key(node))
             if p is None or not is_default_domain(node.domain) or not node.input or not node.input[0]:
                 continue
             if node.op_type in _SPECTRAL:
@@ -118,13 +118,13 @@ def signal_paths(graphs: Graphs, plans: dict, spectra: bool = True) -> dict[int,
             else:
                 continue
             if p.half:
-                keep[id(node)] = (True, SIGNAL_FILTER) if node.op_type == "Conv" else (False, SIGNAL_PATH)
+                keep[g.key(node)] = (True, SIGNAL_FILTER) if node.op_type == "Conv" else (False, SIGNAL_PATH)
             elif p.weights_half and node.op_type in _SPECTRAL:  # (kept for the runtime): its window float32 too
-                keep[id(node)] = (False, SIGNAL_PATH)
+                keep[g.key(node)] = (False, SIGNAL_PATH)
             for q in path:
-                keep.setdefault(id(q), (False, SIGNAL_PATH))
+                keep.setdefault(g.key(q), (False, SIGNAL_PATH))
             for q in (_spectrum(g, plans, node) if spectra else ()):
-                keep.setdefault(id(q), (not _weightless(g, q), SPECTRUM))  # a mel matrix stored in half
+                keep.setdefault(g.key(q), (not _weightless(g, q), SPECTRUM))  # a mel matrix stored in half
     return keep
 
 
@@ -133,16 +133,16 @@ def _spectrum(g: Graphs, plans: dict, transform: onnx.NodeProto, depth: int = 32
     a spectrum of it (power, magnitude, a mel projection, clipping, layout) up to and including
     a Log: its values span more than float16 has (a full-scale tone's power over a 512-sample
     window is 6.5e4; the floor clipped before the log, 1e-10, is below float16's normal range)."""
-    nodes, seen, frontier = [], {id(transform)}, [transform]
+    nodes, seen, frontier = [], {g.key(transform)}, [transform]
     for _ in range(depth):
         nxt = []
         for node in frontier:
             for out in node.output:
                 for r, _ in g.readers.get(out, ()):
-                    if id(r) in seen or r.op_type not in _SPECTRUM_OPS or not is_default_domain(r.domain):
+                    if g.key(r) in seen or r.op_type not in _SPECTRUM_OPS or not is_default_domain(r.domain):
                         continue
-                    seen.add(id(r))
-                    q = plans.get(id(r))
+                    seen.add(g.key(r))
+                    q = plans.get(g.key(r))
                     if q is not None and q.half:
                         nodes.append(r)
                     if r.op_type != "Log":
@@ -163,10 +163,10 @@ def _weightless_path(g: Graphs, plans: dict, name: str) -> tuple[list, bool]:
         if producer is None:
             reached = reached or x in g.graph_inputs
             continue
-        if id(producer) in seen:
+        if g.key(producer) in seen:
             continue
-        seen.add(id(producer))
-        q = plans.get(id(producer))
+        seen.add(g.key(producer))
+        q = plans.get(g.key(producer))
         if q is not None and _resampler(g, producer):  # a filter making one waveform of one: walk on
             frontier.append(producer.input[0])
             continue
@@ -248,4 +248,4 @@ def carried_in_half(graphs: Graphs, plan) -> None:
                 plan.half_values.add(carried)
                 if k < len(loop.output) and loop.output[k]:
                     plan.half_values.add(loop.output[k])
-                plan.half_reads.add((id(loop), 2 + k))
+                plan.half_reads.add((g.key(loop), 2 + k))

@@ -117,7 +117,7 @@ def test_keep_io_precision_passes_through_nodes_that_move_data():
     plain, _ = convert_precision_proto(m, "float16")
     assert rounded_inputs(plain) == {"x": T.FLOAT16}
     result, report = convert_precision_proto(m, "float16", keep_io_precision=True)
-    assert sorted(label for label, _, why in report.kept if why.startswith("--keep-io-precision")) == [
+    assert sorted(k.label for k in report.kept if k.code == "keep-io-precision") == [
         "node 'move' (Transpose)", "node 'sub' (Sub)"]
     assert rounded_inputs(result) == {}
     assert _rel(_ort(m, {"x": X})[0], ReferenceEvaluator(result).run(None, {"x": X})[0]) <= 1e-2

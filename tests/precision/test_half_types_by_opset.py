@@ -46,7 +46,7 @@ def _valid(model):
 
 
 def _kept(report):
-    return {label.split("'")[1]: reason for label, _, reason in report.kept if "'" in label}
+    return {k.label.split("'")[1]: k.reason for k in report.kept if "'" in k.label}
 
 
 @pytest.mark.parametrize("dtype, opset, makes_half", [("bfloat16", 13, False), ("bfloat16", 20, True),

@@ -32,7 +32,7 @@ def _run(m, x):
 
 
 def _kept(report):
-    return {label.split("'")[1]: reason for label, _, reason in report.kept if "'" in label}
+    return {k.label.split("'")[1]: k.reason for k in report.kept if "'" in k.label}
 
 
 def _convs(between, extra_inits=()):

@@ -49,12 +49,12 @@ def test_a_str_is_one_op_type_and_the_node_stays_float32():
     assert _elem_into(rewriter.convert_precision(m, "float16", keep_op_types=["Softmax"]), "Softmax") == T.FLOAT
     assert _elem_into(rewriter.convert_precision(m, "float16", keep_op_types="Softmax"), "Softmax") == T.FLOAT
     _, report = convert_precision_proto(m, "float16", keep_op_types="Softmax")
-    assert report.kept == [("node 'sm' (Softmax)", "Softmax", "--keep-op-types")]
+    assert [(k.label, k.op, k.code, k.reason) for k in report.kept] == [("node 'sm' (Softmax)", "Softmax", "keep-op-types", "--keep-op-types")]
     p = ConvertPrecisionPass("float16", keep_op_types="Softmax")
     p(ir.serde.deserialize_model(m))
-    assert [op for _, op, _ in p.report.kept] == ["Softmax"]
+    assert [k.op for k in p.report.kept] == ["Softmax"]
     _, report = convert_precision_proto(m, "float16", keep_nodes="sm")  # a str is one node name too
-    assert report.kept == [("node 'sm' (Softmax)", "Softmax", "--keep-nodes")]
+    assert [(k.label, k.op, k.code, k.reason) for k in report.kept] == [("node 'sm' (Softmax)", "Softmax", "keep-nodes", "--keep-nodes")]
 
 
 @pytest.mark.parametrize("convert", [
@@ -124,7 +124,8 @@ def test_function_op_types_are_accepted_and_kept():
     _, report = convert_precision_proto(m, "float16", keep_op_types="Gadget")  # (the body has no Gadget)
     assert report.applied.function_calls == 1
     _, report = convert_precision_proto(m, "float16", keep_op_types="Doubled")
-    assert ("node 'call' (Doubled)", "Doubled", "--keep-op-types") in report.kept
+    assert ("node 'call' (Doubled)", "Doubled", "keep-op-types", "--keep-op-types") in [
+        (k.label, k.op, k.code, k.reason) for k in report.kept]
     assert report.applied.function_calls == 0
     convert_precision_proto(m, "float16", keep_op_types=("Gizmo", "Spare"))
     with pytest.raises(RewriterError, match="'doubled' [(]did you mean Doubled"):

@@ -127,7 +127,7 @@ def test_a_model_within_the_limit_is_converted_once():
     result, report = _fit(m, [SAMPLE], 1e-2)
     assert report.fitted.trials == 1 and report.fitted.kept == 0 and 0 < report.fitted.error <= 1e-2
     assert report.half_nodes == 18
-    assert not [k for k in report.kept if k[2].startswith("--max-error")]
+    assert not [k for k in report.kept if k.code == "max-error"]
 
 
 def _fit(model, samples, limit, keep_io_types=True):
@@ -201,7 +201,7 @@ def test_nodes_kept_for_their_values_keep_their_weights_in_half():
     feeds = {"x": RNG.standard_normal((4, 64)).astype(np.float32)}
     result, report = _fit(m, [feeds], 1e-2)
     assert report.fitted.weights_half and report.fitted.all_half > 0.1 and report.fitted.floor < 1e-3
-    kept = {label: why for label, _, why in report.kept}
+    kept = {k.label: k.reason for k in report.kept}
     assert "node 'norm' (LayerNormalization)" in kept
     assert kept["node 'norm' (LayerNormalization)"].endswith("(computed in float32, its weights stored in half)")
     types = {t.name: t.data_type for t in result.graph.initializer}
@@ -375,7 +375,7 @@ def test_nodes_inside_a_subgraph_are_kept_where_they_matter():
     feeds = {**SAMPLE, "c": np.array(True)}
     result, report = _fit(m, [feeds], 1e-2)
     assert report.fitted.all_half > 5e-2 and report.fitted.error <= 1e-2
-    assert sorted(label for label, _, why in report.kept if why.startswith("--max-error")) == [
+    assert sorted(k.label for k in report.kept if k.code == "max-error") == [
         "node 'down' (Sub)", "node 'up' (Add)"]
     assert report.half_by_op == {"MatMul": 2, "Neg": 1, "Relu": 1}
     assert _ort_error(m, result, feeds) <= 1e-2
@@ -387,7 +387,7 @@ def test_the_pass_takes_max_error_as_the_function_does():
     p = rewriter.ConvertPrecisionPass("float16", max_error=1e-2, calibration_data=[SAMPLE])
     result = p(ir.from_proto(_cancelling_model()))
     assert result.modified and p.report.fitted.kept == 2 and p.report.fitted.error <= 1e-2
-    assert sorted(label for label, _, why in p.report.kept if why.startswith("--max-error")) == [
+    assert sorted(k.label for k in p.report.kept if k.code == "max-error") == [
         "node 'down' (Sub)", "node 'up' (Add)"]
 
 
@@ -395,11 +395,13 @@ def test_only_the_half_slots_of_a_node_kept_with_weights_in_half_are_stored_in_h
     from rewriter.precision.plan import NodePlan, Plan
 
     node = h.make_node("Resize", ["x", "", "scales"], ["y"])
-    plan = Plan("float16", {id(node): NodePlan(node, None, False, "kept", frozenset({0}), weights_half=True)})
+    key = (0, 0)
+    plan = Plan("float16", {key: NodePlan(node, None, False, "kept", frozenset({0}), weights_half=True)},
+                key=lambda n: key if n is node else None)
     assert plan.stores_half(node, 0) and not plan.stores_half(node, 2)  # scales: a float-only slot
-    plan.nodes[id(node)].weights_half = False
+    plan.nodes[key].weights_half = False
     assert not plan.stores_half(node, 0)
-    plan.nodes[id(node)] = NodePlan(node, None, True, "", frozenset({0}), weights_half=True)
+    plan.nodes[key] = NodePlan(node, None, True, "", frozenset({0}), weights_half=True)
     assert not plan.stores_half(node, 0)  # a half node reads half values: no Cast to float32
     assert not Plan("float16", {}).stores_half(node, 0)
 

@@ -33,7 +33,7 @@ def _run(model, feeds):
 
 
 def _kept(report):
-    return {label.split("'")[1] if "'" in label else label: reason for label, _, reason in report.kept}
+    return {k.label.split("'")[1] if "'" in k.label else k.label: k.reason for k in report.kept}
 
 
 def _qdq_conv(opset=17):
