@@ -129,7 +129,8 @@ def _kernel_rule(target, dtype: str):
 def convert_precision_proto(model: onnx.ModelProto, dtype: str, *, keep_io_types: bool = True,
                             keep_op_types=(), keep_nodes=(), target=None, base_dir: str | None = None,
                             measured: dict | None = None, keep_at: dict | None = None, weights_half: bool = False,
-                            keep_io_precision: bool = False, _function_names: set | None = None) -> tuple[onnx.ModelProto, PrecisionReport]:
+                            keep_io_precision: bool = False, _function_names: set | None = None,
+                            index_memo: dict | None = None) -> tuple[onnx.ModelProto, PrecisionReport]:
     """A copy of ``model`` with its float32 computation in ``dtype``, and what was done.
 
     ``target`` is a :class:`rewriter.targets.Target` (or None); ``measured`` maps value names to
@@ -139,6 +140,8 @@ def convert_precision_proto(model: onnx.ModelProto, dtype: str, *, keep_io_types
     float32 (one that would otherwise run in half), with ``weights_half`` computing in float32
     from its constants stored in half (a Cast each). ``keep_io_precision``: the first consumers of
     each float graph input compute in float32 so (:mod:`.io_first`): the inputs are not rounded.
+    ``index_memo``: a dict kept across conversions of the same model (``--max-error``'s trials):
+    the value types inferred for the first serve the others.
     Raises RewriterError on a bad argument or when the result would not be valid.
     """
     if dtype not in HALF_TYPES:
@@ -152,7 +155,9 @@ def convert_precision_proto(model: onnx.ModelProto, dtype: str, *, keep_io_types
     result.CopyFrom(model)
     read = tensor_reader(base_dir)
     unique_subgraph_names(result)  # sibling bodies may reuse names: one table per model needs them apart
-    graphs = Graphs(result)
+    graphs = Graphs(result, types=None if index_memo is None else index_memo.get("types"))
+    if index_memo is not None:
+        index_memo.setdefault("types", dict(graphs.types))  # (as inferred: the rewrite adds to graphs.types)
     calls = None
     if result.functions:
         from rewriter.precision.functions import FunctionCalls
@@ -175,18 +180,7 @@ def convert_precision_proto(model: onnx.ModelProto, dtype: str, *, keep_io_types
     unknown = set(keep_nodes) - known
     if unknown and _function_names is None:  # (a function body's conversion sees only its own nodes)
         raise RewriterError(f"--keep-nodes: no node named {', '.join(repr(n) for n in sorted(unknown))} in the model")
-    from rewriter.graph.traversal import node_label
-
-    half_by_op: dict[str, int] = {}
-    kept, half_from = [], {}
-    for key, p in plan.nodes.items():
-        if p.half:
-            half_by_op[p.node.op_type] = half_by_op.get(p.node.op_type, 0) + 1
-        else:
-            kept.append(KeptNode(key, node_label(p.node), p.node.op_type, p.decision, p.code, p.reason))
-            if p.half_from is not None:  # for want of the half type in its schema
-                first, count = half_from.get(p.node.op_type, (p.half_from or None, 0))
-                half_from[p.node.op_type] = (first, count + 1)
+    half_by_op, kept, half_from = _tally(plan)
     function_calls = calls.finish(result, plan) if calls is not None else 0
     applied = apply_plan(result, graphs, plan, keep_io_types=keep_io_types, read_tensor=read)
     applied.function_calls = function_calls
@@ -206,6 +200,24 @@ def convert_precision_proto(model: onnx.ModelProto, dtype: str, *, keep_io_types
 
     report.float_bytes = float_bytes(model, result)
     return result, report
+
+
+def _tally(plan) -> tuple[dict, list, dict]:
+    """(nodes in half by op, a KeptNode for each node left float32, op -> (first opset giving it
+    the half type, nodes kept for want of it)) of ``plan``."""
+    from rewriter.graph.traversal import node_label
+
+    half_by_op: dict[str, int] = {}
+    kept, half_from = [], {}
+    for key, p in plan.nodes.items():
+        if p.half:
+            half_by_op[p.node.op_type] = half_by_op.get(p.node.op_type, 0) + 1
+        else:
+            kept.append(KeptNode(key, node_label(p.node), p.node.op_type, p.decision, p.code, p.reason))
+            if p.half_from is not None:  # for want of the half type in its schema
+                first, count = half_from.get(p.node.op_type, (p.half_from or None, 0))
+                half_from[p.node.op_type] = (first, count + 1)
+    return half_by_op, kept, half_from
 
 
 def _same_complaint(source: onnx.ModelProto, error: Exception) -> bool:

@@ -19,7 +19,6 @@ from rewriter.precision.graphs import FLOAT, Graphs, is_constant_node
 from rewriter.precision.plan import Plan, attribute
 from rewriter.precision.rounding import Rounding, half_of, half_tensor, kept_sums
 from rewriter.precision.slots import HALF_TYPES
-from rewriter.graph.names import fresh_name
 from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["apply_plan", "Applied"]
@@ -44,15 +43,6 @@ class Applied:
     function_calls: int = 0  # calls of local functions rewritten to half copies
 
 
-class _Names:
-    def __init__(self, model: onnx.ModelProto, graphs: Graphs):
-        self.used = set(graphs.producer) | set(graphs.defined_in) | set(graphs.initializer)
-        self.used |= {n.name for s in graphs.sites for n in s.graph.node if n.name}
-
-    def fresh(self, base: str) -> str:
-        return fresh_name(self.used, base, first=2)
-
-
 class _Rewrite:
     def __init__(self, model, graphs: Graphs, plan: Plan, keep_io_types: bool, read_tensor):
         self.m, self.g, self.plan = model, graphs, plan
@@ -60,7 +50,8 @@ class _Rewrite:
         self.suffix = "fp16" if plan.dtype == "float16" else "bf16"
         self.keep_io = keep_io_types
         self.read = read_tensor
-        self.names = _Names(model, graphs)
+        fresh = graphs.fresh_names()
+        self.fresh = lambda base: fresh(base, first=2)  # noqa: E731
         self.after: dict[int, list[onnx.NodeProto]] = {}  # id(node) -> nodes to insert after it
         self.front: dict[int, list[onnx.NodeProto]] = {}  # id(graph) -> nodes to insert first
         self.casts: dict[tuple[str, int], str] = {}
@@ -116,8 +107,8 @@ class _Rewrite:
             self.done.cancelled_casts += 1
             self.casts[key] = producer.input[0]
             return producer.input[0]
-        out = output or self.names.fresh(f"{name}_{self.suffix if to == self.half else 'fp32'}")
-        node = onnx.helper.make_node("Cast", [name], [out], name=self.names.fresh(f"{out}_cast"), to=to)
+        out = output or self.fresh(f"{name}_{self.suffix if to == self.half else 'fp32'}")
+        node = onnx.helper.make_node("Cast", [name], [out], name=self.fresh(f"{out}_cast"), to=to)
         self._place(name, node)
         self.done.casts += 1
         if output is None:
@@ -142,14 +133,14 @@ class _Rewrite:
                         v.type.tensor_type.elem_type = self.half
                     continue
                 if producer is None or self.g.site_of_node[id(producer)] is not site:
-                    out = self.names.fresh(f"{v.name}_fp32")
-                    node = onnx.helper.make_node("Cast", [v.name], [out], name=self.names.fresh(f"{out}_cast"),
+                    out = self.fresh(f"{v.name}_fp32")
+                    node = onnx.helper.make_node("Cast", [v.name], [out], name=self.fresh(f"{out}_cast"),
                                                  to=want)
                     self.front.setdefault(id(site.graph), []).append(node)
                     self.done.casts += 1
                     v.name = out
                     continue
-                inner = self.names.fresh(f"{v.name}_{self.suffix if have == self.half else 'fp32'}")
+                inner = self.fresh(f"{v.name}_{self.suffix if have == self.half else 'fp32'}")
                 self._rename(v.name, inner, producer)
                 self.cast_of(inner, want, output=v.name)
                 if want == self.half:
@@ -180,7 +171,7 @@ class _Rewrite:
                         and name not in self.g.graph_outputs)
             if self.half not in needs and not (in_place and any(stored)):
                 continue
-            target = name if in_place else self.names.fresh(f"{name}_{self.suffix}")
+            target = name if in_place else self.fresh(f"{name}_{self.suffix}")
             clamp = name in self.plan.clamped
             self.done.constants_clamped += clamp
             # the sums its half readers compute over it are kept in the rounding
@@ -206,7 +197,7 @@ class _Rewrite:
                     del node.attribute[:]
                     node.attribute.append(onnx.helper.make_attribute("value", half))
                 else:
-                    copy = onnx.helper.make_node("Constant", [], [target], name=self.names.fresh(f"{target}_const"),
+                    copy = onnx.helper.make_node("Constant", [], [target], name=self.fresh(f"{target}_const"),
                                                  value=half)
                     self.after.setdefault(id(node), []).append(copy)
             if in_place:

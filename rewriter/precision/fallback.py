@@ -194,9 +194,11 @@ def convert_fitted(proto, dtype: str, *, max_error: float | None = None, calibra
     default one set of random inputs, seed 0)."""
     from rewriter.precision import convert_precision_proto
 
+    memo: dict = {}  # one inference of the model serves every trial
+
     def convert(keep_at=None, weights_half=False):
         return convert_precision_proto(proto, dtype, keep_io_types=keep_io_types, base_dir=base_dir,
-                                       keep_at=keep_at, weights_half=weights_half, **options)
+                                       keep_at=keep_at, weights_half=weights_half, index_memo=memo, **options)
 
     if max_error is None:
         if calibration_data is not None:
