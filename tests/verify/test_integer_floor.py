@@ -16,7 +16,7 @@ from onnx import TensorProto as T
 from onnx import helper as h
 from onnx import numpy_helper as nh
 
-from rewriter.verify.numerics.int_floor import compare_integers, integer_floors
+from rewriter.verify.numerics.int_floor import compare_integers, floor_checks_nothing, integer_floors
 
 X = (1000 + np.random.default_rng(3).uniform(-1, 1, (16, 8))).astype(np.float32)
 
@@ -83,3 +83,35 @@ def test_labels_whose_count_rounding_changes_must_still_be_equal():
     assert not differ.ok and differ.reason == "integers differ"
     shape = compare_integers("labels", "int64", a, np.arange(6), 0.3)
     assert not shape.ok and shape.reason.startswith("shape")
+
+
+def test_a_floor_that_lets_any_output_pass_is_not_a_check():
+    a = np.arange(10)
+    b = a.copy()
+    b[:6] = 0  # 6 of 10 differ, floor 0.5: 2 x floor accepts every value
+    c = compare_integers("labels", "int64", a, b, 0.5)
+    assert c.ok  # within 2 x floor...
+    assert floor_checks_nothing(0.5) and floor_checks_nothing(0.96)  # ...which is no check
+    assert not floor_checks_nothing(0.49) and not floor_checks_nothing(None)
+    assert not floor_checks_nothing(float("inf"))  # no floor: judged by the limit
+
+
+def test_verify_says_not_verified_where_the_floor_accepts_anything(tmp_path):
+    """Rows of 8 values within 0.25 of 1000: float16 rounds nearly all to one value, and ArgMax
+    then picks the first: rounding the input alone changes most labels."""
+    x = (1000 + np.random.default_rng(5).uniform(-0.2, 0.2, (16, 8))).astype(np.float32)
+    share = float(np.mean(x.argmax(1) != x.astype(np.float16).astype(np.float32).argmax(1)))
+    assert share >= 0.5
+    src, out, data = tmp_path / "m.onnx", tmp_path / "h.onnx", tmp_path / "x.npz"
+    onnx.save(_argmax_model(), src)
+    np.savez(data, x=x)
+    run = subprocess.run([sys.executable, "-m", "rewriter", "convert", str(src), "--dtype", "float16",
+                          "--no-keep-io-types", "--verify", "--calibration-data", str(data), "-o", str(out),
+                          "--json"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    numerics = json.loads(run.stdout)["verification"]["numerics"]
+    idx = next(o for o in numerics["outputs"] if o["output"] == "idx")
+    assert numerics["status"] == "not verified" and idx["ok"] is False
+    assert "lets any output pass" in idx["degenerate"]
+    d = next(o for o in numerics["outputs"] if o["output"] == "d")  # x - 1000 rounded: mostly 0, a floor near 1
+    assert d["floor"] >= 0.5 and d["ok"] is False and "lets any output pass" in d["degenerate"]

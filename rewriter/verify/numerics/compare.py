@@ -50,7 +50,8 @@ from rewriter.verify.numerics.rel_l2 import cast_feeds, compare_rel_l2
 from rewriter.io.base_dir import proto_of
 from rewriter.io.tensors import EXTERNAL, all_tensors
 from rewriter.verify.numerics.degenerate import defaulted_dims, degenerate_reference
-from rewriter.verify.numerics.int_floor import compare_integers, integer_floors, is_exact_kind
+from rewriter.verify.numerics.int_floor import (compare_integers, floor_checks_nothing, integer_floors,
+                                                   is_exact_kind)
 from rewriter.verify.numerics.isolated import run_isolated
 from rewriter.verify.numerics.random_inputs import SYMBOL_SIZE, axes_from_inputs, random_feeds, random_inputs
 from rewriter.verify.numerics.report import NumericsReport, OutputComparison
@@ -283,7 +284,7 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
             continue
         comparisons.append(_compare(label, elem, outs_a[i], outs_b[j], rtol, atol, scale_atol))
     for c, reference in zip(comparisons, outs_a):  # a pass on a reference that checks nothing is no pass
-        c.degenerate = degenerate_reference(reference) if c.ok else ""
+        c.degenerate = (degenerate_reference(reference) or floor_checks_nothing(c.floor)) if c.ok else ""
         c.ok = c.ok and not c.degenerate
     return NumericsReport(comparisons, be_a, be_b, seed, fallback=fallback, inputs=inputs, defaulted=defaulted)
 

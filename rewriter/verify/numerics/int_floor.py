@@ -4,7 +4,8 @@ the float32 source's float inputs are rounded to the half type. Such an output i
 its float neighbours are, within twice its floor: at most ``2 x floor`` of its values may
 differ; with a floor of 0 it must be equal. An output whose shape rounding the inputs alone
 changes has no floor (infinite): it must be equal, as before (see
-:mod:`rewriter.precision.floor` for the float outputs).
+:mod:`rewriter.precision.floor` for the float outputs). A floor of 0.5 or more, float or
+integer, lets any output pass: such an output is not verified (:func:`floor_checks_nothing`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 
 from rewriter.verify.numerics.report import OutputComparison
 
-__all__ = ["is_exact_kind", "integer_floors", "compare_integers"]
+__all__ = ["is_exact_kind", "integer_floors", "compare_integers", "floor_checks_nothing"]
 
 NO_FLOOR = ", floor n/a (rounding the inputs alone changes it)"
 
@@ -39,6 +40,16 @@ def integer_floors(floors: list | None, want: list, got: list) -> list | None:
         return floors
     return [_share_differing(np.asarray(a), np.asarray(b)) if is_exact_kind(a) else f
             for f, a, b in zip(floors, want, got)]
+
+
+def floor_checks_nothing(floor: float | None) -> str:
+    """Why an output judged within ``2 x floor`` was checked for nothing: a floor of 0.5 or more
+    (a relative L2 error of 1 is an output of zeros; a share of 1 is every value changed) lets
+    any output pass; "" otherwise."""
+    if floor is None or not math.isfinite(floor) or floor < 0.5:
+        return ""
+    return (f"rounding only the inputs to half moves the float32 model's output by {floor:.2g}, and "
+            f"2 x floor lets any output pass")
 
 
 def compare_integers(name: str, dtype: str, a: np.ndarray, b: np.ndarray, floor: float) -> OutputComparison:
