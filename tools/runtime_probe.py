@@ -731,6 +731,7 @@ def summarize(raw: dict) -> dict:
         "partial": partial,
         "dtype_differs": dtype,
         "needs_constant": needs_const,
+        "types_refused": types_refused(raw),
         "counts": counts,
         "config": raw.get("config", {}),
         "probe": {"command": raw["command"], "date": raw["date"], "versions": raw["versions"],
@@ -739,6 +740,25 @@ def summarize(raw: dict) -> dict:
     if notes:
         entry["notes"] = notes
     return entry
+
+
+# element type -> the node test cases on tensors of it (by their names: onnx names them so)
+TYPE_CASES = {"string": re.compile(r"string|STRING|strnormalizer|regex_full_match")}
+
+
+def types_refused(raw: dict) -> dict:
+    """Element type -> what shows the release refuses it: every node test on it refused (with
+    its inputs constant too)."""
+    out = {}
+    for kind, pattern in TYPE_CASES.items():
+        rows = [(cid, r) for cid, r in raw["cases"].items() if r["kind"] == "node" and pattern.search(cid)]
+        bad = [(cid, r) for cid, r in rows if r["verdict"] in ("refused", "crash", "timeout")
+               and r.get("const_inputs") != "ok"]
+        if rows and len(bad) == len(rows):
+            cid, r = min(bad, key=lambda b: (b[1]["domain"] != "", b[0]))  # an ONNX op's case first
+            said = " ".join(r["detail"].split())[-90:]
+            out[kind] = f"{len(rows)} of {len(rows)} node tests refused, e.g. {cid}: ...{said}"
+    return out
 
 
 # --------------------------------------------------------------------------------------------

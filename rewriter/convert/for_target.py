@@ -99,7 +99,7 @@ def convert_for(model: onnx.ModelProto, target_opset: int | str | TargetSpec | N
         spec = TargetSpec.parse(target_opset, ml_opset=ml_opset, ir_version=ir_version, target=runtime)
     if spec.empty:
         raise RewriterError("give a target opset (or 'latest'), an ML opset, or a runtime target")
-    lowered = None
+    lowered, source = None, model
     if spec.runtime is not None:  # ops without a function body the runtime lacks: standard ONNX first
         model, lowered = lower_for(model, spec.runtime)
         if lowered is not None:
@@ -109,6 +109,8 @@ def convert_for(model: onnx.ModelProto, target_opset: int | str | TargetSpec | N
     if target is None or not target.rules:
         result, report = convert_model(model, spec, **kwargs)
         _whose_data(report, target, lowered)
+        if target is not None:
+            _measured_forms(source, result, report, target, kwargs.get("plan_only", False))
         return result, report
     try:
         result, report = convert_model(model, spec, **kwargs)
@@ -121,6 +123,29 @@ def convert_for(model: onnx.ModelProto, target_opset: int | str | TargetSpec | N
     _meet_restrictions(result, report, target, kwargs.get("base_dir"), kwargs.get("plan_only", False),
                        kwargs.get("strict_check", True))
     return result, report
+
+
+def _measured_forms(source, result, report, target, plan_only: bool) -> None:
+    """What a measured release needs beyond the op versions (:mod:`rewriter.targets.runtime_forms`):
+    named input dims (written in ``result``), inputs it needs constant (nodes of ``result``) and
+    element types it refuses (nodes of ``source``, the model asked: blocked)."""
+    from rewriter.targets import runtime_forms as forms
+
+    if target.runtime in forms.NAMES_DIMS and not plan_only:
+        report.target_notes.extend(forms.name_anonymous_dims(result))
+    if not target.needs_constant and not target.types_refused:
+        return
+    from rewriter.graph.inferred import LazyInference
+
+    found = forms.fed_blockers(result, target.needs_constant, target.name)
+    if target.types_refused:
+        found += forms.type_blockers(source, target.types_refused, target.name, LazyInference(source)())
+    blocked = [Blocker(label, op, "form", reason, "a runtime that takes this form")
+               for label, op, v, reason in found]
+    if plan_only:
+        report.blockers.extend(blocked)
+    elif blocked:
+        raise ConversionBlocked(blocked, f"for {target.name}")
 
 
 def _whose_data(report: ConvertReport, target, lowered=None) -> None:

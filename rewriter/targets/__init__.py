@@ -59,6 +59,10 @@ class Target:
     # a profile, whatever its name says: a profile never takes a named runtime's tables
     runtime: str | None = None
     release: tuple[int, int] | None = None
+    # measured releases (tools/runtime_probe.py): domain -> op -> schema versions it runs only with
+    # the inputs after the first constant; element type -> what shows it refuses that type
+    needs_constant: dict = dataclasses.field(default_factory=dict)
+    types_refused: dict = dataclasses.field(default_factory=dict)
 
     def release_of(self, runtime: str) -> str | None:
         """"MAJOR.MINOR" of this target when it is a release of ``runtime``, else None."""
@@ -156,22 +160,33 @@ def load_release(runtime: str, wanted: tuple[int, int]) -> Target:
         ops = {"": {op: [(1, 1 << 30)] for op in entry["supported"]}}  # every version in its opset range
     return Target(name, opsets, entry.get("ir_version"), low, ops, unsupported,
                   _table(runtime).get("source", ""), _missing(entry), entry.get("rules", {}), entry.get("unchecked", {}),
-                  f"{runtime} {release_text(key)}", runtime, wanted)
+                  f"{runtime} {release_text(key)}", runtime, wanted, _table_of(entry.get("needs_constant")),
+                  dict(entry.get("types_refused", {})))
+
+
+def _table_of(table: dict | None) -> dict:
+    """domain -> op -> frozenset of schema versions, from the data's lists."""
+    return {(d if d not in _DEFAULT else ""): {op: frozenset(vs) for op, vs in ops.items()}
+            for d, ops in (table or {}).items()}
 
 
 def _missing(entry: dict) -> dict | None:
     """domain -> op -> the schema versions the release lacks, as measured: ONNX Runtime's
     ``missing_kernels``; for the releases tools/runtime_probe.py measured, what it refuses
     (``missing``) and what it computes wrongly (``wrong``), which counts as missing."""
-    tables = [entry[k] for k in ("missing_kernels", "missing", "wrong") if k in entry]
+    tables = [(k, entry[k]) for k in ("missing_kernels", "missing", "wrong") if k in entry]
     if not tables:
         return None
+    constant = _table_of(entry.get("needs_constant"))  # refused only with inputs fed at run time
     merged: dict = {"": {}, "ai.onnx.ml": {}}
-    for table in tables:
+    for kind, table in tables:
         for d, ops in table.items():
-            into = merged.setdefault(d if d not in _DEFAULT else "", {})
+            d = d if d not in _DEFAULT else ""
+            into = merged.setdefault(d, {})
             for op, versions in ops.items():
-                into[op] = into.get(op, frozenset()) | frozenset(versions)
+                keep = frozenset(versions) - (constant.get(d, {}).get(op, frozenset()) if kind == "missing" else
+                                              frozenset())
+                into[op] = into.get(op, frozenset()) | keep
     return merged
 
 

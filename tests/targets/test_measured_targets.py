@@ -28,9 +28,10 @@ RELEASES = [(r, rel) for r in ("openvino", "tract", "tvm", "litert") if os.path.
 def _bad(runtime: str, release: str) -> dict:
     entry = json.load(open(os.path.join(DATA, f"{runtime}.json")))["releases"][release]
     bad: dict = {}
+    constant = entry.get("needs_constant", {}).get("", {})  # refused only with inputs fed at run time
     for key in ("missing", "wrong"):
         for op, versions in entry.get(key, {}).get("", {}).items():
-            bad.setdefault(op, set()).update(versions)
+            bad.setdefault(op, set()).update(v for v in versions if key == "wrong" or v not in constant.get(op, ()))
     return bad
 
 

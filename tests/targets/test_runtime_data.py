@@ -94,7 +94,8 @@ def test_summary_is_what_the_raw_verdicts_give(runtime, release):
     probe = _tool("runtime_probe")
     entry = _table(runtime)["releases"][release]
     again = probe.summarize(_raw(runtime, release))
-    for key in ("opsets", "ir_version", "missing", "wrong", "partial", "dtype_differs", "needs_constant", "counts"):
+    for key in ("opsets", "ir_version", "missing", "wrong", "partial", "dtype_differs", "needs_constant", "types_refused",
+                "counts"):
         assert entry[key] == again[key], key
 
 

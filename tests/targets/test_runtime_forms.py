@@ -1,0 +1,204 @@
+"""Forms the measured releases need beyond op versions (rewriter/targets/runtime_forms.py): op
+versions run only with constant inputs (``needs_constant``), element types refused
+(``types_refused``), tract's named input dims.  The rules are checked without the runtimes; with
+tract's venv (tools/runtime_venvs.py; skipped when absent) the converted models run there."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from rewriter import RewriterError
+from rewriter.targets import parse_target
+from rewriter.targets.runtime_forms import name_anonymous_dims
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT / "rewriter" / "targets" / "data"
+
+
+def _slice_model(starts: str) -> onnx.ModelProto:
+    """y = x[s:] at opset 17 (Slice-13), the start given as ``starts``: "init" an initializer,
+    "input" a graph input, "shape" computed from x's shape (Shape -> Slice of it -> Sub)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["m"])
+    inits = [numpy_helper.from_array(np.array([9], np.int64), "ends"),
+             numpy_helper.from_array(np.array([0], np.int64), "axes")]
+    inputs, nodes = [x], []
+    if starts == "init":
+        inits.append(numpy_helper.from_array(np.array([1], np.int64), "starts"))
+    elif starts == "input":
+        inputs.append(helper.make_tensor_value_info("starts", TensorProto.INT64, [1]))
+    else:
+        inits.append(numpy_helper.from_array(np.array([3], np.int64), "three"))
+        nodes += [helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+                  helper.make_node("Sub", ["shape", "three"], ["starts"], name="sub")]
+    nodes.append(helper.make_node("Slice", ["x", "starts", "ends", "axes"], ["y"], name="cut"))
+    model = helper.make_model(helper.make_graph(nodes, "g", inputs, [y], inits),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def _string_model() -> onnx.ModelProto:
+    x = helper.make_tensor_value_info("x", TensorProto.STRING, [3])
+    y = helper.make_tensor_value_info("y", TensorProto.BOOL, [3])
+    keys = numpy_helper.from_array(np.array(["a"], dtype=object), "key")
+    model = helper.make_model(helper.make_graph([helper.make_node("Equal", ["x", "key"], ["y"], name="same")],
+                                                "g", [x], [y], [keys]), opset_imports=[helper.make_opsetid("", 19)])
+    model.ir_version = 9
+    return model
+
+
+# ---------------------------------------------------------------- the data and the Target
+
+
+def test_a_version_refused_only_with_fed_inputs_is_not_missing():
+    """tract 0.23 refused every Slice-13 node test (starts/ends fed at run time) and ran them all
+    with those inputs constant: the data lists it in both, and the target does not lack it."""
+    entry = json.loads((DATA / "tract.json").read_text())["releases"]["0.23"]
+    assert 13 in entry["missing"][""]["Slice"] and 13 in entry["needs_constant"][""]["Slice"]
+    tract = parse_target("tract==0.23")
+    assert not tract.lacks("", "Slice", 13)
+    assert 13 in tract.needs_constant[""]["Slice"]
+    # a version missing without that excuse still lacks; a wrong one too
+    gone = next((op, vs[0]) for op, vs in entry["missing"][""].items() if op not in entry["needs_constant"][""])
+    assert tract.lacks("", *gone)
+    wrong_op, wrong_versions = next(iter(entry["wrong"][""].items()))
+    assert tract.lacks("", wrong_op, wrong_versions[0])
+
+
+@pytest.mark.parametrize("target", ["openvino==2026.4", "openvino==2024.6", "tract==0.23", "tvm==0.27"])
+def test_every_measured_release_refuses_string_tensors(target):
+    assert "string" in parse_target(target).types_refused
+    assert "test_equal_string" in parse_target(target).types_refused["string"]
+
+
+# ---------------------------------------------------------------- convert --target
+
+
+@pytest.mark.parametrize("starts", ["init", "shape"])
+def test_slice_with_constant_or_shape_computed_starts_converts_for_tract(starts):
+    result = _convert(_slice_model(starts), "tract==0.23")
+    assert [n.op_type for n in result.graph.node if n.name == "cut"] == ["Slice"]
+    assert result.opset_import[0].version == 17  # kept: not taken down for Slice's sake
+
+
+def _convert(model, target):
+    from rewriter.convert.for_target import convert_for
+
+    return convert_for(model, runtime=target)[0]
+
+
+def test_slice_with_starts_fed_at_run_time_is_refused_for_tract_naming_the_node():
+    with pytest.raises(RewriterError, match=r"node 'cut' \(Slice\).*only with its inputs after the first constant.*"
+                                            r"'starts' is computed from a graph input"):
+        _convert(_slice_model("input"), "tract==0.23")
+    _convert(_slice_model("input"), "onnxruntime==1.20")  # ONNX Runtime takes it
+
+
+@pytest.mark.parametrize("target", ["openvino==2026.4", "tract==0.23", "tvm==0.27"])
+def test_string_tensors_are_refused_naming_the_node(target):
+    with pytest.raises(RewriterError, match=r"node 'same' \(Equal\).*'x' is a string tensor"):
+        _convert(_string_model(), target)
+
+
+def test_string_tensors_convert_for_onnxruntime():
+    _convert(_string_model(), "onnxruntime==1.20")
+
+
+def test_the_cli_refuses_before_writing(tmp_path):
+    import sys
+
+    src, out = tmp_path / "m.onnx", tmp_path / "out.onnx"
+    onnx.save(_string_model(), src)
+    proc = subprocess.run([sys.executable, "-m", "rewriter", "convert", str(src), "--target", "tract==0.23", "-o",
+                           str(out)], capture_output=True, text=True, cwd=ROOT, check=False)
+    assert proc.returncode == 2 and "node 'same' (Equal)" in proc.stderr and not out.exists()
+
+
+# ---------------------------------------------------------------- anonymous dims
+
+
+def _dims(value):
+    return [d.dim_value if d.HasField("dim_value") else d.dim_param if d.HasField("dim_param") else None
+            for d in value.type.tensor_type.shape.dim]
+
+
+def test_anonymous_input_dims_get_fresh_names_and_the_rest_stays():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, -1, "?", "n", 3, "a b"])
+    z = helper.make_tensor_value_info("z", TensorProto.FLOAT, [None, "x_d0"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    model = helper.make_model(helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [x, z], [y]))
+    notes = name_anonymous_dims(model)
+    got = _dims(model.graph.input[0])
+    assert got[3:5] == ["n", 3]
+    names = [got[i] for i in (0, 1, 2, 5)]
+    assert names == ["x_d0_1", "x_d1", "x_d2", "x_d5"]  # x_d0 was taken by z: not shared
+    assert _dims(model.graph.input[1]) == ["z_d0", "x_d0"]
+    assert len(notes) == 2 and "x_d1" in notes[0]
+
+
+def test_convert_for_tract_names_the_dims_and_not_for_others():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 2])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 2])
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    assert _dims(_convert(model, "tract==0.23").graph.input[0]) == ["x_d0", 2]
+    assert _dims(_convert(model, "openvino==2026.4").graph.input[0]) == [None, 2]
+    assert _dims(model.graph.input[0]) == [None, 2]  # the argument is not changed
+
+
+# ---------------------------------------------------------------- in tract (skipped without its venv)
+
+
+def _tract(model: onnx.ModelProto, feeds: dict) -> dict:
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import runtime_venvs
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    python = runtime_venvs.venv_python("tract", "0.23")
+    if python is None:
+        pytest.skip("no tract 0.23 venv (python tools/runtime_venvs.py tract==0.23)")
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = [Path(tmp) / n for n in ("m.onnx", "in.npz", "out.npz")]
+        onnx.save(model, paths[0])
+        np.savez(paths[1], **feeds)
+        proc = subprocess.run([str(python), str(ROOT / "tools" / "runtime_run_tract.py"), *map(str, paths)],
+                              check=False, capture_output=True, text=True, timeout=300)
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        if result["ok"]:
+            with np.load(paths[2]) as out:
+                result["values"] = [out[k] for k in result["outputs"]]
+    return result
+
+
+def test_tract_runs_what_convert_writes_and_refuses_the_input():
+    """An input dim without a name: tract refuses the model as it is and runs the converted one;
+    a Slice-13 with constant starts runs at opset 17; both match ONNX Runtime."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 2])
+    inits = [numpy_helper.from_array(np.array([1], np.int64), n) for n in ("starts", "axes")] + \
+        [numpy_helper.from_array(np.array([3], np.int64), "ends")]
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Slice", ["x", "starts", "ends", "axes"], ["s"], name="cut"),
+         helper.make_node("Relu", ["s"], ["y"], name="r")], "g", [x], [y], inits),
+        opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    feeds = {"x": np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    assert not _tract(model, feeds)["ok"]
+    result = _tract(_convert(model, "tract==0.23"), feeds)
+    assert result["ok"], result
+    np.testing.assert_array_equal(result["values"][0], want)
