@@ -49,7 +49,7 @@ def floor_checks_nothing(floor: float | None) -> str:
     if floor is None or not math.isfinite(floor) or floor < 0.5:
         return ""
     return (f"rounding only the inputs to half moves the float32 model's output by {floor:.2g}, and "
-            f"2 x floor lets any output pass")
+            f"2 x floor lets any output pass: --keep-io-precision computes the nodes reading them in float32")
 
 
 def compare_integers(name: str, dtype: str, a: np.ndarray, b: np.ndarray, floor: float) -> OutputComparison:
