@@ -202,3 +202,29 @@ def test_tract_runs_what_convert_writes_and_refuses_the_input():
     result = _tract(_convert(model, "tract==0.23"), feeds)
     assert result["ok"], result
     np.testing.assert_array_equal(result["values"][0], want)
+
+
+def test_the_probe_says_a_type_is_refused_only_when_every_case_on_it_was():
+    import importlib.util
+    import sys
+
+    probe = sys.modules.get("runtime_probe")
+    if probe is None:
+        spec = importlib.util.spec_from_file_location("runtime_probe", ROOT / "tools" / "runtime_probe.py")
+        probe = sys.modules["runtime_probe"] = importlib.util.module_from_spec(spec)  # (its dataclasses)
+        sys.path.insert(0, str(ROOT / "tools"))
+        try:
+            spec.loader.exec_module(probe)
+        except BaseException:
+            del sys.modules["runtime_probe"]
+            raise
+        finally:
+            sys.path.remove(str(ROOT / "tools"))
+    row = {"kind": "node", "domain": "", "verdict": "refused", "detail": "load: unsupported src_prc: string"}
+    raw = {"cases": {"test_equal_string": dict(row), "test_cast_FLOAT_to_STRING": dict(row),
+                     "test_add": {**row, "verdict": "ok"}}}
+    assert probe.types_refused(raw)["string"].startswith("2 of 2 node tests refused, e.g. test_cast_FLOAT_to_STRING")
+    raw["cases"]["test_cast_FLOAT_to_STRING"]["const_inputs"] = "ok"  # runs with its inputs constant
+    assert probe.types_refused(raw) == {}
+    raw["cases"]["test_cast_FLOAT_to_STRING"] = {**row, "verdict": "ok"}
+    assert probe.types_refused(raw) == {}
