@@ -39,8 +39,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import make_fp16  # noqa: E402
-from make_fp16 import export_one, imagenet, record, rgb01  # noqa: E402
+from make_fp16 import export_one, imagenet, record, rgb01
 
 DETECTORS = [  # (torchvision builder, image size, threshold keyword, threshold, sharpen?, exporters)
     ("ssdlite320_mobilenet_v3_large", 320, "score_thresh", 0.3, True, ("legacy", "dynamo")),
@@ -53,11 +52,10 @@ DETECTORS = [  # (torchvision builder, image size, threshold keyword, threshold,
 
 
 def detector_specs():
+    import make_torch
     import torch
     import torchvision
     from torch import nn
-
-    import make_torch
 
     class Detector(nn.Module):
         def __init__(self, model):
@@ -139,7 +137,10 @@ def main(argv=None):
     os.makedirs(os.path.join(args.out, "expected"), exist_ok=True)
     torch.set_num_threads(2)
     mpath = os.path.join(args.out, "manifest.json")
-    old = json.load(open(mpath)) if os.path.exists(mpath) else {}
+    old = {}
+    if os.path.exists(mpath):
+        with open(mpath) as f:
+            old = json.load(f)
     entries = {e["name"]: e for e in old.get("models", [])}
     failures = [f for f in old.get("failures", []) if args.only and f["name"] not in args.only]
     for name, build, make_args, make_sample, dynamo, opset, source in detector_specs():

@@ -16,7 +16,7 @@ import numpy as np
 
 from rewriter.verify.numerics.report import OutputComparison
 
-__all__ = ["is_exact_kind", "integer_floors", "compare_integers", "floor_checks_nothing"]
+__all__ = ["compare_integers", "floor_checks_nothing", "integer_floors", "is_exact_kind"]
 
 NO_FLOOR = ", floor n/a (rounding the inputs alone changes it)"
 
