@@ -13,7 +13,7 @@ import functools
 import onnx
 
 __all__ = ["DEFAULT_DOMAINS", "is_default_domain", "all_ops", "schema_versions", "schema_version_at",
-           "schema_version_at_domain", "steps_between"]
+           "schema_version_at_domain", "steps_between", "schema_at"]
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
@@ -70,3 +70,12 @@ def steps_between(op_type: str, from_opset: int, to_opset: int) -> tuple[tuple[i
     if i <= j:
         return tuple((versions[k], versions[k + 1]) for k in range(i, j))
     return tuple((versions[k], versions[k - 1]) for k in range(i, j, -1))
+
+
+@functools.cache
+def schema_at(op_type: str, opset: int, domain: str = ""):
+    """The ``onnx.defs`` schema of ``op_type`` in force at ``domain``'s ``opset``, or None."""
+    try:
+        return onnx.defs.get_schema(op_type, opset, domain)
+    except onnx.defs.SchemaError:
+        return None

@@ -15,7 +15,7 @@ import dataclasses
 import numpy as np
 import onnx
 
-from rewriter.precision.graphs import FLOAT, Graphs, is_constant_node
+from rewriter.precision.graphs import FLOAT, Graphs
 from rewriter.precision.plan import Plan, attribute
 from rewriter.precision.rounding import Rounding, half_of, half_tensor, kept_sums
 from rewriter.precision.slots import HALF_TYPES

@@ -11,12 +11,11 @@ parameters tie slots together: converting the node converts all their float slot
 from __future__ import annotations
 
 import dataclasses
-import functools
 
 import onnx
 import onnx.defs
 
-from rewriter.graph.schemas import is_default_domain
+from rewriter.graph.schemas import is_default_domain, schema_at
 
 __all__ = ["Slot", "NodeSlots", "node_slots", "first_half_opset", "HALF_TYPES"]
 
@@ -41,14 +40,6 @@ class NodeSlots:
     outputs: tuple
 
 
-@functools.cache
-def _schema(op_type: str, opset: int, domain: str):
-    try:
-        return onnx.defs.get_schema(op_type, opset, domain)
-    except onnx.defs.SchemaError:
-        return None
-
-
 def _formal(params, i: int):
     if i < len(params):
         return params[i]
@@ -62,7 +53,7 @@ def node_slots(node: onnx.NodeProto, opset: int | None) -> NodeSlots | None:
     default-domain op the installed onnx knows."""
     if not is_default_domain(node.domain) or opset is None:
         return None
-    schema = _schema(node.op_type, opset, "")
+    schema = schema_at(node.op_type, opset)
     if schema is None:
         return None
     constraints = {c.type_param_str: frozenset(c.allowed_type_strs) for c in schema.type_constraints}
