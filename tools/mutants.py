@@ -2063,6 +2063,23 @@ MUTANTS: list[Mutant] = [
       "if False:", "tests/targets/test_runtime_forms.py", "tract gets inputs with anonymous dims"),
     M("forms-dims-everywhere", "rewriter/convert/for_target.py", "if target.runtime in forms.NAMES_DIMS and not plan_only:",
       "if not plan_only:", "tests/targets/test_runtime_forms.py", "every runtime's inputs get renamed dims"),
+    # ---------------------------------------------------------------- check --target: foreign ops, the plan
+    M("foreign-ort-too", "rewriter/targets/foreign_ops.py", '    if target.runtime == "onnxruntime":\n        return\n',
+      "", "tests/cli/test_check_target.py", "ONNX Runtime is said to lack its own com.microsoft ops"),
+    M("foreign-no-ort-domain", "rewriter/targets/foreign_ops.py", "                if misplaced(node, scope.opset):",
+      "                if False:", "tests/cli/test_check_target.py",
+      "ONNX Runtime's ONNX-domain ops not named for another runtime"),
+    M("foreign-known-any", "rewriter/targets/foreign_ops.py",
+      "    return domain in target.opsets or domain in", "    return True or domain in",
+      "tests/cli/test_check_target.py", "a domain the data never names counts as implemented"),
+    M("foreign-lowerable-flip", "rewriter/targets/foreign_ops.py", "if key in lowerable else", "if key not in lowerable else",
+      "tests/cli/test_check_target.py", "check says convert lowers what it refuses"),
+    M("planner-foreign-off", "rewriter/convert/planner.py",
+      "        engine.blockers += _foreign_blockers(result, spec.runtime, engine.blockers)\n", "",
+      "tests/cli/test_check_target.py", "convert --target writes com.microsoft ops the runtime lacks"),
+    M("check-target-no-plan", "rewriter/cli/check_target.py", '        result["convert"] = would(args, model, base_dir)\n',
+      '        result["convert"] = {"ok": True, "lines": []}\n', "tests/cli/test_check_target.py",
+      "check --target does not plan what convert would do"),
 ]
 
 

@@ -285,14 +285,10 @@ def cmd_check(args) -> int:
     target = None
     runtime = args.spec.runtime if getattr(args, "spec", None) is not None else None
     if runtime is not None:
-        from rewriter.targets import blockers
+        from rewriter.cli.check_target import target_check
 
-        import os
-
-        found = blockers(args.run.input_model, runtime, base_dir=os.path.dirname(os.path.abspath(args.model)))
-        target = {"target": runtime.name, "loads": True, "blockers": found}
-        target["loads"] = not target["blockers"]
-        if found:
+        target = target_check(args, args.run.input_model)
+        if not target["loads"]:
             target["input_defaults"] = _unlocks(args, args.run.input_model)
     _check_verdict(args, report, target)
     frozen = freeze_option.summary_line(args)
@@ -314,6 +310,10 @@ def cmd_check(args) -> int:
                 print(f"{target['target']}: {len(target['blockers'])} thing(s) stop it from loading the model "
                       f"as it is (rewriter convert MODEL --target {args.target} -o OUT converts for it):")
                 for line in target["blockers"]:
+                    print(f"  {line}")
+                plan = target["convert"]
+                print(f"convert --target {args.target} would " + ("do:" if plan["ok"] else "not help:"))
+                for line in plan["lines"]:
                     print(f"  {line}")
                 if target.get("input_defaults"):
                     found = target["input_defaults"]

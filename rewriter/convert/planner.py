@@ -18,6 +18,7 @@ import onnx
 from rewriter.convert import delegate, ml_opsets as ml
 from rewriter.convert import ir_version as ir_versions
 from rewriter.convert.delegate import HOLD_DOMAIN
+from rewriter.convert.blockers import Blocker, Label
 from rewriter.convert.conversion_report import MAX_LISTED, ConversionBlocked, ConvertReport, what as _what
 from rewriter.convert.engine import Engine
 from rewriter.convert.model_state import ConversionState
@@ -94,6 +95,8 @@ def convert_model(
     if source_ml is not None and (ml_to is not None and ml_to != source_ml or spec.runtime is not None):
         engine.blockers += ml.convert_ml(result, report.target_ml_opset, report,
                                          spec.lacks if spec.runtime is not None else None)
+    if spec.runtime is not None:
+        engine.blockers += _foreign_blockers(result, spec.runtime, engine.blockers)
     scopes = _remove_unused(result, state, engine)
     defaults = input_defaults(model) if engine.blockers else ()
     for b in engine.blockers if defaults else ():  # a refusal an input's default caused says so
@@ -148,6 +151,23 @@ def _reachable(spec: TargetSpec, source, source_ml):
         raise ConversionError("the model does not import the default ONNX domain: nothing to convert"
                               + (" (its ai.onnx.ml opset converts with --ml-opset)" if source_ml else ""))
     return to_version, ml_to, cap, paired
+
+
+def _foreign_blockers(model: onnx.ModelProto, runtime, blocked) -> list[Blocker]:
+    """The nodes of a domain the runtime has no data for (``com.microsoft``, ...) that the
+    conversion keeps (a lowering, run before it, took those it can), as blockers; ``blocked``: those
+    already blocked, not named twice."""
+    from rewriter.targets.foreign_ops import foreign
+
+    seen = {(b.name, b.where, b.op) for b in blocked}
+    found = []
+    for (domain, op), node, scope in foreign(model, runtime):
+        label = Label(node, scope)
+        if domain and (label.name, label.where, op) not in seen:
+            found.append(Blocker(str(label), f"{domain}:{op}", "lower", f"{runtime.name} is not known to implement "
+                                 f"{domain}:{op} and rewriter has no lowering of it to standard ONNX",
+                                 "onnxruntime", name=label.name, where=label.where))
+    return found
 
 
 def _remove_unused(result, state, engine):

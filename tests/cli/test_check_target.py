@@ -1,0 +1,99 @@
+"""``check --target X`` for a runtime other than ONNX Runtime: every node X is not known to implement
+is named (ops of domains X has no data for, ONNX Runtime's ONNX-domain contrib ops, ops X's data
+says it lacks), with what ``convert --target X`` would do about it, planned before any work."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto as T, helper, numpy_helper
+
+from rewriter.cli.main import main
+
+H = 8
+
+
+def _model(extra_op: str | None = None, opset: int = 18) -> onnx.ModelProto:
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array(rng.normal(size=H).astype(np.float32), n) for n in ("g", "b")]
+    nodes = [helper.make_node("FastGelu", ["X", "b"], ["f"], name="gelu", domain="com.microsoft"),
+             helper.make_node("SimplifiedLayerNormalization", ["f", "g"], ["Y"], name="rms", epsilon=1e-6)]
+    if extra_op:
+        nodes.append(helper.make_node(extra_op, ["Y"], ["Z"], name="odd", domain="com.microsoft"))
+    out = "Z" if extra_op else "Y"
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("X", T.FLOAT, [2, H])],
+                              [helper.make_tensor_value_info(out, T.FLOAT, [2, H])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 8
+    return model
+
+
+def _check(tmp_path, capsys, model, target, *extra):
+    onnx.save(model, tmp_path / "m.onnx")
+    code = main(["check", str(tmp_path / "m.onnx"), "--target", target, *extra])
+    return code, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("target", ["openvino==2026.4", "tract==0.23"])
+def test_names_each_node_and_what_convert_would_do(tmp_path, capsys, target):
+    code, out = _check(tmp_path, capsys, _model(), target)
+    assert code == 1
+    assert "com.microsoft:FastGelu, which it is not known to implement" in out and "node 'gelu' (FastGelu)" in out
+    assert "SimplifiedLayerNormalization (ONNX Runtime's own op, written in the ONNX domain)" in out
+    assert "node 'rms' (SimplifiedLayerNormalization)" in out
+    assert out.count("[convert lowers it to standard ONNX]") == 2
+    would = out.split(f"convert --target {target} would do:")[1]
+    assert "FastGelu x1" in would and "SimplifiedLayerNormalization x1" in would
+
+
+def test_an_op_without_lowering_is_said_to_be_refused(tmp_path, capsys):
+    code, out = _check(tmp_path, capsys, _model("Unlowerable"), "openvino==2026.4")
+    assert code == 1
+    assert "com.microsoft:Unlowerable" in out and "[no lowering: convert refuses it]" in out
+    would = out.split("convert --target openvino==2026.4 would not help:")[1]
+    assert "refuses it" in would and "'odd'" in would
+
+
+def test_json_carries_the_plan(tmp_path, capsys):
+    code, out = _check(tmp_path, capsys, _model(), "tract==0.23", "--json")
+    doc = json.loads(out)
+    assert code == 1 and doc["target"]["loads"] is False and len(doc["target"]["blockers"]) == 2
+    assert doc["target"]["convert"]["ok"] is True
+
+
+def test_onnx_runtime_runs_them_all(tmp_path, capsys):
+    code, out = _check(tmp_path, capsys, _model(), "onnxruntime==1.20")
+    assert code == 0 and "nothing stops it from loading the model as it is" in out
+    assert "would" not in out
+
+
+def test_a_runtime_opset_blocker_plans_the_opset_change(tmp_path, capsys):
+    """No foreign op: a model at an opset above what the release takes (ONNX Runtime 1.15: 19)."""
+    model = helper.make_model(helper.make_graph(
+        [helper.make_node("Relu", ["X"], ["Y"], name="r")], "g", [helper.make_tensor_value_info("X", T.FLOAT, [2])],
+        [helper.make_tensor_value_info("Y", T.FLOAT, [2])]), opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    code, out = _check(tmp_path, capsys, model, "onnxruntime==1.15")
+    assert code == 1 and "opset 21 of ai.onnx" in out
+    assert "would do:\n  opset 21 -> 19" in out
+
+
+@pytest.mark.parametrize("target", ["openvino==2026.4", "tract==0.23", "tensorrt==10.0"])
+def test_convert_refuses_what_it_cannot_lower_by_name_and_writes_nothing(tmp_path, capsys, target):
+    onnx.save(_model("Unlowerable"), tmp_path / "m.onnx")
+    code = main(["convert", str(tmp_path / "m.onnx"), "--target", target, "-o", str(tmp_path / "o.onnx")])
+    err = capsys.readouterr().err
+    assert code == 2 and not (tmp_path / "o.onnx").exists()
+    assert "node 'odd' (Unlowerable)" in err and "com.microsoft:Unlowerable" in err
+    assert "'gelu'" not in err and "'rms'" not in err  # lowered, not blocked
+
+
+def test_onnx_runtime_keeps_what_it_runs(tmp_path, capsys):
+    onnx.save(_model(), tmp_path / "m.onnx")
+    assert main(["convert", str(tmp_path / "m.onnx"), "--target", "onnxruntime==1.20", "-o", str(tmp_path / "o.onnx"),
+                 "-q"]) == 0
+    assert [n.op_type for n in onnx.load(tmp_path / "o.onnx").graph.node] == ["FastGelu", "SimplifiedLayerNormalization"]
