@@ -2002,7 +2002,7 @@ MUTANTS: list[Mutant] = [
       "e.cast(ctx.node.input[q], INT32), e.cast(ctx.node.input[q], INT32)", "tests/convert/test_lowering_contrib_qembed.py",
       "QEmbedLayerNormalization's tables dequantized without their zero points"),
     M("qembed-mask-dropped", "rewriter/convert/lowering/contrib_qembed.py",
-      '    inputs.append(_input(ctx, 7) or "")\n', '    inputs.append("")\n', "tests/convert/test_lowering_contrib_qembed.py",
+      '    inputs.append(ctx.name(7) or "")\n', '    inputs.append("")\n', "tests/convert/test_lowering_contrib_qembed.py",
       "the mask index is zeros whatever the mask"),
     # ---------------------------------------------------------------- the rounding home (precision/rounding.py)
     M("rounding-unit-cols", "rewriter/precision/rounding.py", 'return n * (SUM_BLOCK if kind == "cols" else 1)',

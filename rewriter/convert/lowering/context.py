@@ -123,6 +123,10 @@ class NodeContext:
 
     # -- values -------------------------------------------------------------------------------------
 
+    def name(self, i: int) -> str | None:
+        """Input ``i``'s name, or None when the node does not give that (optional) input."""
+        return self.node.input[i] if i < len(self.node.input) and self.node.input[i] else None
+
     def input(self, i: int = 0) -> ValueInfo:
         if i >= len(self.node.input) or not self.node.input[i]:
             return UNKNOWN

@@ -29,9 +29,6 @@ TYPES = {F32: "float", F16: "float16"}
 NEAR = "within float32 rounding of ONNX Runtime's CPU kernel (its GEMM and softmax order sums differently)"
 
 
-def _input(ctx, i: int) -> str | None:
-    return ctx.node.input[i] if i < len(ctx.node.input) and ctx.node.input[i] else None
-
 
 def _scale(ctx, head_size: int | None) -> float:
     scale = ctx.attr("scale", 0.0)
@@ -48,11 +45,11 @@ def _mask_and_bias(ctx, mask_i: int, bias_i: int | None, query: str, keys: str, 
     e = ctx.emit
     total = scalar(e, dim(e, keys, 2))
     masked = None
-    mask = _input(ctx, mask_i)
+    mask = ctx.name(mask_i)
     if mask is not None:
         masked = key_mask(ctx, mask, ctx.input(mask_i).rank, total, dim(e, query, 0))
     tri = causal_mask(e, scalar(e, dim(e, query, 1)), total) if causal else None
-    return masked, tri, None if bias_i is None else _input(ctx, bias_i)
+    return masked, tri, None if bias_i is None else ctx.name(bias_i)
 
 
 def _with_past(ctx, k: str, v: str, past_k: str | None, past_v: str | None):
@@ -80,7 +77,7 @@ def attention(ctx) -> None:
     elem = ctx.input_elem(TYPES)
     if ctx.attr("do_rotary", 0):
         ctx.block("do_rotary=1 (rotary embedding inside Attention) is not lowered: a named blocker")
-    if ctx.attr("past_present_share_buffer", 0) or _input(ctx, 6):
+    if ctx.attr("past_present_share_buffer", 0) or ctx.name(6):
         ctx.block("past_present_share_buffer / past_sequence_length (a shared KV buffer) is not lowered")
     heads = int(ctx.attr("num_heads"))
     width = ctx.input(1).dim(-1)
@@ -89,7 +86,7 @@ def attention(ctx) -> None:
         ctx.block("the width of weights is not static and qkv_hidden_sizes is not given")
     e, x = ctx.emit, ctx.node.input[0]
     qkv = e.op("MatMul", [x, ctx.node.input[1]])
-    if _input(ctx, 2):
+    if ctx.name(2):
         qkv = e.op("Add", [qkv, ctx.node.input[2]])
     attend_packed(ctx, x, qkv, sizes, heads, elem, mask_i=3, past_i=4, bias_i=5)
 
@@ -101,7 +98,7 @@ def attend_packed(ctx, x: str, qkv: str, sizes: list, heads: int, elem: int, *, 
     of input ``mask_i``, attention_bias of input ``bias_i``; output 0 written."""
     e = ctx.emit
     q, k, v = (split_heads(e, t, heads) for t in e.op("Split", [qkv, e.ints(sizes)], n_out=3, axis=-1))
-    past = _input(ctx, past_i)
+    past = ctx.name(past_i)
     if past is not None:  # [2, B, N, P, h]
         pk, pv = (e.op("Gather", [past, e.const(np.int64(i), hint="index")], axis=0) for i in (0, 1))
         k, v = _with_past(ctx, k, v, pk, pv)
@@ -130,7 +127,7 @@ def multi_head_attention(ctx) -> None:
         ctx.block(f"query/key/value of ranks {ranks}: only separate 3D [B, S, D] inputs are lowered (packed QKV, "
                   "packed KV and key/value in heads layout are named blockers)")
     for i, what in ((8, "past_sequence_length"), (9, "cache_indirection")):
-        if _input(ctx, i):
+        if ctx.name(i):
             ctx.block(f"input {what} is not lowered")
     if ctx.used(3):
         ctx.block("output qk is read: not lowered")
@@ -138,13 +135,13 @@ def multi_head_attention(ctx) -> None:
     widths = [ctx.input(i).dim(-1) for i in (0, 1, 2)]
     e = ctx.emit
     q, k, v = ctx.node.input[0], ctx.node.input[1], ctx.node.input[2]
-    if _input(ctx, 3):
+    if ctx.name(3):
         if not all(isinstance(w, int) for w in widths):
             ctx.block("the widths of query/key/value are not static: the bias is split by them")
         bq, bk, bv = e.op("Split", [ctx.node.input[3], e.ints(widths)], n_out=3, axis=0)
         q, k, v = e.op("Add", [q, bq]), e.op("Add", [k, bk]), e.op("Add", [v, bv])
     q, k, v = (split_heads(e, t, heads) for t in (q, k, v))
-    k, v = _with_past(ctx, k, v, _input(ctx, 6), _input(ctx, 7))
+    k, v = _with_past(ctx, k, v, ctx.name(6), ctx.name(7))
     for i, t in ((1, k), (2, v)):
         if ctx.used(i):
             e.identity(t, ctx.node.output[i])

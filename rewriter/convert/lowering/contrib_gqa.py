@@ -37,13 +37,10 @@ DEFAULTS = {"smooth_softmax": (-1, 0), "qk_output": (0,), "causal": (1,), "slidi
             "k_quant_type": ("NONE",), "v_quant_type": ("NONE",), "kv_cache_bit_width": (0,)}
 
 
-def _input(ctx, i: int) -> str | None:
-    return ctx.node.input[i] if i < len(ctx.node.input) and ctx.node.input[i] else None
-
 
 def _refuse_unsupported(ctx) -> None:
     for i, what in UNSUPPORTED_INPUTS.items():
-        if _input(ctx, i):
+        if ctx.name(i):
             ctx.block(f"input {what} is not lowered")
     for name, allowed in DEFAULTS.items():
         if ctx.attr(name, allowed[0]) not in allowed:
@@ -69,7 +66,7 @@ def _heads(ctx, heads: int, kv: int):
     """(Q [B, N, S, h], K, V [B, kvN, S, h], head size)."""
     e, q = ctx.emit, ctx.node.input[0]
     width = ctx.input(0).dim(-1)
-    packed = _input(ctx, 1) is None
+    packed = ctx.name(1) is None
     if width is None:
         ctx.block("the query's width is not static: the head size is folded into the graph")
     head = width // (heads + 2 * kv) if packed else width // heads
@@ -123,7 +120,7 @@ def group_query_attention(ctx) -> None:
     past = _past_lengths(e, ctx.node.input[5], scalar(e, e.op("Reshape", [ctx.node.input[6], e.ints([1])])),
                          scalar(e, query_len))
     if ctx.attr("do_rotary", 0):
-        if not (_input(ctx, 7) and _input(ctx, 8)):
+        if not (ctx.name(7) and ctx.name(8)):
             ctx.block("do_rotary=1 without cos_cache and sin_cache")
         half = ctx.input(7).dim(-1)
         if half is None:
@@ -135,7 +132,7 @@ def group_query_attention(ctx) -> None:
         interleaved = bool(ctx.attr("rotary_interleaved", 0))
         q, k = (rotate(e, t, cos, sin, 2 * half, head, interleaved) for t in (q, k))
     for i, past_i, t in ((1, 3, k), (2, 4, v)):
-        full = e.op("Concat", [ctx.node.input[past_i], t], axis=2) if _input(ctx, past_i) else t
+        full = e.op("Concat", [ctx.node.input[past_i], t], axis=2) if ctx.name(past_i) else t
         if i == 1:
             k = full
         else:

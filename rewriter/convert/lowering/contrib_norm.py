@@ -51,9 +51,6 @@ def normalize(e, x: str, gamma: str, beta: str | None, eps: float, *, simplified
     return e.op("Add", [y, beta], out=out) if beta else (e.op("Identity", [y], out=out) if out else y)
 
 
-def _input(ctx, i: int) -> str | None:
-    return ctx.node.input[i] if i < len(ctx.node.input) and ctx.node.input[i] else None
-
 
 @output_types("SkipLayerNormalization", "SkipSimplifiedLayerNormalization")
 def _skip_types(node, types):
@@ -70,8 +67,8 @@ def _skip_norm(ctx) -> None:
         if ctx.used(i):
             ctx.block(f"output {what} is read: ONNX Runtime's CPU kernel never writes it")
     e, x = ctx.emit, ctx.node.input[0]
-    names = [x, ctx.node.input[1], ctx.node.input[2]] + ([None, _input(ctx, 3)] if simplified else
-                                                         [_input(ctx, 3), _input(ctx, 4)])
+    names = [x, ctx.node.input[1], ctx.node.input[2]] + ([None, ctx.name(3)] if simplified else
+                                                         [ctx.name(3), ctx.name(4)])
     x, skip, gamma, beta, bias = (None if n is None else as_float(e, n, elem) for n in names)
     total = e.op("Add", [x, skip])
     if bias:
@@ -101,14 +98,14 @@ def embed_layer_norm(ctx) -> None:
     elem = ctx.input_elem(FLOATS, i=2)
     e, ids = ctx.emit, ctx.node.input[0]
     words = e.op("Gather", [ctx.node.input[2], ids], axis=0)
-    positions = _input(ctx, 8)
+    positions = ctx.name(8)
     if positions is None:  # position i of each row: the first S rows of the table
         length = e.op("Gather", [e.op("Shape", [ids]), e.ints([1])], axis=0)
         table = e.op("Slice", [ctx.node.input[3], e.ints([0]), length, e.ints([0])])
     else:
         table = e.op("Gather", [ctx.node.input[3], positions], axis=0)
     total = e.op("Add", [as_float(e, words, elem), as_float(e, table, elem)])
-    if _input(ctx, 1) and _input(ctx, 4):
+    if ctx.name(1) and ctx.name(4):
         total = e.op("Add", [total, as_float(e, e.op("Gather", [ctx.node.input[4], ctx.node.input[1]], axis=0), elem)])
     if ctx.used(2):
         e.cast(total, elem, out=ctx.node.output[2]) if elem != F32 else e.identity(total, ctx.node.output[2])
@@ -149,7 +146,7 @@ def _plain_norm(ctx) -> None:
     if elem != F32 and (stats[0] or stats[1]):
         ctx.block("the statistics outputs of a half-precision normalization are not lowered")
     x, gamma = (as_float(e, ctx.node.input[i], elem) for i in (0, 1))
-    beta = None if simplified or not _input(ctx, 2) else as_float(e, ctx.node.input[2], elem)
+    beta = None if simplified or not ctx.name(2) else as_float(e, ctx.node.input[2], elem)
     eps = ctx.attr("epsilon", 1e-5)
     if elem == F32:
         normalize(e, x, gamma, beta, eps, simplified=simplified, out=ctx.node.output[0], axis=axis, stats=stats)
@@ -166,7 +163,7 @@ def _mask_index(ctx) -> None:
     """int32 count of mask == 1 per row; zeros when there is no mask (mask_index_type 0: no output)."""
     if ctx.attr("mask_index_type", 1) == 0:
         ctx.block("mask_index is read but mask_index_type is 0 (ONNX Runtime writes no mask index)")
-    e, mask = ctx.emit, _input(ctx, 7)
+    e, mask = ctx.emit, ctx.name(7)
     if mask is None:
         batch = e.op("Gather", [e.op("Shape", [ctx.node.input[0]]), e.ints([0])], axis=0)
         e.op("ConstantOfShape", [batch], out=ctx.node.output[1],

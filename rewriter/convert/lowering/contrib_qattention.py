@@ -25,9 +25,6 @@ NEAR = ("the projection's int32 sums exact (MatMulInteger), then float32 roundin
         "(its GEMM and softmax order sums differently)")
 
 
-def _input(ctx, i: int) -> str | None:
-    return ctx.node.input[i] if i < len(ctx.node.input) and ctx.node.input[i] else None
-
 
 @output_types("QAttention")
 def _qattention_types(node, types):
@@ -53,7 +50,7 @@ def qattention(ctx) -> None:
         ctx.block(f"weights of shape {weights.shape}: the kernel reads [D, 3 x hidden] with hidden a multiple of "
                   "num_heads (static here)")
     e, x = ctx.emit, ctx.node.input[0]
-    zero_points = [_input(ctx, 6) or "", _input(ctx, 7) or ""]
+    zero_points = [ctx.name(6) or "", ctx.name(7) or ""]
     while zero_points and not zero_points[-1]:
         zero_points.pop()
     acc = e.op("MatMulInteger", [x, ctx.node.input[1], *zero_points])

@@ -21,9 +21,6 @@ U8, I8 = TensorProto.UINT8, TensorProto.INT8
 TENSORS = ((2, 8, 13), (3, 9, 14), (4, 10, 15), (5, 11, 16), (6, 12, 17))  # (quantized, scale, zero point)
 
 
-def _input(ctx, i: int) -> str | None:
-    return ctx.node.input[i] if i < len(ctx.node.input) and ctx.node.input[i] else None
-
 
 @output_types("QEmbedLayerNormalization")
 def _qembed_types(node, types):
@@ -39,12 +36,12 @@ def qembed_layer_norm(ctx) -> None:
     ctx.input_elem({INT32: "int32"})
     elem = ctx.input_elem({U8: "uint8", I8: "int8"}, i=2)
     e = ctx.emit
-    inputs = [ctx.node.input[0], _input(ctx, 1) or ""]
+    inputs = [ctx.node.input[0], ctx.name(1) or ""]
     for q, scale, zero_point in TENSORS:
-        if _input(ctx, q) is None:
+        if ctx.name(q) is None:
             inputs.append("")
             continue
-        if _input(ctx, scale) is None or _input(ctx, zero_point) is None:
+        if ctx.name(scale) is None or ctx.name(zero_point) is None:
             ctx.block(f"input {q} has no scale or zero point (ONNX Runtime reads both)")
         if ctx.input(q).elem != elem:
             ctx.block("the quantized inputs are not all of one type (ONNX Runtime reads them as the word embedding's)")
@@ -52,7 +49,7 @@ def qembed_layer_norm(ctx) -> None:
         value = e.op("Mul", [e.cast(diff, F32), ctx.node.input[scale]])
         ctx.declare(value, F32, ctx.input(q).shape)
         inputs.append(value)
-    inputs.append(_input(ctx, 7) or "")
+    inputs.append(ctx.name(7) or "")
     while not inputs[-1]:
         inputs.pop()
     derived = helper.make_node("EmbedLayerNormalization", inputs, list(ctx.node.output[:2]), domain=COM,

@@ -18,10 +18,9 @@ GEMM = ("Gemm as onnxruntime's kernel calls it: bit-identical in onnxruntime; ot
         "products in their own order (relative error ~ features x 2^-24)")
 
 
-def _scores(ctx, x: str, coef: np.ndarray, intercepts: np.ndarray | None, rows: int) -> str:
-    """X (reshaped to [N, F] unless rank 2) times coef^T plus intercepts: [N, rows]."""
-    e = ctx.emit
-    features = len(coef) // rows
+def as_rows(ctx, x: str, features: int, needs: str) -> str:
+    """X as [N, features] (rank 1 is one row), as ONNX Runtime's ML kernels read it: rank 0 and rank
+    > 2 are refused, and a last dim other than ``features`` (``needs`` says what the model needs)."""
     info = ctx.input(0)
     if info.rank is not None and info.rank > 2:
         ctx.block(f"input rank {info.rank}: onnxruntime's kernel reads rank 1 or 2")
@@ -29,9 +28,17 @@ def _scores(ctx, x: str, coef: np.ndarray, intercepts: np.ndarray | None, rows: 
         ctx.block("a rank-0 input (onnxruntime refuses it)")
     width = info.dim(-1)
     if width is not None and info.rank in (1, 2) and width != features:
-        ctx.block(f"{len(coef)} coefficients for {rows} row(s) need {features} features, the input has {width}")
+        ctx.block(f"{needs}, the input has {width}")
     if info.rank != 2:
-        x = e.op("Reshape", [x, e.ints([-1, features])])
+        x = ctx.emit.op("Reshape", [x, ctx.emit.ints([-1, features])])
+    return x
+
+
+def _scores(ctx, x: str, coef: np.ndarray, intercepts: np.ndarray | None, rows: int) -> str:
+    """X (reshaped to [N, F] unless rank 2) times coef^T plus intercepts: [N, rows]."""
+    e = ctx.emit
+    features = len(coef) // rows
+    x = as_rows(ctx, x, features, f"{len(coef)} coefficients for {rows} row(s) need {features} features")
     inputs = [x, e.const(coef.reshape(rows, features), hint="coefficients")]
     if intercepts is not None:
         inputs.append(e.const(intercepts, hint="intercepts"))

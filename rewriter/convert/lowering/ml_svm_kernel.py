@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from rewriter.convert.lowering.emit import F32
+from rewriter.convert.lowering.ml_linear import as_rows
 from rewriter.convert.lowering.registry import lowering
 
 __all__ = ["KERNELS", "SvmKernel", "kernel_values", "svm_input"]
@@ -47,17 +48,7 @@ class SvmKernel:
 
 def svm_input(ctx, x: str, features: int) -> str:
     """X as [N, features]: rank 1 is one row; rank > 2 is refused."""
-    info = ctx.input(0)
-    if info.rank is not None and info.rank > 2:
-        ctx.block(f"input rank {info.rank}: onnxruntime's kernel reads rank 1 or 2")
-    if info.rank == 0:
-        ctx.block("a rank-0 input (onnxruntime refuses it)")
-    width = info.dim(-1)
-    if width is not None and info.rank in (1, 2) and width != features:
-        ctx.block(f"the model's vectors have {features} features, the input has {width}")
-    if info.rank != 2:
-        x = ctx.emit.op("Reshape", [x, ctx.emit.ints([-1, features])])
-    return x
+    return as_rows(ctx, x, features, f"the model's vectors have {features} features")
 
 
 def _gemm(e, x: str, b: np.ndarray, c: float, alpha: float = 1.0) -> str:
