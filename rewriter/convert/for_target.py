@@ -17,7 +17,7 @@ from rewriter.graph.schemas import DEFAULT_DOMAINS
 from rewriter.targets import ort_quirks
 from rewriter.targets.spec import TargetSpec
 
-__all__ = ["convert_for", "for_model", "lower_for", "target_lacks"]
+__all__ = ["convert_for", "expand_over_constant", "for_model", "lower_for", "target_lacks"]
 
 
 def for_model(model: onnx.ModelProto, spec: TargetSpec, inferred=None, half=None) -> TargetSpec:
@@ -99,6 +99,8 @@ def convert_for(model: onnx.ModelProto, target_opset: int | str | TargetSpec | N
         spec = TargetSpec.parse(target_opset, ml_opset=ml_opset, ir_version=ir_version, target=runtime)
     if spec.empty:
         raise RewriterError("give a target opset (or 'latest'), an ML opset, or a runtime target")
+    if spec.runtime is not None and spec.runtime.needs_constant:
+        spec = dataclasses.replace(spec, runtime=expand_over_constant(spec.runtime))
     lowered, source = None, model
     if spec.runtime is not None:  # ops without a function body the runtime lacks: standard ONNX first
         model, lowered = lower_for(model, spec.runtime)
@@ -123,6 +125,26 @@ def convert_for(model: onnx.ModelProto, target_opset: int | str | TargetSpec | N
     _meet_restrictions(result, report, target, kwargs.get("base_dir"), kwargs.get("plan_only", False),
                        kwargs.get("strict_check", True))
     return result, report
+
+
+def expand_over_constant(target):
+    """``target`` with the op versions it runs only with constant inputs (``needs_constant``)
+    missing again where the conversion can write the op otherwise (a function body, the project's
+    decomposition): the probe ran those forms with static shapes too, and OpenVINO 2026.4 refuses
+    an STFT-17 with constant frame inputs but dynamic dims, which its decomposition runs."""
+    from rewriter.convert import decompositions
+    from rewriter.convert.paths import has_function_body
+
+    table = target.needs_constant.get("", {})
+    back = {op: vs for op, vs in table.items()
+            if decompositions.lookup(op) is not None or any(has_function_body(op, v) for v in vs)}
+    if not back or target.missing is None:
+        return target
+    missing = {**target.missing, "": {**target.missing.get("", {})}}
+    for op, vs in back.items():
+        missing[""][op] = missing[""].get(op, frozenset()) | vs
+    rest = {**target.needs_constant, "": {op: vs for op, vs in table.items() if op not in back}}
+    return dataclasses.replace(target, missing=missing, needs_constant=rest)
 
 
 def _measured_forms(source, result, report, target, plan_only: bool) -> None:

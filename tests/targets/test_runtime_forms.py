@@ -228,3 +228,18 @@ def test_the_probe_says_a_type_is_refused_only_when_every_case_on_it_was():
     assert probe.types_refused(raw) == {}
     raw["cases"]["test_cast_FLOAT_to_STRING"] = {**row, "verdict": "ok"}
     assert probe.types_refused(raw) == {}
+
+
+def test_an_op_the_conversion_can_write_otherwise_is_written_so_over_its_constant_form():
+    """STFT-17 runs in OpenVINO 2026.4 and tract 0.23 only with its frame inputs constant (and the
+    tests' static shapes); the project's decomposition runs with dynamic dims: it is preferred.
+    Slice-13, which nothing else writes, keeps the constant form."""
+    from rewriter.convert.for_target import expand_over_constant
+
+    for name in ("openvino==2026.4", "tract==0.23"):
+        target = parse_target(name)
+        assert not target.lacks("", "STFT", 17)
+        chosen = expand_over_constant(target)
+        assert chosen.lacks("", "STFT", 17) and "STFT" not in chosen.needs_constant[""]
+    tract = expand_over_constant(parse_target("tract==0.23"))
+    assert not tract.lacks("", "Slice", 13) and 13 in tract.needs_constant[""]["Slice"]
