@@ -2088,6 +2088,16 @@ MUTANTS: list[Mutant] = [
     M("forms-expand-over-constant-all", "rewriter/convert/for_target.py",
       "if decompositions.lookup(op) is not None or any(has_function_body(op, v) for v in vs)}", "}",
       "tests/targets/test_runtime_forms.py", "every constant-only form is taken as missing again (Slice-13 for tract)"),
+    # ---------------------------------------------------------------- integer outputs' floor, floors that check nothing
+    M("int-floor-ignored", "rewriter/verify/numerics/compare.py", "if rel_l2 is not None and floors and floors[i] and is_exact_kind(", "if False and rel_l2 is not None and floors and floors[i] and is_exact_kind(", "tests/verify/test_integer_floor.py", "integer outputs judged exactly whatever their floor"),
+    M("int-floor-not-captured", "rewriter/verify/numerics/compare.py", "rounded[:] = run(source, f)\n        return list(rounded)", "return run(source, f)", "tests/verify/test_integer_floor.py", "the rounded run's outputs are not kept: no integer floor"),
+    M("floor-nothing-unused", "rewriter/verify/numerics/compare.py", "(degenerate_reference(reference) or floor_checks_nothing(c.floor))", "degenerate_reference(reference)", "tests/verify/test_integer_floor.py", "a floor letting anything pass counts as a pass"),
+    M("int-floor-share-zero", "rewriter/verify/numerics/int_floor.py", "return float(np.mean(a != b)) if a.size else 0.0", "return 0.0", "tests/verify/test_integer_floor.py", "the integer floor is always 0"),
+    M("int-floor-shape-zero", "rewriter/verify/numerics/int_floor.py", "    if a.shape != b.shape:\n        return math.inf\n", "    if a.shape != b.shape:\n        return 0.0\n", "tests/verify/test_integer_floor.py", "a shape change gives integer floor 0"),
+    M("int-floor-factor-one", "rewriter/verify/numerics/int_floor.py", "allowed = min(1.0, 2.0 * floor)", "allowed = min(1.0, floor)", "tests/verify/test_integer_floor.py", "labels allowed 1 x floor, not 2 x"),
+    M("int-floor-strict", "rewriter/verify/numerics/int_floor.py", "ok = share <= allowed", "ok = share < allowed", "tests/verify/test_integer_floor.py", "a share exactly at 2 x floor fails"),
+    M("int-floor-inf-equal", "rewriter/verify/numerics/int_floor.py", "same = a.shape == b.shape and np.array_equal(a, b)", "same = True", "tests/verify/test_integer_floor.py", "labels whose count rounding changes always pass"),
+    M("floor-nothing-threshold", "rewriter/verify/numerics/int_floor.py", "floor < 0.5:", "floor < 1.0:", "tests/verify/test_integer_floor.py", "a floor of 0.5 to 1 still counts as a check"),
 ]
 
 
