@@ -2098,6 +2098,15 @@ MUTANTS: list[Mutant] = [
     M("int-floor-strict", "rewriter/verify/numerics/int_floor.py", "ok = share <= allowed", "ok = share < allowed", "tests/verify/test_integer_floor.py", "a share exactly at 2 x floor fails"),
     M("int-floor-inf-equal", "rewriter/verify/numerics/int_floor.py", "same = a.shape == b.shape and np.array_equal(a, b)", "same = True", "tests/verify/test_integer_floor.py", "labels whose count rounding changes always pass"),
     M("floor-nothing-threshold", "rewriter/verify/numerics/int_floor.py", "floor < 0.5:", "floor < 1.0:", "tests/verify/test_integer_floor.py", "a floor of 0.5 to 1 still counts as a check"),
+    # ---------------------------------------------------------------- refusals of lowered nodes credited to the model's node
+    M("credit-none", "rewriter/convert/for_target.py",
+      "            b.reason += f\" (a node the lowering of node '{owner}' ({names[owner]}) wrote)\"\n", "            pass\n",
+      "tests/convert/test_lowering_credit.py", "a refusal names only a node the user does not have"),
+    M("credit-own-nodes-too", "rewriter/convert/for_target.py", "        if not b.name or b.name in names:\n",
+      "        if not b.name:\n", "tests/convert/test_lowering_credit.py", "the model's own node credited to another"),
+    M("credit-plan-not", "rewriter/convert/for_target.py",
+      "        report.blockers = credit_lowering(report.blockers, source)\n", "        pass\n",
+      "tests/convert/test_lowering_credit.py", "--plan's refusal of a lowered node is not credited"),
 ]
 
 

@@ -107,6 +107,32 @@ def convert_for(model: onnx.ModelProto, target_opset: int | str | TargetSpec | N
         if lowered is not None:
             kwargs.pop("inferred", None)  # (the input's inference is not the lowered model's)
     spec = for_model(model, spec, kwargs.get("inferred"), half)
+    try:
+        result, report = _convert(model, spec, source, lowered, kwargs)
+    except ConversionBlocked as e:
+        if lowered is None:
+            raise
+        raise ConversionBlocked(credit_lowering(e.blockers, source), e.what) from None
+    if lowered is not None:
+        report.blockers = credit_lowering(report.blockers, source)
+    return result, report
+
+
+def credit_lowering(blockers: list, source: onnx.ModelProto) -> list:
+    """``blockers`` with each node a lowering wrote (its name is not one of ``source``'s nodes)
+    credited to the node of ``source`` it replaced (the lowering names its nodes after it):
+    the refusal names a node the user has."""
+    names = {n.name: n.op_type for s in traversal.iter_scopes(source) for n in s.body.node if n.name}
+    for b in blockers:
+        if not b.name or b.name in names:
+            continue
+        owner = max((n for n in names if b.name.startswith(n + "_")), key=len, default=None)
+        if owner is not None:
+            b.reason += f" (a node the lowering of node '{owner}' ({names[owner]}) wrote)"
+    return blockers
+
+
+def _convert(model, spec, source, lowered, kwargs):
     target = spec.runtime
     if target is None or not target.rules:
         result, report = convert_model(model, spec, **kwargs)
