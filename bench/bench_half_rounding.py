@@ -1,5 +1,5 @@
 """What keeping the filters' sums costs `convert --dtype`: the same conversion with the weights
-rounded keeping their sums (rewriter.precision.sums, the native kernel) and rounded to nearest
+rounded keeping their sums (rewriter.precision.rounding, the native kernel) and rounded to nearest
 (kept_sums patched to choose nothing), interleaved, in this process, written to a file each.
 
     python bench/bench_half_rounding.py MODEL.onnx [MODEL.onnx ...] [--runs 5] [--dtype float16]
