@@ -308,7 +308,8 @@ def _one_pass(python: Path, runtime: str, pending: list[dict], timeout: float, l
     jsonl.write_text("".join(json.dumps(c) + "\n" for c in pending))
     with open(tmp / "stderr", "w+", encoding="utf-8") as err:
         proc = subprocess.Popen([*NICE, str(python), str(runtime_venvs.runner(runtime)), "--batch", str(jsonl)],
-                                stdout=subprocess.PIPE, stderr=err, text=True, env=env)
+                                stdout=subprocess.PIPE, stderr=err, text=True, env=env,
+                                cwd=tmp)  # (onnx2tf leaves scratch files in its working directory)
         lines: queue.Queue = queue.Queue()
         threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True).start()
         current = None
@@ -352,7 +353,9 @@ def _one_pass(python: Path, runtime: str, pending: list[dict], timeout: float, l
 
 def _runtime_version(python: Path, runtime: str) -> str:
     code = {"openvino": "import openvino as ov; print(ov.get_version())", "tract": "import tract; print(tract.version())",
-            "tvm": "import tvm; print(tvm.__version__)"}[runtime]
+            "tvm": "import tvm; print(tvm.__version__)",
+            "litert": "import importlib.metadata as m; print('onnx2tf', m.version('onnx2tf'), 'ai-edge-litert', "
+                      "m.version('ai-edge-litert'))"}[runtime]
     proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=False)
     return proc.stdout.strip() or "?"
 

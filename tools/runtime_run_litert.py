@@ -137,10 +137,12 @@ def _convert(path: str, inputs: list, shapes: dict | None):
 
     folder = tempfile.mkdtemp(prefix="onnx2tf-")
     log = io.StringIO()
-    source = _static_copy(path, shapes, folder) if shapes else path
+    source = _static_copy(path, shapes, folder) if shapes else os.path.abspath(path)
     kwargs = {"input_onnx_file_path": source, "output_folder_path": os.path.join(folder, "out"), "non_verbose": True,
               "keep_shape_absolutely_input_names": list(inputs) or None}
+    here = os.getcwd()
     try:
+        os.chdir(folder)  # onnx2tf writes scratch external-data files (uuid names) to the working directory
         with contextlib.redirect_stdout(log):
             try:
                 onnx2tf.convert(**kwargs)
@@ -155,6 +157,7 @@ def _convert(path: str, inputs: list, shapes: dict | None):
         tail = " | ".join(ln.strip() for ln in _plain(log.getvalue()).splitlines() if ln.strip())[-1500:]
         raise RuntimeError(f"{type(e).__name__}: {e}" + (f"; onnx2tf said: {tail}" if tail else "")) from None
     finally:
+        os.chdir(here)
         sys.stderr.write(log.getvalue()[-4000:])
         shutil.rmtree(folder, ignore_errors=True)
     interpreter = Interpreter(model_content=content, num_threads=_threads())
