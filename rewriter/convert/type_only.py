@@ -14,10 +14,9 @@ import functools
 import onnx
 import onnx.defs
 
-__all__ = ["allowed_types", "same_signature", "step_types_allowed", "type_string"]
+from rewriter.graph.schemas import schema_at
 
-def _schema(op_type: str, since: int) -> onnx.defs.OpSchema:
-    return onnx.defs.get_schema(op_type, since, "")
+__all__ = ["allowed_types", "same_signature", "step_types_allowed", "type_string"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -27,7 +26,7 @@ def _signature(op_type: str, since: int) -> tuple:
     Type parameters are renamed by order of first use (Identity-13's ``T`` and Identity-14's
     ``V`` are the same signature), so only which inputs and outputs share a type counts.
     """
-    s = _schema(op_type, since)
+    s = schema_at(op_type, since)
     constraint_names = {c.type_param_str for c in s.type_constraints}
     renamed: dict[str, str] = {}
 
@@ -47,7 +46,7 @@ def _signature(op_type: str, since: int) -> tuple:
 @functools.lru_cache(maxsize=None)
 def _allowed(op_type: str, since: int, which: str, index: int) -> frozenset[str] | None:
     """Type strings allowed for input/output ``index`` (the last formal covers variadic ones)."""
-    s = _schema(op_type, since)
+    s = schema_at(op_type, since)
     params = s.inputs if which == "input" else s.outputs
     if not params:
         return None
@@ -77,7 +76,7 @@ def type_string(t: onnx.TypeProto) -> str | None:
 @functools.lru_cache(maxsize=None)
 def _params(op_type: str, since: int) -> dict[str, tuple[str, ...]]:
     """The type parameter (or literal type) of each formal input and output of a schema."""
-    s = _schema(op_type, since)
+    s = schema_at(op_type, since)
     return {"input": tuple(p.type_str for p in s.inputs), "output": tuple(p.type_str for p in s.outputs)}
 
 
