@@ -39,7 +39,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from make_fp16 import export_one, imagenet, record, rgb01
+from make_fp16 import detector_wrapper, export_one, imagenet, record, rgb01, sharpen
 
 DETECTORS = [  # (torchvision builder, image size, threshold keyword, threshold, sharpen?, exporters)
     ("ssdlite320_mobilenet_v3_large", 320, "score_thresh", 0.3, True, ("legacy", "dynamo")),
@@ -55,27 +55,8 @@ def detector_specs():
     import make_torch
     import torch
     import torchvision
-    from torch import nn
 
-    class Detector(nn.Module):
-        def __init__(self, model):
-            super().__init__()
-            self.model = model
-
-        def forward(self, image):
-            out = self.model([image])[0]
-            return out["boxes"], out["scores"], out["labels"]
-
-    def sharpen(m):
-        """make_fp16's: spread the random class logits so a few detections stand out."""
-        g = torch.Generator().manual_seed(3)
-        with torch.no_grad():
-            for mod_name, mod in m.named_modules():
-                if any(k in mod_name for k in ("cls_logits", "cls_score", "classification_head")) and \
-                        isinstance(mod, (nn.Conv2d, nn.Linear)):
-                    mod.weight.mul_(4.0)
-                    if mod.bias is not None:
-                        mod.bias.copy_(torch.randn(mod.bias.shape, generator=g) * 2.0 - 2.0)
+    Detector = detector_wrapper()
 
     def builder(name, size, kw, sharpened):
         def build():

@@ -190,6 +190,39 @@ def is_float32_model(model):
 # ------------------------------------------------------------------ torch models
 
 
+def detector_wrapper():
+    """A torch module class that runs a torchvision detector on one image and returns its boxes,
+    scores and labels as three tensors (what the ONNX export sees)."""
+    from torch import nn
+
+    class Detector(nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, image):
+            out = self.model([image])[0]
+            return out["boxes"], out["scores"], out["labels"]
+
+    return Detector
+
+
+def sharpen(m):
+    """Random heads score every class alike (ties everywhere in NMS/TopK); spread the
+    class logits so that a few confident detections stand out, as trained heads do."""
+    import torch
+    from torch import nn
+
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for mod_name, mod in m.named_modules():
+            if any(k in mod_name for k in ("cls_logits", "cls_score", "classification_head")) and \
+                    isinstance(mod, (nn.Conv2d, nn.Linear)):
+                mod.weight.mul_(4.0)
+                if mod.bias is not None:
+                    mod.bias.copy_(torch.randn(mod.bias.shape, generator=g) * 2.0 - 2.0)
+
+
 def torch_models():
     """[(name, group, builder, example-args maker, sample maker, input names, output names,
     dynamic {input: {axis: dim name}} or None, dynamo?, opset, source)]"""
@@ -231,14 +264,7 @@ def torch_models():
         pass
 
     # ---- detection / segmentation (Resize, Range, NMS, TopK, RoiAlign)
-    class Detector(nn.Module):
-        def __init__(self, model):
-            super().__init__()
-            self.model = model
-
-        def forward(self, image):
-            out = self.model([image])[0]
-            return out["boxes"], out["scores"], out["labels"]
+    Detector = detector_wrapper()
 
     class SSDRaw(nn.Module):
         """SSDlite without its post-processing (score threshold, TopK, NMS): the transform's
@@ -273,17 +299,6 @@ def torch_models():
             return (wrap or Detector)(m.eval())
         return build
 
-    def sharpen(m):
-        """Random heads score every class alike (ties everywhere in NMS/TopK); spread the
-        class logits so that a few confident detections stand out, as trained heads do."""
-        g = torch.Generator().manual_seed(3)
-        with torch.no_grad():
-            for mod_name, mod in m.named_modules():
-                if any(k in mod_name for k in ("cls_logits", "cls_score", "classification_head")) and \
-                        isinstance(mod, (nn.Conv2d, nn.Linear)):
-                    mod.weight.mul_(4.0)
-                    if mod.bias is not None:
-                        mod.bias.copy_(torch.randn(mod.bias.shape, generator=g) * 2.0 - 2.0)
 
     def seg(name):
         def build():
