@@ -9,12 +9,8 @@ schema version of a node at the result's opset, ONNX Runtime for what a model co
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -25,8 +21,8 @@ from onnx import TensorProto, helper, numpy_helper
 import rewriter
 from rewriter.graph.schemas import schema_version_at_domain
 from rewriter.targets import parse_target
+from tests.targets.runtime_runs import ROOT, run_in
 
-ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "rewriter" / "targets" / "data" / "litert.json"
 
 
@@ -97,29 +93,8 @@ def test_a_conversion_leaves_no_form_the_data_refuses(op, opset, attrs):
 # the runner, in the litert venv (skipped when absent)
 
 
-def _venv_python():
-    spec = importlib.util.spec_from_file_location("runtime_venvs", ROOT / "tools" / "runtime_venvs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    python = module.venv_python("litert", "2.6")
-    if python is None:
-        pytest.skip("no litert 2.6 venv (python tools/runtime_venvs.py litert==2.6)")
-    return python
-
-
 def _run(model: onnx.ModelProto, feeds: dict) -> dict:
-    python = _venv_python()
-    with tempfile.TemporaryDirectory() as tmp:
-        paths = [Path(tmp) / n for n in ("m.onnx", "in.npz", "out.npz")]
-        onnx.save(model, paths[0])
-        np.savez(paths[1], **feeds)
-        proc = subprocess.run([str(python), str(ROOT / "tools" / "runtime_run_litert.py"), *map(str, paths)],
-                              check=False, capture_output=True, text=True, timeout=600)
-        result = json.loads(proc.stdout.strip().splitlines()[-1])
-        if result["ok"]:
-            with np.load(paths[2]) as out:
-                result["values"] = [out[k] for k in result["outputs"]]
-    return result
+    return run_in("litert", "2.6", model, feeds, timeout=600)
 
 
 def _reference(model: onnx.ModelProto, feeds: dict) -> np.ndarray:

@@ -10,13 +10,8 @@ matches numpy, and the data's verdicts hold when run again.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -24,30 +19,13 @@ import onnx.defs
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.targets.runtime_runs import ROOT, run_in, tool
+
 DATA = ROOT / "rewriter" / "targets" / "data"
 RAW = ROOT / "tools" / "runtime_data"
 RUNTIMES = {"openvino": ["2026.4", "2024.6"], "tract": ["0.23"], "tvm": ["0.27"], "litert": ["2.6"]}
 RELEASES = [(rt, rel) for rt, rels in RUNTIMES.items() for rel in rels]
 PUBLISHED = [(rt, rel) for rt, rel in RELEASES if rt != "tvm"]  # TVM publishes no per-op list
-
-
-def _tool(name: str):
-    """A module of tools/ (not a package), imported once."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up there
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
-    finally:
-        sys.path.remove(str(ROOT / "tools"))
-    return module
 
 
 def _table(runtime: str) -> dict:
@@ -91,7 +69,7 @@ def test_opsets_and_ir_are_measured_numbers(runtime, release):
 
 @pytest.mark.parametrize("runtime,release", RELEASES)
 def test_summary_is_what_the_raw_verdicts_give(runtime, release):
-    probe = _tool("runtime_probe")
+    probe = tool("runtime_probe")
     entry = _table(runtime)["releases"][release]
     again = probe.summarize(_raw(runtime, release))
     for key in ("opsets", "ir_version", "missing", "wrong", "partial", "dtype_differs", "needs_constant", "types_refused",
@@ -186,29 +164,6 @@ def test_published_list_cross_checked(runtime, release):
 # in the real runtimes (skipped when the venv is absent)
 
 
-def _venv(runtime: str, release: str):
-    python = _tool("runtime_venvs").venv_python(runtime, release)
-    if python is None:
-        pytest.skip(f"no {runtime} {release} venv (python tools/runtime_venvs.py {runtime}=={release})")
-    return python
-
-
-def _run(runtime: str, release: str, model: onnx.ModelProto, feeds: dict) -> dict:
-    python = _venv(runtime, release)
-    runner = ROOT / "tools" / f"runtime_run_{runtime}.py"
-    with tempfile.TemporaryDirectory() as tmp:
-        paths = [Path(tmp) / n for n in ("m.onnx", "in.npz", "out.npz")]
-        onnx.save(model, paths[0])
-        np.savez(paths[1], **feeds)
-        proc = subprocess.run([str(python), str(runner), *map(str, paths)], check=False, capture_output=True,
-                              text=True, timeout=300)
-        result = json.loads(proc.stdout.strip().splitlines()[-1])
-        if result["ok"]:
-            with np.load(paths[2]) as out:
-                result["values"] = [out[k] for k in result["outputs"]]
-    return result
-
-
 def _reduce_model(op: str, opset: int, axes_input: bool) -> onnx.ModelProto:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])
@@ -236,7 +191,7 @@ def test_converted_reduce_runs_and_matches_there(runtime, release):
     for op, source, target, ref in (("ReduceSum", 18, 11, X.sum(axis=1)),
                                     ("ReduceL1", 11, 18, np.abs(X).sum(axis=1))):
         converted = convert_opset(_reduce_model(op, source, source >= (13 if op == "ReduceSum" else 18)), target)
-        result = _run(runtime, release, converted, {"x": X})
+        result = run_in(runtime, release, converted, {"x": X})
         assert result["ok"], result
         np.testing.assert_allclose(result["values"][0], ref, rtol=1e-5)
 
@@ -248,7 +203,7 @@ def test_data_verdicts_hold_when_run_again(runtime, release):
     entry = _table(runtime)["releases"][release]
     wrong = entry["wrong"].get("", {})
     model = _reduce_model("ReduceL1", 13, False)
-    result = _run(runtime, release, model, {"x": X})
+    result = run_in(runtime, release, model, {"x": X})
     expected = np.abs(X).sum(axis=1)
     computed_right = result["ok"] and result["values"][0].shape == expected.shape and np.allclose(
         result["values"][0], expected, rtol=1e-4)
@@ -257,6 +212,6 @@ def test_data_verdicts_hold_when_run_again(runtime, release):
         node = helper.make_node("Det", ["x"], ["y"])
         graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 2])],
                                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])])
-        refused = _run(runtime, release, helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)]),
+        refused = run_in(runtime, release, helper.make_model(graph, opset_imports=[helper.make_opsetid("", 22)]),
                        {"x": np.eye(2, dtype=np.float32)})
         assert not refused["ok"] and refused["error"]

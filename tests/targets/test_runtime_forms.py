@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -19,8 +17,8 @@ from onnx import TensorProto, helper, numpy_helper
 from rewriter import RewriterError
 from rewriter.targets import parse_target
 from rewriter.targets.runtime_forms import name_anonymous_dims
+from tests.targets.runtime_runs import ROOT, run_in
 
-ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "rewriter" / "targets" / "data"
 
 
@@ -161,27 +159,7 @@ def test_convert_for_tract_names_the_dims_and_not_for_others():
 
 
 def _tract(model: onnx.ModelProto, feeds: dict) -> dict:
-    import sys
-
-    sys.path.insert(0, str(ROOT / "tools"))
-    try:
-        import runtime_venvs
-    finally:
-        sys.path.remove(str(ROOT / "tools"))
-    python = runtime_venvs.venv_python("tract", "0.23")
-    if python is None:
-        pytest.skip("no tract 0.23 venv (python tools/runtime_venvs.py tract==0.23)")
-    with tempfile.TemporaryDirectory() as tmp:
-        paths = [Path(tmp) / n for n in ("m.onnx", "in.npz", "out.npz")]
-        onnx.save(model, paths[0])
-        np.savez(paths[1], **feeds)
-        proc = subprocess.run([str(python), str(ROOT / "tools" / "runtime_run_tract.py"), *map(str, paths)],
-                              check=False, capture_output=True, text=True, timeout=300)
-        result = json.loads(proc.stdout.strip().splitlines()[-1])
-        if result["ok"]:
-            with np.load(paths[2]) as out:
-                result["values"] = [out[k] for k in result["outputs"]]
-    return result
+    return run_in("tract", "0.23", model, feeds)
 
 
 def test_tract_runs_what_convert_writes_and_refuses_the_input():

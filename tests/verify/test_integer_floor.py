@@ -42,16 +42,22 @@ def _oracle_share():
     return float(np.mean(X.argmax(1) != X.astype(np.float16).astype(np.float32).argmax(1)))
 
 
-def test_labels_that_rounding_the_inputs_changes_are_judged_against_their_floor(tmp_path):
-    share = _oracle_share()
-    assert 0 < share < 0.5
+def _verify_half(tmp_path, x):
+    """``convert --dtype float16 --verify --json`` of the ArgMax model on ``x`` (exit 0 asserted)."""
     src, out, data = tmp_path / "m.onnx", tmp_path / "h.onnx", tmp_path / "x.npz"
     onnx.save(_argmax_model(), src)
-    np.savez(data, x=X)
+    np.savez(data, x=x)
     run = subprocess.run([sys.executable, "-m", "rewriter", "convert", str(src), "--dtype", "float16",
                           "--no-keep-io-types", "--verify", "--calibration-data", str(data), "-o", str(out),
                           "--json"], capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stdout + run.stderr
+    return run
+
+
+def test_labels_that_rounding_the_inputs_changes_are_judged_against_their_floor(tmp_path):
+    share = _oracle_share()
+    assert 0 < share < 0.5
+    run = _verify_half(tmp_path, X)
     idx = next(o for o in json.loads(run.stdout)["verification"]["numerics"]["outputs"] if o["output"] == "idx")
     assert idx["ok"] is True
     assert abs(idx["floor"] - share) < 1e-12
@@ -106,13 +112,7 @@ def test_verify_says_not_verified_where_the_floor_accepts_anything(tmp_path):
     x = (1000 + np.random.default_rng(5).uniform(-0.2, 0.2, (16, 8))).astype(np.float32)
     share = float(np.mean(x.argmax(1) != x.astype(np.float16).astype(np.float32).argmax(1)))
     assert share >= 0.5
-    src, out, data = tmp_path / "m.onnx", tmp_path / "h.onnx", tmp_path / "x.npz"
-    onnx.save(_argmax_model(), src)
-    np.savez(data, x=x)
-    run = subprocess.run([sys.executable, "-m", "rewriter", "convert", str(src), "--dtype", "float16",
-                          "--no-keep-io-types", "--verify", "--calibration-data", str(data), "-o", str(out),
-                          "--json"], capture_output=True, text=True, check=False)
-    assert run.returncode == 0, run.stdout + run.stderr
+    run = _verify_half(tmp_path, x)
     numerics = json.loads(run.stdout)["verification"]["numerics"]
     idx = next(o for o in numerics["outputs"] if o["output"] == "idx")
     assert numerics["status"] == "not verified" and idx["ok"] is False
