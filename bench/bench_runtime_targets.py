@@ -210,6 +210,15 @@ def _load_ref(ref: dict) -> dict:
 
 # ---------------------------------------------------------------- the two tools
 
+def _timed(argv: list[str], name: str, timeout: float, cwd=None) -> tuple[str, str, int]:
+    """(stdout, stderr, exit status) of a tool call; past ``timeout``, a line saying so and -1."""
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, cwd=cwd)
+    except subprocess.TimeoutExpired:
+        return "", f"{name}: timeout after {timeout:.0f}s", -1
+    return proc.stdout, proc.stderr, proc.returncode
+
+
 def onnxsim_file(exe: str, model: Path, cache: Path, version: str, timeout: float) -> dict:
     """{"ok", "file"|"reason"} of ``onnxsim M OUT --target-opset 13`` (cached)."""
     key = _sha(model, "onnxsim", version)
@@ -218,12 +227,8 @@ def onnxsim_file(exe: str, model: Path, cache: Path, version: str, timeout: floa
         return json.loads(meta.read_text())
     out.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
-    try:
-        proc = subprocess.run([*NICE, exe, str(model), str(out), "--target-opset", "13"], capture_output=True,
-                              text=True, timeout=timeout, check=False)
-        log, rc = proc.stdout + proc.stderr, proc.returncode
-    except subprocess.TimeoutExpired:
-        log, rc = f"onnxsim: timeout after {timeout:.0f}s", -1
+    stdout, stderr, rc = _timed([*NICE, exe, str(model), str(out), "--target-opset", "13"], "onnxsim", timeout)
+    log = stdout + stderr
     if rc == 0 and out.exists():
         result = {"ok": True, "file": str(out)}
     else:
@@ -261,13 +266,9 @@ def convert_file(model: Path, target: str, cache: Path, src: str, timeout: float
         return json.loads(meta.read_text())
     out.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
-    try:
-        proc = subprocess.run([*NICE, sys.executable, "-m", "rewriter", "convert", str(model), "--target", target,
-                               "-o", str(out), "-q", *extra], capture_output=True, text=True, timeout=timeout, check=False,
-                              cwd=ROOT)
-        log, rc = proc.stderr + proc.stdout, proc.returncode
-    except subprocess.TimeoutExpired:
-        log, rc = f"rewriter convert: timeout after {timeout:.0f}s", -1
+    stdout, stderr, rc = _timed([*NICE, sys.executable, "-m", "rewriter", "convert", str(model), "--target", target,
+                                 "-o", str(out), "-q", *extra], "rewriter convert", timeout, cwd=ROOT)
+    log = stderr + stdout
     if rc == 0 and out.exists():
         result = {"ok": True, "file": str(out), "exit": 0}
     else:

@@ -1935,7 +1935,7 @@ MUTANTS: list[Mutant] = [
     M("ortdom-input-check", "rewriter/verify/inputs/validate.py", "or misplaced(node, opset):",
       "or False:", "tests/convert/test_ort_onnx_domain_ops.py",
       "the input check refuses every transformers-optimizer / genai model"),
-    M("ortdom-checker-view", "rewriter/io/load.py", "    model = checked_view(model)  #", "    model = model  #",
+    M("ortdom-checker-view", "rewriter/io/load.py", "    model = relabel(model)  #", "    model = model  #",
       "tests/convert/test_ort_onnx_domain_ops.py", "onnx's checker is shown ONNX Runtime's ONNX-domain ops"),
     M("ortdom-validate-any-op", "rewriter/graph/ort_onnx_domain.py",
       "if not is_default_domain(node.domain) or node.op_type not in ORT_ONNX_DOMAIN_OPS:",

@@ -85,9 +85,7 @@ class LiteRT(Backend):
         details = interpreter.get_input_details()
         by_name = {d["name"]: d for d in details}
         for i, name in enumerate(prepared["inputs"]):
-            d = by_name.get(name) or (details[i] if len(details) == len(prepared["inputs"]) else None)
-            if d is None:
-                raise KeyError(f"the LiteRT model has no input {name!r} (has {sorted(by_name)})")
+            d = _detail(details, by_name, prepared["inputs"], i, "input")
             arr = np.asarray(feeds[name])
             if tuple(d["shape"]) != arr.shape:
                 interpreter.resize_tensor_input(d["index"], list(arr.shape), strict=False)
@@ -100,9 +98,7 @@ class LiteRT(Backend):
         outputs = interpreter.get_output_details()
         by_out = {d["name"]: d for d in outputs}
         for i, name in enumerate(prepared["outputs"]):
-            d = by_out.get(name) or (outputs[i] if len(outputs) == len(prepared["outputs"]) else None)
-            if d is None:
-                raise KeyError(f"the LiteRT model has no output {name!r} (has {sorted(by_out)})")
+            d = _detail(outputs, by_out, prepared["outputs"], i, "output")
             value = np.array(interpreter.get_tensor(d["index"]), copy=True)
             if value.dtype.kind == "S":  # LiteRT's strings are bytes
                 value = np.char.decode(value, "utf-8")
@@ -129,6 +125,15 @@ def _converted(prepared: dict, shapes: dict | None):
     if key not in prepared["converted"]:
         prepared["converted"][key] = _convert(prepared["path"], prepared["inputs"], shapes)
     return prepared["converted"][key]
+
+
+def _detail(details: list, by_name: dict, names: list, i: int, what: str) -> dict:
+    """The interpreter's detail of the ONNX ``what`` (input / output) ``names[i]``: by its name,
+    else by its position when the counts agree; KeyError when neither finds it."""
+    d = by_name.get(names[i]) or (details[i] if len(details) == len(names) else None)
+    if d is None:
+        raise KeyError(f"the LiteRT model has no {what} {names[i]!r} (has {sorted(by_name)})")
+    return d
 
 
 def _convert(path: str, inputs: list, shapes: dict | None):

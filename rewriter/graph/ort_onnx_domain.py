@@ -4,7 +4,7 @@ onnxruntime.transformers.optimizer and onnxruntime-genai write with domain "". T
 ONNX at the model's opset, so :func:`relabel` moves such nodes to ``com.microsoft`` in a copy (the
 lowerings of :mod:`rewriter.convert.lowering.contrib_norm` then replace them); LayerNormalization
 at opset >= 17 is standard and stays. ONNX Runtime itself knows them only in the ONNX domain, so a
-model kept for it keeps them there: :func:`checked_view` is what onnx's checker and strict shape
+model kept for it keeps them there, and :func:`relabel` is also what onnx's checker and strict shape
 inference are shown of such a model (the nodes relabeled, every other node as it is)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import onnx
 from rewriter.graph import traversal
 from rewriter.graph.schemas import is_default_domain
 
-__all__ = ["ORT_ONNX_DOMAIN_OPS", "checked_view", "misplaced", "relabel"]
+__all__ = ["ORT_ONNX_DOMAIN_OPS", "misplaced", "relabel"]
 
 COM = "com.microsoft"
 ORT_ONNX_DOMAIN_OPS = {"LayerNormalization": 17, "SimplifiedLayerNormalization": None}  # op -> first ONNX version
@@ -54,9 +54,3 @@ def relabel(model: onnx.ModelProto, ops=None) -> onnx.ModelProto:
             holder.opset_import.append(onnx.helper.make_opsetid(COM, 1))
     return result
 
-
-def checked_view(model: onnx.ModelProto) -> onnx.ModelProto:
-    """What onnx's checker is shown of ``model``: the model itself, or a copy with ONNX Runtime's
-    ONNX-domain contrib ops relabeled (onnx knows no schema for them in the ONNX domain; everything
-    else is checked as it is)."""
-    return relabel(model)

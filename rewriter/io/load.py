@@ -227,9 +227,9 @@ def check_model(model: onnx.ModelProto, full_check: bool = False, *, external: b
     directory, and full_check's strict shape inference runs on :func:`without_big_data`.
     ``external=False``: the caller knows no tensor is a reference.
     """
-    from rewriter.graph.ort_onnx_domain import checked_view
+    from rewriter.graph.ort_onnx_domain import relabel
 
-    model = checked_view(model)  # ONNX Runtime's ONNX-domain contrib ops: no schema in onnx
+    model = relabel(model)  # ONNX Runtime's ONNX-domain contrib ops: no schema in onnx
     with external_data_dir(model, external):
         onnx.checker.check_model(model, full_check=False)
     if full_check:

@@ -38,7 +38,7 @@ def foreign(model: onnx.ModelProto, target):
 
 def _known(target, domain: str) -> bool:
     """Whether ``target``'s data speaks of ``domain`` (its opsets, or what it measured missing)."""
-    return domain in target.opsets or domain in (getattr(target, "missing", None) or {})
+    return domain in target.opsets or domain in (target.missing or {})
 
 
 def foreign_nodes(model: onnx.ModelProto, target) -> dict[tuple[str, str], list[str]]:
