@@ -133,7 +133,7 @@ def test_no_module_level_state_is_set_from_functions():
 def test_the_converter_loops_over_the_registry(monkeypatch):
     """Registering one adapter for an op is all it takes for the converter to use it."""
     from rewriter.convert import registry
-    from rewriter.convert.attrs import get_attr
+    from rewriter.graph.attributes import attribute as get_attr
     from rewriter.convert.planner import convert_model
 
     calls = []

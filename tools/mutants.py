@@ -890,7 +890,7 @@ MUTANTS: list[Mutant] = [
       '(len(shape) == 3)',
       'tests/targets/test_tensorrt_restrictions.py', 'a complex STFT signal passes'),
     M('trt-attr-default', 'rewriter/targets/restriction_lookups.py',
-      '    if default and schema is not None and name in schema.attributes:',
+      '    if a is None and default and schema is not None and name in schema.attributes:',
       '    if False:',
       'tests/targets/test_tensorrt_restrictions.py', 'an absent attribute is not read at its schema default'),
     M('trt-dq-int8-range', 'rewriter/targets/restriction_rewrites.py',
@@ -2107,6 +2107,18 @@ MUTANTS: list[Mutant] = [
     M("credit-plan-not", "rewriter/convert/for_target.py",
       "        report.blockers = credit_lowering(report.blockers, source)\n", "        pass\n",
       "tests/convert/test_lowering_credit.py", "--plan's refusal of a lowered node is not credited"),
+    M('attr-caller-set', 'rewriter/graph/attributes.py',
+      '    if a.ref_attr_name:\n        return CALLER_SET', '    if False:\n        return CALLER_SET',
+      'tests/graph/test_attributes.py', "an attribute a function's caller sets is read as a value"),
+    M('attr-decode-list', 'rewriter/graph/attributes.py',
+      '    if decode and isinstance(v, list):', '    if False:',
+      'tests/graph/test_attributes.py', 'strings in a list are left undecoded'),
+    M('attr-values-names', 'rewriter/graph/attributes.py',
+      'if names is None or a.name in names}', 'if True}',
+      'tests/graph/test_attributes.py', 'attribute_values ignores the names asked for'),
+    M('attr-remove-first', 'rewriter/graph/attributes.py',
+      '            del node.attribute[i]\n            return', '            return',
+      'tests/graph/test_attributes.py', 'remove_attribute removes nothing'),
 ]
 
 

@@ -61,6 +61,8 @@ class ConvertReport:
     # for a runtime target: whose data, what its per-op restrictions made the conversion rewrite
     target_notes: list = dataclasses.field(default_factory=list)
     notes: list = dataclasses.field(default_factory=list)  # what the conversion learned or chose, in words
+    # what the user must know of the result: a graph output whose type changed (ZipMap's maps as a tensor)
+    warnings: list = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -123,6 +125,7 @@ class ConvertReport:
         lines += [f"blocked by the IR version: {why}" for why in self.ir_blockers]
         lines += [f"target: {note}" for note in self.target_notes]
         lines += self.notes
+        lines += [f"warning: {w}" for w in self.warnings]
         return lines
 
     def to_dict(self) -> dict:
@@ -131,4 +134,4 @@ class ConvertReport:
                 "blockers": [b.to_dict() for b in self.blockers],
                 "ir_blockers": list(self.ir_blockers), "ir_changes": list(self.ir_changes),
                 "changes": dict(self.changes), "version_converter_called": self.version_converter_called,
-                "target_notes": list(self.target_notes), "notes": list(self.notes)}
+                "target_notes": list(self.target_notes), "notes": list(self.notes), "warnings": list(self.warnings)}

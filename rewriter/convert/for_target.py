@@ -202,6 +202,7 @@ def _whose_data(report: ConvertReport, target, lowered=None) -> None:
     if lowered is not None:
         ops = ", ".join(f"{o} x{n}" for (_, o), n in sorted(lowered.lowered.items()))
         report.target_notes.insert(0, f"lowered to standard ONNX for {target.name} (which lacks them): {ops}")
+        report.warnings.extend(lowered.retyped)
     if target is not None and target.data_release and target.data_release != target.name:
         report.target_notes.insert(0, f"{target.name} uses the data of {target.data_release}")
 

@@ -16,6 +16,7 @@ import onnx
 from rewriter.graph import traversal
 from rewriter.graph.inferred import inferred_model
 from rewriter.graph.names import fresh_name as _fresh
+from rewriter.graph.schemas import schema_at
 from rewriter.io import tensor_reader
 
 __all__ = ["ConversionState"]
@@ -281,9 +282,8 @@ def _schema_types(graph: onnx.GraphProto, types: dict[str, onnx.TypeProto], opse
     for node in graph.node:
         if node.domain not in _SCHEMA_DOMAINS or node.domain not in opsets:
             continue
-        try:
-            schema = onnx.defs.get_schema(node.op_type, opsets[node.domain], node.domain)
-        except onnx.defs.SchemaError:
+        schema = schema_at(node.op_type, opsets[node.domain], node.domain)
+        if schema is None:
             continue
         allowed = {c.type_param_str: list(c.allowed_type_strs) for c in schema.type_constraints}
         for formal, name in zip(schema.outputs, node.output):

@@ -140,16 +140,18 @@ def _constant_elem(node: onnx.NodeProto) -> int | None:
     return None
 
 
-def value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
-    """Each value's type: from ONNX's lenient shape inference (big tensors left out), else as
-    declared (inputs, outputs, value_info, initializers, Constant values)."""
+def value_types(model: onnx.ModelProto, inferred: onnx.ModelProto | None = None) -> dict[str, onnx.TypeProto]:
+    """Each value's type: from ``inferred`` (the model after an inference already run), else from
+    ONNX's lenient shape inference run here (big tensors left out), else as declared (inputs,
+    outputs, value_info, initializers, Constant values)."""
     from rewriter.io.load import without_big_data
 
-    try:
-        inferred = onnx.shape_inference.infer_shapes(without_big_data(model), check_type=False,
-                                                     strict_mode=False)
-    except Exception:  # noqa: BLE001 - the declared types are all there is then
-        inferred = model
+    if inferred is None:
+        try:
+            inferred = onnx.shape_inference.infer_shapes(without_big_data(model), check_type=False,
+                                                         strict_mode=False)
+        except Exception:  # noqa: BLE001 - the declared types are all there is then
+            inferred = model
     types: dict[str, onnx.TypeProto] = {}
 
     def collect(graph: onnx.GraphProto) -> None:

@@ -22,6 +22,7 @@ from rewriter.graph.schemas import is_default_domain
 from rewriter.graph.traversal import iter_scopes
 from rewriter.precision.io_first import MOVES_DATA
 from rewriter.verify.numerics.rel_l2 import rel_l2_measure, tolerance
+from rewriter.graph.attributes import attribute_int
 
 __all__ = ["rounded_inputs", "round_feeds", "output_floors", "input_floors", "tolerance"]
 
@@ -41,7 +42,7 @@ def _readers(model: onnx.ModelProto) -> dict:
 def _cast_to(node: onnx.NodeProto) -> int:
     if node.op_type != "Cast" or not is_default_domain(node.domain):
         return 0
-    return next((a.i for a in node.attribute if a.name == "to"), 0)
+    return attribute_int(node, "to", 0)
 
 
 def rounded_inputs(model: onnx.ModelProto) -> dict[str, int]:

@@ -33,7 +33,7 @@ class FunctionCalls:
         self.convert = convert  # (standalone ModelProto) -> (converted ModelProto, report)
         self.functions = {_key(f): f for f in model.functions}
         self._made: dict = {}  # specialization key -> (FunctionProto | None, reason)
-        self.calls: dict[int, onnx.FunctionProto] = {}  # id(call node) -> the copy it names now
+        self.calls: dict = {}  # the call node's NodeKey -> the copy it names now
         self.new: list[onnx.FunctionProto] = []
         # function names taken, shared with the conversions of bodies (their nested copies)
         self.names = names if names is not None else set()
@@ -42,8 +42,9 @@ class FunctionCalls:
     def is_call(self, node: onnx.NodeProto) -> bool:
         return (node.domain, node.op_type, getattr(node, "overload", "")) in self.functions
 
-    def specialize(self, node: onnx.NodeProto, types: dict) -> tuple[onnx.FunctionProto | None, str]:
-        """The half copy of the function ``node`` calls, or None and why the call stays float32."""
+    def specialize(self, node: onnx.NodeProto, key, types: dict) -> tuple[onnx.FunctionProto | None, str]:
+        """The half copy of the function ``node`` (whose stable NodeKey is ``key``) calls, or None and
+        why the call stays float32."""
         f = self.functions[(node.domain, node.op_type, getattr(node, "overload", ""))]
         if len(node.input) != len(f.input) or not all(node.input):
             return None, "a call of a local function with inputs left out stays float32"
@@ -55,13 +56,13 @@ class FunctionCalls:
             in_types.append(t)
         attrs = {a.name: a for a in f.attribute_proto}
         attrs.update({a.name: a for a in node.attribute})
-        key = (_key(f), tuple(sorted((k, a.SerializeToString()) for k, a in attrs.items())),
-               tuple(t.SerializeToString() for t in in_types))
-        if key not in self._made:
-            self._made[key] = self._make(f, attrs, in_types)
-        copy, reason = self._made[key]
+        made = (_key(f), tuple(sorted((k, a.SerializeToString()) for k, a in attrs.items())),
+                tuple(t.SerializeToString() for t in in_types))
+        if made not in self._made:
+            self._made[made] = self._make(f, attrs, in_types)
+        copy, reason = self._made[made]
         if copy is not None:
-            self.calls[id(node)] = copy
+            self.calls[key] = copy
         return copy, reason
 
     def _make(self, f: onnx.FunctionProto, attrs: dict, in_types: list) -> tuple[onnx.FunctionProto | None, str]:
@@ -108,7 +109,7 @@ class FunctionCalls:
         that no call names any more (those the source called). Runs before the rewrite splices
         new nodes in (which copies the nodes ``plan`` holds). Returns the number of calls
         rewritten."""
-        halved = [(p.node, self.calls[id(p.node)]) for p in plan.nodes.values() if p.half and id(p.node) in self.calls]
+        halved = [(p.node, self.calls[k]) for k, p in plan.nodes.items() if p.half and k in self.calls]
         if not halved:
             return 0
         called_before = _reachable(model)

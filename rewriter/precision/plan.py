@@ -230,7 +230,7 @@ class _Planner:
             if seen is not None:
                 return NodePlan(node, None, False, f"calibration: {name!r} reached {seen:.3g}, beyond "
                                 f"{self.dtype}'s range", code="calibration")
-        copy, reason = self.calls.specialize(node, self.g.types)
+        copy, reason = self.calls.specialize(node, self.g.key(node), self.g.types)
         if copy is None:
             return NodePlan(node, None, False, reason, code="function")
         return NodePlan(node, None, True, "", frozenset(i for i, e in enumerate(ins) if e == FLOAT),

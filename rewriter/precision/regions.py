@@ -12,6 +12,7 @@ import onnx
 from rewriter.graph.schemas import is_default_domain
 from rewriter.precision.graphs import FLOAT, Graphs, NodeKey
 from rewriter.precision.slots import node_slots
+from rewriter.graph.attributes import attribute_int
 
 __all__ = ["INTEGER_TYPES", "shape_arithmetic", "signal_paths", "carried_in_half", "SIGNAL_PATH", "SIGNAL_FILTER",
            "SPECTRUM"]
@@ -183,7 +184,7 @@ def _filter_bank(g: Graphs, node: onnx.NodeProto) -> bool:
     [C, 1, 1, K] / [C, 1, K, 1] (a 1-D filter written as a 2-D Conv, as tf2onnx exports conv1d)."""
     if len(node.input) < 2 or not g.is_constant(node.input[1]):
         return False
-    groups = next((a.i for a in node.attribute if a.name == "group"), 1)
+    groups = attribute_int(node, "group", 1)
     t = g.types.get(node.input[1])
     dims = [d.dim_value for d in t.tensor_type.shape.dim] if t is not None and t.tensor_type.HasField("shape") else []
     one_d = len(dims) == 3 or (len(dims) == 4 and 1 in dims[2:])

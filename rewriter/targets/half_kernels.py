@@ -19,7 +19,7 @@ none; anything else is unknown. Linux x86_64 wheels: arm64 builds register more 
 
 from __future__ import annotations
 
-from rewriter.graph.schemas import is_default_domain
+from rewriter.graph.schemas import is_default_domain, schema_at
 from rewriter.targets.release_tables import load_releases, release_key, release_names
 
 __all__ = ["has_half_kernel", "half_releases", "HALF_TYPES"]
@@ -50,16 +50,6 @@ def _measured(release: str) -> tuple[dict, bool] | None:
     return _data()[older[-1]], older[-1] == wanted
 
 
-def _schema(domain: str, op: str, version: int):
-    """onnx's schema of ``op`` in force at ``version`` (None: onnx knows none)."""
-    import onnx.defs
-
-    try:
-        return onnx.defs.get_schema(op, version, domain)
-    except onnx.defs.SchemaError:
-        return None
-
-
 def has_half_kernel(release: str, domain: str, op: str, since_version: int, dtype: str) -> bool | None:
     """Whether ONNX Runtime ``release`` ("MAJOR.MINOR"; a patch number is ignored) runs ``op``
     of schema ``since_version`` (an opset version stands for the schema in force at it) in
@@ -76,7 +66,7 @@ def has_half_kernel(release: str, domain: str, op: str, since_version: int, dtyp
     domain = "" if is_default_domain(domain) else domain
     if domain not in entry[dtype]:
         return None
-    schema = _schema(domain, op, since_version)
+    schema = schema_at(op, since_version, domain)
     version = schema.since_version if schema is not None else since_version
     if version in entry[dtype][domain].get(op, ()):
         return True

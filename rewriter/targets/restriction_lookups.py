@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import numpy_helper
 
 from rewriter.graph import traversal
 from rewriter.graph.constants import constant_node_value
-from rewriter.graph.schemas import is_default_domain
+from rewriter.graph.model_index import value_types
+from rewriter.graph.attributes import CALLER_SET, attribute, value_of
+from rewriter.graph.schemas import is_default_domain, schema_at
 
 __all__ = ["Lookups", "trt_constant", "schema_of", "attr", "node_attr", "value_bound", "UNKNOWN"]
 
-UNKNOWN = object()  # an attribute a function's caller sets (ref_attr_name)
+UNKNOWN = CALLER_SET  # an attribute a function's caller sets (ref_attr_name)
 
 
 class Lookups:
@@ -32,14 +34,7 @@ class Lookups:
             from rewriter.graph.inferred import inferred_model
 
             inferred = inferred_model(self._inferred, self.model)
-            self._types = {}
-            for g in _graphs(inferred if inferred is not None else self.model):
-                for v in (*g.input, *g.value_info, *g.output):
-                    if v.type.HasField("tensor_type"):
-                        self._types.setdefault(v.name, v.type)
-                for t in g.initializer:  # those that are not graph inputs have no value_info
-                    if t.name not in self._types:
-                        self._types[t.name] = helper.make_tensor_type_proto(t.data_type, list(t.dims))
+            self._types = value_types(self.model, inferred if inferred is not None else self.model)
         return self._types
 
     def used(self) -> set[str]:
@@ -64,10 +59,6 @@ class Lookups:
         return t.tensor_type.elem_type if t is not None and t.tensor_type.elem_type else None
 
 
-def _graphs(model: onnx.ModelProto):
-    return (scope.body for scope in traversal.iter_scopes(model) if not scope.is_function)
-
-
 def trt_constant(name: str, scope: traversal.Scope, read) -> np.ndarray | None:
     """The value of ``name`` when onnx-tensorrt takes it as weights (an initializer, also one that is
     a graph input, or a Constant node's output, here or in an enclosing scope), else None."""
@@ -88,32 +79,15 @@ def trt_constant(name: str, scope: traversal.Scope, read) -> np.ndarray | None:
 
 
 def schema_of(op: str, opset: int | None):
-    try:
-        return onnx.defs.get_schema(op, opset or onnx.defs.onnx_opset_version(), "")
-    except onnx.defs.SchemaError:
-        return None
+    return schema_at(op, opset or onnx.defs.onnx_opset_version())
 
 
 def attr(node, schema, name, default=True):
     """The attribute's value (strings decoded), its schema default when absent (``default``), or None."""
-    for a in node.attribute:
-        if a.name == name:
-            if a.ref_attr_name:
-                return UNKNOWN
-            return _decoded(helper.get_attribute_value(a))
-    if default and schema is not None and name in schema.attributes:
-        d = schema.attributes[name].default_value
-        if d.type:
-            return _decoded(helper.get_attribute_value(d))
-    return None
-
-
-def _decoded(v):
-    if isinstance(v, bytes):
-        return v.decode()
-    if isinstance(v, (list, tuple)):
-        return [x.decode() if isinstance(x, bytes) else x for x in v]
-    return v
+    a = attribute(node, name)
+    if a is None and default and schema is not None and name in schema.attributes:
+        a = schema.attributes[name].default_value if schema.attributes[name].default_value.type else None
+    return None if a is None else value_of(a, decode=True)
 
 
 _PASS_THROUGH = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Identity", "Flatten", "Cast", "Expand", "Tile"})

@@ -34,6 +34,7 @@ from rewriter.graph.nondeterministic import NON_DETERMINISTIC_OPS
 from rewriter.targets.restriction_lookups import Lookups, trt_constant
 from rewriter.targets.restrictions import broken
 from rewriter.graph.schemas import is_default_domain
+from rewriter.graph.attributes import attribute_value, attribute_values
 
 __all__ = ["rewrite", "REWRITABLE"]
 
@@ -198,13 +199,9 @@ def _per_axis(zp: np.ndarray, x_rank: int, axis: int) -> np.ndarray:
     return zp.reshape(shape)
 
 
-def _attrs(node, *names):
-    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute if a.name in names}
-
-
 def _dq_constant_input(rw: _Rewriter, node, scope) -> bool:
     """DequantizeLinear(x const, s, zp const or none) -> DequantizeLinear(x - zp as int8, s)."""
-    if _attrs(node, "block_size").get("block_size", 0):
+    if attribute_value(node, "block_size", 0):
         return False
     x = trt_constant(node.input[0], scope, rw.read)
     has_zp = len(node.input) > 2 and bool(node.input[2])
@@ -212,7 +209,7 @@ def _dq_constant_input(rw: _Rewriter, node, scope) -> bool:
     if x is None or zp is None or not np.issubdtype(x.dtype, np.integer) or zp.size == 0 or \
             (x.dtype == np.int8 and not np.any(zp)):
         return False
-    axis = _attrs(node, "axis").get("axis", 1)
+    axis = attribute_value(node, "axis", 1)
     if zp.size > 1 and (x.ndim == 0 or zp.size != x.shape[axis % x.ndim]):
         return False
     shifted = x.astype(np.int64) - _per_axis(zp.astype(np.int64), x.ndim, axis)
@@ -232,7 +229,7 @@ def _q_dq_uint8_pair(rw: _Rewriter, node, scope) -> bool:
     zp = trt_constant(node.input[2], scope, rw.read)
     if zp is None or zp.dtype != np.uint8 or zp.size == 0 or np.any(zp != 128):
         return False
-    out, attrs = node.output[0], _attrs(node, "axis", "block_size", "output_dtype", "saturate")
+    out, attrs = node.output[0], attribute_values(node, ("axis", "block_size", "output_dtype", "saturate"))
     if attrs.get("output_dtype", onnx.TensorProto.UINT8) != onnx.TensorProto.UINT8 or attrs.get("block_size", 0):
         return False
     graph_outputs = {o.name for s in traversal.iter_scopes(rw.model) if not s.is_function for o in s.body.output} | \
@@ -243,8 +240,8 @@ def _q_dq_uint8_pair(rw: _Rewriter, node, scope) -> bool:
     scale = trt_constant(node.input[1], scope, rw.read)
     for dq in readers:
         if dq.op_type != "DequantizeLinear" or not is_default_domain(dq.domain) or list(dq.input[:1]) != [out] \
-                or len(dq.input) < 3 or _attrs(dq, "axis").get("axis", 1) != attrs.get("axis", 1) \
-                or _attrs(dq, "block_size").get("block_size", 0):
+                or len(dq.input) < 3 or attribute_value(dq, "axis", 1) != attrs.get("axis", 1) \
+                or attribute_value(dq, "block_size", 0):
             return False
         dq_zp = trt_constant(dq.input[2], scope, rw.read)
         if dq_zp is None or dq_zp.dtype != np.uint8 or dq_zp.shape != zp.shape or np.any(dq_zp != 128):

@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 
 from rewriter.convert.adapters.feature_support import attr_value, record_type
-from rewriter.convert.attrs import remove_attr
+from rewriter.graph.attributes import remove_attribute
 from rewriter.convert.registry import register
 
 __all__: list[str] = []
@@ -30,7 +30,7 @@ def argx_11_12(node, ctx) -> None:
 @register(("ArgMax", 12, 11), ("ArgMin", 12, 11), kind="new feature")
 def argx_12_11(node, ctx) -> None:
     last = attr_value(node, ctx, "select_last_index", 0)
-    remove_attr(node, "select_last_index")
+    remove_attribute(node, "select_last_index")
     if not last:
         return
     axis = attr_value(node, ctx, "axis", 0)

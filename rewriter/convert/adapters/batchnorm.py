@@ -17,8 +17,8 @@
 
 from __future__ import annotations
 
-from rewriter.convert.adapters.feature_support import attr_value, check_types, consumed, record_type, set_attr
-from rewriter.convert.attrs import get_attr, remove_attr, set_ints
+from rewriter.convert.adapters.feature_support import attr_value, check_types, consumed, record_type
+from rewriter.graph.attributes import attribute, remove_attribute, set_ints, set_attribute
 from rewriter.convert.registry import register
 
 __all__: list[str] = []
@@ -35,8 +35,8 @@ def _trim(node) -> None:
 
 @register("BatchNormalization", 1, 6, kind="new feature")
 def bn_1_6(node, ctx) -> None:
-    if get_attr(node, "consumed_inputs") is not None:
-        remove_attr(node, "consumed_inputs")
+    if attribute(node, "consumed_inputs") is not None:
+        remove_attribute(node, "consumed_inputs")
         ctx.record("BatchNormalization consumed_inputs dropped")
 
 
@@ -50,7 +50,7 @@ def bn_6_1(node, ctx) -> None:
 @register("BatchNormalization", 6, 7, kind="meaning change")
 def bn_6_7(node, ctx) -> None:
     is_test = attr_value(node, ctx, "is_test", 0)
-    remove_attr(node, "is_test")
+    remove_attribute(node, "is_test")
     if is_test:
         if _used_outputs(node, ctx, 1):
             ctx.block(f"is_test=1 with the extra outputs {_used_outputs(node, ctx, 1)}: from opset 7 extra "
@@ -70,7 +70,7 @@ def bn_6_7(node, ctx) -> None:
 def bn_7_6(node, ctx) -> None:
     check_types(node, ctx)
     _trim(node)
-    set_attr(node, "is_test", 0 if len(node.output) > 1 else 1)
+    set_attribute(node, "is_test", 0 if len(node.output) > 1 else 1)
     ctx.record("BatchNormalization is_test written")
 
 
@@ -79,7 +79,7 @@ def bn_7_9(node, ctx) -> None:
     spatial = attr_value(node, ctx, "spatial", 1)
     if not spatial:
         ctx.block("spatial=0 (per-activation statistics) does not exist from opset 9")
-    remove_attr(node, "spatial")
+    remove_attribute(node, "spatial")
 
 
 @register("BatchNormalization", 9, 7, kind="new feature")
@@ -96,7 +96,7 @@ def bn_9_14(node, ctx) -> None:
     if extra:
         ctx.block(f"the saved_mean/saved_var outputs {extra} do not exist from opset 14")
     del node.output[3:]
-    set_attr(node, "training_mode", 1)
+    set_attribute(node, "training_mode", 1)
     ctx.record("BatchNormalization training outputs -> training_mode=1")
 
 
@@ -109,7 +109,7 @@ def bn_14_9(node, ctx) -> None:
         if t is None or x_type is None or t != x_type:
             ctx.block(f"input '{node.input[i]}' must have the type of X below opset 14; its type is "
                       f"{'unknown' if t is None or x_type is None else 'different'}")
-    remove_attr(node, "training_mode")
+    remove_attribute(node, "training_mode")
     if not training:
         if _used_outputs(node, ctx, 1):
             ctx.block(f"outputs {_used_outputs(node, ctx, 1)} of an inference-mode node (training_mode=0)")

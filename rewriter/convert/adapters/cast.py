@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import onnx
 
-from rewriter.convert.adapters.feature_support import attr_value, check_types, set_attr
-from rewriter.convert.attrs import get_attr, remove_attr
+from rewriter.convert.adapters.feature_support import attr_value, check_types
+from rewriter.graph.attributes import attribute, remove_attribute, set_attribute
 from rewriter.convert.registry import register
 
 __all__: list[str] = []
@@ -34,7 +34,7 @@ def cast_1_6(node, ctx) -> None:
         value = onnx.TensorProto.DataType.Value(str(to).upper())
     except ValueError:
         ctx.block(f"to={to!r} is not the name of an ONNX data type")
-    set_attr(node, "to", value)
+    set_attribute(node, "to", value)
     ctx.record("Cast to: name -> enum")
 
 
@@ -47,7 +47,7 @@ def cast_6_1(node, ctx) -> None:
     if isinstance(to, str):
         return
     check_types(node, ctx)
-    set_attr(node, "to", onnx.TensorProto.DataType.Name(to))
+    set_attribute(node, "to", onnx.TensorProto.DataType.Name(to))
     ctx.record("Cast to: enum -> name")
 
 
@@ -58,9 +58,9 @@ def _up(node, ctx) -> None:
 def _drop_after_types(feature: str, since: int, affected: str):
     def adapter(node, ctx) -> None:
         check_types(node, ctx)
-        if get_attr(node, feature) is not None:
+        if attribute(node, feature) is not None:
             attr_value(node, ctx, feature)  # blocks on a function attribute reference
-            remove_attr(node, feature)
+            remove_attribute(node, feature)
             ctx.record(f"{node.op_type} {feature} dropped (only affects {affected})")
     adapter.__doc__ = (f"{feature} (from opset {since}) only affects casts to {affected}, which the "
                        f"older schema does not have: types checked, {feature} dropped.")

@@ -17,7 +17,7 @@ import onnx
 
 from rewriter.convert.adapters.feature_support import add_typed_constant, attr_value, record_type
 from rewriter.convert.adapters.moves import check_types, constant_input, float_exact, set_input, trim_inputs
-from rewriter.convert.attrs import remove_attr
+from rewriter.graph.attributes import remove_attribute
 from rewriter.convert.registry import register
 from rewriter.convert.adapters.type_routes import (EXACT_IN_DOUBLE, WIDE_INTEGERS, cast_to, compute_as, type_name,
                                                    where_extreme)
@@ -27,7 +27,7 @@ __all__: list[str] = []
 
 @register("Clip", 1, 6, kind="new feature")
 def clip_1_6(node, ctx) -> None:
-    remove_attr(node, "consumed_inputs")
+    remove_attribute(node, "consumed_inputs")
 
 
 @register("Clip", 6, 1, kind="new feature")
@@ -45,7 +45,7 @@ def clip_6_11(node, ctx) -> None:
         ctx.block(f"the type of '{node.input[0]}' is unknown, and Clip-11's min/max inputs must have it")
     dtype = onnx.helper.tensor_dtype_to_np_dtype(elem)
     for i, attr, v in bounds:
-        remove_attr(node, attr)
+        remove_attribute(node, attr)
         if v is not None:
             set_input(node, i, ctx.add_constant(f"clip_{attr}", np.array(v, dtype=np.float32).astype(dtype)))
             ctx.record(f"Clip {attr} attribute -> input")

@@ -12,7 +12,7 @@ import onnx
 
 from rewriter.convert.adapters.feature_support import attr_value
 from rewriter.convert.adapters.moves import constant_input, input_name, set_input, trim_inputs
-from rewriter.convert.attrs import remove_attr
+from rewriter.graph.attributes import remove_attribute
 from rewriter.convert.registry import register
 
 __all__: list[str] = []
@@ -21,7 +21,7 @@ __all__: list[str] = []
 @register("DFT", 17, 20, kind="attribute<->input")
 def dft_17_20(node, ctx) -> None:
     axis = attr_value(node, ctx, "axis", 1)
-    remove_attr(node, "axis")
+    remove_attribute(node, "axis")
     set_input(node, 2, ctx.add_constant("dft_axis", np.array(axis, dtype=np.int64)))
     ctx.record("DFT axis attribute -> input")
 
@@ -34,6 +34,6 @@ def dft_20_17(node, ctx) -> None:
     if input_name(node, 2):
         ctx.maybe_unused(node.input[2])
     trim_inputs(node, 2)
-    remove_attr(node, "axis")
+    remove_attribute(node, "axis")
     node.attribute.append(onnx.helper.make_attribute("axis", int(axis.reshape(-1)[0])))
     ctx.record("DFT axis input -> attribute")

@@ -25,7 +25,7 @@ import onnx
 
 from rewriter.convert.adapters.feature_support import attr_value, consumed, record_type
 from rewriter.convert.adapters.moves import check_types, constant_input, input_name, trim_inputs
-from rewriter.convert.attrs import get_attr, remove_attr
+from rewriter.graph.attributes import attribute, remove_attribute
 from rewriter.convert.registry import register
 
 __all__: list[str] = []
@@ -33,7 +33,7 @@ __all__: list[str] = []
 
 @register("Dropout", 1, 6, kind="new feature")
 def dropout_1_6(node, ctx) -> None:
-    remove_attr(node, "consumed_inputs")
+    remove_attribute(node, "consumed_inputs")
 
 
 @register("Dropout", 6, 1, kind="new feature")
@@ -43,15 +43,15 @@ def dropout_6_1(node, ctx) -> None:
 
 @register("Dropout", 6, 7, kind="new feature")
 def dropout_6_7(node, ctx) -> None:
-    if get_attr(node, "is_test") is not None:
+    if attribute(node, "is_test") is not None:
         attr_value(node, ctx, "is_test")
-        remove_attr(node, "is_test")
+        remove_attribute(node, "is_test")
         ctx.record("Dropout is_test dropped")
 
 
 @register("Dropout", 7, 6, kind="new feature")
 def dropout_7_6(node, ctx) -> None:
-    remove_attr(node, "is_test")
+    remove_attribute(node, "is_test")
     node.attribute.append(onnx.helper.make_attribute("is_test", 1))
     ctx.record("Dropout is_test=1 written out")
 
@@ -105,7 +105,7 @@ def dropout_10_12(node, ctx) -> None:
         ctx.block(f"the mask output '{node.output[1]}' is used: Dropout-10's inference mask is runtime-defined "
                   f"(ONNX Runtime: all False), Dropout-12's is all True")
     ratio = attr_value(node, ctx, "ratio", None)
-    remove_attr(node, "ratio")
+    remove_attribute(node, "ratio")
     if ratio is not None:
         del node.input[1:]
         node.input.append(ctx.add_constant("dropout_ratio", np.array(ratio, dtype=np.float32)))
@@ -125,8 +125,8 @@ def dropout_12_10(node, ctx) -> None:
     if ratio is not None:
         ctx.maybe_unused(node.input[1])
     trim_inputs(node, 1)
-    if get_attr(node, "seed") is not None:
-        remove_attr(node, "seed")
+    if attribute(node, "seed") is not None:
+        remove_attribute(node, "seed")
         ctx.record("Dropout seed dropped")
     if ratio is not None:
         node.attribute.append(onnx.helper.make_attribute("ratio", float(ratio.reshape(-1)[0])))

@@ -21,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from rewriter.convert.adapters.feature_support import add_typed_constant, attr_value, check_types, record_type, set_attr
-from rewriter.convert.attrs import get_attr, remove_attr
+from rewriter.convert.adapters.feature_support import add_typed_constant, attr_value, check_types, record_type
+from rewriter.graph.attributes import attribute, remove_attribute, set_attribute
 from rewriter.convert.registry import register
 from rewriter.verify.shapes.rule import format_shape
 
@@ -121,9 +121,9 @@ def _down(node, ctx) -> None:
                 r = ctx.insert_before("Reshape", [b], shape=list(shape))  # Reshape-1
                 record_type(ctx, r.output[0], ctx.elem_type(b), shape)
                 node.input[1] = r.output[0]
-        set_attr(node, "broadcast", 1)
+        set_attribute(node, "broadcast", 1)
         if axis is not None:
-            set_attr(node, "axis", axis)
+            set_attribute(node, "axis", axis)
         ctx.record(f"{node.op_type} numpy broadcasting -> broadcast=1")
     check_types(node, ctx)
 
@@ -132,9 +132,9 @@ def _up(node, ctx) -> None:
     """From the version with broadcast/axis to 7."""
     broadcast = attr_value(node, ctx, "broadcast", 0)
     axis = attr_value(node, ctx, "axis", None)
-    remove_attr(node, "broadcast")
-    remove_attr(node, "axis")
-    remove_attr(node, "consumed_inputs")
+    remove_attribute(node, "broadcast")
+    remove_attribute(node, "axis")
+    remove_attribute(node, "consumed_inputs")
     if not broadcast or axis is None:
         return
     ra, rb = ctx.rank(node.input[0]), ctx.rank(node.input[1])
@@ -158,8 +158,8 @@ def _up(node, ctx) -> None:
 
 
 def _consumed_inputs_up(node, ctx) -> None:
-    if get_attr(node, "consumed_inputs") is not None:
-        remove_attr(node, "consumed_inputs")
+    if attribute(node, "consumed_inputs") is not None:
+        remove_attribute(node, "consumed_inputs")
         ctx.record(f"{node.op_type} consumed_inputs dropped")
 
 
@@ -208,7 +208,7 @@ def mod_28_13(node, ctx) -> None:
     dtype = onnx.helper.tensor_dtype_to_np_dtype(elem) if elem != onnx.TensorProto.BFLOAT16 else None
     if dtype is None or not floating and "tensor(" + dtype.name + ")" not in _SUB_13:
         ctx.block(f"fmod={fmod} on {_type_name(elem)} inputs exists only from opset 28")
-    set_attr(node, "fmod", 0 if fmod else 1)
+    set_attribute(node, "fmod", 0 if fmod else 1)
     original = node.output[0]
     r = ctx.redirect_output(0)
     out_shape = dims(ctx, original)

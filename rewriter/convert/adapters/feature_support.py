@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import onnx
 
-from rewriter.convert.attrs import get_attr, remove_attr
+from rewriter.graph.attributes import attribute, remove_attribute, value_of
 from rewriter.convert.type_only import step_types_allowed
 from rewriter.graph import traversal
 
-__all__ = ["attr_value", "drop_default", "check_types", "tensor_type", "set_attr", "no_ref"]
+__all__ = ["attr_value", "drop_default", "check_types", "tensor_type", "no_ref"]
 
 _MISSING = object()
 
@@ -20,7 +20,7 @@ _MISSING = object()
 def no_ref(node, ctx, name: str) -> None:
     """Block when attribute ``name`` is a reference to a calling function's attribute (its value
     is then unknown to the conversion)."""
-    attr = get_attr(node, name)
+    attr = attribute(node, name)
     if attr is not None and attr.ref_attr_name:
         ctx.block(f"{name} comes from the calling node's attribute '{attr.ref_attr_name}', whose value "
                   f"the conversion cannot see")
@@ -29,33 +29,25 @@ def no_ref(node, ctx, name: str) -> None:
 def attr_value(node, ctx, name: str, default=None):
     """The value of attribute ``name`` (its default when absent); blocks on a function
     attribute reference."""
-    attr = get_attr(node, name)
+    attr = attribute(node, name)
     if attr is None:
         return default
     no_ref(node, ctx, name)
-    value = onnx.helper.get_attribute_value(attr)
-    if isinstance(value, bytes):
-        value = value.decode()
-    return value
-
-
-def set_attr(node, name: str, value) -> None:
-    remove_attr(node, name)
-    node.attribute.append(onnx.helper.make_attribute(name, value))
+    return value_of(attr, decode=True)
 
 
 def drop_default(node, ctx, name: str, default, since: int, why: str = "") -> None:
     """Going down across the step that added attribute ``name``: drop it when it is absent or at
     ``default`` (``default`` may be a callable telling whether a value is harmless), else block
     naming the attribute and the first opset that has it."""
-    attr = get_attr(node, name)
+    attr = attribute(node, name)
     if attr is None:
         return
     value = attr_value(node, ctx, name)
     harmless = default(value) if callable(default) else value == default
     if not harmless:
         ctx.block(f"{name}={value!r} exists only from opset {since}{why}")
-    remove_attr(node, name)
+    remove_attribute(node, name)
     ctx.record(f"{node.op_type} default {name} dropped")
 
 

@@ -15,8 +15,8 @@ import numpy as np
 import onnx
 
 from rewriter.convert.adapters.elementwise import dims, old_broadcast
-from rewriter.convert.adapters.feature_support import add_typed_constant, attr_value, check_types, record_type, set_attr
-from rewriter.convert.attrs import remove_attr
+from rewriter.convert.adapters.feature_support import add_typed_constant, attr_value, check_types, record_type
+from rewriter.graph.attributes import remove_attribute, set_attribute
 from rewriter.convert.registry import register
 
 __all__: list[str] = []
@@ -25,7 +25,7 @@ __all__: list[str] = []
 @register("Gemm", 6, 7, kind="meaning change")
 def gemm_6_7(node, ctx) -> None:
     attr_value(node, ctx, "broadcast", 0)
-    remove_attr(node, "broadcast")
+    remove_attribute(node, "broadcast")
 
 
 @register("Gemm", 7, 6, kind="meaning change")
@@ -47,7 +47,7 @@ def gemm_7_6(node, ctx) -> None:
         r = ctx.insert_before("Reshape", [c, shape_name])
         record_type(ctx, r.output[0], ctx.elem_type(c), shape)
         node.input[2] = r.output[0]
-    set_attr(node, "broadcast", 1)
+    set_attribute(node, "broadcast", 1)
     ctx.record("Gemm numpy broadcasting of C -> broadcast=1")
 
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rewriter.convert.adapters.feature_support import attr_value, check_types, set_attr
-from rewriter.convert.attrs import get_attr, remove_attr
+from rewriter.convert.adapters.feature_support import attr_value, check_types
+from rewriter.graph.attributes import attribute, remove_attribute, set_attribute
 from rewriter.convert.registry import register
 from rewriter.verify.shapes.rule import format_shape
 
@@ -29,21 +29,21 @@ _SELU_6 = {"alpha": 1.6732631921768188, "gamma": 1.0507010221481323}
 
 
 def _up_to_6(node, ctx) -> None:
-    if get_attr(node, "consumed_inputs") is not None:
-        remove_attr(node, "consumed_inputs")
+    if attribute(node, "consumed_inputs") is not None:
+        remove_attribute(node, "consumed_inputs")
         ctx.record(f"{node.op_type} consumed_inputs dropped")
     if node.op_type == "Selu":
         for name, value in _SELU_1.items():
-            if get_attr(node, name) is None:
-                set_attr(node, name, value)
+            if attribute(node, name) is None:
+                set_attribute(node, name, value)
 
 
 def _down_from_6(node, ctx) -> None:
     check_types(node, ctx)
     if node.op_type == "Selu":
         for name, value in _SELU_6.items():
-            if get_attr(node, name) is None:
-                set_attr(node, name, value)
+            if attribute(node, name) is None:
+                set_attribute(node, name, value)
 
 
 for _op in _CONSUMED:
@@ -53,8 +53,8 @@ for _op in _CONSUMED:
 
 @register("Concat", 1, 4, kind="new feature")
 def concat_1_4(node, ctx) -> None:
-    if get_attr(node, "axis") is None:
-        set_attr(node, "axis", 1)
+    if attribute(node, "axis") is None:
+        set_attribute(node, "axis", 1)
         ctx.record("Concat default axis written out")
 
 
@@ -68,15 +68,15 @@ def global_lp_pool_1_2(node, ctx) -> None:
     p = attr_value(node, ctx, "p", 2.0)
     if float(p) != int(p):
         ctx.block(f"p={p} is not an integer, and GlobalLpPool from opset 2 takes an integer p")
-    if get_attr(node, "p") is not None:
-        set_attr(node, "p", int(p))
+    if attribute(node, "p") is not None:
+        set_attribute(node, "p", int(p))
 
 
 @register("GlobalLpPool", 2, 1, kind="meaning change")
 def global_lp_pool_2_1(node, ctx) -> None:
     check_types(node, ctx)
-    if get_attr(node, "p") is not None:
-        set_attr(node, "p", float(attr_value(node, ctx, "p")))
+    if attribute(node, "p") is not None:
+        set_attribute(node, "p", float(attr_value(node, ctx, "p")))
 
 
 @register("PRelu", 6, 7, kind="meaning change")

@@ -17,14 +17,11 @@ from onnx import TensorProto, helper, numpy_helper
 
 from rewriter.convert.registry import register
 from rewriter.errors import ConversionError
+from rewriter.graph.attributes import attribute_values
 
 ML = "ai.onnx.ml"
 _V1_DEFAULT_INT, _V1_DEFAULT_STRING = -1, "_Unused"  # LabelEncoder-1's defaults
 _LIST = {TensorProto.STRING: "strings", TensorProto.INT64: "int64s", TensorProto.FLOAT: "floats"}
-
-
-def _attrs(node: onnx.NodeProto) -> dict:
-    return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
 def _set(node: onnx.NodeProto, values: dict) -> None:
@@ -39,7 +36,7 @@ def _text(v) -> str:
 
 @register("LabelEncoder", 1, 2, domain=ML, kind="attribute rewrite")
 def label_encoder_1_2(node, ctx) -> None:
-    a = _attrs(node)
+    a = attribute_values(node)
     classes = [_text(c) for c in a.get("classes_strings", [])]
     t = ctx.elem_type(node.input[0])
     if t == TensorProto.STRING:  # string -> its index
@@ -55,7 +52,7 @@ def label_encoder_1_2(node, ctx) -> None:
 
 @register("LabelEncoder", 2, 1, domain=ML, kind="attribute rewrite")
 def label_encoder_2_1(node, ctx) -> None:
-    a = _attrs(node)
+    a = attribute_values(node)
     if "keys_strings" in a and "values_int64s" in a:
         keys, values = [_text(k) for k in a["keys_strings"]], list(a["values_int64s"])
         if values != list(range(len(keys))):
@@ -75,7 +72,7 @@ def label_encoder_2_1(node, ctx) -> None:
 
 @register("LabelEncoder", 4, 2, domain=ML, kind="attribute rewrite")
 def label_encoder_4_2(node, ctx) -> None:
-    a = _attrs(node)
+    a = attribute_values(node)
     out = {k: v for k, v in a.items() if k not in ("keys_tensor", "values_tensor", "default_tensor")}
     for role in ("keys", "values"):
         tensor = a.get(f"{role}_tensor")
@@ -101,7 +98,7 @@ def label_encoder_4_2(node, ctx) -> None:
 
 
 def _tree_3_1(node, names: tuple[str, ...]) -> None:
-    a = _attrs(node)
+    a = attribute_values(node)
     out = dict(a)
     for name in names:
         tensor = a.get(f"{name}_as_tensor")

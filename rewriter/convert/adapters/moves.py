@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from rewriter.convert.attrs import get_attr, remove_attr
+from rewriter.graph.attributes import attribute, remove_attribute
 from rewriter.convert.type_only import step_types_allowed
 from rewriter.graph.constants import constant_node_value
 
@@ -43,7 +43,7 @@ def attr_to_input(node, ctx, attr: str, index: int, dtype=np.int64, hint: str | 
     graph, a Constant in a function; a reference to a calling function's INTS attribute becomes
     a Constant<value_ints = @ref>). Returns whether an input was made (False when the attribute
     is absent, or empty with ``skip_empty``)."""
-    a = get_attr(node, attr)
+    a = attribute(node, attr)
     if a is None:
         return False
     hint = hint or f"{node.op_type.lower()}_{attr}"
@@ -54,12 +54,12 @@ def attr_to_input(node, ctx, attr: str, index: int, dtype=np.int64, hint: str | 
         name = ctx.add_constant_reference(f"{hint}_{a.ref_attr_name}", a.ref_attr_name)
     else:
         value = onnx.helper.get_attribute_value(a)
-        remove_attr(node, attr)
+        remove_attribute(node, attr)
         if skip_empty and isinstance(value, list) and not value:
             return False
         array = np.array(value, dtype=dtype)
         name = ctx.add_constant(hint, array)
-    remove_attr(node, attr)
+    remove_attribute(node, attr)
     set_input(node, index, name)
     ctx.record(f"{node.op_type} {attr} attribute -> input")
     return True
@@ -119,7 +119,7 @@ def ints_input_to_attr(node, ctx, index: int, attr: str, below: int, allow_refer
         ctx.block(f"{attr} input '{name}' must be a 1-D integer tensor, got {value.dtype} with shape "
                   f"{list(value.shape)}")
     values = [int(v) for v in value.reshape(-1)]
-    remove_attr(node, attr)
+    remove_attribute(node, attr)
     node.attribute.append(onnx.helper.make_attribute(attr, values, attr_type=onnx.AttributeProto.INTS))
     trim_inputs(node, index)
     ctx.maybe_unused(name)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rewriter.convert.attrs import get_attr, set_ints
+from rewriter.graph.attributes import attribute, set_ints
 from rewriter.convert.registry import register
 
 __all__: list[str] = []
@@ -34,7 +34,7 @@ def _rank(node, ctx, where: str) -> int | None:
         r = ctx.rank(node.output[0])
         if r is None:
             r_in = ctx.rank(node.input[0])
-            axes = get_attr(node, "axes")
+            axes = attribute(node, "axes")
             r = r_in + len(axes.ints) if r_in is not None and axes is not None else None
         return r
     r = ctx.rank(node.input[0])
@@ -43,7 +43,7 @@ def _rank(node, ctx, where: str) -> int | None:
 
 def _normalize(node, ctx) -> None:
     _, name, where = _OPS[node.op_type]
-    attr = get_attr(node, name)
+    attr = attribute(node, name)
     if attr is None:
         return
     if attr.ref_attr_name:

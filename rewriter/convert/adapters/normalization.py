@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 
 from rewriter.convert.adapters.feature_support import add_typed_constant, attr_value, check_types, record_type
-from rewriter.convert.attrs import get_attr, set_ints
+from rewriter.graph.attributes import attribute, set_ints
 from rewriter.convert.registry import register, register_normalizer
 
 __all__ = ["materialize_default_axes"]
@@ -34,7 +34,7 @@ def materialize_default_axes(node, ctx) -> None:
     """Write MVN's default axes on a node without them (see the module doc). Also the
     normalizer of every MVN node a conversion meets, so 13 -> 15+ (no schema step) is fixed too;
     an axes attribute that references the calling function's attribute is left as it is."""
-    if get_attr(node, "axes") is None:
+    if attribute(node, "axes") is None:
         set_ints(node, "axes", list(_DEFAULT_AXES))
         ctx.record("MeanVarianceNormalization default axes written out")
 

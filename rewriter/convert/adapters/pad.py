@@ -20,7 +20,7 @@ import onnx
 from rewriter.convert.adapters.feature_support import attr_value, record_type
 from rewriter.convert.adapters.moves import (attr_to_input, check_types, constant_input, float_exact, input_name,
                                              ints_input_to_attr, set_input, trim_inputs, value_of)
-from rewriter.convert.attrs import get_attr, remove_attr
+from rewriter.graph.attributes import attribute, remove_attribute
 from rewriter.convert.registry import register
 
 __all__: list[str] = []
@@ -28,7 +28,7 @@ __all__: list[str] = []
 
 @register("Pad", 1, 2, kind="attribute<->input")
 def pad_1_2(node, ctx) -> None:
-    a = get_attr(node, "paddings")
+    a = attribute(node, "paddings")
     if a is None:
         ctx.block("Pad-1 without its required paddings attribute")
     a.name = "pads"
@@ -37,7 +37,7 @@ def pad_1_2(node, ctx) -> None:
 
 @register("Pad", 2, 1, kind="attribute<->input")
 def pad_2_1(node, ctx) -> None:
-    a = get_attr(node, "pads")
+    a = attribute(node, "pads")
     if a is not None:
         a.name = "paddings"
         ctx.record("Pad pads -> paddings")
@@ -45,11 +45,11 @@ def pad_2_1(node, ctx) -> None:
 
 @register("Pad", 2, 11, kind="attribute<->input")
 def pad_2_11(node, ctx) -> None:
-    if get_attr(node, "pads") is None:
+    if attribute(node, "pads") is None:
         ctx.block("Pad-2 without its required pads attribute")
     attr_to_input(node, ctx, "pads", 1, hint="pad_pads")
     value = attr_value(node, ctx, "value", 0.0)
-    remove_attr(node, "value")
+    remove_attribute(node, "value")
     if value != 0.0:
         elem = ctx.elem_type(node.input[0])
         if not elem:

@@ -18,8 +18,8 @@ from 22 but counted before; when that is the only way ceil differs from floor, c
 
 from __future__ import annotations
 
-from rewriter.convert.adapters.feature_support import attr_value, check_types, drop_default, set_attr
-from rewriter.convert.attrs import get_attr, remove_attr
+from rewriter.convert.adapters.feature_support import attr_value, check_types, drop_default
+from rewriter.graph.attributes import attribute, remove_attribute, set_attribute
 from rewriter.convert.registry import register
 
 __all__: list[str] = []
@@ -34,7 +34,7 @@ def _ones(value) -> bool:
 
 
 def _drop_ceil_mode(node, ctx, since: int) -> None:
-    if get_attr(node, "ceil_mode") is None:
+    if attribute(node, "ceil_mode") is None:
         return
     ceil = attr_value(node, ctx, "ceil_mode", 0)
     if ceil:
@@ -43,7 +43,7 @@ def _drop_ceil_mode(node, ctx, since: int) -> None:
             return
         if reason:
             ctx.block(f"ceil_mode=1 exists only from opset {since}, and {reason}")
-    remove_attr(node, "ceil_mode")
+    remove_attribute(node, "ceil_mode")
     ctx.record(f"{node.op_type} ceil_mode dropped")
 
 
@@ -69,9 +69,9 @@ def _ceil_as_end_pads(node, ctx) -> bool:
         span = spatial[i] + pads[i] + pads[i + n] - kernel[i]
         windows = -(-span // strides[i]) + 1  # ceil(span / stride) + 1
         pads[i + n] += (windows - 1) * strides[i] + kernel[i] - (spatial[i] + pads[i] + pads[i + n])
-    remove_attr(node, "auto_pad")
-    set_attr(node, "pads", pads)
-    remove_attr(node, "ceil_mode")
+    remove_attribute(node, "auto_pad")
+    set_attribute(node, "pads", pads)
+    remove_attribute(node, "ceil_mode")
     ctx.record(f"{node.op_type} ceil_mode=1 -> floor with more end padding")
     return True
 
@@ -138,9 +138,9 @@ def max_pool_8_1(node, ctx) -> None:
     del node.output[1:]
     check_types(node, ctx)
     # storage_order only says how Indices are computed: without Indices it means nothing
-    if get_attr(node, "storage_order") is not None:
+    if attribute(node, "storage_order") is not None:
         attr_value(node, ctx, "storage_order")
-        remove_attr(node, "storage_order")
+        remove_attribute(node, "storage_order")
         ctx.record("MaxPool storage_order dropped (no Indices output)")
 
 
@@ -157,18 +157,18 @@ def lp_pool_1_2(node, ctx) -> None:
     p = attr_value(node, ctx, "p", 2.0)
     if float(p) != int(p):
         ctx.block(f"p={p} is not an integer, and LpPool from opset 2 takes an integer p")
-    if get_attr(node, "kernel_shape") is None:
+    if attribute(node, "kernel_shape") is None:
         ctx.block("LpPool from opset 2 requires kernel_shape, which the node does not have")
-    if get_attr(node, "p") is not None:
-        set_attr(node, "p", int(p))
+    if attribute(node, "p") is not None:
+        set_attribute(node, "p", int(p))
         ctx.record("LpPool p float -> int")
 
 
 @register("LpPool", 2, 1, kind="meaning change")
 def lp_pool_2_1(node, ctx) -> None:
     check_types(node, ctx)
-    if get_attr(node, "p") is not None:
-        set_attr(node, "p", float(attr_value(node, ctx, "p")))
+    if attribute(node, "p") is not None:
+        set_attribute(node, "p", float(attr_value(node, ctx, "p")))
         ctx.record("LpPool p int -> float")
 
 
@@ -216,7 +216,7 @@ def _before_22(node, ctx) -> None:
         ctx.block(f"with ceil_mode=1 the last window starts in the end padding along some spatial axes "
                   f"({kinds}): from opset 22 it is dropped, before 22 counted, and the other axes need "
                   f"ceil_mode=1")
-    set_attr(node, "ceil_mode", 0)
+    set_attribute(node, "ceil_mode", 0)
     ctx.record(f"{node.op_type} ceil_mode=1 -> 0 (last window in the padding, dropped from 22)")
 
 

@@ -29,7 +29,7 @@ import onnx
 from rewriter.convert.adapters.feature_support import (add_typed_constant, attr_value, check_types, drop_default,
                                                        no_ref, record_type)
 from rewriter.convert.adapters.quantize_arith import BOUNDS, dequantize_as_arithmetic, quantize_as_arithmetic
-from rewriter.convert.attrs import get_attr, remove_attr
+from rewriter.graph.attributes import attribute, remove_attribute
 from rewriter.convert.registry import register
 
 __all__: list[str] = []
@@ -55,9 +55,9 @@ def per_tensor_only(node, ctx) -> None:
                 ctx.record(f"{node.op_type} {'scale' if i == 1 else 'zero point'} of one value -> scalar")
     rank = ctx.rank(node.input[1])
     if rank == 0:
-        if get_attr(node, "axis") is not None:
+        if attribute(node, "axis") is not None:
             no_ref(node, ctx, "axis")
-            remove_attr(node, "axis")
+            remove_attribute(node, "axis")
             ctx.record(f"{node.op_type} axis dropped (per-tensor scale)")
         return
     what = f"scale '{node.input[1]}' is 1-D: per-axis quantization exists only from opset 13"
@@ -97,9 +97,9 @@ def _scalar(ctx, name: str) -> str:
 @register(("QuantizeLinear", 19, 13), ("DequantizeLinear", 19, 13), kind="new feature")
 def before_float8(node, ctx) -> None:
     check_types(node, ctx)
-    if get_attr(node, "saturate") is not None:  # only affects float8 outputs, refused above
+    if attribute(node, "saturate") is not None:  # only affects float8 outputs, refused above
         attr_value(node, ctx, "saturate")
-        remove_attr(node, "saturate")
+        remove_attribute(node, "saturate")
         ctx.record("QuantizeLinear saturate dropped")
 
 
@@ -111,9 +111,9 @@ def before_blocks(node, ctx) -> None:
     drop_default(node, ctx, "block_size", 0, 21, " (blocked quantization)")
     if _sixteen_bit(node, ctx):
         return
-    if node.op_type == "QuantizeLinear" and get_attr(node, "output_dtype") is not None:
+    if node.op_type == "QuantizeLinear" and attribute(node, "output_dtype") is not None:
         wanted = attr_value(node, ctx, "output_dtype", 0)
-        remove_attr(node, "output_dtype")
+        remove_attribute(node, "output_dtype")
         zero_point = node.input[2] if len(node.input) > 2 else ""
         if wanted and zero_point:
             if ctx.elem_type(zero_point) != wanted:
@@ -176,7 +176,7 @@ def _drop_type_attribute(node, ctx, name: str, expected: int, what: str) -> None
     wanted = attr_value(node, ctx, name, 0)
     if wanted and wanted != expected:
         ctx.block(f"{name}={_type_name(wanted)} differs from {what} ({name} exists only from opset 23)")
-    remove_attr(node, name)
+    remove_attribute(node, name)
     check_types(node, ctx)
 
 

@@ -24,7 +24,7 @@ import functools
 import numpy as np
 import onnx
 
-from rewriter.convert.attrs import get_attr, remove_attr, set_ints
+from rewriter.graph.attributes import attribute, remove_attribute, set_ints
 from rewriter.convert.adapters.moves import value_of
 from rewriter.convert.registry import register, schema_versions
 from rewriter.convert.type_only import step_types_allowed
@@ -54,7 +54,7 @@ def reduce_axes_up(node, ctx) -> None:
         return
     if axes.ref_attr_name:  # inside a function: a Constant takes the same reference
         name = ctx.add_constant_reference("axes_" + axes.ref_attr_name, axes.ref_attr_name)
-        remove_attr(node, "axes")
+        remove_attribute(node, "axes")
         del node.input[1:]
         node.input.append(name)
         ctx.record("axes attribute -> input")
@@ -71,14 +71,14 @@ def reduce_axes_up(node, ctx) -> None:
 
 def reduce_axes_down(node, ctx) -> None:
     """A constant axes input becomes the attribute; noop_with_empty_axes is resolved."""
-    noop = get_attr(node, "noop_with_empty_axes")
+    noop = attribute(node, "noop_with_empty_axes")
     if noop is not None and noop.ref_attr_name:
         raise ConversionError(
             f"{ctx.label}: noop_with_empty_axes comes from the calling node's attribute "
             f"'{noop.ref_attr_name}', so it cannot be resolved for opsets below {ctx.step[0]}"
         )
     noop = bool(noop.i) if noop is not None else False
-    remove_attr(node, "noop_with_empty_axes")
+    remove_attribute(node, "noop_with_empty_axes")
     _check_data(node, ctx)
     axes_name = node.input[1] if len(node.input) > 1 else ""
     values: list[int] = []

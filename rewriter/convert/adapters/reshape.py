@@ -21,7 +21,7 @@ import numpy as np
 import onnx
 
 from rewriter.convert.adapters.feature_support import add_typed_constant, attr_value, check_types, no_ref
-from rewriter.convert.attrs import get_attr, remove_attr, set_ints
+from rewriter.graph.attributes import attribute, remove_attribute, set_ints
 from rewriter.convert.registry import register
 
 __all__: list[str] = []
@@ -30,12 +30,12 @@ __all__: list[str] = []
 @register("Reshape", 1, 5, kind="attribute<->input")
 def reshape_1_5(node, ctx) -> None:
     no_ref(node, ctx, "shape")
-    attr = get_attr(node, "shape")
+    attr = attribute(node, "shape")
     if attr is None:
         ctx.block("Reshape-1 without a shape attribute has no meaning to carry to opset 5")
     values = list(attr.ints)
-    remove_attr(node, "shape")
-    remove_attr(node, "consumed_inputs")
+    remove_attribute(node, "shape")
+    remove_attribute(node, "consumed_inputs")
     name = add_typed_constant(ctx, "reshape_shape", np.array(values, dtype=np.int64))
     del node.input[1:]
     node.input.append(name)
@@ -77,8 +77,8 @@ def reshape_14_13(node, ctx) -> None:
             ctx.maybe_unused(node.input[1])
             node.input[1] = add_typed_constant(ctx, "reshape_shape", np.where(flat == 0, -1, flat).astype(np.int64))
             ctx.record("Reshape allowzero=1: the empty dim's 0 -> -1")
-    if get_attr(node, "allowzero") is not None:
-        remove_attr(node, "allowzero")
+    if attribute(node, "allowzero") is not None:
+        remove_attribute(node, "allowzero")
         ctx.record("Reshape allowzero dropped")
 
 

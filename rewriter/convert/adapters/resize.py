@@ -35,10 +35,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
-from rewriter.convert.adapters.feature_support import attr_value, drop_default, record_type, set_attr
+from rewriter.convert.adapters.feature_support import attr_value, drop_default, record_type
 from rewriter.convert.adapters.moves import (check_types, constant_input, input_name, set_input, trim_inputs,
                                              value_of)
-from rewriter.convert.attrs import get_attr, remove_attr
+from rewriter.graph.attributes import attribute, remove_attribute, set_attribute
 from rewriter.convert.registry import register
 
 __all__: list[str] = []
@@ -51,11 +51,11 @@ def upsample_1_7(node, ctx) -> None:
     h, w = attr_value(node, ctx, "height_scale", None), attr_value(node, ctx, "width_scale", None)
     if h is None or w is None:
         ctx.block("Upsample-1 without its required height_scale/width_scale")
-    remove_attr(node, "height_scale")
-    remove_attr(node, "width_scale")
-    set_attr(node, "scales", [1.0, 1.0, float(h), float(w)])
+    remove_attribute(node, "height_scale")
+    remove_attribute(node, "width_scale")
+    set_attribute(node, "scales", [1.0, 1.0, float(h), float(w)])
     if attr_value(node, ctx, "mode", "nearest") == "bilinear":
-        set_attr(node, "mode", "linear")
+        set_attribute(node, "mode", "linear")
     ctx.record("Upsample height/width_scale -> scales")
 
 
@@ -64,11 +64,11 @@ def upsample_7_1(node, ctx) -> None:
     scales = attr_value(node, ctx, "scales", None)
     if scales is None or len(scales) != 4 or scales[0] != 1 or scales[1] != 1:
         ctx.block(f"scales {scales}: Upsample-1 scales only the last two dims of a 4-D tensor")
-    remove_attr(node, "scales")
-    set_attr(node, "height_scale", float(scales[2]))
-    set_attr(node, "width_scale", float(scales[3]))
+    remove_attribute(node, "scales")
+    set_attribute(node, "height_scale", float(scales[2]))
+    set_attribute(node, "width_scale", float(scales[3]))
     if attr_value(node, ctx, "mode", "nearest") == "linear":
-        set_attr(node, "mode", "bilinear")
+        set_attribute(node, "mode", "bilinear")
     check_types(node, ctx)
     ctx.record("Upsample scales -> height/width_scale")
 
@@ -78,7 +78,7 @@ def upsample_7_9(node, ctx) -> None:
     scales = attr_value(node, ctx, "scales", None)
     if scales is None:
         ctx.block("Upsample-7 without its required scales attribute")
-    remove_attr(node, "scales")
+    remove_attribute(node, "scales")
     set_input(node, 1, ctx.add_constant("upsample_scales", np.array(scales, dtype=np.float32)))
     ctx.record("Upsample scales attribute -> input")
 
@@ -90,7 +90,7 @@ def upsample_9_7(node, ctx) -> None:
     scales = constant_input(node, ctx, 1, "scales", 9)
     ctx.maybe_unused(node.input[1])
     trim_inputs(node, 1)
-    set_attr(node, "scales", [float(s) for s in scales.reshape(-1)])
+    set_attribute(node, "scales", [float(s) for s in scales.reshape(-1)])
     ctx.record("Upsample scales input -> attribute")
 
 
@@ -126,8 +126,8 @@ def resize_10_11(node, ctx) -> None:
     mode = attr_value(node, ctx, "mode", "nearest")
     if mode == "nearest":
         _scales_for_nearest(node, ctx, 1)
-        set_attr(node, "nearest_mode", "floor")
-    set_attr(node, "coordinate_transformation_mode", "asymmetric")
+        set_attribute(node, "nearest_mode", "floor")
+    set_attribute(node, "coordinate_transformation_mode", "asymmetric")
     scales = node.input[1]
     node.input[1] = ctx.add_constant("resize_roi", np.array([], dtype=np.float32))
     set_input(node, 2, scales)
@@ -154,7 +154,7 @@ def resize_11_10(node, ctx) -> None:
         _scales_for_nearest(node, ctx, 2)
     for attr in ("coordinate_transformation_mode", "nearest_mode", "exclude_outside", "cubic_coeff_a",
                  "extrapolation_value"):
-        remove_attr(node, attr)
+        remove_attribute(node, attr)
     roi = input_name(node, 1)
     if roi:
         ctx.maybe_unused(roi)
@@ -195,7 +195,7 @@ def resize_18_13(node, ctx) -> None:
     drop_default(node, ctx, "antialias", 0, 18)
     # a policy other than 'stretch' changes the sizes themselves: it blocks here, constant or not
     drop_default(node, ctx, "keep_aspect_ratio_policy", "stretch", 18)
-    axes = get_attr(node, "axes")
+    axes = attribute(node, "axes")
     if axes is None:
         return
     values = attr_value(node, ctx, "axes")
@@ -213,14 +213,14 @@ def resize_18_13(node, ctx) -> None:
     if len(set(values)) != len(values):
         ctx.block(f"axes {values} repeat a dim")
     if rank is not None and values == list(range(rank)):
-        remove_attr(node, "axes")
+        remove_attribute(node, "axes")
         ctx.record("Resize axes written out for every dim")
         return
     if "computed" in (inputs["scales"], inputs["sizes"]) and "" not in (inputs["scales"], inputs["sizes"]):
         # both given: the spec wants one of them empty, which a computed one shows only at run time
         ctx.block(f"scales '{node.input[2]}' and sizes '{node.input[3]}' both given with one computed: "
                   f"which one is empty is known only at run time (axes exist from opset 18)")
-    remove_attr(node, "axes")
+    remove_attribute(node, "axes")
     if rank is None:  # constants too are written out over every dim at run time
         inputs = {w: "computed" if kind else kind for w, kind in inputs.items()}
     elif inputs["sizes"] == "constant":

@@ -14,8 +14,8 @@
 
 from __future__ import annotations
 
-from rewriter.convert.adapters.feature_support import attr_value, check_types, drop_default, record_type, set_attr
-from rewriter.convert.attrs import get_attr, remove_attr
+from rewriter.convert.adapters.feature_support import attr_value, check_types, drop_default, record_type
+from rewriter.graph.attributes import attribute, remove_attribute, set_attribute
 from rewriter.convert.registry import register
 
 __all__: list[str] = []
@@ -26,22 +26,22 @@ def _nothing(node, ctx) -> None:
 
 
 def _output_sequence_up(node, ctx) -> None:
-    if get_attr(node, "output_sequence") is not None:
+    if attribute(node, "output_sequence") is not None:
         attr_value(node, ctx, "output_sequence")
-        remove_attr(node, "output_sequence")
+        remove_attribute(node, "output_sequence")
         ctx.record(f"{node.op_type} output_sequence dropped")
 
 
 def _output_sequence_down(node, ctx) -> None:
     check_types(node, ctx)
     if node.output and node.output[0]:
-        set_attr(node, "output_sequence", 1)
+        set_attribute(node, "output_sequence", 1)
 
 
 def _layout_down(node, ctx) -> None:
     check_types(node, ctx)
     layout = attr_value(node, ctx, "layout", 0)
-    remove_attr(node, "layout")
+    remove_attribute(node, "layout")
     if not layout:
         return
     # inputs: X (0), initial_h (5), initial_c (6, LSTM): swap the first two dims
@@ -72,16 +72,16 @@ for _op, _low in (("RNN", 1), ("LSTM", 1), ("GRU", 3)):
 def gru_1_3(node, ctx) -> None:
     """GRU-3 without linear_before_reset is GRU-1 (direction written out: GRU-1's default was
     spelled 'foward')."""
-    if get_attr(node, "direction") is None:
-        set_attr(node, "direction", "forward")
+    if attribute(node, "direction") is None:
+        set_attribute(node, "direction", "forward")
 
 
 @register("GRU", 3, 1, kind="new feature")
 def gru_3_1(node, ctx) -> None:
     check_types(node, ctx)
     drop_default(node, ctx, "linear_before_reset", 0, 3)
-    if get_attr(node, "direction") is None:
-        set_attr(node, "direction", "forward")
+    if attribute(node, "direction") is None:
+        set_attribute(node, "direction", "forward")
     while len(node.output) < 2:
         node.output.append("")
     if not node.output[1]:

@@ -7,8 +7,8 @@
 
 from __future__ import annotations
 
-from rewriter.convert.adapters.feature_support import attr_value, check_types, set_attr
-from rewriter.convert.attrs import remove_attr
+from rewriter.convert.adapters.feature_support import attr_value, check_types
+from rewriter.graph.attributes import remove_attribute, set_attribute
 from rewriter.convert.registry import register
 
 __all__: list[str] = []
@@ -16,7 +16,7 @@ __all__: list[str] = []
 
 @register("RoiAlign", 10, 16, kind="meaning change")
 def roi_align_10_16(node, ctx) -> None:
-    set_attr(node, "coordinate_transformation_mode", "output_half_pixel")
+    set_attribute(node, "coordinate_transformation_mode", "output_half_pixel")
     ctx.record("RoiAlign output_half_pixel written out")
 
 
@@ -27,4 +27,4 @@ def roi_align_16_10(node, ctx) -> None:
     if mode != "output_half_pixel":
         ctx.block(f"coordinate_transformation_mode={mode!r} (the default from opset 16) shifts the "
                   f"coordinates by -0.5 pixel, which RoiAlign below 16 does not")
-    remove_attr(node, "coordinate_transformation_mode")
+    remove_attribute(node, "coordinate_transformation_mode")

@@ -30,8 +30,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from rewriter.convert.adapters.feature_support import attr_value, record_type, set_attr
-from rewriter.convert.attrs import get_attr, remove_attr
+from rewriter.convert.adapters.feature_support import attr_value, record_type
+from rewriter.graph.attributes import attribute, remove_attribute, set_attribute
 from rewriter.convert.registry import register
 from rewriter.graph import traversal
 
@@ -42,7 +42,7 @@ MAX_UNROLL = 64  # the largest batch unrolled into the body (one copy of the bod
 
 @register("Scan", 8, 9, kind="meaning change")
 def scan_8_9(node, ctx) -> None:
-    body_attr = get_attr(node, "body")
+    body_attr = attribute(node, "body")
     if body_attr is None or body_attr.type != onnx.AttributeProto.GRAPH:
         ctx.block("Scan-8 without a body graph")
     body = body_attr.g
@@ -76,9 +76,9 @@ def scan_8_9(node, ctx) -> None:
     if node.input[0]:
         ctx.maybe_unused(node.input[0])
     del node.input[0]  # sequence_lens (absent or the full length everywhere)
-    remove_attr(node, "directions")
+    remove_attribute(node, "directions")
     if directions is not None and any(directions):
-        set_attr(node, "scan_input_directions", [int(d) for d in directions])
+        set_attribute(node, "scan_input_directions", [int(d) for d in directions])
     if batch == 1:
         _squeeze_batch(node, ctx)
     else:
@@ -161,9 +161,9 @@ def _unroll_batch(node, ctx, body: onnx.GraphProto, batch: int, m: int, k: int) 
     """Scan-9 along axis 1 of the batched tensors; the body runs one copy of its nodes per
     batch element (see the module doc)."""
     n_out = len(body.output)
-    set_attr(node, "scan_input_axes", [1] * k)
+    set_attribute(node, "scan_input_axes", [1] * k)
     if n_out > m:
-        set_attr(node, "scan_output_axes", [1] * (n_out - m))
+        set_attribute(node, "scan_output_axes", [1] * (n_out - m))
     types = _body_types(body, ctx)
     original = list(body.node)
     internal = {o for n in original for o in n.output if o}

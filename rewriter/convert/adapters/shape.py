@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from rewriter.convert.adapters.feature_support import add_typed_constant, attr_value, record_type
-from rewriter.convert.attrs import remove_attr
+from rewriter.graph.attributes import remove_attribute
 from rewriter.convert.registry import register
 
 __all__: list[str] = []
@@ -29,8 +29,8 @@ def shape_13_15(node, ctx) -> None:
 def shape_15_13(node, ctx) -> None:
     start = attr_value(node, ctx, "start", 0)
     end = attr_value(node, ctx, "end", None)
-    remove_attr(node, "start")
-    remove_attr(node, "end")
+    remove_attribute(node, "start")
+    remove_attribute(node, "end")
     rank = ctx.rank(node.input[0])
     whole_start = start == 0 or (rank is not None and start <= -rank)
     whole_end = end is None or (rank is not None and end >= rank)

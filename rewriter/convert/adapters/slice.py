@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 
 from rewriter.convert.adapters.moves import value_of, attr_to_input, check_types, constant_input, input_name
-from rewriter.convert.attrs import get_attr
+from rewriter.graph.attributes import attribute
 from rewriter.convert.registry import register
 
 __all__: list[str] = []
@@ -25,7 +25,7 @@ __all__: list[str] = []
 @register("Slice", 1, 10, kind="attribute<->input")
 def slice_1_10(node, ctx) -> None:
     for attr in ("starts", "ends"):
-        if get_attr(node, attr) is None:
+        if attribute(node, attr) is None:
             ctx.block(f"Slice-1 without its required {attr} attribute")
     attr_to_input(node, ctx, "starts", 1, hint="slice_starts")
     attr_to_input(node, ctx, "ends", 2, hint="slice_ends")

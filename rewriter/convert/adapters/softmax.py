@@ -15,7 +15,8 @@ along the second dim (default axis 1); from 13 it works along the one dim ``axis
 
 from __future__ import annotations
 
-from rewriter.convert.adapters.feature_support import attr_value, check_types, record_type, set_attr
+from rewriter.graph.attributes import set_attribute
+from rewriter.convert.adapters.feature_support import attr_value, check_types, record_type
 from rewriter.convert.registry import register
 
 __all__: list[str] = []
@@ -36,7 +37,7 @@ def _up(node, ctx) -> None:
     data = node.input[0]
     rank = ctx.rank(data)
     if axis == -1 or (rank is not None and axis in (rank - 1, -1)) or _only_ones_after(ctx.shape(data), axis):
-        set_attr(node, "axis", axis)
+        set_attribute(node, "axis", axis)
         return
     if rank is not None and not -rank <= axis < rank:
         ctx.block(f"axis {axis} is out of range for rank {rank}")
@@ -46,7 +47,7 @@ def _up(node, ctx) -> None:
     shape = ctx.insert_before("Shape", [data])
     record_type(ctx, shape.output[0], 7, [rank])
     node.input[0] = flat.output[0]
-    set_attr(node, "axis", 1)
+    set_attribute(node, "axis", 1)
     original = node.output[0]
     out = ctx.redirect_output(0)
     record_type(ctx, out, elem, [None, None])
@@ -60,7 +61,7 @@ def _down(node, ctx) -> None:
     rank = ctx.rank(data)
     check_types(node, ctx)
     if axis == -1 or (rank is not None and axis == rank - 1) or _only_ones_after(ctx.shape(data), axis):
-        set_attr(node, "axis", axis)
+        set_attribute(node, "axis", axis)
         return
     if rank is None:
         ctx.block(f"{node.op_type} with axis={axis} on a tensor of unknown rank: the axis is not known to "
@@ -76,7 +77,7 @@ def _down(node, ctx) -> None:
     t = ctx.insert_before("Transpose", [data], perm=perm)
     record_type(ctx, t.output[0], elem, moved)
     node.input[0] = t.output[0]
-    set_attr(node, "axis", -1)
+    set_attribute(node, "axis", -1)
     original = node.output[0]
     out = ctx.redirect_output(0)
     record_type(ctx, out, elem, moved)

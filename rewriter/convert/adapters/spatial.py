@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rewriter.convert.adapters.feature_support import (add_typed_constant, attr_value, check_types, record_type,
-                                                       set_attr)
-from rewriter.convert.attrs import remove_attr
+from rewriter.convert.adapters.feature_support import add_typed_constant, attr_value, check_types, record_type
+from rewriter.graph.attributes import remove_attribute, set_attribute
 from rewriter.convert.registry import register
 
 __all__: list[str] = []
@@ -31,7 +30,7 @@ def _crd_input(node, ctx, since: int):
     older schema's only mode); blocks for CRD on an input whose C, H and W are not static."""
     check_types(node, ctx)
     mode = attr_value(node, ctx, "mode", "DCR")
-    remove_attr(node, "mode")
+    remove_attribute(node, "mode")
     if mode == "DCR":
         return None
     bs = attr_value(node, ctx, "blocksize")
@@ -48,7 +47,7 @@ def _into_transpose(node, ctx, reshaped: str, perm: list[int]) -> tuple[str, str
     node.op_type = "Transpose"
     del node.attribute[:]
     node.input[0] = reshaped
-    set_attr(node, "perm", perm)
+    set_attribute(node, "perm", perm)
     original = node.output[0]
     return original, ctx.redirect_output(0)
 
@@ -96,7 +95,7 @@ _OLD_NAMES = {v: k for k, v in _NEW_NAMES.items()}
 def grid_sample_16_20(node, ctx) -> None:
     mode = attr_value(node, ctx, "mode", None)
     if mode in _NEW_NAMES:
-        set_attr(node, "mode", _NEW_NAMES[mode])
+        set_attribute(node, "mode", _NEW_NAMES[mode])
         ctx.record("GridSample mode renamed")
 
 
@@ -109,5 +108,5 @@ def grid_sample_20_16(node, ctx) -> None:
                   f"{'unknown' if rank is None else rank}")
     mode = attr_value(node, ctx, "mode", None)
     if mode in _OLD_NAMES:
-        set_attr(node, "mode", _OLD_NAMES[mode])
+        set_attribute(node, "mode", _OLD_NAMES[mode])
         ctx.record("GridSample mode renamed")

@@ -22,7 +22,7 @@ import onnx
 from rewriter.convert.adapters.feature_support import attr_value, record_type
 from rewriter.convert.adapters.moves import (attr_to_input, check_types, input_name, ints_input_to_attr,
                                              set_input, value_of)
-from rewriter.convert.attrs import get_attr, remove_attr
+from rewriter.graph.attributes import attribute, remove_attribute
 from rewriter.convert.registry import register
 
 __all__: list[str] = []
@@ -31,10 +31,10 @@ __all__: list[str] = []
 @register("Split", 1, 2, kind="attribute<->input")
 def split_1_2(node, ctx) -> None:
     if input_name(node, 1):
-        if get_attr(node, "split") is not None:
+        if attribute(node, "split") is not None:
             ctx.block("Split-1 with both a split input and a split attribute")
         ints_input_to_attr(node, ctx, 1, "split", 2, allow_reference=False)
-    if get_attr(node, "axis") is None:
+    if attribute(node, "axis") is None:
         node.attribute.append(onnx.helper.make_attribute("axis", 0))
 
 
@@ -42,7 +42,7 @@ def split_1_2(node, ctx) -> None:
 def split_2_1(node, ctx) -> None:
     """Split-1's axis has no default: Split-2's (0) is written out."""
     check_types(node, ctx)
-    if get_attr(node, "axis") is None:
+    if attribute(node, "axis") is None:
         node.attribute.append(onnx.helper.make_attribute("axis", 0))
 
 
@@ -94,7 +94,7 @@ def split_18_13(node, ctx) -> None:
     n = attr_value(node, ctx, "num_outputs", None)
     if n is None:
         return
-    remove_attr(node, "num_outputs")
+    remove_attribute(node, "num_outputs")
     ctx.record("Split num_outputs dropped")
     if input_name(node, 1):
         return

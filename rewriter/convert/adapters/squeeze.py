@@ -16,7 +16,7 @@ not here.
 from __future__ import annotations
 
 from rewriter.convert.adapters.moves import attr_to_input, check_types, input_name, ints_input_to_attr
-from rewriter.convert.attrs import get_attr
+from rewriter.graph.attributes import attribute
 from rewriter.convert.registry import register
 
 __all__: list[str] = []
@@ -26,7 +26,7 @@ __all__: list[str] = []
 def squeeze_11_13(node, ctx) -> None:
     if node.op_type == "Unsqueeze" and not any(a.name == "axes" for a in node.attribute):
         ctx.block("Unsqueeze-11 without its required axes attribute")
-    axes = get_attr(node, "axes")
+    axes = attribute(node, "axes")
     if axes is not None and not axes.ref_attr_name and not axes.ints:
         if node.op_type == "Squeeze":
             ctx.block("an empty axes attribute: runtimes disagree whether Squeeze-11 then squeezes nothing "

@@ -17,7 +17,7 @@ import onnx
 
 from rewriter.convert.adapters.feature_support import attr_value
 from rewriter.convert.adapters.moves import check_types, constant_input, input_name
-from rewriter.convert.attrs import get_attr, remove_attr
+from rewriter.graph.attributes import attribute, remove_attribute
 from rewriter.convert.registry import register
 
 __all__: list[str] = []
@@ -28,7 +28,7 @@ def topk_1_10(node, ctx) -> None:
     k = attr_value(node, ctx, "k", None)
     if k is None:
         ctx.block("TopK-1 without its required k attribute")
-    remove_attr(node, "k")
+    remove_attribute(node, "k")
     del node.input[1:]
     node.input.append(ctx.add_constant("topk_k", np.array([k], dtype=np.int64)))
     ctx.record("TopK k attribute -> input")
@@ -56,10 +56,10 @@ def topk_10_11(node, ctx) -> None:
 def topk_11_10(node, ctx) -> None:
     largest = attr_value(node, ctx, "largest", 1)
     attr_value(node, ctx, "sorted", 1)
-    if get_attr(node, "sorted") is not None:
-        remove_attr(node, "sorted")
+    if attribute(node, "sorted") is not None:
+        remove_attribute(node, "sorted")
         ctx.record("TopK sorted dropped")
-    remove_attr(node, "largest")
+    remove_attribute(node, "largest")
     check_types(node, ctx)
     if largest:
         return

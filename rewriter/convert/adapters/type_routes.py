@@ -21,6 +21,7 @@ import onnx
 from rewriter.convert.adapters.elementwise import dims
 from rewriter.convert.adapters.feature_support import add_typed_constant, check_types, record_type
 from rewriter.convert.registry import register
+from rewriter.graph.attributes import CALLER_SET, attribute_values
 
 __all__ = ["where_extreme", "cast_to", "compute_as", "broadcast_dims", "type_name", "EXACT_IN_DOUBLE", "WIDE_INTEGERS"]
 
@@ -237,8 +238,8 @@ def maxpool_12_11(node, ctx) -> None:
     what = f"MaxPool on {type_name(elem)} exists only from opset 12; the route through float takes"
     if len(node.output) > 1 and node.output[1]:
         ctx.block(f"{what} no Indices output (another kernel may break ties between equal values otherwise)")
-    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
-    if any(a.ref_attr_name for a in node.attribute):
+    attrs = attribute_values(node)
+    if any(v is CALLER_SET for v in attrs.values()):
         ctx.block(f"{what} attributes the conversion can see (one comes from the calling function)")
     kernel, pads = list(attrs.get("kernel_shape", [])), list(attrs.get("pads", []))
     if attrs.get("ceil_mode", 0) or any(d != 1 for d in attrs.get("dilations", [])) or \

@@ -42,6 +42,7 @@ from onnx import TensorProto, helper
 
 from rewriter.convert.decompositions import decomposition
 from rewriter.convert.decompositions.spectral_matrices import conv_weights, dft_matrix
+from rewriter.graph.attributes import attribute_int
 
 __all__ = ["MAX_ELEMENTS"]
 
@@ -100,10 +101,6 @@ def _scalar(ctx, node, index: int, what: str) -> int | None:
     if value.size != 1:
         ctx.block(f"{what} input '{node.input[index]}' is not a scalar")
     return int(value.reshape(-1)[0])
-
-
-def _attr(node, name: str, default: int) -> int:
-    return next((a.i for a in node.attribute if a.name == name), default)
 
 
 def _size(ctx, n: int, channels: int, length: int, inverse: bool, onesided: bool) -> None:
@@ -170,11 +167,11 @@ def dft(node, ctx) -> None:
         axis = _scalar(ctx, node, 2, "axis")
         axis = -2 if axis is None else axis
     else:
-        axis = _attr(node, "axis", 1)
+        axis = attribute_int(node, "axis", 1)
     if not (-rank <= axis <= -2 or 0 <= axis <= rank - 2):
         ctx.block(f"axis {axis} is out of range for input of rank {rank}")
     axis %= rank
-    inverse, onesided = bool(_attr(node, "inverse", 0)), bool(_attr(node, "onesided", 0))
+    inverse, onesided = bool(attribute_int(node, "inverse", 0)), bool(attribute_int(node, "onesided", 0))
     if onesided and not inverse and channels == 2:
         ctx.block("onesided=1 with inverse=0 (RFFT) takes real input only, and the input is complex")
     if onesided and inverse and channels == 1:
@@ -280,7 +277,7 @@ def stft(node, ctx) -> None:
     if step < 1:
         ctx.block(f"frame_step is {step}")
     window, window_value, n = _stft_window(ctx, node, signal, elem, total)
-    onesided = bool(_attr(node, "onesided", 1))
+    onesided = bool(attribute_int(node, "onesided", 1))
     _size(ctx, n, channels, n, False, onesided)
     a = dft_matrix(n, channels, n, False, onesided)
     if window_value is not None:

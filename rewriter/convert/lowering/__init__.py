@@ -15,7 +15,7 @@ import logging
 import onnx
 
 from rewriter.convert.lowering import (  # noqa: F401  (each registers its lowerings)
-    ml_encoders, ml_linear, ml_simple, ml_svm, ml_svm_kernel, ml_tree_classifier, ml_tree_ops)
+    ml_encoders, ml_linear, ml_simple, ml_svm, ml_svm_kernel, ml_tree_classifier, ml_tree_ops, ml_zipmap)
 from rewriter.convert.lowering import (  # noqa: F401  (com.microsoft: each registers its lowerings)
     contrib_act, contrib_attention, contrib_gqa, contrib_llm, contrib_norm, contrib_qattention, contrib_qembed,
     contrib_quant, contrib_quant_gemm, contrib_quant_pool)

@@ -12,6 +12,7 @@ from onnx import helper, numpy_helper
 
 from rewriter.convert.lowering.emit import Emitter
 from rewriter.convert.lowering.registry import Blocked
+from rewriter.graph.attributes import attribute_values
 
 __all__ = ["ValueInfo", "NodeContext", "type_name"]
 
@@ -74,13 +75,11 @@ class NodeContext:
         self.exactness: str | None = None  # a lowering may say more than its registered exactness
 
     def _attributes(self, node: onnx.NodeProto) -> dict:
-        out = {}
         for a in node.attribute:
             if a.ref_attr_name:
                 raise Blocked(f"attribute {a.name!r} refers to the function attribute {a.ref_attr_name!r}, "
                               "whose value is known only at the call site")
-            out[a.name] = helper.get_attribute_value(a)
-        return out
+        return attribute_values(node)
 
     def derived(self, node: onnx.NodeProto) -> "NodeContext":
         """A context for ``node``, an equivalent rewrite of this context's node (same values, same emitter)."""

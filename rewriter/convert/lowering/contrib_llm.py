@@ -27,6 +27,7 @@ from rewriter.convert.lowering.contrib_norm import FLOATS
 from rewriter.convert.lowering.contrib_types import dims_of, output_types, tensor_type
 from rewriter.convert.lowering.emit import F32
 from rewriter.convert.lowering.registry import lowering
+from rewriter.graph.attributes import attribute_int
 
 __all__ = ["unpack_codes", "rotate", "cos_sin"]
 
@@ -189,7 +190,7 @@ def _gbq_types(node, types):
     _, data = dims_of(types[node.input[0]])
     _, idx = dims_of(types[node.input[1]])
     elem = dims_of(types[node.input[2]])[0]
-    bits = next((a.i for a in node.attribute if a.name == "bits"), 4)
+    bits = attribute_int(node, "bits", 4)
     if data is None or idx is None or len(data) != 2:
         return [tensor_type(elem, None)]
     cols = data[1] * (8 // bits) if isinstance(data[1], int) and types[node.input[0]].tensor_type.elem_type == 2 \

@@ -21,6 +21,7 @@ from rewriter.convert.lowering.contrib_mlas import logistic
 from rewriter.convert.lowering.contrib_types import broadcast_dims, dims_of, output_types, tensor_type
 from rewriter.convert.lowering.emit import F32, F64, I64
 from rewriter.convert.lowering.registry import lowering
+from rewriter.graph.attributes import attribute_int
 
 __all__ = ["input0_is_span_scalar", "gather_table", "requantize_table"]
 
@@ -176,7 +177,7 @@ def qlinear_leaky_relu(ctx) -> None:
 
 @output_types("QLinearConcat")
 def _concat_types(node, types):
-    axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+    axis = attribute_int(node, "axis", 0)
     shapes = [dims_of(types[node.input[i]])[1] for i in range(2, len(node.input), 3)]
     elem = dims_of(types[node.input[1]])[0]
     if any(s is None for s in shapes):

@@ -30,6 +30,7 @@ from rewriter.convert.lowering.contrib_common import (
 from rewriter.convert.lowering.contrib_types import dims_of, output_types, tensor_type
 from rewriter.convert.lowering.emit import F32, F64, I64
 from rewriter.convert.lowering.registry import lowering
+from rewriter.graph.attributes import attribute_int
 
 __all__ = ["softmax_table", "requantize"]
 
@@ -107,7 +108,7 @@ def qlinear_softmax(ctx) -> None:
 @output_types("QLinearGlobalAveragePool")
 def _gap_types(node, types):
     elem, dims = dims_of(types[node.input[0]])
-    last = next((a.i for a in node.attribute if a.name == "channels_last"), 0)
+    last = attribute_int(node, "channels_last", 0)
     if dims is None:
         return [tensor_type(elem, None)]
     spatial = range(1, len(dims) - 1) if last else range(2, len(dims))

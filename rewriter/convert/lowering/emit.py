@@ -5,13 +5,15 @@ ONNX Runtime's kernels take them)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from rewriter.graph.names import fresh_name
 
-__all__ = ["MIN_OPSET", "ScopeWriter", "Emitter", "F32", "F64", "I64", "BOOL", "STR", "negative_zeros"]
+__all__ = ["MIN_OPSET", "ScopeWriter", "Emitter", "NewOutputType", "F32", "F64", "I64", "BOOL", "STR", "negative_zeros"]
 
 MIN_OPSET = 13  # Squeeze/Unsqueeze/ReduceSum axes as inputs, Softmax on one axis
 
@@ -25,9 +27,23 @@ def negative_zeros(values) -> bool:
     return arr.dtype.kind == "f" and bool(((arr == 0) & np.signbit(arr)).any())
 
 
+@dataclasses.dataclass(frozen=True)
+class NewOutputType:
+    """A main-graph output whose type a lowering changes (ZipMap's maps become their tensor): the
+    new type, the doc_string and model metadata entry that keep what the old type said, and the
+    line that warns of it."""
+
+    name: str
+    type: onnx.TypeProto
+    doc: str
+    metadata: tuple[str, str]
+    warning: str
+
+
 class ScopeWriter:
     """What the nodes lowered in one graph or function share: the model's used names, the scope's
-    constants (deduplicated by value), the initializers to add (graphs only)."""
+    constants (deduplicated by value), the initializers to add (graphs only), the graph outputs
+    whose type changes."""
 
     def __init__(self, used: set, in_function: bool, opset: int, final_opset: int | None = None):
         self.used = used
@@ -36,6 +52,7 @@ class ScopeWriter:
         # the opset the model goes to next (lower_ops converts it there): forms it lacks are avoided
         self.final_opset = opset if final_opset is None else final_opset
         self.initializers: list[TensorProto] = []
+        self.retyped: list[NewOutputType] = []
         self._consts: dict[tuple, str] = {}
 
     def fresh(self, hint: str) -> str:

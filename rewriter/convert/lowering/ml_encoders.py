@@ -1,9 +1,8 @@
-"""``ai.onnx.ml`` ArrayFeatureExtractor, OneHotEncoder, LabelEncoder and ZipMap as standard ONNX,
+"""``ai.onnx.ml`` ArrayFeatureExtractor, OneHotEncoder and LabelEncoder as standard ONNX,
 with ONNX Runtime's lookup rules (``array_feature_extractor.cc``, ``onehotencoder.cc``,
 ``label_encoder.{h,cc}``): Gather, and key lookups by equality (Equal; strings by Equal from
 opset 19, below it by Unique over the keys followed by the input, whose inverse indices name the
-key each input equals). ZipMap builds maps, which no standard op does: its node goes only when
-nothing reads its output."""
+key each input equals). ZipMap is :mod:`.ml_zipmap`'s."""
 
 from __future__ import annotations
 
@@ -200,10 +199,3 @@ def _encode(ctx, elem, keys: np.ndarray, values: np.ndarray, default, nan_value)
     else:
         e.op("Where", [hit, found, fallback], out=y)
 
-
-@lowering("ZipMap", exactness="removed: nothing reads its output")
-def zip_map(ctx) -> None:
-    """A ZipMap nothing reads goes; one whose maps are read cannot be written in standard ONNX."""
-    if ctx.used(0):
-        ctx.block("its output is a sequence of maps, which no standard ONNX op builds (a graph output or read "
-                  "by another node); convert the model without ZipMap (skl2onnx: options={'zipmap': False})")

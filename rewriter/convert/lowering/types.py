@@ -12,6 +12,7 @@ from onnx import TensorProto, helper
 
 from rewriter.convert.lowering.contrib_types import fill_contrib_types
 from rewriter.graph import traversal
+from rewriter.graph.attributes import attribute_value
 
 __all__ = ["model_types", "function_types"]
 
@@ -44,13 +45,6 @@ def _label_elem(node) -> int:
     return TensorProto.STRING if names & {"classlabels_strings"} else TensorProto.INT64
 
 
-def _attr(node, name, default=None):
-    for a in node.attribute:
-        if a.name == name:
-            return helper.get_attribute_value(a)
-    return default
-
-
 def _outputs(node: onnx.NodeProto, x: onnx.TypeProto) -> list:
     """The types ONNX Runtime's kernel gives ``node``'s outputs, from its first input's type."""
     elem, dims = x.tensor_type.elem_type, _dims(x)
@@ -62,27 +56,27 @@ def _outputs(node: onnx.NodeProto, x: onnx.TypeProto) -> list:
     if op == "ArrayFeatureExtractor":
         return [_tensor(elem, None if dims is None else ([1, None] if len(dims) == 1 else dims[:-1] + [None]))]
     if op == "OneHotEncoder":
-        cats = _attr(node, "cats_int64s") or _attr(node, "cats_strings") or []
+        cats = attribute_value(node, "cats_int64s") or attribute_value(node, "cats_strings") or []
         return [_tensor(TensorProto.FLOAT, None if dims is None else dims + [len(cats)])]
     if op == "LinearRegressor":
-        return [_tensor(TensorProto.FLOAT, [n, _attr(node, "targets", 1)])]
+        return [_tensor(TensorProto.FLOAT, [n, attribute_value(node, "targets", 1)])]
     if op == "LinearClassifier":
-        classes = len(_attr(node, "intercepts", []))
-        labels = len(_attr(node, "classlabels_ints", []) or _attr(node, "classlabels_strings", []))
+        classes = len(attribute_value(node, "intercepts", []))
+        labels = len(attribute_value(node, "classlabels_ints", []) or attribute_value(node, "classlabels_strings", []))
         return [_tensor(_label_elem(node), [n]), _tensor(TensorProto.FLOAT, [n, 2 if classes == 1 and labels == 2
                                                                              else classes])]
     if op == "SVMRegressor":
         return [_tensor(TensorProto.FLOAT, [n, 1])]
     if op == "SVMClassifier":
-        labels = len(_attr(node, "classlabels_ints", []) or _attr(node, "classlabels_strings", []))
-        svc = sum(_attr(node, "vectors_per_class", [])) > 0 and not _attr(node, "prob_a")
+        labels = len(attribute_value(node, "classlabels_ints", []) or attribute_value(node, "classlabels_strings", []))
+        svc = sum(attribute_value(node, "vectors_per_class", [])) > 0 and not attribute_value(node, "prob_a")
         width = (2 if labels == 2 else labels * (labels - 1) // 2) if svc else labels
         return [_tensor(_label_elem(node), [n]), _tensor(TensorProto.FLOAT, [n, width])]
     if op == "TreeEnsembleRegressor":
-        return [_tensor(TensorProto.FLOAT, [n, _attr(node, "n_targets", 1)])]
+        return [_tensor(TensorProto.FLOAT, [n, attribute_value(node, "n_targets", 1)])]
     if op == "TreeEnsembleClassifier":
-        labels = _attr(node, "classlabels_int64s", []) or _attr(node, "classlabels_strings", [])
-        elem = TensorProto.STRING if _attr(node, "classlabels_strings") else TensorProto.INT64
+        labels = attribute_value(node, "classlabels_int64s", []) or attribute_value(node, "classlabels_strings", [])
+        elem = TensorProto.STRING if attribute_value(node, "classlabels_strings") else TensorProto.INT64
         return [_tensor(elem, [n]), _tensor(TensorProto.FLOAT, [n, len(labels)])]
     return []
 

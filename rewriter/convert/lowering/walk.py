@@ -35,6 +35,7 @@ class LoweringReport:
     exactness: dict = dataclasses.field(default_factory=dict)  # (domain, op) -> set of statements
     nodes_added: int = 0
     notes: list = dataclasses.field(default_factory=list)
+    retyped: list = dataclasses.field(default_factory=list)  # warnings: graph outputs whose type changed
 
     @property
     def changed(self) -> bool:
@@ -45,7 +46,7 @@ class LoweringReport:
                 "lowered": {f"{d}::{o}": n for (d, o), n in sorted(self.lowered.items())},
                 "removed": {f"{d}::{o}": n for (d, o), n in sorted(self.removed.items())},
                 "exactness": {f"{d}::{o}": sorted(v) for (d, o), v in sorted(self.exactness.items())},
-                "nodes_added": self.nodes_added, "notes": list(self.notes)}
+                "nodes_added": self.nodes_added, "notes": list(self.notes), "retyped_outputs": list(self.retyped)}
 
 
 class LoweringBlocked(ConversionError):
@@ -152,4 +153,23 @@ def lower_scopes(model: onnx.ModelProto, ops, opset: int, types: dict, report: L
         body.node.extend(copies)
         if not scope.is_function:
             body.initializer.extend(writer.initializers)
+            _retype(model, body, writer.retyped, report)
     return blockers
+
+
+def _retype(model: onnx.ModelProto, graph: onnx.GraphProto, changes: list, report: LoweringReport) -> None:
+    """Give each changed graph output its new type and doc_string (its value_info entry goes), record
+    the model metadata entry that keeps what the old type said, and the warning."""
+    for change in changes:
+        out = next(o for o in graph.output if o.name == change.name)
+        out.type.CopyFrom(change.type)
+        out.doc_string = change.doc
+        stale = [v for v in graph.value_info if v.name != change.name]
+        del graph.value_info[:]
+        graph.value_info.extend(stale)
+        key, value = change.metadata
+        kept = [p for p in model.metadata_props if p.key != key]
+        del model.metadata_props[:]
+        model.metadata_props.extend(kept)
+        model.metadata_props.add(key=key, value=value)
+        report.retyped.append(change.warning)
