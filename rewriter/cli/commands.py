@@ -12,7 +12,7 @@ import time
 from rewriter.cli import freeze_option, summary
 from rewriter.cli.rewrite_checks import conversion_text, verify_rewrite
 from rewriter.cli.runner import (EXIT_ERROR, EXIT_OK, EXIT_PROBLEM, UsageError, VerificationFailed,
-                                 finish_rank_checks, input_layout, one_line, save_output)
+                                 finish_rank_checks, input_layout, one_line, save_output, warn)
 from rewriter.errors import RewriterError
 
 __all__ = ["cmd_convert", "cmd_fold", "cmd_optimize", "cmd_check", "verify_rewrite"]
@@ -32,6 +32,8 @@ def _lower_first(args, model):
     if args.spec is None or args.spec.empty:
         args.spec = dataclasses.replace(args.spec or TargetSpec(), opset=traversal.opset_version(result.opset_import))
     ops = ", ".join(f"{o} x{n}" for (_, o), n in sorted(report.lowered.items())) or "nothing to lower"
+    for line in report.retyped:  # (a graph output's type changed: ZipMap's maps as their tensor)
+        warn(args, line)
     return result, [f"lowered to standard ONNX: {ops}", *report.notes]
 
 
@@ -70,6 +72,8 @@ def cmd_convert(args) -> int:
                                 "convert holds its result to the checker, so it cannot convert it") from None
         raise
     args.run.result_checked = True  # convert_model returns only what the ONNX checker accepts
+    for line in report.warnings:
+        warn(args, line)
     # ops decomposed with reordered float sums: --verify scales its tolerance to the output
     from rewriter.convert.decompositions import REORDERED_SUMS
 

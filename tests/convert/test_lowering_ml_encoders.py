@@ -1,13 +1,13 @@
 """ArrayFeatureExtractor, OneHotEncoder, LabelEncoder and ZipMap lowered to standard ONNX: the
 selections onnxruntime makes, equal in ONNX Runtime and onnx.reference; string lookups by Equal
-from opset 19 and by Unique below it; ZipMap removed when unread, refused otherwise."""
+from opset 19 and by Unique below it; ZipMap removed when unread, refused when a node reads its maps."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
-from onnx import TensorProto as T, numpy_helper
+from onnx import TensorProto as T, helper, numpy_helper
 
 from rewriter.errors import RewriterError
 from rewriter.convert.lower_ops import lower_ops
@@ -106,10 +106,13 @@ def test_label_encoder_any_int_keys(keys, x):
 
 
 def _with_zipmap(read: bool):
+    """A ZipMap whose maps a node reads, or nothing (a maps output is tests/convert/test_lowering_ml_zipmap.py's)."""
     model = one_node("ZipMap", [("P", T.FLOAT, [None, 2])], [("M", "seq_map_int64", None)], classlabels_int64s=[0, 1])
-    if not read:
-        del model.graph.output[:]
-        model.graph.output.extend([model.graph.input[0]])
+    del model.graph.output[:]
+    model.graph.output.extend([model.graph.input[0]])
+    if read:
+        model.graph.node.append(helper.make_node("Consume", ["M"], ["Y"], domain="example.custom"))
+        model.graph.output.extend([helper.make_tensor_value_info("Y", T.FLOAT, None)])
     return model
 
 
@@ -119,7 +122,7 @@ def test_zipmap_nothing_reads_is_removed():
     assert all(o.domain != "ai.onnx.ml" for o in lowered.opset_import)
 
 
-def test_zipmap_whose_maps_are_read_blocks():
+def test_zipmap_whose_maps_a_node_reads_blocks():
     with pytest.raises(RewriterError, match="sequence of maps"):
         lower_ops(_with_zipmap(read=True))
 

@@ -264,6 +264,7 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
         fallback += _sizes_hint(a)
     names_a = [o.name for o in a.graph.output]
     names_b = [o.name for o in b.graph.output]
+    outs_a = _maps_as_tensors(outs_a, names_a, b)
     comparisons = []
     if len(outs_a) != len(outs_b):
         return NumericsReport([], be_a, be_b, seed,
@@ -287,6 +288,21 @@ def verify_numerics(original, rewritten, *, seed: int = 0, rtol: float | None = 
         c.degenerate = (degenerate_reference(reference) or floor_checks_nothing(c.floor)) if c.ok else ""
         c.ok = c.ok and not c.degenerate
     return NumericsReport(comparisons, be_a, be_b, seed, fallback=fallback, inputs=inputs, defaulted=defaulted)
+
+
+def _maps_as_tensors(outs: list, names: list, rewritten) -> list:
+    """``outs`` with each sequence of maps (ZipMap's) that ``rewritten`` made a tensor (its labels in
+    metadata, :mod:`rewriter.convert.lowering.ml_zipmap`) stacked as that tensor: one row per map,
+    one float32 column per label in the recorded order."""
+    from rewriter.convert.lowering.ml_zipmap import zipmap_labels
+
+    labels = zipmap_labels(rewritten)
+    out = list(outs)
+    for i, name in enumerate(names):
+        maps = outs[i]
+        if name in labels and maps.dtype == object and all(isinstance(m, dict) for m in maps.reshape(-1)):
+            out[i] = np.asarray([[m[k] for k in labels[name]] for m in maps.reshape(-1)], np.float32)
+    return out
 
 
 def _half_floors(rewritten, feeds, pair, source) -> list | None:
