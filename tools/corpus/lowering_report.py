@@ -4,11 +4,12 @@
     python tools/corpus/lowering_report.py [--corpus /work/corpus/ml] [--reference] [--threads N] [--json]
 
 For each model with a sample input (``<name>.npz``): ``lower_ops(model)`` (every op that has a
-lowering); when that is refused because of ZipMap (its sequence-of-maps output has no standard
-form), again with every op but ZipMap. The lowered model must pass ``onnx.checker`` (full_check)
-and hold only standard nodes (or only ZipMap besides them); ONNX Runtime runs original and result
-on the sample: float outputs must agree to relative L2 <= 1e-5, labels and other non-float outputs
-exactly; ``bit`` says whether every float output is bit-identical. ``--reference`` also runs the
+lowering; a ZipMap whose maps are a graph output becomes its probabilities' tensor, compared with
+the original's maps stacked in the label order the result's metadata records); when that is
+refused because of ZipMap (its maps read by another node), again with every op but ZipMap. The
+lowered model must pass ``onnx.checker`` (full_check) and hold only standard nodes (or only ZipMap
+besides them); ONNX Runtime runs original and result on the sample: float outputs must agree to
+relative L2 <= 1e-5, labels and other non-float outputs exactly; ``bit`` says whether every float output is bit-identical. ``--reference`` also runs the
 fully lowered model in onnx.reference (slow on big ensembles). ``--threads``: ONNX Runtime's
 intra-op threads (default 1: the kernels' one-thread order; 0 = ONNX Runtime's default).
 Prints one row per model, the blockers by op and reason, and the totals.
@@ -48,6 +49,17 @@ def _rel_l2(want: np.ndarray, got: np.ndarray) -> float:
     norm = np.linalg.norm(w[finite])
     diff = np.linalg.norm(w[finite] - g[finite])
     return float(diff / norm) if norm else float(diff)
+
+
+def in_label_order(want: list, lowered) -> list:
+    """``want`` (ONNX Runtime's outputs of the original, in ``lowered``'s output order) with each
+    sequence of maps that ``lowered`` made a tensor stacked as that tensor: one row per map, one
+    float32 column per label in the order its metadata (``rewriter.zipmap.<output>``) records."""
+    labels = {p.key[len("rewriter.zipmap."):]: json.loads(p.value) for p in lowered.metadata_props
+              if p.key.startswith("rewriter.zipmap.")}
+    names = [o.name for o in lowered.graph.output]
+    return [np.asarray([[m[k] for k in labels[n]] for m in w], np.float32) if isinstance(w, list) and n in labels
+            else w for w, n in zip(want, names)]
 
 
 def compare(want: list, got: list) -> dict:
@@ -114,6 +126,7 @@ def one(path: str, threads: int, reference: bool) -> dict:
     row["standard_only"] = _standard(lowered, zipmap if row["status"] != "lowered" else frozenset())
     row["opset"] = report.opset
     row["nodes"] = len(lowered.graph.node)
+    want = in_label_order(want, lowered)
     row.update(compare(want, _session(lowered, threads).run(None, feeds)))
     row["match"] = row["labels_equal"] and row["rel_l2"] <= TOLERANCE and row["standard_only"]
     if reference and row["status"] == "lowered":
