@@ -2155,6 +2155,9 @@ MUTANTS: list[Mutant] = [
     M('zipmap-verify-sorted', 'rewriter/verify/numerics/compare.py',
       '            out[i] = np.asarray([[m[k] for k in labels[name]]', '            out[i] = np.asarray([[m[k] for k in sorted(labels[name])]',
       'tests/convert/test_lowering_ml_zipmap.py', "--verify stacks the original's maps in sorted key order"),
+    M('zipmap-half-silent', 'rewriter/cli/precision_command.py',
+      '    for line in done.migration.warnings if done.migration is not None else ():', '    for line in ():',
+      'tests/convert/test_lowering_ml_zipmap.py', 'convert --dtype --target does not warn of the changed output type'),
 ]
 
 

@@ -8,7 +8,7 @@ import time
 
 from rewriter.cli import summary
 from rewriter.cli.rewrite_checks import conversion_text, verify_rewrite
-from rewriter.cli.runner import EXIT_OK, VerificationFailed, save_output
+from rewriter.cli.runner import EXIT_OK, VerificationFailed, save_output, warn
 
 __all__ = ["convert_precision_command", "HALF_REL_L2"]
 
@@ -39,6 +39,8 @@ def convert_precision_command(args, model, base_dir, before, start) -> int:
         raise VerificationFailed(f"{e}; nothing was written") from None
     report, lines = done.report, list(done.lines)
     text = conversion_text(done.migration, args) + ", " if done.migration is not None else ""
+    for line in done.migration.warnings if done.migration is not None else ():  # (ZipMap's maps as a tensor)
+        warn(args, line)
     samples = done.samples
     args.run.result_checked = True  # convert_precision_proto returns only what the checker accepts
     args.run.half_result = args.dtype

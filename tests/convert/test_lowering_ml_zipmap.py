@@ -182,3 +182,11 @@ def test_convert_for_a_runtime_without_zipmap_warns_in_json(tmp_path, capsys):
     assert {p.key: json.loads(p.value) for p in lowered.metadata_props}["rewriter.zipmap.output_probability"] == [3, 1, 2]
     feeds = {"X": _rows(5)}
     assert np.array_equal(ort_run(lowered, feeds)[1], stacked(ort_run(classifier([3, 1, 2]), feeds)[1], [3, 1, 2]))
+
+
+def test_convert_dtype_for_a_runtime_without_zipmap_warns_too(tmp_path, capsys):
+    path, out = tmp_path / "clf.onnx", tmp_path / "out.onnx"
+    onnx.save(classifier([0, 1]), str(path))
+    assert main(["convert", str(path), "--dtype", "float16", "--target", "openvino==2026.4", "-o", str(out)]) == 0
+    assert "warning: output_probability: sequence of maps -> tensor float [N, 2]" in capsys.readouterr().err
+    assert "rewriter.zipmap.output_probability" in {p.key for p in onnx.load(str(out)).metadata_props}
