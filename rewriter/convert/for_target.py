@@ -178,14 +178,20 @@ def _measured_forms(source, result, report, target, plan_only: bool) -> None:
     named input dims (written in ``result``), inputs it needs constant (nodes of ``result``) and
     element types it refuses (nodes of ``source``, the model asked: blocked)."""
     from rewriter.targets import runtime_forms as forms
+    from rewriter.targets import static_dims
 
     if target.runtime in forms.NAMES_DIMS and not plan_only:
         report.target_notes.extend(forms.name_anonymous_dims(result))
-    if not target.needs_constant and not target.types_refused:
+    if target.runtime in static_dims.CLEARS_FOREIGN_SYMBOLS and not plan_only:
+        report.target_notes.extend(static_dims.clear_foreign_symbols(result))
+    if not target.needs_constant and not target.types_refused and not target.needs_static_dims:
         return
     from rewriter.graph.inferred import LazyInference
 
     found = forms.fed_blockers(result, target.needs_constant, target.name)
+    if target.needs_static_dims:
+        found += static_dims.static_dims_blockers(result, target.needs_static_dims, target.name,
+                                                  LazyInference(result)())
     if target.types_refused:
         found += forms.type_blockers(source, target.types_refused, target.name, LazyInference(source)())
     blocked = [Blocker(label, op, "form", reason, "a runtime that takes this form")

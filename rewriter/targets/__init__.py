@@ -63,6 +63,8 @@ class Target:
     # the inputs after the first constant; element type -> what shows it refuses that type
     needs_constant: dict = dataclasses.field(default_factory=dict)
     types_refused: dict = dataclasses.field(default_factory=dict)
+    # form (rewriter.targets.static_dims) -> its refusal with symbolic dims, measured (it runs static)
+    needs_static_dims: dict = dataclasses.field(default_factory=dict)
 
     def release_of(self, runtime: str) -> str | None:
         """"MAJOR.MINOR" of this target when it is a release of ``runtime``, else None."""
@@ -161,7 +163,13 @@ def load_release(runtime: str, wanted: tuple[int, int]) -> Target:
     return Target(name, opsets, entry.get("ir_version"), low, ops, unsupported,
                   _table(runtime).get("source", ""), _missing(entry), entry.get("rules", {}), entry.get("unchecked", {}),
                   f"{runtime} {release_text(key)}", runtime, wanted, _table_of(entry.get("needs_constant")),
-                  dict(entry.get("types_refused", {})))
+                  dict(entry.get("types_refused", {})), needs_static_dims=_static_forms(entry))
+
+
+def _static_forms(entry: dict) -> dict:
+    """form -> the refusal with symbolic dims, of the forms ``needs_static_dims`` says run static."""
+    table = entry.get("needs_static_dims") or {}
+    return {form: table["forms"][form]["symbolic"] for form in table.get("needed", [])}
 
 
 def _table_of(table: dict | None) -> dict:
@@ -226,6 +234,12 @@ def _profile(path: str) -> Target:
                                                 for d, t in norm(missing).items()})
 
 
+def _inferred(model):
+    from rewriter.graph.inferred import LazyInference
+
+    return LazyInference(model)()
+
+
 def restriction_violations(model, target: Target, *, base_dir: str | None = None, inferred=None) -> list:
     """The nodes of ``model`` that break one of ``target``'s per-op restrictions
     (:class:`rewriter.targets.restrictions.Violation`, one per node and restriction)."""
@@ -278,6 +292,11 @@ def blockers(model, target: Target, *, base_dir: str | None = None) -> list[str]
     from rewriter.targets.ort_quirks import half_precision_blockers
 
     found += half_precision_blockers(model, target)
+    if target.needs_static_dims:
+        from rewriter.targets.static_dims import static_dims_blockers
+
+        found += [f"{label}: {why}" for label, _, _, why in static_dims_blockers(
+            model, target.needs_static_dims, target.name, _inferred(model))]
     from rewriter.targets.restriction_rewrites import REWRITABLE
 
     for v in restriction_violations(model, target, base_dir=base_dir):

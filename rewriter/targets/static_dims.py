@@ -1,0 +1,262 @@
+"""Forms a measured release refuses over symbolic dims and runs once the dims are static.
+
+``needs_static_dims`` in a release's data (``tools/runtime_probe_symbolic.py`` runs the small
+models of ``tools/symbolic_forms.py`` as they are and with ``--input-shape`` fixing their dims)
+lists the forms the release refused with symbolic dims and ran with static ones: tract 0.23
+refuses a Flatten of two symbolic dims ("square of symbols"), a Reshape or Expand whose shape is a
+dim read through a Cast ("shape input is variable"), a GRU whose sequence_lens is read by Shape
+("Non constant seq_len"), a Concat of a value with a copy Resize scaled back ("Impossible to
+unify"); TVM 0.27 the last (and its Add). Each form has a recognizer here; a node of a model
+whose graph inputs have a dim that is not static is blocked when it is in such a form, naming
+the inputs ``--input-shape`` must fix. A model whose inputs are all static (as ``--input-shape``
+/ ``--fix-dim`` make them) has none.
+
+Beside the forms, ``clear_foreign_symbols``: tract unifies the dims a model's value_info declares
+with those it computes, and a symbol no graph input has (Paddle's ``DynamicDimension.0``) can
+never be unified with the input's ("Impossible to unify Sym(DynamicDimension.0) with Sym(x_d0)"),
+static or not; such dims are left unnamed for it.
+"""
+
+from __future__ import annotations
+
+import re
+
+import onnx
+
+from rewriter.graph import traversal
+from rewriter.graph.static_shapes import is_dynamic
+
+__all__ = ["CLEARS_FOREIGN_SYMBOLS", "FORMS", "clear_foreign_symbols", "dynamic_inputs", "static_dims_blockers"]
+
+# runtime -> why the symbols of value_info that no graph input has are cleared for it
+CLEARS_FOREIGN_SYMBOLS = {"tract": "tract refuses a declared dim whose symbol no graph input has "
+                                   "(it cannot unify it with the one it computes)"}
+
+# ops that keep their (first) input's shape, looked through from a Concat to the Resize behind it
+_SAME_SHAPE = frozenset({"QuantizeLinear", "DequantizeLinear", "Cast", "Identity", "Relu", "LeakyRelu",
+                         "Sigmoid", "Clip", "HardSwish", "HardSigmoid", "Tanh"})
+
+
+class _Model:
+    """What the recognizers read: the inferred dims of each value and its producer."""
+
+    def __init__(self, model: onnx.ModelProto, inferred: onnx.ModelProto | None):
+        graph = inferred.graph if inferred is not None else model.graph
+        self.dims = {v.name: list(v.type.tensor_type.shape.dim)
+                     for v in [*graph.input, *graph.output, *graph.value_info]
+                     if v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape")}
+        self.dims.update({t.name: [_static(d) for d in t.dims] for t in model.graph.initializer})
+
+    def dynamic(self, name: str) -> list[int] | None:
+        """The axes of ``name`` whose dim is not static, or None when its shape is unknown."""
+        dims = self.dims.get(name)
+        return None if dims is None else [i for i, d in enumerate(dims) if is_dynamic(d)]
+
+    @staticmethod
+    def producer(name: str, scope) -> onnx.NodeProto | None:
+        kind, node, _ = traversal.definition(name, scope)
+        return node if kind == "node" else None
+
+    def cone(self, name: str, scope, limit: int = 64) -> tuple[list[onnx.NodeProto], bool]:
+        """The nodes ``name`` is computed by (up to ``limit``), and whether a graph input's values
+        (not only its shape) reach it."""
+        nodes, fed, todo, seen = [], False, [name], set()
+        while todo and len(nodes) < limit:
+            value = todo.pop()
+            if not value or value in seen:
+                continue
+            seen.add(value)
+            kind, node, _ = traversal.definition(value, scope)
+            if kind == "input":
+                fed = True
+            elif kind == "node":
+                nodes.append(node)
+                if node.op_type not in ("Shape", "Size"):
+                    todo.extend(node.input)
+        return nodes, fed
+
+
+    def constant(self, name: str, scope):
+        """The value of ``name`` when it is a small constant, else None."""
+        from rewriter.graph.constants import constant_value
+
+        try:
+            return constant_value(name, scope, onnx.numpy_helper.to_array)
+        except Exception:  # noqa: BLE001 - external or unreadable: not known here
+            return None
+
+    def reads_dynamic(self, name: str, scope, depth: int = 0) -> bool:
+        """Whether the integer value ``name`` holds a dim that is not static (it is computed from
+        a Shape, Gather / Slice picking dims of it, and arithmetic)."""
+        node = self.producer(name, scope)
+        if node is None or depth > 32:
+            return False
+        if node.op_type == "Shape":  # (a shape inference did not follow: not known to be dynamic)
+            return bool(self.dynamic(node.input[0]))
+        source = self.producer(node.input[0], scope) if node.input else None
+        if source is not None and source.op_type == "Shape" and node.op_type in ("Gather", "Slice"):
+            picked = self._picked(node, scope, self.dims.get(source.input[0]))
+            if picked is not None:
+                return any(is_dynamic(d) for d in picked)
+        return any(self.reads_dynamic(i, scope, depth + 1) for i in node.input if i)
+
+    def _picked(self, node, scope, dims):
+        """The dims a Gather / Slice (constant indices, no steps) takes of a Shape of ``dims``."""
+        if dims is None:
+            return None
+        values = [self.constant(i, scope) if i else None for i in node.input[1:]]
+        if node.op_type == "Gather" and values and values[0] is not None:
+            return [dims[int(i)] for i in values[0].reshape(-1) if -len(dims) <= int(i) < len(dims)]
+        if node.op_type == "Slice" and len(values) >= 2 and values[0] is not None and values[1] is not None \
+                and (len(values) < 4 or values[3] is None):
+            return dims[int(values[0].reshape(-1)[0]):int(min(values[1].reshape(-1)[0], len(dims)))]
+        return None
+
+
+def _static(size: int) -> onnx.TensorShapeProto.Dimension:
+    d = onnx.TensorShapeProto.Dimension()
+    d.dim_value = size
+    return d
+
+
+def _two_symbols(node, scope, m: _Model) -> str | None:
+    dynamic = m.dynamic(node.input[0])
+    if dynamic is not None:
+        return f"its input '{node.input[0]}' has {len(dynamic)} dims that are not static" if len(dynamic) >= 2 \
+            else None
+    source = _through_same_shape(node.input[0], scope, m)  # a shape inference cannot follow: a Reshape's
+    if source is not None and source.op_type == "Reshape":  # elements are its input's, symbols and all
+        dynamic = m.dynamic(source.input[0])
+        if dynamic is not None and len(dynamic) >= 2:
+            return (f"its input is Reshape '{source.name or source.output[0]}' of '{source.input[0]}', which has "
+                    f"{len(dynamic)} dims that are not static")
+    return None
+
+
+def _through_same_shape(name: str, scope, m: _Model) -> onnx.NodeProto | None:
+    """The producer of ``name``, looking through ops that keep their input's shape."""
+    for _ in range(8):
+        node = m.producer(name, scope)
+        if node is None or node.op_type not in _SAME_SHAPE or not node.input:
+            return node
+        name = node.input[0]
+    return None
+
+
+def _shape_through_cast(node, scope, m: _Model) -> str | None:
+    if len(node.input) < 2 or not node.input[1]:
+        return None
+    nodes, fed = m.cone(node.input[1], scope)
+    casts = [n for n in nodes if n.op_type == "Cast" and m.reads_dynamic(n.input[0], scope)]
+    if fed or not casts:
+        return None
+    return f"its shape '{node.input[1]}' is read from dims that are not static through Cast " \
+        f"'{casts[0].name or casts[0].output[0]}'"
+
+
+def _seq_lens_of_shape(node, scope, m: _Model) -> str | None:
+    if len(node.input) < 5 or not node.input[4]:
+        return None
+    _, fed = m.cone(node.input[4], scope)
+    if fed or not m.reads_dynamic(node.input[4], scope):
+        return None
+    return f"its sequence_lens '{node.input[4]}' is computed from dims that are not static"
+
+
+def _resized(name: str, scope, m: _Model) -> onnx.NodeProto | None:
+    """The Resize (by scales, of a value with a dim that is not static) ``name`` is, or is made
+    from by ops that keep its shape."""
+    node = _through_same_shape(name, scope, m)
+    if node is None or node.op_type not in ("Resize", "Upsample") or len(node.input) < 2 or not node.input[-1]:
+        return None
+    if node.op_type == "Resize" and len(node.input) > 3 and node.input[3]:
+        return None  # sizes: not scales
+    return node if m.dynamic(node.input[0]) != [] else None
+
+
+def _meets_resized(node, scope, m: _Model) -> str | None:
+    inputs = [i for i in node.input if i]
+    if len(inputs) < 2:
+        return None
+    for i, name in enumerate(inputs):
+        resize = _resized(name, scope, m)
+        if resize is not None and any(other != name for other in inputs[:i] + inputs[i + 1:]):
+            return (f"its input '{name}' is scaled by {resize.op_type} '{resize.name or resize.output[0]}' from "
+                    "dims that are not static, and meets another value's")
+    return None
+
+
+# form (tools/symbolic_forms.py) -> (op, recognizer(node, scope, model) -> why, or None)
+FORMS = {
+    "flatten_two_symbols": ("Flatten", _two_symbols),
+    "reshape_shape_through_cast": ("Reshape", _shape_through_cast),
+    "expand_shape_through_cast": ("Expand", _shape_through_cast),
+    "gru_shape_seq_lens": ("GRU", _seq_lens_of_shape),
+    "concat_resized": ("Concat", _meets_resized),
+    "add_resized": ("Add", _meets_resized),
+}
+
+
+def dynamic_inputs(model: onnx.ModelProto) -> list[str]:
+    """Each main-graph input with a dim that is not static, as ``'NAME' [dims]``."""
+    inits = {t.name for t in model.graph.initializer}
+    found = []
+    for value in model.graph.input:
+        tensor = value.type.tensor_type
+        if value.name in inits or not value.type.HasField("tensor_type"):
+            continue
+        dims = list(tensor.shape.dim) if tensor.HasField("shape") else None
+        if dims is None or any(is_dynamic(d) for d in dims):
+            shown = "unknown rank" if dims is None else ", ".join(
+                str(d.dim_value) if not is_dynamic(d) else (d.dim_param or "?") for d in dims)
+            found.append(f"'{value.name}' [{shown}]")
+    return found
+
+
+def static_dims_blockers(model: onnx.ModelProto, needed: dict, release: str, inferred=None) -> list[tuple]:
+    """(node label, op, None, reason) for every node of ``model`` in a form of ``needed`` (form ->
+    the release's refusal, measured) while a graph input has a dim that is not static.
+    ``inferred``: ``model``'s shape inference (None: the model's own value_info)."""
+    inputs = dynamic_inputs(model)
+    if not needed or not inputs:
+        return []
+    m = _Model(model, inferred)
+    hint = f"give --input-shape NAME:DIMS for {', '.join(inputs)} (or --fix-dim SYMBOL=N)"
+    found = []
+    for scope in traversal.iter_scopes(model):
+        for node in scope.body.node:
+            for form, why in needed.items():
+                op, recognize = FORMS.get(form, (None, None))
+                if op != node.op_type or node.domain not in ("", "ai.onnx"):
+                    continue
+                what = recognize(node, scope, m)
+                if what is not None:
+                    reason = (f"{release} needs static dims here: {what}, a form it refuses with symbolic dims and "
+                              f"runs with static ones (measured: '{_last_cause(why)}'); {hint}")
+                    found.append((traversal.node_label(node, scope), node.op_type, None, reason))
+                    break
+    return found
+
+
+def _last_cause(refusal: str) -> str:
+    """The innermost cause of a runtime's refusal (tract's "Caused by: 0: ... 2: <this>")."""
+    return re.split(r" Caused by: | \d+: ", refusal)[-1].strip()[:160]
+
+
+def clear_foreign_symbols(model: onnx.ModelProto) -> list[str]:
+    """Clear, in place, every main-graph value_info and output dim named by a symbol no graph
+    input has; one note when some were."""
+    own = {d.dim_param for v in model.graph.input for d in v.type.tensor_type.shape.dim if d.dim_param}
+    cleared: set[str] = set()
+    for value in [*model.graph.value_info, *model.graph.output]:
+        if not value.type.HasField("tensor_type"):
+            continue
+        for d in value.type.tensor_type.shape.dim:
+            if d.HasField("dim_param") and d.dim_param not in own:
+                cleared.add(d.dim_param)
+                d.ClearField("dim_param")
+    if not cleared:
+        return []
+    names = sorted(cleared)
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return [f"declared dims named by symbols no graph input has left unnamed ({shown})"]

@@ -1,0 +1,166 @@
+"""Forms a release refuses over symbolic dims (needs_static_dims, rewriter/targets/static_dims.py):
+the data as tools/runtime_probe_symbolic.py recorded it, each form's recognizer on the probe's own
+models (named with symbolic dims, not with static ones, never the controls), convert / check naming
+the node, --input-shape lifting it, value_info symbols tract cannot unify cleared; and, in the
+releases' venvs (skipped without them), that what convert writes runs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from rewriter.convert import convert_for
+from rewriter.convert.planner import ConversionBlocked
+from rewriter.graph.inferred import LazyInference
+from rewriter.graph.static_shapes import fix_shapes
+from rewriter.targets import parse_target
+from rewriter.targets.static_dims import (
+    FORMS,
+    clear_foreign_symbols,
+    dynamic_inputs,
+    static_dims_blockers,
+)
+from tests.targets.runtime_runs import ROOT, run_in, tool
+
+forms = tool("symbolic_forms")
+RELEASES = {"tract": "0.23", "tvm": "0.27"}
+CONTROLS = ["flatten_one_symbol", "reshape_shape_of", "constant_of_shape_symbols", "resize_symbolic"]
+
+
+def _entry(runtime: str) -> dict:
+    data = json.loads((ROOT / "rewriter" / "targets" / "data" / f"{runtime}.json").read_text())
+    return data["releases"][RELEASES[runtime]]["needs_static_dims"]
+
+
+def _static(model, feeds):
+    fixed = onnx.ModelProto()
+    fixed.CopyFrom(model)
+    fix_shapes(fixed, {k: list(v.shape) for k, v in feeds.items()})
+    return fixed
+
+
+def _blocked(model, target):
+    return static_dims_blockers(model, target.needs_static_dims, target.name, LazyInference(model)())
+
+
+@pytest.mark.parametrize("runtime", sorted(RELEASES))
+def test_the_data_says_how_it_was_measured_and_every_needed_form_is_recognized(runtime):
+    entry = _entry(runtime)
+    assert entry["probe"]["command"].startswith("python tools/runtime_probe_symbolic.py")
+    assert entry["probe"]["date"] and entry["probe"]["versions"][runtime]
+    assert set(entry["forms"]) == set(forms.FORMS)
+    for name in entry["needed"]:
+        form = entry["forms"][name]
+        assert form["symbolic"] != "match" and form["static"] == "match"
+        assert FORMS[name][0] == form["op"] == forms.FORMS[name][0]
+    target = parse_target(f"{runtime}=={RELEASES[runtime]}")
+    assert set(target.needs_static_dims) == set(entry["needed"])
+
+
+def test_tract_needs_static_dims_for_the_forms_real_models_showed():
+    assert {"flatten_two_symbols", "reshape_shape_through_cast", "expand_shape_through_cast",
+            "gru_shape_seq_lens", "concat_resized"} <= set(parse_target("tract==0.23").needs_static_dims)
+    assert set(parse_target("tvm==0.27").needs_static_dims) == {"concat_resized", "add_resized"}
+    assert not parse_target("openvino==2026.4").needs_static_dims
+
+
+@pytest.mark.parametrize("runtime", sorted(RELEASES))
+def test_each_needed_form_is_named_with_symbolic_dims_and_not_with_static_ones(runtime):
+    target = parse_target(f"{runtime}=={RELEASES[runtime]}")
+    for name in target.needs_static_dims:
+        model, feeds = forms.FORMS[name][1]()
+        found = _blocked(model, target)
+        assert [op for _, op, _, _ in found] == [FORMS[name][0]], name
+        assert "--input-shape" in found[0][3] and target.name in found[0][3]
+        assert _blocked(_static(model, feeds), target) == [], name
+
+
+def test_the_controls_and_the_forms_a_release_runs_are_not_named():
+    tract, tvm = parse_target("tract==0.23"), parse_target("tvm==0.27")
+    for name in CONTROLS + ["add_resized"]:
+        assert _blocked(forms.FORMS[name][1]()[0], tract) == [], name
+    for name in CONTROLS + ["flatten_two_symbols", "expand_shape_through_cast"]:
+        assert _blocked(forms.FORMS[name][1]()[0], tvm) == [], name
+
+
+def test_a_flatten_of_a_single_symbol_and_a_static_model_are_not_named():
+    target = parse_target("tract==0.23")
+    model, _ = forms.flatten_one_symbol()
+    assert _blocked(model, target) == []
+    model, feeds = forms.flatten_two_symbols()
+    assert dynamic_inputs(model) == ["'x' [batch, seq, 4]"]
+    assert dynamic_inputs(_static(model, feeds)) == []
+
+
+def test_gru_sequence_lens_fed_from_an_input_is_not_a_static_dims_matter():
+    model, _ = forms.gru_shape_seq_lens()
+    gru = model.graph.node[-1]
+    model.graph.input.append(onnx.helper.make_tensor_value_info("lens_in", onnx.TensorProto.INT32, ["batch"]))
+    gru.input[4] = "lens_in"
+    assert _blocked(model, parse_target("tract==0.23")) == []
+
+
+def test_convert_names_the_node_and_input_shape_lifts_it():
+    model, feeds = forms.flatten_two_symbols()
+    model.graph.node[0].name = "flat"
+    _, report = convert_for(model, runtime="tract==0.23", plan_only=True)
+    lines = [b.line() for b in report.blockers]
+    assert len(lines) == 1 and "node 'flat' (Flatten)" in lines[0] and "needs static dims" in lines[0]
+    assert "--input-shape NAME:DIMS for 'x' [batch, seq, 4]" in lines[0]
+    with pytest.raises(ConversionBlocked):
+        convert_for(model, runtime="tract==0.23")
+    result, _ = convert_for(_static(model, feeds), runtime="tract==0.23")
+    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
+    got = ort.InferenceSession(result.SerializeToString()).run(None, feeds)[0]
+    np.testing.assert_array_equal(got, want)
+
+
+def test_cli_check_and_convert(tmp_path):
+    model, _ = forms.reshape_shape_through_cast()
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    run = lambda *a: subprocess.run([sys.executable, "-m", "rewriter", *a], capture_output=True, text=True,
+                                    cwd=tmp_path, check=False)
+    check = run("check", str(path), "--target", "tract==0.23")
+    assert "needs static dims" in check.stdout + check.stderr
+    refused = run("convert", str(path), "--target", "tract==0.23", "-o", str(tmp_path / "o.onnx"))
+    assert refused.returncode == 2 and "needs static dims" in refused.stderr and not (tmp_path / "o.onnx").exists()
+    done = run("convert", str(path), "--target", "tract==0.23", "--input-shape", "x:2,3,6,7", "-o",
+               str(tmp_path / "o.onnx"))
+    assert done.returncode == 0, done.stderr
+    assert run("convert", str(path), "--target", "tvm==0.27", "-o", str(tmp_path / "v.onnx")).returncode == 0
+
+
+def test_value_info_symbols_no_input_has_are_cleared_for_tract():
+    model, _ = forms.conv_value_info_symbol()
+    model.graph.value_info.append(onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["n", 2, 4, 4]))
+    notes = clear_foreign_symbols(model)
+    dims = {v.name: [d.dim_param for d in v.type.tensor_type.shape.dim] for v in model.graph.value_info}
+    assert dims == {"c": ["", "", "", ""], "y": ["n", "", "", ""]}
+    assert notes and "DynamicDimension.0" in notes[0] and clear_foreign_symbols(model) == []
+    result, report = convert_for(forms.conv_value_info_symbol()[0], runtime="tract==0.23")
+    assert any("DynamicDimension.0" in n for n in report.target_notes)
+    assert not any(d.dim_param == "DynamicDimension.0" for v in result.graph.value_info
+                   for d in v.type.tensor_type.shape.dim)
+    _, report = convert_for(forms.conv_value_info_symbol()[0], runtime="tvm==0.27")
+    assert not any("DynamicDimension.0" in n for n in report.target_notes)
+
+
+def test_in_tract_the_forms_run_as_convert_writes_them():
+    model, feeds = forms.conv_value_info_symbol()
+    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
+    result, _ = convert_for(model, runtime="tract==0.23")
+    got = run_in("tract", "0.23", result, feeds)
+    assert got["ok"], got
+    np.testing.assert_allclose(got["values"][0], want, rtol=1e-5, atol=1e-6)
+    model, feeds = forms.flatten_two_symbols()
+    assert not run_in("tract", "0.23", model, feeds)["ok"]  # (still what the data says)
+    result, _ = convert_for(_static(model, feeds), runtime="tract==0.23")
+    got = run_in("tract", "0.23", result, feeds)
+    assert got["ok"], got
