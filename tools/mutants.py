@@ -2158,6 +2158,12 @@ MUTANTS: list[Mutant] = [
     M('zipmap-half-silent', 'rewriter/cli/precision_command.py',
       '    for line in done.migration.warnings if done.migration is not None else ():', '    for line in ():',
       'tests/convert/test_lowering_ml_zipmap.py', 'convert --dtype --target does not warn of the changed output type'),
+    M('names-sep', 'rewriter/graph/names.py',
+      '        name = f"{base}{sep}{i}"', '        name = f"{base}_{i}"',
+      'tests/graph/test_names.py tests/precision', 'the separator asked for is not used'),
+    M('names-first', 'rewriter/graph/names.py',
+      '    name, i = base, first - 1', '    name, i = base, 0',
+      'tests/graph/test_names.py', 'the first suffix asked for is not honoured'),
 ]
 
 

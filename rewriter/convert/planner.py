@@ -28,6 +28,7 @@ from rewriter.graph.input_defaults import explain, input_defaults
 from rewriter.io import check_model
 from rewriter.graph.schemas import is_default_domain
 from rewriter.targets.spec import TargetSpec
+from rewriter.graph.names import fresh_name
 
 __all__ = ["convert_model", "ConvertReport", "ConversionBlocked"]
 
@@ -283,11 +284,7 @@ def _unique_node_names(model: onnx.ModelProto, scopes=None) -> None:
         if not node.name:
             continue
         if node.name in seen:
-            base, i = node.name, 1
-            while f"{base}_{i}" in taken:
-                i += 1
-            node.name = f"{base}_{i}"
-            taken.add(node.name)
+            node.name = fresh_name(taken, node.name)  # (taken holds node.name: a suffix follows)
         seen.add(node.name)
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 __all__ = ["fresh_name", "first_few"]
 
 
-def fresh_name(used: set, base: str, first: int = 1) -> str:
-    """``base``, or ``base_N`` with the smallest N >= ``first`` not in ``used``; added to ``used``."""
+def fresh_name(used: set, base: str, first: int = 1, sep: str = "_") -> str:
+    """``base``, or ``base`` ``sep`` ``N`` with the smallest N >= ``first`` not in ``used``; added to ``used``."""
     name, i = base, first - 1
     while name in used:
         i += 1
-        name = f"{base}_{i}"
+        name = f"{base}{sep}{i}"
     used.add(name)
     return name
 

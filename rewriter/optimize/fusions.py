@@ -25,6 +25,7 @@ from onnxscript.rewriter import RewriteRuleSet
 from rewriter.graph.schemas import is_default_domain
 from rewriter.optimize.scopes import graphs_and_functions
 from onnxscript.rewriter.rules import common as rules
+from rewriter.graph.names import fresh_name
 
 __all__ = ["FusionsPass", "RULE_NAMES"]
 
@@ -187,12 +188,7 @@ def register_new_constants(model: ir.Model) -> int:
                     continue
                 if names is None:
                     names = _names(graph)
-                base, n = value.name or "constant", 1
-                name = base
-                while name in names:
-                    name, n = f"{base}_{n}", n + 1
-                value.name = name
-                names.add(name)
+                value.name = fresh_name(names, value.name or "constant")
                 graph.register_initializer(value)
                 found += 1
     return found

@@ -16,6 +16,7 @@ import onnx
 
 from rewriter.graph.attribute_refs import bind_attribute_refs
 from rewriter.graph.traversal import all_nodes
+from rewriter.graph.names import fresh_name
 
 __all__ = ["FunctionCalls"]
 
@@ -94,11 +95,7 @@ class FunctionCalls:
             return None, f"its function {f.name!r} would need initializers"
         known = {_key(g) for g in self.model.functions} | {_key(g) for g in self.new}
         self.new.extend(g for g in converted.functions if _key(g) not in known)  # copies of nested calls
-        name, i = f"{f.name}_{self.dtype}", 1
-        while name in self.names:
-            i += 1
-            name = f"{f.name}_{self.dtype}_{i}"
-        self.names.add(name)
+        name = fresh_name(self.names, f"{f.name}_{self.dtype}", 2)
         copy = helper.make_function(f.domain, name, list(f.input), list(f.output), list(converted.graph.node),
                                     list(converted.opset_import), doc_string=f.doc_string)
         self.new.append(copy)

@@ -9,6 +9,7 @@ import onnx
 
 from rewriter.graph.model_index import FLOAT, ModelIndex, NodeKey, Site, elem_of, is_constant_node
 from rewriter.graph.traversal import subgraphs
+from rewriter.graph.names import fresh_name
 
 __all__ = ["Graphs", "Site", "NodeKey", "elem_of", "is_constant_node", "unique_subgraph_names", "FLOAT"]
 
@@ -52,11 +53,7 @@ def unique_subgraph_names(model: onnx.ModelProto) -> int:
                 mapping = {}
                 for name in _defined(g):
                     if name in taken and name not in mapping:
-                        base, i = name, 1
-                        while f"{base}__{i}" in taken:
-                            i += 1
-                        mapping[name] = f"{base}__{i}"
-                        taken.add(mapping[name])
+                        mapping[name] = fresh_name(taken, name, sep="__")
                     else:
                         taken.add(name)
                 if mapping:

@@ -35,6 +35,7 @@ from rewriter.targets.restriction_lookups import Lookups, trt_constant
 from rewriter.targets.restrictions import broken
 from rewriter.graph.schemas import is_default_domain
 from rewriter.graph.attributes import attribute_value, attribute_values
+from rewriter.graph.names import fresh_name
 
 __all__ = ["rewrite", "REWRITABLE"]
 
@@ -74,11 +75,7 @@ class _Rewriter:
             body.node.extend(copies)
 
     def fresh(self, base: str) -> str:
-        name, k = base, 1
-        while name in self.names:
-            name, k = f"{base}_{k}", k + 1
-        self.names.add(name)
-        return name
+        return fresh_name(self.names, base)
 
     def _uses(self):
         self.used, self.readers = set(), {}
