@@ -36,6 +36,7 @@ SETTINGS = {
     "bfloat16": ("bfloat16", [], {}),
     "optimize": ("float16", ["--optimize"], {"optimize": True}),
     "target_ort_1.17": ("float16", ["--target", "onnxruntime==1.17"], {"target": "onnxruntime==1.17"}),
+    "bfloat16_keep_softmax": ("bfloat16", ["--keep-op-types", "Softmax"], {"keep_op_types": "Softmax"}),
 }
 
 
