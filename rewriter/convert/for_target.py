@@ -138,6 +138,9 @@ def _convert(model, spec, source, lowered, kwargs):
         result, report = convert_model(model, spec, **kwargs)
         _whose_data(report, target, lowered)
         if target is not None:
+            from rewriter.convert.lowering.quant_explicit import meet_quantized_forms
+
+            meet_quantized_forms(result, report, target, kwargs.get("plan_only", False))
             _measured_forms(source, result, report, target, kwargs.get("plan_only", False))
         return result, report
     try:

@@ -1,0 +1,352 @@
+"""Standard quantized ops written out for a runtime measured to compute them otherwise than ONNX
+Runtime (a release's ``quantized_forms`` in ``rewriter/targets/data/<runtime>.json``, measured by
+``tools/runtime_probe_quant.py``), as integer arithmetic and one float rounding step each, which
+the runtimes compute as written:
+
+- QuantizeLinear (``MlasQuantizeLinear``): x / scale in float32 (a division, not a product with
+  the reciprocal), clamped to [qmin - zp, qmax - zp], rounded half to even, + zp; NaN gives qmin.
+- QLinearConv / QLinearMatMul (``MlasRequantizeOutput`` after an exact int32 sum): ConvInteger /
+  MatMulInteger (+ the int32 bias), float32(acc) * (x_scale * w_scale[c] / y_scale) (float32, in
+  that order), clamped, rounded half to even, + zp. A weight zero point other than 0 is folded into
+  the constant weight when w - zp still fits int8 (ConvInteger takes one zero point per tensor).
+
+Every such node whose inputs are not what the form needs (scales or zero points fed at run time,
+types other than uint8/int8 codes and float32 values, blocks) is a blocker naming the node.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from rewriter.graph import traversal
+from rewriter.graph.constants import constant_value
+from rewriter.graph.names import fresh_name
+
+__all__ = ["quantized_forms", "rewrite_quantized", "meet_quantized_forms"]
+_QTYPES = {TensorProto.UINT8: np.uint8, TensorProto.INT8: np.int8}
+_F32, _I32 = TensorProto.FLOAT, TensorProto.INT32
+
+
+class _Refused(Exception):
+    pass
+
+
+class _Keep(Exception):
+    """The node is computed as ONNX Runtime does as it is."""
+
+
+def quantized_forms(target) -> dict:
+    """The release's measured ``quantized_forms`` entry ({} when the data has none): ``forms``,
+    op -> {"form": the form written, "measured": what showed the op computed otherwise}; ``refused``,
+    op -> why no form is exact there."""
+    if target is None or target.runtime is None or not target.data_release:
+        return {}
+    from rewriter.targets.release_tables import load_table
+
+    release = target.data_release.split()[-1]
+    entry = load_table(f"{target.runtime}.json").get("releases", {}).get(release, {})
+    return entry.get("quantized_forms", {})
+
+
+class _Writer:
+    """Nodes and initializers for one scope (graphs only: a function gets Constant nodes)."""
+
+    def __init__(self, scope, used: set, base: str):
+        self.scope, self.used, self.base = scope, used, base
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+
+    def fresh(self, hint: str) -> str:
+        return fresh_name(self.used, f"{self.base}_{hint}")
+
+    def const(self, value, hint: str) -> str:
+        name = self.fresh(hint)
+        tensor = numpy_helper.from_array(np.asarray(value), name)
+        if self.scope.is_function:
+            self.nodes.append(helper.make_node("Constant", [], [name], name=self.fresh("Constant"), value=tensor))
+        else:
+            self.inits.append(tensor)
+        return name
+
+    def op(self, op_type: str, inputs: list[str], out: str | None = None, **attrs) -> str:
+        out = out or self.fresh(op_type.lower())
+        self.nodes.append(helper.make_node(op_type, inputs, [out], name=self.fresh(op_type), **attrs))
+        return out
+
+
+def _const(node, i: int, scope, what: str, optional: bool = False):
+    if i >= len(node.input) or not node.input[i]:
+        if optional:
+            return None
+        raise _Refused(f"{what} (input {i}) is missing")
+    v = constant_value(node.input[i], scope, numpy_helper.to_array)
+    if v is None:
+        raise _Refused(f"{what} ('{node.input[i]}') is fed at run time: the written form needs it constant")
+    return v
+
+
+def _scale(v, what: str, size_ok=False) -> np.ndarray:
+    if v.dtype != np.float32 or (v.size != 1 and not size_ok) or v.ndim > 1:
+        raise _Refused(f"{what} of {v.dtype} and shape {list(v.shape)}: one float32 value"
+                       f"{' or a vector' if size_ok else ''} is written out")
+    if not np.all(np.isfinite(v)) or np.any(v == 0):
+        raise _Refused(f"{what} holds a non-finite or zero value")
+    return v.reshape(-1)
+
+
+def _zero_point(v, what: str, size_ok=False) -> tuple[int, np.ndarray]:
+    """(element type, values as int64) of a uint8 / int8 zero point."""
+    elem = {np.dtype(t): k for k, t in _QTYPES.items()}.get(v.dtype)
+    if elem is None or (v.size != 1 and not size_ok) or v.ndim > 1:
+        raise _Refused(f"zero point {what} of {v.dtype} and shape {list(v.shape)}: uint8 / int8 "
+                       f"{'values' if size_ok else 'scalars'} are written out")
+    return elem, v.reshape(-1).astype(np.int64)
+
+
+def _requantize(w: _Writer, v: str, zp, elem: int, out: str, nan_from: str | None = None) -> None:
+    """clamp(v, qmin - zp, qmax - zp), round half to even, + zp, cast; NaN in ``nan_from`` -> qmin."""
+    info, zp = np.iinfo(_QTYPES[elem]), int(zp)
+    c = w.op("Clip", [v, w.const(np.float32(info.min - zp), "lo"), w.const(np.float32(info.max - zp), "hi")])
+    y = w.op("Add", [w.op("Round", [c]), w.const(np.float32(zp), "zp")])
+    if nan_from is None:
+        w.op("Cast", [y], out, to=elem)
+        return
+    q = w.op("Cast", [y], to=elem)
+    w.op("Where", [w.op("IsNaN", [nan_from]), w.const(np.array(info.min, _QTYPES[elem]), "qmin"), q], out)
+
+
+def _requantize_axis(w: _Writer, v: str, zp: np.ndarray, elem: int, out: str, shape, nan_from=None) -> None:
+    """:func:`_requantize` with one zero point per element of an axis (``shape``: broadcast shape)."""
+    if zp.size == 1:
+        _requantize(w, v, zp.reshape(-1)[0], elem, out, nan_from)
+        return
+    info = np.iinfo(_QTYPES[elem])
+    zpf = zp.astype(np.float32).reshape(shape)
+    c = w.op("Min", [w.op("Max", [v, w.const(np.float32(info.min) - zpf, "lo")]), w.const(np.float32(info.max) - zpf, "hi")])
+    y = w.op("Add", [w.op("Round", [c]), w.const(zpf, "zp")])
+    if nan_from is None:
+        w.op("Cast", [y], out, to=elem)
+        return
+    q = w.op("Cast", [y], to=elem)
+    w.op("Where", [w.op("IsNaN", [nan_from]), w.const(np.array(info.min, _QTYPES[elem]), "qmin"), q], out)
+
+
+def _axis_shape(size: int, axis: int, rank: int | None) -> tuple:
+    if size == 1:
+        return ()
+    if rank is None:
+        raise _Refused("a per-axis scale on an input of unknown rank")
+    axis = axis % rank if -rank <= axis < rank else None
+    if axis is None:
+        raise _Refused("the axis is outside the input's rank")
+    return tuple(size if i == axis else 1 for i in range(rank))
+
+
+def _quantize_linear(node, scope, w: _Writer, ranks: dict, form: str = "divide") -> None:
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    if attrs.get("block_size", 0):
+        raise _Refused("block_size: blocked quantization is not written out")
+    if ranks.get(node.input[0], (None, None))[0] not in (None, _F32):
+        raise _Refused("a non-float32 input: the form divides in float32 as ONNX Runtime does")
+    scale = _scale(_const(node, 1, scope, "y_scale"), "y_scale", size_ok=True)
+    zv = _const(node, 2, scope, "y_zero_point", optional=True)
+    if zv is None:
+        elem, zp = attrs.get("output_dtype", TensorProto.UINT8) or TensorProto.UINT8, np.zeros(1, np.int64)
+        if elem not in _QTYPES:
+            raise _Refused(f"output_dtype {elem}: uint8 / int8 are written out")
+    else:
+        elem, zp = _zero_point(zv, "y_zero_point", size_ok=True)
+    shape = _axis_shape(max(scale.size, zp.size), int(attrs.get("axis", 1)), ranks.get(node.input[0], (None, None))[1])
+    x = node.input[0]
+    scale = scale.reshape(shape) if shape else scale.reshape(())
+    if form == "divide_in_double":  # x * (1 / s) in double, rounded once to float32: x / s correctly rounded
+        v = w.op("Cast", [w.op("Mul", [w.op("Cast", [x], to=TensorProto.DOUBLE),
+                                        w.const(1.0 / scale.astype(np.float64), "reciprocal")])], to=_F32)
+    elif form == "divide_by_fed":  # a divisor the runtime cannot fold into a reciprocal: s + 0 * Sign(x)
+        fed = w.op("Add", [w.op("Mul", [w.op("Sign", [x]), w.const(np.float32(0), "zero")]), w.const(scale, "scale")])
+        v = w.op("Div", [x, fed])
+    else:
+        v = w.op("Div", [x, w.const(scale, "scale")])
+    _requantize_axis(w, v, zp, elem, node.output[0], shape, nan_from=x)
+
+
+def _folded_weight(wv: np.ndarray, zw: np.ndarray, axis_shape: tuple) -> np.ndarray:
+    """w - zero point as the integer weight of ConvInteger / MatMulInteger (no zero point input)."""
+    if not np.any(zw):
+        return wv
+    folded = wv.astype(np.int64) - zw.reshape(axis_shape)
+    for t in (np.int8, np.uint8):
+        info = np.iinfo(t)
+        if folded.min() >= info.min and folded.max() <= info.max:
+            return folded.astype(t)
+    raise _Refused("w - w_zero_point does not fit 8 bits: ConvInteger / MatMulInteger take one zero point per tensor")
+
+
+def _qlinear_conv(node, scope, w: _Writer, ranks: dict, form: str = "integer") -> None:
+    sx = _scale(_const(node, 1, scope, "x_scale"), "x_scale")
+    ex, zx = _zero_point(_const(node, 2, scope, "x_zero_point"), "x_zero_point")
+    wv = _const(node, 3, scope, "w")
+    sw = _scale(_const(node, 4, scope, "w_scale"), "w_scale", size_ok=True)
+    _, zw = _zero_point(_const(node, 5, scope, "w_zero_point"), "w_zero_point", size_ok=True)
+    sy = _scale(_const(node, 6, scope, "y_scale"), "y_scale")
+    ey, zy = _zero_point(_const(node, 7, scope, "y_zero_point"), "y_zero_point")
+    if wv.dtype not in (np.uint8, np.int8) or wv.ndim < 3:
+        raise _Refused(f"w of {wv.dtype} and rank {wv.ndim}")
+    cout = wv.shape[0]
+    weight = _folded_weight(wv, zw, (-1,) + (1,) * (wv.ndim - 1) if zw.size > 1 else ())
+    per_c = (1, cout) + (1,) * (wv.ndim - 2)
+    acc = w.op("ConvInteger", [node.input[0], w.const(weight, "w"), node.input[2]],
+               **{a.name: helper.get_attribute_value(a) for a in node.attribute})
+    if len(node.input) > 8 and node.input[8]:
+        bias = _const(node, 8, scope, "B")
+        if bias.dtype != np.int32:
+            raise _Refused(f"B of {bias.dtype}: int32 is written out")
+        acc = w.op("Add", [acc, w.const(bias.reshape(per_c), "bias")])
+    scales = ((sx[0] * sw) / sy[0]).astype(np.float32)  # ONNX Runtime: X_scale * W_scale[i] / Y_scale
+    v = w.op("Mul", [w.op("Cast", [acc], to=_F32), w.const(scales.reshape(per_c) if scales.size > 1 else scales[0], "scale")])
+    _requantize(w, v, zy[0], ey, node.output[0])
+
+
+def _qlinear_matmul(node, scope, w: _Writer, ranks: dict, form: str = "integer") -> None:
+    sa = _scale(_const(node, 1, scope, "a_scale"), "a_scale")
+    _, za = _zero_point(_const(node, 2, scope, "a_zero_point"), "a_zero_point")
+    sb = _scale(_const(node, 4, scope, "b_scale"), "b_scale", size_ok=True)
+    _, zb = _zero_point(_const(node, 5, scope, "b_zero_point"), "b_zero_point", size_ok=True)
+    sy = _scale(_const(node, 6, scope, "y_scale"), "y_scale")
+    ey, zy = _zero_point(_const(node, 7, scope, "y_zero_point"), "y_zero_point")
+    bv = constant_value(node.input[3], scope, numpy_helper.to_array)
+    if bv is not None:
+        b = w.const(_folded_weight(bv, zb, (1, -1) if zb.size > 1 else ()), "b")
+        inputs = [node.input[0], b, node.input[2]]
+    elif zb.size == 1:
+        inputs = [node.input[0], node.input[3], node.input[2], node.input[5]]
+    else:
+        raise _Refused("b fed at run time with per-column zero points")
+    acc = w.op("MatMulInteger", inputs)
+    scales = ((sa[0] * sb) / sy[0]).astype(np.float32)
+    v = w.op("Mul", [w.op("Cast", [acc], to=_F32), w.const(scales if scales.size > 1 else scales[0], "scale")])
+    _requantize(w, v, zy[0], ey, node.output[0])
+
+
+def _dequantize_blocked(node, scope, w: _Writer, ranks: dict, form: str = "fold_blocks") -> None:
+    """A blocked DequantizeLinear (``block_size``) of constant inputs as its float value (what
+    MatMulNBits' lowering writes below opset 21); one without blocks stays as it is."""
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    block = int(attrs.get("block_size", 0))
+    if not block:
+        raise _Keep
+    x = _const(node, 0, scope, "x")
+    scale = _const(node, 1, scope, "x_scale")
+    zp = _const(node, 2, scope, "x_zero_point", optional=True)
+    if scale.dtype != np.float32:
+        raise _Refused(f"x_scale of {scale.dtype}: float32 is folded")
+    axis = int(attrs.get("axis", 1)) % x.ndim
+    steps = np.minimum(np.arange(x.shape[axis]) // block, scale.shape[axis] - 1)
+    codes = x.astype(np.int64) - (0 if zp is None else np.take(zp.astype(np.int64), steps, axis=axis))
+    value = (codes.astype(np.float32) * np.take(scale, steps, axis=axis)).astype(np.float32)
+    w.op("Identity", [w.const(value, "dequantized")], node.output[0])
+
+
+_FORMS = {"QuantizeLinear": _quantize_linear, "QLinearConv": _qlinear_conv, "QLinearMatMul": _qlinear_matmul,
+          "DequantizeLinear": _dequantize_blocked}
+
+
+def _value_ranks(model: onnx.ModelProto) -> dict:
+    """name -> (element type, rank) from ONNX shape inference of the model (main graph)."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 (a model inference cannot follow: ranks stay unknown)
+        inferred = model
+    g = inferred.graph
+    out = {}
+    for v in [*g.input, *g.output, *g.value_info]:
+        t = v.type.tensor_type
+        out[v.name] = (t.elem_type or None, len(t.shape.dim) if t.HasField("shape") else None)
+    return out
+
+
+def rewrite_quantized(model: onnx.ModelProto, forms: dict, release: str) -> tuple[int, list[tuple]]:
+    """Write every node of an op in ``forms`` (op -> form name: QuantizeLinear "divide" or
+    "divide_in_double", QLinearConv / QLinearMatMul "integer") in ``model`` (in place) as that
+    explicit form. Returns (nodes rewritten, blockers as (node label, op, None, reason)); nothing
+    is changed when there is a blocker."""
+    ops = [o for o in forms if o in _FORMS]
+    if not ops:
+        return 0, []
+    ranks = _value_ranks(model)
+    used = {n for s in traversal.iter_scopes(model) for node in s.body.node for n in [*node.input, *node.output, node.name]}
+    used |= {t.name for s in traversal.iter_scopes(model) if not s.is_function for t in s.body.initializer}
+    used |= {v.name for v in model.graph.input}
+    plans, blockers = [], []
+    for scope in traversal.iter_scopes(model):
+        for at, node in enumerate(scope.body.node):
+            if node.domain not in ("", "ai.onnx") or node.op_type not in ops:
+                continue
+            w = _Writer(scope, used, node.name or node.op_type)
+            try:
+                if scope.opset is None or scope.opset < 11:
+                    raise _Refused(f"opset {scope.opset}: the form's Clip and Round need opset 11")
+                _FORMS[node.op_type](node, scope, w, ranks if scope.parent is None and not scope.is_function else {},
+                                     forms[node.op_type])
+            except _Keep:
+                continue
+            except _Refused as e:
+                blockers.append((traversal.node_label(node, scope), node.op_type, None,
+                                 f"{release} computes {node.op_type} otherwise than ONNX Runtime (measured), and "
+                                 f"its explicit form cannot be written: {e}"))
+                continue
+            plans.append((scope, at, w))
+    if blockers:
+        return 0, blockers
+    by_scope: dict[int, tuple] = {}
+    for scope, at, w in plans:
+        by_scope.setdefault(id(scope), (scope, {}))[1][at] = w
+    for scope, writers in by_scope.values():
+        body = []
+        for at, node in enumerate(scope.body.node):
+            body.extend(writers[at].nodes if at in writers else [node])
+        del scope.body.node[:]
+        scope.body.node.extend(body)
+        if not scope.is_function:
+            scope.body.initializer.extend(t for w in writers.values() for t in w.inits)
+        scope.invalidate()
+    return len(plans), []
+
+
+def _refusals(model: onnx.ModelProto, refused: dict, release: str) -> list[tuple]:
+    """Nodes of an op the release computes otherwise with no exact form known (float inputs)."""
+    found = []
+    for scope in traversal.iter_scopes(model):
+        for node in scope.body.node:
+            if node.domain in ("", "ai.onnx") and node.op_type in refused:
+                found.append((traversal.node_label(node, scope), node.op_type, None,
+                              f"{release} computes {node.op_type} otherwise than ONNX Runtime (measured: "
+                              f"{refused[node.op_type]}), and no form it computes as written is known"))
+    return found
+
+
+def meet_quantized_forms(result: onnx.ModelProto, report, target, plan_only: bool) -> None:
+    """What the target's ``quantized_forms`` ask of ``result`` (converted, in place): each op's
+    explicit form, or its nodes blocked (listed in ``report`` when ``plan_only``, else raised)."""
+    entry = quantized_forms(target)
+    if not entry:
+        return
+    from rewriter.convert.blockers import Blocker
+    from rewriter.convert.planner import ConversionBlocked
+
+    forms = {op: v["form"] for op, v in entry.get("forms", {}).items()}
+    found = _refusals(result, entry.get("refused", {}), target.name)
+    if not plan_only or not found:
+        count, more = rewrite_quantized(result, forms, target.name) if not found else (0, [])
+        found += more
+        if count:
+            report.target_notes.append(f"{count} quantized node(s) written as integer arithmetic with one rounding "
+                                       f"step, which {target.name} computes as ONNX Runtime does (measured)")
+    blocked = [Blocker(label, op, "form", reason, "a runtime that computes it as ONNX Runtime does")
+               for label, op, _, reason in found]
+    if plan_only:
+        report.blockers.extend(blocked)
+    elif blocked:
+        raise ConversionBlocked(blocked, f"for {target.name}")
