@@ -205,3 +205,29 @@ def test_forms_in_the_runtime(runtime, release, forms):
     result = run_in(runtime, release, _rewritten(model, forms), feeds)
     assert result.get("ok"), result
     np.testing.assert_array_equal(np.asarray(result["values"][0]).reshape(want.shape), want)
+
+
+def test_qlinear_conv_scale_in_onnx_runtime_order():
+    """x_scale * w_scale / y_scale rounded as ONNX Runtime rounds it: scales where the other order
+    (x_scale * (w_scale / y_scale)) rounds one accumulator to another code."""
+    rng = np.random.default_rng(0)
+    acc = 127 * np.arange(-131, 125, dtype=np.float32)  # w = 127: every x - 131
+    for _ in range(50):
+        sx, sy = rng.uniform(0.01, 0.1, (2, 20000)).astype(np.float32)
+        sw = (rng.uniform(0.001, 0.007, 20000).astype(np.float32) * sy / sx).astype(np.float32)
+        ort_order = (sx * sw / sy).astype(np.float32)
+        other = (sx * (sw / sy).astype(np.float32)).astype(np.float32)
+        differ = np.any(np.round(acc[None] * ort_order[:, None]) != np.round(acc[None] * other[:, None]), axis=1)
+        if differ.any():
+            k = int(np.argmax(differ))
+            sx, sw, sy = sx[k], sw[k], sy[k]
+            break
+    else:
+        pytest.fail("no such scales found")
+    x = np.arange(256, dtype=np.uint8).reshape(1, 1, 16, 16)
+    inits = [("sx", sx), ("zx", np.uint8(131)), ("w", np.full((1, 1, 1, 1), 127, np.int8)), ("sw", sw), ("zw", np.int8(0)),
+             ("sy", sy), ("zy", np.uint8(128))]
+    model = _model([helper.make_node("QLinearConv", ["x", "sx", "zx", "w", "sw", "zw", "sy", "zy"], ["y"])],
+                   [helper.make_tensor_value_info("x", T.UINT8, [1, 1, 16, 16])],
+                   helper.make_tensor_value_info("y", T.UINT8, [1, 1, 16, 16]), inits)
+    np.testing.assert_array_equal(_run(_rewritten(model, {"QLinearConv": "integer"}), {"x": x}), _run(model, {"x": x}))
