@@ -33,8 +33,9 @@ CLEARS_FOREIGN_SYMBOLS = {"tract": "tract refuses a declared dim whose symbol no
                                    "(it cannot unify it with the one it computes)"}
 
 # ops that keep their (first) input's shape, looked through from a Concat to the Resize behind it
+# (Where through its condition: the explicit QuantizeLinear of convert's lowering is Where(IsNaN(x), ...))
 _SAME_SHAPE = frozenset({"QuantizeLinear", "DequantizeLinear", "Cast", "Identity", "Relu", "LeakyRelu",
-                         "Sigmoid", "Clip", "HardSwish", "HardSigmoid", "Tanh"})
+                         "Sigmoid", "Clip", "HardSwish", "HardSigmoid", "Tanh", "IsNaN", "Where", "Round", "Floor"})
 
 
 class _Model:
@@ -85,20 +86,27 @@ class _Model:
         except Exception:  # noqa: BLE001 - external or unreadable: not known here
             return None
 
-    def reads_dynamic(self, name: str, scope, depth: int = 0) -> bool:
-        """Whether the integer value ``name`` holds a dim that is not static (it is computed from
-        a Shape, Gather / Slice picking dims of it, and arithmetic)."""
+    def carried(self, name: str, scope, depth: int = 0) -> tuple[bool, bool]:
+        """Whether the integer value ``name`` holds a dim that is not static (computed from a Shape,
+        Gather / Slice picking dims of it, and arithmetic), and whether such a dim went through a Cast."""
         node = self.producer(name, scope)
         if node is None or depth > 32:
-            return False
+            return False, False
         if node.op_type == "Shape":  # (a shape inference did not follow: not known to be dynamic)
-            return bool(self.dynamic(node.input[0]))
-        source = self.producer(node.input[0], scope) if node.input else None
+            return bool(self.dynamic(node.input[0])), False
+        if node.op_type == "Cast":
+            dynamic, _ = self.carried(node.input[0], scope, depth + 1)
+            return dynamic, dynamic
+        source, cast = self.producer(node.input[0], scope) if node.input else None, False
+        while source is not None and source.op_type == "Cast":  # (the dims keep their order)
+            source, cast = self.producer(source.input[0], scope), True
         if source is not None and source.op_type == "Shape" and node.op_type in ("Gather", "Slice"):
             picked = self._picked(node, scope, self.dims.get(source.input[0]))
             if picked is not None:
-                return any(is_dynamic(d) for d in picked)
-        return any(self.reads_dynamic(i, scope, depth + 1) for i in node.input if i)
+                dynamic = any(is_dynamic(d) for d in picked)
+                return dynamic, dynamic and cast
+        found = [self.carried(i, scope, depth + 1) for i in node.input if i]
+        return any(d for d, _ in found), any(c for _, c in found)
 
     def _picked(self, node, scope, dims):
         """The dims a Gather / Slice (constant indices, no steps) takes of a Shape of ``dims``."""
@@ -108,7 +116,8 @@ class _Model:
         if node.op_type == "Gather" and values and values[0] is not None:
             return [dims[int(i)] for i in values[0].reshape(-1) if -len(dims) <= int(i) < len(dims)]
         if node.op_type == "Slice" and len(values) >= 2 and values[0] is not None and values[1] is not None \
-                and (len(values) < 4 or values[3] is None):
+                and (len(values) < 3 or values[2] is None or values[2].reshape(-1).tolist() == [0]) \
+                and (len(values) < 4 or values[3] is None or values[3].reshape(-1).tolist() == [1]):
             return dims[int(values[0].reshape(-1)[0]):int(min(values[1].reshape(-1)[0], len(dims)))]
         return None
 
@@ -146,19 +155,17 @@ def _through_same_shape(name: str, scope, m: _Model) -> onnx.NodeProto | None:
 def _shape_through_cast(node, scope, m: _Model) -> str | None:
     if len(node.input) < 2 or not node.input[1]:
         return None
-    nodes, fed = m.cone(node.input[1], scope)
-    casts = [n for n in nodes if n.op_type == "Cast" and m.reads_dynamic(n.input[0], scope)]
-    if fed or not casts:
+    _, fed = m.cone(node.input[1], scope)
+    if fed or not m.carried(node.input[1], scope)[1]:
         return None
-    return f"its shape '{node.input[1]}' is read from dims that are not static through Cast " \
-        f"'{casts[0].name or casts[0].output[0]}'"
+    return f"its shape '{node.input[1]}' holds dims that are not static, read through a Cast"
 
 
 def _seq_lens_of_shape(node, scope, m: _Model) -> str | None:
     if len(node.input) < 5 or not node.input[4]:
         return None
     _, fed = m.cone(node.input[4], scope)
-    if fed or not m.reads_dynamic(node.input[4], scope):
+    if fed or not m.carried(node.input[4], scope)[0]:
         return None
     return f"its sequence_lens '{node.input[4]}' is computed from dims that are not static"
 

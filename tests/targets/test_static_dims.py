@@ -164,3 +164,30 @@ def test_in_tract_the_forms_run_as_convert_writes_them():
     result, _ = convert_for(_static(model, feeds), runtime="tract==0.23")
     got = run_in("tract", "0.23", result, feeds)
     assert got["ok"], got
+
+
+def test_a_shape_read_through_a_cast_from_static_dims_only_is_not_named():
+    """(torch's legacy ShuffleNet: the channel count read by Shape and Gather, cast twice: tract folds it)."""
+    target = parse_target("tract==0.23")
+    model, _ = forms.reshape_shape_through_cast()
+    starts = {t.name: t for t in model.graph.initializer}
+    starts["st"].CopyFrom(onnx.helper.make_tensor("st", onnx.TensorProto.INT32, [1], [1]))
+    starts["en"].CopyFrom(onnx.helper.make_tensor("en", onnx.TensorProto.INT32, [1], [2]))
+    assert _blocked(model, target) == []
+    starts["st"].CopyFrom(onnx.helper.make_tensor("st", onnx.TensorProto.INT32, [1], [0]))
+    assert len(_blocked(model, target)) == 1  # dims 0 and 1: the batch among them
+
+
+def test_a_shape_of_static_dims_read_through_a_cast_is_not_named_in_a_model_with_symbolic_inputs():
+    h = onnx.helper
+    nodes = [h.make_node("Shape", ["z"], ["s"]), h.make_node("Cast", ["s"], ["s32"], to=onnx.TensorProto.INT32),
+             h.make_node("Cast", ["s32"], ["s64"], to=onnx.TensorProto.INT64),
+             h.make_node("Reshape", ["z", "s64"], ["y"]), h.make_node("Relu", ["x"], ["r"])]
+    f = onnx.TensorProto.FLOAT
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", f, ["batch", 4]),
+                                      h.make_tensor_value_info("z", f, [2, 6])],
+                         [h.make_tensor_value_info("y", f, [2, 6]), h.make_tensor_value_info("r", f, ["batch", 4])])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)])
+    assert _blocked(model, parse_target("tract==0.23")) == []
+    model.graph.input[1].type.tensor_type.shape.dim[0].dim_param = "n"
+    assert len(_blocked(model, parse_target("tract==0.23"))) == 1
