@@ -84,6 +84,7 @@ from onnx import TensorProto, helper
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
+import runtime_probe_forms as gen
 import runtime_venvs
 
 RAW_DIR = HERE / "runtime_data"
@@ -677,10 +678,10 @@ def summarize(raw: dict) -> dict:
         notes.append("no ai.onnx.ml op loads (Binarizer at ml opsets 1-6 refused)")
     groups: dict = {}
     for cid, row in raw["cases"].items():
-        if row["kind"] not in JUDGED or row.get("version") is None:
+        if row["kind"] not in JUDGED or row.get("version") is None or row.get("named"):
             continue
         groups.setdefault((row["domain"], row["op"], row["version"]), []).append((cid, row))
-    missing, wrong, partial, dtype, needs_const = {}, {}, {}, {}, {}
+    missing, wrong, partial, dtype, needs_const, by_type = {}, {}, {}, {}, {}, {}
 
     def put(table, domain, op, version, value=None):
         slot = table.setdefault(domain, {})
@@ -695,7 +696,10 @@ def summarize(raw: dict) -> dict:
         if not probed:
             continue
         refused = [r for _, r in rows if r["verdict"] in ("refused", "crash", "timeout")]
-        if any(v == "wrong" for v in probed):
+        split = gen.type_split(rows)
+        if split:
+            put(by_type, domain, op, version, split)
+        if any(v == "wrong" for v in probed) and split is None:
             n = sum(v == "wrong" for v in probed)
             put(wrong, domain, op, version)
             first = next(cid for cid, r in rows if r["verdict"] == "wrong")
@@ -732,11 +736,16 @@ def summarize(raw: dict) -> dict:
         "dtype_differs": dtype,
         "needs_constant": needs_const,
         "types_refused": types_refused(raw),
+        "type_verdicts": by_type,
+        "form_verdicts": gen.named_verdicts(raw),
+        "unmeasured": gen.unmeasured(raw),
         "counts": counts,
         "config": raw.get("config", {}),
         "probe": {"command": raw["command"], "date": raw["date"], "versions": raw["versions"],
                   "raw": f"tools/runtime_data/{raw['runtime']}-{raw['release']}.json"},
     }
+    if raw.get("reruns"):
+        entry["probe"]["reruns"] = raw["reruns"]
     if notes:
         entry["notes"] = notes
     return entry
@@ -879,6 +888,20 @@ def crosscheck(runtime: str, release: str, published: str, source: str | None, d
     return 0
 
 
+def merged(new: dict, raw_path: Path, types_of: dict, why: str) -> dict:
+    """The raw file at ``raw_path`` with the cases of ``new`` (a run of some cases) in it, every
+    case given its element types (``types_of``: id -> types) and the run named in "reruns"."""
+    raw = json.loads(raw_path.read_text())
+    raw["cases"].update(new["cases"])
+    for cid, row in raw["cases"].items():
+        row.setdefault("types", types_of.get(cid, []))
+    for kind, rows in new["opset_probe"].items():
+        raw["opset_probe"][kind].update(rows)
+    raw.setdefault("reruns", []).append({"command": new["command"], "date": new["date"], "cases": len(new["cases"]),
+                                         "why": why})
+    return raw
+
+
 # --------------------------------------------------------------------------------------------
 
 
@@ -896,20 +919,31 @@ def main(argv: list[str] | None = None) -> int:
                              "tools/runtime_data/openvino-published.txt; tract: a copy of test-rt/suite-onnx/node.txt) "
                              "and add it to the summary as the release's \"published\"")
     parser.add_argument("--source", help="with --crosscheck: where the list comes from (repository, path, commit)")
+    parser.add_argument("--merge", metavar="WHY",
+                        help="with --only: run the cases it selects, put their verdicts into the raw file already "
+                             "written (replacing those of the same id; the file's \"reruns\" names this command and "
+                             "WHY) and summarize the whole file again")
     args = parser.parse_args(argv)
     runtime, release = runtime_venvs.parse(args.runtime)
     if args.crosscheck:
         return crosscheck(runtime, release, args.crosscheck, args.source, args.data)
     pattern = re.compile(args.only) if args.only else None
+    if args.merge and not pattern:
+        raise SystemExit("--merge runs what --only selects")
     t0 = time.monotonic()
-    cases = node_cases(pattern) + form_cases(pattern) + move_form_cases(pattern)
+    built = node_cases(None) + form_cases(None) + move_form_cases(None)
+    reached = {(c.op, c.version) for c in built if c.kind in JUDGED and c.domain == ""}
+    built += gen.where_nan_cases(Case, None) + gen.generated_cases(Case, reached, pattern)
+    types_of = {c.id: gen.case_types(c.model) for c in built}
+    cases = [c for c in built if not pattern or pattern.search(c.id)]
     if not pattern or pattern.search("opset/"):
         cases += [c for c in opset_cases() if not pattern or pattern.search(c.id)]
     print(f"{len(cases)} cases built in {time.monotonic() - t0:.0f}s")
     verdicts, header = probe(runtime, release, cases, args.timeout, args.keep)
     const_of = {}
     if not args.no_const:
-        refused = [c for c in cases if c.kind == "node" and verdicts[c.id][0] in ("refused", "crash", "timeout")]
+        refused = [c for c in cases if (c.kind == "node" or c.id.startswith("gen/"))
+                   and verdicts[c.id][0] in ("refused", "crash", "timeout")]
         variants = [v for v in (const_variant(c) for c in refused) if v is not None]
         print(f"{len(variants)} refused cases again with constant inputs")
         if variants:
@@ -928,7 +962,7 @@ def main(argv: list[str] | None = None) -> int:
             opset_probe[kind][n] = verdict if verdict != "refused" else f"refused: {detail[:200]}"
             continue
         row = {"kind": case.kind, "op": case.op, "domain": case.domain, "version": case.version, "opset": case.opset,
-               "verdict": verdict, "detail": detail, **case.extra}
+               "verdict": verdict, "detail": detail, "types": types_of.get(case.id, []), **case.extra}
         if case.id in const_of:
             row["const_inputs"], row["const_detail"] = const_of[case.id]
             if not row["const_detail"]:
@@ -945,9 +979,11 @@ def main(argv: list[str] | None = None) -> int:
         "opset_probe": opset_probe,
         "cases": raw_cases,
     }
+    if args.merge:
+        raw = merged(raw, Path(args.raw) if args.raw else RAW_DIR / f"{runtime}-{release}.json", types_of, args.merge)
     entry = summarize(raw)
     print(json.dumps({k: entry[k] for k in ("opsets", "ir_version", "counts")}, indent=1))
-    if pattern and not (args.raw and args.data):
+    if pattern and not (args.raw and args.data) and not args.merge:
         print("partial run (--only): nothing written")
         return 0
     raw_path = Path(args.raw) if args.raw else RAW_DIR / f"{runtime}-{release}.json"
@@ -957,6 +993,8 @@ def main(argv: list[str] | None = None) -> int:
     table.setdefault("source", f"measured in each release by tools/runtime_probe.py (see each release's \"probe\"); "
                                f"raw verdicts per case in tools/runtime_data/{runtime}-RELEASE.json; "
                                "tools/runtime_data/README.md explains the differences with the published op lists")
+    if args.merge and "published" in table.get("releases", {}).get(release, {}):
+        entry["published"] = table["releases"][release]["published"]  # (its own command redoes it)
     table.setdefault("releases", {})[release] = entry
     table["releases"] = dict(sorted(table["releases"].items(), key=lambda kv: [int(p) for p in kv[0].split(".")]))
     data_path.write_text(json.dumps(table, indent=1) + "\n")

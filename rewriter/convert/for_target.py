@@ -183,11 +183,18 @@ def _measured_forms(source, result, report, target, plan_only: bool) -> None:
     from rewriter.targets import runtime_forms as forms
     from rewriter.targets import static_dims
 
+    from rewriter.targets import measured_verdicts as verdicts
+
     if target.runtime in forms.NAMES_DIMS and not plan_only:
         report.target_notes.extend(forms.name_anonymous_dims(result))
     if target.runtime in static_dims.CLEARS_FOREIGN_SYMBOLS and not plan_only:
         report.target_notes.extend(static_dims.clear_foreign_symbols(result))
-    if not target.needs_constant and not target.types_refused and not target.needs_static_dims:
+    unmeasured = verdicts.unmeasured_present(result, target.unmeasured)
+    if unmeasured:
+        report.target_notes.append(f"op versions {target.name} was not measured in (no node test reaches them, "
+                                   f"no one-node form was built): {', '.join(unmeasured)}")
+    if not (target.needs_constant or target.types_refused or target.type_verdicts or target.form_verdicts
+            or target.needs_static_dims):
         return
     from rewriter.graph.inferred import LazyInference
 
@@ -197,8 +204,12 @@ def _measured_forms(source, result, report, target, plan_only: bool) -> None:
                                                   LazyInference(result)())
     if target.types_refused:
         found += forms.type_blockers(source, target.types_refused, target.name, LazyInference(source)())
-    blocked = [Blocker(label, op, "form", reason, "a runtime that takes this form")
-               for label, op, v, reason in found]
+    if target.type_verdicts or target.form_verdicts:
+        inferred = LazyInference(result)()
+        found += verdicts.type_blockers(result, target.type_verdicts, target.name, inferred)
+        found += verdicts.untaken_nan_blockers(result, target.form_verdicts, target.name, inferred)
+    blocked = [Blocker(f[0], f[1], "form", f[3], "a runtime that takes this form", name=f[4] if len(f) > 4 else "")
+               for f in found]
     if plan_only:
         report.blockers.extend(blocked)
     elif blocked:

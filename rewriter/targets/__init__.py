@@ -63,6 +63,11 @@ class Target:
     # the inputs after the first constant; element type -> what shows it refuses that type
     needs_constant: dict = dataclasses.field(default_factory=dict)
     types_refused: dict = dataclasses.field(default_factory=dict)
+    # below an op version (rewriter.targets.measured_verdicts): domain -> op -> schema version ->
+    # {element type: verdict} / {named form: verdict}; domain -> op -> versions no probe case measured
+    type_verdicts: dict = dataclasses.field(default_factory=dict)
+    form_verdicts: dict = dataclasses.field(default_factory=dict)
+    unmeasured: dict = dataclasses.field(default_factory=dict)
     # form (rewriter.targets.static_dims) -> its refusal with symbolic dims, measured (it runs static)
     needs_static_dims: dict = dataclasses.field(default_factory=dict)
 
@@ -163,13 +168,21 @@ def load_release(runtime: str, wanted: tuple[int, int]) -> Target:
     return Target(name, opsets, entry.get("ir_version"), low, ops, unsupported,
                   _table(runtime).get("source", ""), _missing(entry), entry.get("rules", {}), entry.get("unchecked", {}),
                   f"{runtime} {release_text(key)}", runtime, wanted, _table_of(entry.get("needs_constant")),
-                  dict(entry.get("types_refused", {})), needs_static_dims=_static_forms(entry))
+                  dict(entry.get("types_refused", {})), _by_version(entry.get("type_verdicts")),
+                  _by_version(entry.get("form_verdicts")), _table_of(entry.get("unmeasured")),
+                  needs_static_dims=_static_forms(entry))
 
 
 def _static_forms(entry: dict) -> dict:
     """form -> the refusal with symbolic dims, of the forms ``needs_static_dims`` says run static."""
     table = entry.get("needs_static_dims") or {}
     return {form: table["forms"][form]["symbolic"] for form in table.get("needed", [])}
+
+
+def _by_version(table: dict | None) -> dict:
+    """domain -> op -> schema version (an int) -> {key: verdict}, from the data's string keys."""
+    return {(d if d not in _DEFAULT else ""): {op: {int(v): dict(kv) for v, kv in vs.items()} for op, vs in ops.items()}
+            for d, ops in (table or {}).items()}
 
 
 def _table_of(table: dict | None) -> dict:

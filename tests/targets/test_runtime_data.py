@@ -75,6 +75,8 @@ def test_summary_is_what_the_raw_verdicts_give(runtime, release):
     for key in ("opsets", "ir_version", "missing", "wrong", "partial", "dtype_differs", "needs_constant", "types_refused",
                 "counts"):
         assert entry[key] == again[key], key
+    for key in ("type_verdicts", "form_verdicts", "unmeasured"):  # (only LiteRT's data has them so far)
+        assert entry.get(key, {}) == again[key], key
 
 
 @pytest.mark.parametrize("runtime,release", RELEASES)

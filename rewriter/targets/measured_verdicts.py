@@ -1,0 +1,132 @@
+"""What a measured release computes wrongly or refuses below the granularity of an op version
+(``tools/runtime_probe.py``'s summary; any runtime's data may carry these keys):
+
+- ``type_verdicts``: domain -> op -> schema version -> {element type: verdict}, for op versions
+  whose failures follow the element type: every node test that computed wrongly (or was refused)
+  is on a type no case that ran right is on (LiteRT: int8 / uint8 Mul-14 and Div-14 saturate
+  where ONNX wraps; float runs right).  A node reading or writing a tensor of such a type blocks.
+- ``form_verdicts``: domain -> op -> schema version -> {form: verdict}, named forms the probe
+  builds beside the node tests: ``nan_in_untaken_branch``, a Where whose branches broadcast with a
+  NaN in the branch not taken (LiteRT returns the NaN).  A Where whose condition comes from an
+  IsNaN (the NaN is then where the condition does not take that branch) and whose branches do not
+  have one shape blocks.
+- ``unmeasured``: domain -> op -> schema versions no probe case measured (no node test reaches
+  them and the probe could not build a one-node form): said in the conversion's notes.
+"""
+
+from __future__ import annotations
+
+import onnx
+
+from rewriter.graph import traversal
+from rewriter.graph.schemas import DEFAULT_DOMAINS, schema_version_at_domain
+
+__all__ = ["type_blockers", "untaken_nan_blockers", "unmeasured_present", "UNTAKEN_NAN"]
+
+UNTAKEN_NAN = "nan_in_untaken_branch"
+_PASS_THROUGH = {"Not", "Identity", "Cast", "Or", "And", "Xor"}  # a condition still true where an IsNaN is
+
+
+def _versions(model: onnx.ModelProto):
+    """(node, scope, domain, schema version) of every node of a domain with schemas."""
+    imports = {("" if o.domain in DEFAULT_DOMAINS else o.domain): o.version for o in model.opset_import}
+    for scope in traversal.iter_scopes(model):
+        own = {("" if o.domain in DEFAULT_DOMAINS else o.domain): o.version for o in scope.body.opset_import} \
+            if scope.is_function else imports
+        for node in scope.body.node:
+            domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
+            opset = scope.opset if domain == "" and scope.opset is not None else own.get(domain)
+            version = None if opset is None else schema_version_at_domain(node.op_type, opset, domain)
+            yield node, scope, domain, version
+
+
+def _value_types(model: onnx.ModelProto, inferred) -> dict:
+    graph = inferred.graph if inferred is not None else model.graph
+    types = {v.name: v.type.tensor_type for v in [*graph.input, *graph.output, *graph.value_info]
+             if v.type.HasField("tensor_type")}
+    return types
+
+
+def type_blockers(model: onnx.ModelProto, table: dict, release: str, inferred=None) -> list[tuple]:
+    """(node label, op, version, reason, node name) for every node of an op version in ``table``
+    (``type_verdicts``) that reads or writes a tensor of an element type listed there."""
+    if not table:
+        return []
+    types = {n: t.elem_type for n, t in _value_types(model, inferred).items()}
+    types.update({t.name: t.data_type for t in model.graph.initializer})
+    found = []
+    for node, scope, domain, version in _versions(model):
+        verdicts = table.get(domain, {}).get(node.op_type, {}).get(version)
+        if not verdicts:
+            continue
+        for name in (n for n in [*node.input, *node.output] if n and types.get(n)):
+            kind = onnx.TensorProto.DataType.Name(types[name]).lower()
+            if kind in verdicts:
+                how = "computes wrongly" if verdicts[kind].startswith("wrong") else "refuses"
+                found.append((traversal.node_label(node, scope), node.op_type, version,
+                              f"{release} {how} {node.op_type}-{version} on {kind} tensors ('{name}'; measured: "
+                              f"{verdicts[kind][:160]})", node.name))
+                break
+    return found
+
+
+def _from_isnan(name: str, scope: traversal.Scope, seen: set) -> bool:
+    """Whether ``name`` is an IsNaN's output, through Not / Cast / Or / And / Identity."""
+    if name in seen:
+        return False
+    seen.add(name)
+    kind, node, where = traversal.definition(name, scope)
+    if kind != "node":
+        return False
+    if node.op_type == "IsNaN":
+        return True
+    return node.op_type in _PASS_THROUGH and any(_from_isnan(i, where, seen) for i in node.input if i)
+
+
+def _shape_of(name: str, types: dict, inits: dict):
+    if name in inits:
+        return tuple(inits[name].dims)
+    t = types.get(name)
+    if t is None or not t.HasField("shape"):
+        return None
+    return tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.shape.dim)
+
+
+def _one_shape(node: onnx.NodeProto, types: dict, inits: dict) -> bool:
+    """Whether the Where's two branches have one known shape (no broadcasting between them)."""
+    a, b = (_shape_of(n, types, inits) for n in node.input[1:3])
+    return a is not None and a == b and None not in a
+
+
+def untaken_nan_blockers(model: onnx.ModelProto, table: dict, release: str, inferred=None) -> list[tuple]:
+    """(node label, "Where", version, reason, node name) for every Where of a version whose
+    ``nan_in_untaken_branch`` form ``table`` (``form_verdicts``) says is not right, when its
+    condition comes from an IsNaN and its branches broadcast (or their shapes are not known)."""
+    bad = {v for v, forms in table.get("", {}).get("Where", {}).items()
+           if forms.get(UNTAKEN_NAN, "ok") != "ok"}
+    if not bad:
+        return []
+    types = _value_types(model, inferred)
+    inits = {t.name: t for t in model.graph.initializer}
+    found = []
+    for node, scope, domain, version in _versions(model):
+        if domain != "" or node.op_type != "Where" or version not in bad or len(node.input) < 3:
+            continue
+        if _from_isnan(node.input[0], scope, set()) and not _one_shape(node, types, inits):
+            found.append((traversal.node_label(node, scope), "Where", version,
+                          f"its condition comes from an IsNaN, so a branch holds a NaN where it is not taken, and "
+                          f"{release} returns that NaN when the branches broadcast (measured: "
+                          f"{table[''][node.op_type][version][UNTAKEN_NAN][:120]})", node.name))
+    return found
+
+
+def unmeasured_present(model: onnx.ModelProto, table: dict) -> list[str]:
+    """"Op-version x count" for the model's nodes of op versions in ``table`` (``unmeasured``)."""
+    if not table:
+        return []
+    counts: dict = {}
+    for node, _, domain, version in _versions(model):
+        if version in table.get(domain, {}).get(node.op_type, ()):
+            key = f"{node.op_type}-{version}"
+            counts[key] = counts.get(key, 0) + 1
+    return [f"{k} x{n}" for k, n in sorted(counts.items())]

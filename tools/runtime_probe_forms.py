@@ -1,0 +1,239 @@
+"""The probe's cases beyond the node tests and the engine's Reduce / move forms, and what the summary
+reads per element type and per named form (tools/runtime_probe.py imports it).
+
+* **generated** (``gen/<Op>-<version>/...``): for every default-domain schema version up to onnx's
+  newest opset that no node test and no engine form reaches (Elu-6, LeakyRelu-1, ...), one
+  single-node model built from ``onnx.defs`` as tools/ort_kernel_probe.py builds it (float
+  tensors of shape [1, 4, 4, 4], shape-like inputs [1]), inputs uniform in [-2, 2] (in [0.5, 2]
+  when the reference then gives a NaN: Log, Sqrt ...), expected outputs from ``onnx.reference``.
+  Two variants: the schema's default attributes, and every float attribute with a default set
+  to another value (twice it; 0.5 for 0), which shows an attribute the runtime ignores (Elu's
+  alpha).  A version the builder or the reference cannot do is "not_probed" (the summary's
+  ``unmeasured``).
+* **named forms** (``extra["named"]``): a form whose verdict the summary keeps apart from its op
+  version's (``form_verdicts``), because the engine writes it where a runtime's general
+  handling is right but this case is not: ``nan_in_untaken_branch``, Where with a NaN in the
+  branch its condition does not choose (LiteRT returns the NaN).
+
+``case_types`` gives each case the element types its node reads and writes, from which the
+summary tells a failure that follows an element type (``type_verdicts``: int8 Mul) from one that
+does not (``wrong`` for the op version).
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import numpy as np
+import onnx
+import onnx.defs
+from onnx import TensorProto, helper
+
+import ort_kernel_probe as okp
+
+# ops whose outputs are random draws or whose generated models say nothing: not generated
+_SKIP = {"Bernoulli", "Multinomial", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
+         "Constant", "If", "Loop", "Scan"}
+NAMED_FORMS = {"nan_in_untaken_branch": "NaN in the branch the condition does not choose"}
+
+
+def case_types(model: onnx.ModelProto) -> list[str]:
+    """The element types ("float", "int8", ...) of the first node's inputs and outputs."""
+    if not model.graph.node:
+        return []
+    node = model.graph.node[0]
+    known = {v.name: v.type.tensor_type.elem_type for v in [*model.graph.input, *model.graph.output,
+                                                             *model.graph.value_info] if v.type.HasField("tensor_type")}
+    known.update({t.name: t.data_type for t in model.graph.initializer})
+    codes = {known[n] for n in [*node.input, *node.output] if n and known.get(n)}
+    return sorted(TensorProto.DataType.Name(c).lower() for c in codes)
+
+
+def _feeds(model: onnx.ModelProto, rng, low: float) -> dict:
+    feeds = {}
+    for value in model.graph.input:
+        tt = value.type.tensor_type
+        dtype = helper.tensor_dtype_to_np_dtype(tt.elem_type)
+        shape = [d.dim_value for d in tt.shape.dim]
+        if dtype.kind == "f":
+            feeds[value.name] = rng.uniform(low, 2.0, size=shape).astype(dtype)
+        elif dtype.kind == "b":
+            feeds[value.name] = rng.integers(0, 2, size=shape).astype(bool)
+        else:  # indices, counts: zeros are in range for every shape the builder makes
+            feeds[value.name] = np.zeros(shape, dtype)
+    return feeds
+
+
+def _reference(model: onnx.ModelProto, feeds: dict) -> list:
+    from onnx.reference import ReferenceEvaluator
+
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
+        out = ReferenceEvaluator(model).run(None, feeds)
+    if not all(isinstance(o, np.ndarray) for o in out):
+        raise ValueError("an output is not a tensor")
+    return [np.asarray(o) for o in out]
+
+
+def _varied(schema, attrs: dict) -> dict:
+    """Each float attribute with a default, not set by the builder, at another value."""
+    out = {}
+    for name, attr in schema.attributes.items():
+        if name in attrs or attr.type != onnx.defs.OpSchema.AttrType.FLOAT or not attr.default_value.name:
+            continue
+        default = attr.default_value.f
+        out[name] = 0.5 if default == 0 else default * 2
+    return out
+
+
+def _generated(schema, variant: str, seed: int):
+    """(model, feeds, expected) for the schema's generated form, or raise why it cannot be made."""
+    model = okp.build(schema, schema.since_version, okp.choose_types(schema), "mixed")
+    first = schema.inputs[0] if schema.inputs else None
+    if first is not None and first.option == onnx.defs.OpSchema.FormalParameterOption.Variadic and \
+            len(model.graph.node[0].input) == 1:  # Max, Min, Sum, Mean: two operands, as models have them
+        again = onnx.ValueInfoProto()
+        again.CopyFrom(model.graph.input[0])
+        again.name += "_1"
+        model.graph.input.append(again)
+        model.graph.node[0].input.append(again.name)
+    if variant == "varied":
+        node = model.graph.node[0]
+        set_already = {a.name for a in node.attribute}
+        more = _varied(schema, set_already)
+        if not more:
+            return None
+        node.attribute.extend(helper.make_attribute(k, v) for k, v in more.items())
+    error = okp.local_error(model)
+    if error:
+        raise ValueError(error)
+    rng = np.random.default_rng(seed)
+    for low in (-2.0, 0.5):  # mixed signs, unless the reference then gives a NaN
+        feeds = _feeds(model, rng, low)
+        expected = _reference(model, feeds)
+        if not any(e.dtype.kind == "f" and np.isnan(e).any() for e in expected):
+            break
+    return model, feeds, expected
+
+
+def generated_cases(make_case, reached: set, pattern: re.Pattern | None) -> list:
+    """The generated cases (``make_case`` builds the probe's Case from keyword arguments) of every
+    default-domain schema version not in ``reached`` ((op, version) pairs)."""
+    newest = onnx.defs.onnx_opset_version()
+    cases = []
+    for schema in sorted(onnx.defs.get_all_schemas_with_history(), key=lambda s: (s.name, s.since_version)):
+        op, v = schema.name, schema.since_version
+        if schema.domain != "" or v > newest or schema.deprecated or op in _SKIP or (op, v) in reached:
+            continue
+        for variant in ("defaults", "varied"):
+            cid = f"gen/{op}-{v}/float/{variant}"
+            if pattern and not pattern.search(cid):
+                continue
+            try:
+                made = _generated(schema, variant, seed=v)
+            except Exception as e:  # noqa: BLE001 - the builder or onnx.reference cannot do this version
+                made = ("", f"not built: {type(e).__name__}: {' '.join(str(e).split())[:160]}")
+            if made is None:
+                continue
+            if isinstance(made[0], str):
+                cases.append(make_case(id=cid, kind="form", model=onnx.ModelProto(), feeds={}, expected=[], op=op, version=v,
+                                       opset=v, not_probed=made[1], extra={"form": f"generated ({variant})"}))
+                continue
+            model, feeds, expected = made
+            cases.append(make_case(id=cid, kind="form", model=model, feeds=feeds, expected=expected, op=op, version=v, opset=v,
+                                   extra={"form": "generated, " + ("default attributes" if variant == "defaults" else
+                                                                   "float attributes not at their default")}))
+    return cases
+
+
+def where_nan_cases(make_case, pattern: re.Pattern | None) -> list:
+    """Where (schema versions 9 and 16) whose branches broadcast (a constant [4] against a fed
+    [2, 4]) with a NaN in the fed branch where the condition takes the constant: the Imputer's
+    form (IsNaN, then Where with the imputed values per feature); once per branch.  LiteRT
+    (onnx2tf 2.6.9) returns the NaN there; with branches of one shape it is right."""
+    vi = helper.make_tensor_value_info
+    fill = np.array([10.0, 20.0, 30.0, 40.0], np.float32)
+    fed = np.array([[np.nan, 2.0, np.nan, 4.0], [1.0, np.nan, 3.0, 4.0]], np.float32)
+    expected = np.where(np.isnan(fed), fill, fed)
+    cases = []
+    for opset in (9, 16):
+        version = onnx.defs.get_schema("Where", opset, "").since_version
+        for const in ("x", "y"):
+            cid = f"form/Where-{version}/opset{opset}/float/nan_in_untaken_branch/constant_{const}"
+            if pattern and not pattern.search(cid):
+                continue
+            cond = np.isnan(fed) == (const == "x")
+            branches = ["fill", "v"] if const == "x" else ["v", "fill"]
+            graph = helper.make_graph([helper.make_node("Where", ["c", *branches], ["z"], name="n")], "g",
+                                      [vi("c", TensorProto.BOOL, [2, 4]), vi("v", TensorProto.FLOAT, [2, 4])],
+                                      [vi("z", TensorProto.FLOAT, [2, 4])], [onnx.numpy_helper.from_array(fill, "fill")])
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+            model.ir_version = helper.find_min_ir_version_for(list(model.opset_import), True)
+            cases.append(make_case(id=cid, kind="form", model=model, feeds={"c": cond, "v": fed}, expected=[expected],
+                                   op="Where", version=version, opset=opset,
+                                   extra={"form": NAMED_FORMS["nan_in_untaken_branch"],
+                                          "named": "nan_in_untaken_branch"}))
+    return cases
+
+
+# --------------------------------------------------------------------------------------------
+# summarizing
+
+_RAN = ("ok", "dtype", "wrong")
+_REFUSED = ("refused", "crash", "timeout")
+
+
+def type_split(rows: list[tuple[str, dict]]) -> dict | None:
+    """{element type: verdict text} when every case of an op version that computed wrongly has an
+    element type no case that ran right has (the failure follows the type: int8 Mul), else None.
+    Also the types of refused cases (inputs constant too) that no case ran in, when some ran."""
+    right = {t for _, r in rows if r["verdict"] in ("ok", "dtype") for t in r.get("types", ())}
+    ran = right | {t for _, r in rows if r["verdict"] == "wrong" for t in r.get("types", ())}
+    wrong = [(cid, r) for cid, r in rows if r["verdict"] == "wrong"]
+    if not right or any(not set(r.get("types", ())) - right for _, r in wrong):
+        return None if wrong else {}
+    out: dict = {}
+    for kind, picked, seen in (("wrong", wrong, right),
+                               ("refused", [(c, r) for c, r in rows if r["verdict"] in _REFUSED
+                                            and r.get("const_inputs") != "ok"], ran)):
+        by_type: dict = {}
+        for cid, r in picked:
+            for t in sorted(set(r.get("types", ())) - seen):
+                by_type.setdefault(t, []).append((cid, r))
+        for t, hits in sorted(by_type.items()):
+            if t in out:
+                continue
+            every = sum(t in r.get("types", ()) for _, r in rows)
+            said = "" if kind == "wrong" else ": " + " ".join(hits[0][1]["detail"].split())[:120]
+            out[t] = f"{kind} in {len(hits)} of {every} cases on {t}, e.g. {hits[0][0]}{said}"
+    return out
+
+
+def named_verdicts(raw: dict) -> dict:
+    """domain -> op -> version -> {form name: "ok" | "wrong: detail" | "refused: detail"} of the named forms."""
+    out: dict = {}
+    for cid, r in sorted(raw["cases"].items()):
+        if r.get("named") and r["verdict"] != "not_probed":
+            text = r["verdict"] if r["verdict"] == "ok" else f"{r['verdict']}: {r['detail'][:160]} ({cid})"
+            slot = out.setdefault(r["domain"], {}).setdefault(r["op"], {}).setdefault(str(r["version"]), {})
+            if slot.get(r["named"], "ok") == "ok":  # a failure at one opset wins
+                slot[r["named"]] = text
+    return out
+
+
+def unmeasured(raw: dict) -> dict:
+    """domain "" -> op -> the schema versions (up to onnx's newest opset) no case measured: neither a
+    node test nor a form ran or was refused; empty when the raw file has no generated cases."""
+    rows = raw["cases"]
+    if not any(cid.startswith("gen/") for cid in rows):
+        return {}
+    measured = {(r["op"], r["version"]) for r in rows.values()
+                if r["kind"] in ("node", "form") and r["domain"] == "" and r["verdict"] != "not_probed"}
+    out: dict = {}
+    for cid, r in sorted(rows.items()):
+        if cid.startswith("gen/") and (r["op"], r["version"]) not in measured:
+            versions = out.setdefault("", {}).setdefault(r["op"], [])
+            if r["version"] not in versions:
+                versions.append(r["version"])
+    return out
