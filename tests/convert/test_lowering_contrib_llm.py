@@ -47,6 +47,30 @@ def test_matmul_nbits(bits, k, n, block, zp, opset):
     assert ("DequantizeLinear" in ops) == (opset == 21 and bits in (4, 8))
 
 
+@pytest.mark.parametrize("bits", [4, 8])
+def test_matmul_nbits_for_tract_as_float_weights(bits):
+    """tract 0.23 refuses a blocked DequantizeLinear (uint4: no such type; uint8: no blocks): convert --target
+    tract==0.23 folds the lowering's blocks to float weights and leaves no code tensor; tract runs it."""
+    from rewriter.convert.for_target import convert_for
+    from tests.targets.runtime_runs import run_in
+
+    rng = np.random.default_rng(bits)
+    model = _nbits(rng, bits, 64, 16, 32, bias=True)
+    model.opset_import[0].version = 21
+    feeds = {"A": rng.normal(size=(3, 64)).astype(np.float32)}
+    result, _ = convert_for(model, runtime="tract==0.23")
+    assert {nd.op_type for nd in result.graph.node} <= {"MatMul", "Add", "Identity"}
+    assert all(t.data_type == T.FLOAT for t in result.graph.initializer)
+    import onnxruntime as ort
+
+    expected = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
+    got = ort.InferenceSession(result.SerializeToString()).run(None, feeds)[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    ran = run_in("tract", "0.23", result, feeds)
+    assert ran.get("ok"), ran
+    np.testing.assert_allclose(np.asarray(ran["values"][0]).reshape(expected.shape), expected, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("change,match", [({"weight_prepacked": 1}, "weight_prepacked"), ({"bits": 3}, "bits=3")])
 def test_matmul_nbits_blockers(change, match):
     args = {"bits": 4, **change}

@@ -300,6 +300,7 @@ def rewrite_quantized(model: onnx.ModelProto, forms: dict, release: str) -> tupl
             plans.append((scope, at, w))
     if blockers:
         return 0, blockers
+    replaced = {i for scope, at, _ in plans for i in scope.body.node[at].input if i}
     by_scope: dict[int, tuple] = {}
     for scope, at, w in plans:
         by_scope.setdefault(id(scope), (scope, {}))[1][at] = w
@@ -312,6 +313,9 @@ def rewrite_quantized(model: onnx.ModelProto, forms: dict, release: str) -> tupl
         if not scope.is_function:
             scope.body.initializer.extend(t for w in writers.values() for t in w.inits)
         scope.invalidate()
+    from rewriter.graph import unused_values
+
+    unused_values.remove_unused(model, only=replaced)  # a folded DequantizeLinear's codes (tract has no uint4)
     return len(plans), []
 
 

@@ -122,6 +122,7 @@ def lower_scopes(model: onnx.ModelProto, ops, opset: int, types: dict, report: L
     parent's node list copies finished subgraphs); returns the blockers (then ``model`` is scratch)."""
     used, read = model_names(model), read_names(model)
     blockers: list[Blocker] = []
+    replaced: set = set()  # what the lowered nodes read: removed below when nothing else reads it
     scopes = list(traversal.iter_scopes(model))
     for scope in reversed(scopes):
         body = scope.body
@@ -141,6 +142,7 @@ def lower_scopes(model: onnx.ModelProto, ops, opset: int, types: dict, report: L
                     raise Blocked(f"the function imports default-domain opset {writer.opset}; lowered nodes "
                                   f"need {MIN_OPSET} or newer")
                 new_nodes.extend(_lower_one(node, scope, writer, scope_types, read, report, model.opset_import))
+                replaced.update(node.input)
             except Blocked as b:
                 blockers.append(Blocker(traversal.node_label(node, scope), node.op_type, "lower", b.reason,
                                         "ONNX Runtime (which has the op)", name=node.name, where=scope.location))
@@ -154,6 +156,10 @@ def lower_scopes(model: onnx.ModelProto, ops, opset: int, types: dict, report: L
         if not scope.is_function:
             body.initializer.extend(writer.initializers)
             _retype(model, body, writer.retyped, report)
+    if not blockers and replaced:
+        from rewriter.graph import unused_values
+
+        unused_values.remove_unused(model, only=replaced - {""})  # (MatMulNBits' packed codes)
     return blockers
 
 
