@@ -22,7 +22,14 @@ weights; samples: one generation step after 4 past tokens (fp32, int4), a 5-toke
 
 With ``--quant`` also resnet18 and mobilenet_v3_small (the torch corpus' opset-17 exports) through
 tools/corpus/make_quant.py in ``--venv``; their QOperator forms (per tensor, per channel: QGemm,
-QLinearGlobalAveragePool, QLinearAdd, QLinearMul) are kept here.
+QLinearGlobalAveragePool, QLinearAdd, QLinearMul) are kept here; and the fused BERT-tiny models
+through onnxruntime.quantization.quantize_dynamic in ``--venv`` (its IntegerOps registry quantizes
+Attention into QAttention and EmbedLayerNormalization into QEmbedLayerNormalization, the other
+MatMuls into DynamicQuantizeLinear + MatMulInteger; ``DefaultTensorType`` float, since ONNX's
+inference types nothing after a contrib node): bert_tiny_opt_qdyn (int8 weights per tensor),
+bert_tiny_opt_qdyn_u8pc (uint8 weights, per-column scales and zero points),
+bert_tiny_opt_noembed_qdyn (QAttention reading a ReduceSum mask index, no QEmbedLayerNormalization);
+samples as their float models'.
 
 Then: ``python tools/corpus/contrib_report.py``.
 """
@@ -114,6 +121,30 @@ def make_quant(out: str, python: str) -> None:
             print(f"{os.path.basename(path)[:-5]}: tools/corpus/make_quant.py (QOperator)")
 
 
+QDYN = {"bert_tiny_opt_qdyn": ("bert_tiny_opt", "QInt8", False),
+        "bert_tiny_opt_qdyn_u8pc": ("bert_tiny_opt", "QUInt8", True),
+        "bert_tiny_opt_noembed_qdyn": ("bert_tiny_opt_noembed", "QInt8", True)}
+QUANTIZE_DYNAMIC = """
+import sys, onnx
+from onnxruntime.quantization import QuantType, quantize_dynamic
+quantize_dynamic(sys.argv[1], sys.argv[2], weight_type=getattr(QuantType, sys.argv[3]), per_channel=sys.argv[4] == "1",
+                 extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+"""
+
+
+def make_qdyn(out: str, python: str) -> None:
+    """The fused BERT-tiny models (made above, in ``out``) through quantize_dynamic."""
+    for name, (source, weights, per_channel) in QDYN.items():
+        path = os.path.join(out, f"{name}.onnx")
+        done = subprocess.run([python, "-c", QUANTIZE_DYNAMIC, os.path.join(out, f"{source}.onnx"), path, weights,
+                               "1" if per_channel else "0"], capture_output=True, text=True)
+        if done.returncode:
+            print(f"{name}: quantize_dynamic failed: {done.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+            continue
+        np.savez(os.path.join(out, f"{name}.npz"), **sample(onnx.load(path, load_external_data=False)))
+        print(f"{name}: quantize_dynamic({source}, weight_type={weights}, per_channel={per_channel})")
+
+
 def make_genai(out: str, python: str) -> None:
     import tempfile
 
@@ -139,7 +170,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="/work/corpus/contrib")
     ap.add_argument("--venv", default="/work/venvs/quant")
-    ap.add_argument("--quant", action="store_true", help="also the QOperator resnet18 and mobilenet_v3_small")
+    ap.add_argument("--quant", action="store_true", help="also the QOperator resnet18 and mobilenet_v3_small, "
+                    "and the dynamically quantized BERT-tiny models")
     ap.add_argument("--genai-venv", help="a venv with torch, transformers, onnxruntime-genai (/work/venvs/genai)")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
@@ -156,6 +188,7 @@ def main(argv=None) -> int:
         print(f"{name}: {' '.join(options)}")
     if args.quant:
         make_quant(args.out, python)
+        make_qdyn(args.out, python)
     if args.genai_venv:
         make_genai(args.out, os.path.join(args.genai_venv, "bin", "python"))
     return 0
