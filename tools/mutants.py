@@ -2239,6 +2239,21 @@ MUTANTS: list[Mutant] = [
       '    if target.needs_static_dims:\n        from rewriter.targets.static_dims import static_dims_blockers',
       '    if False:\n        from rewriter.targets.static_dims import static_dims_blockers',
       'tests/targets/test_static_dims.py', 'check --target is silent on the forms that need static dims'),
+    M('lower-keeps-replaced', 'rewriter/convert/lowering/walk.py',
+      '                replaced.update(node.input)\n', '                pass\n',
+      'tests/convert/test_lowering_contrib_llm.py', 'a lowered node\'s inputs that nothing reads any more left (MatMulNBits\' packed codes)'),
+    M('qx-keeps-folded', 'rewriter/convert/lowering/quant_explicit.py',
+      '    unused_values.remove_unused(model, only=replaced)  # a folded', '    pass  # a folded',
+      'tests/convert/test_lowering_contrib_llm.py', 'a folded DequantizeLinear\'s uint4 codes left for tract (which refuses the type)'),
+    M('tract-dq-blocks-kept', 'rewriter/targets/data/tract.json',
+      '"form": "fold_blocks",', '"form_": "fold_blocks",',
+      'tests/convert/test_lowering_contrib_llm.py', 'tract 0.23 given the blocked uint4 DequantizeLinear it refuses'),
+    M('qbert-qembed-unscaled', 'rewriter/convert/lowering/contrib_qembed.py',
+      'value = e.op("Mul", [e.cast(diff, F32), ctx.node.input[scale]])', 'value = e.cast(diff, F32)',
+      'tests/convert/test_lowering_contrib_quantized_bert.py', 'quantize_dynamic\'s QEmbedLayerNormalization tables not scaled'),
+    M('qbert-qattention-unmasked', 'rewriter/convert/lowering/contrib_qattention.py',
+      'mask_i=5, past_i=8, bias_i=None)', 'mask_i=99, past_i=8, bias_i=None)',
+      'tests/convert/test_lowering_contrib_quantized_bert.py', 'quantize_dynamic\'s QAttention mask index ignored'),
 ]
 
 
