@@ -124,10 +124,12 @@ def credit_lowering(blockers: list, source: onnx.ModelProto) -> list:
     the refusal names a node the user has."""
     names = {n.name: n.op_type for s in traversal.iter_scopes(source) for n in s.body.node if n.name}
     for b in blockers:
-        if not b.name or b.name in names:
+        if not b.name or names.get(b.name) == b.op:
             continue
-        owner = max((n for n in names if b.name.startswith(n + "_")), key=len, default=None)
-        if owner is not None:
+        owner = max((n for n in names if b.name == n or b.name.startswith(n + "_")), key=len, default=None)
+        if owner == b.name:  # an expansion's node that took its op's name (DynamicQuantizeLinear's QuantizeLinear)
+            b.reason += f" (a node the conversion of node '{owner}' ({names[owner]}) wrote)"
+        elif owner is not None:
             b.reason += f" (a node the lowering of node '{owner}' ({names[owner]}) wrote)"
     return blockers
 

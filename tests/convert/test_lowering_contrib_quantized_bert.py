@@ -156,3 +156,17 @@ def test_quantized_bert_tiny_in_the_runtimes(name, runtime, release):
         ran = run_in(runtime, release, result, feeds)
         assert ran.get("ok"), ran
         _judge(want, ran["values"])
+
+
+def test_openvino_refusal_names_the_dynamic_quantize_node(tmp_path):
+    """OpenVINO 2026.4's DynamicQuantizeLinear is measured wrong, so convert expands it, and the expansion's
+    QuantizeLinear (which OpenVINO computes otherwise) blocks: the refusal names the user's node and op."""
+    from rewriter.convert.for_target import convert_for
+    from rewriter.errors import RewriterError
+
+    quantized = _quantized(_fused_bert(np.random.default_rng(3), 8, 2, True, 0), tmp_path, "QInt8", False, False)
+    dynamic = [n.name for n in quantized.graph.node if n.op_type == "DynamicQuantizeLinear"]
+    with pytest.raises(RewriterError) as e:
+        convert_for(quantized, runtime="openvino==2026.4")
+    for name in dynamic:
+        assert f"the conversion of node '{name}' (DynamicQuantizeLinear) wrote" in str(e.value)

@@ -325,7 +325,7 @@ def _refusals(model: onnx.ModelProto, refused: dict, release: str) -> list[tuple
     for scope in traversal.iter_scopes(model):
         for node in scope.body.node:
             if node.domain in ("", "ai.onnx") and node.op_type in refused:
-                found.append((traversal.node_label(node, scope), node.op_type, None,
+                found.append((traversal.node_label(node, scope), node.op_type, node.name or None,
                               f"{release} computes {node.op_type} otherwise than ONNX Runtime (measured: "
                               f"{refused[node.op_type]}), and no form it computes as written is known"))
     return found
@@ -348,8 +348,8 @@ def meet_quantized_forms(result: onnx.ModelProto, report, target, plan_only: boo
         if count:
             report.target_notes.append(f"{count} quantized node(s) written as integer arithmetic with one rounding "
                                        f"step, which {target.name} computes as ONNX Runtime does (measured)")
-    blocked = [Blocker(label, op, "form", reason, "a runtime that computes it as ONNX Runtime does")
-               for label, op, _, reason in found]
+    blocked = [Blocker(label, op, "form", reason, "a runtime that computes it as ONNX Runtime does", name=name)
+               for label, op, name, reason in found]
     if plan_only:
         report.blockers.extend(blocked)
     elif blocked:
