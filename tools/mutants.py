@@ -2254,6 +2254,9 @@ MUTANTS: list[Mutant] = [
     M('qbert-qattention-unmasked', 'rewriter/convert/lowering/contrib_qattention.py',
       'mask_i=5, past_i=8, bias_i=None)', 'mask_i=99, past_i=8, bias_i=None)',
       'tests/convert/test_lowering_contrib_quantized_bert.py', 'quantize_dynamic\'s QAttention mask index ignored'),
+    M('credit-expansion-name', 'rewriter/convert/for_target.py',
+      '        if not b.name or names.get(b.name) == b.op:', '        if not b.name or b.name in names:',
+      'tests/convert/test_lowering_contrib_quantized_bert.py', 'a refusal names DynamicQuantizeLinear\'s node as a QuantizeLinear, uncredited'),
 ]
 
 
