@@ -215,6 +215,7 @@ class _Report:
         self.source_opset, self.target_opset = 13, target
         self.source_ml_opset = self.target_ml_opset = None
         self.decomposed = {}
+        self.warnings = []
 
     def summary_lines(self):
         return []
