@@ -2206,7 +2206,7 @@ MUTANTS: list[Mutant] = [
       '        return 0, blockers', '        pass',
       'tests/convert/test_quant_explicit.py', 'a refused node leaves the others rewritten (half-done)'),
     M('qx-hook', 'rewriter/convert/for_target.py',
-      '            meet_quantized_forms(result, report, target, kwargs.get("plan_only", False))', '            pass',
+      '            meet_quantized_forms(result, report, target, kwargs.get("plan_only", False), kwargs.get("base_dir"))', '            pass',
       'tests/convert/test_quant_explicit.py', 'convert --target ignores the quantized_forms data'),
     M('sd-two-symbols', 'rewriter/targets/static_dims.py',
       '        return f"its input \'{node.input[0]}\' has {len(dynamic)} dims that are not static" if len(dynamic) >= 2 \\',
@@ -2257,6 +2257,13 @@ MUTANTS: list[Mutant] = [
     M('credit-expansion-name', 'rewriter/convert/for_target.py',
       '        if not b.name or names.get(b.name) == b.op:', '        if not b.name or b.name in names:',
       'tests/convert/test_lowering_contrib_quantized_bert.py', 'a refusal names DynamicQuantizeLinear\'s node as a QuantizeLinear, uncredited'),
+    M('qx-reader', 'rewriter/convert/lowering/quant_explicit.py',
+      '    v = constant_value(node.input[i], scope, w.read)', '    v = constant_value(node.input[i], scope, numpy_helper.to_array)',
+      'tests/convert/test_quant_explicit.py', 'external weights read relative to the working directory'),
+    M('lower-ctx-reader', 'rewriter/convert/lowering/context.py',
+      'return constant_value(self.node.input[i], self.scope, tensor_reader(None))',
+      'return constant_value(self.node.input[i], self.scope, numpy_helper.to_array)',
+      'tests/convert/test_lowering_contrib_quant.py', 'a lowering cannot read constants stored as external data'),
 ]
 
 

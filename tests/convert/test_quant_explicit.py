@@ -231,3 +231,21 @@ def test_qlinear_conv_scale_in_onnx_runtime_order():
                    [helper.make_tensor_value_info("x", T.UINT8, [1, 1, 16, 16])],
                    helper.make_tensor_value_info("y", T.UINT8, [1, 1, 16, 16]), inits)
     np.testing.assert_array_equal(_run(_rewritten(model, {"QLinearConv": "integer"}), {"x": x}), _run(model, {"x": x}))
+
+
+def test_weights_in_external_data_are_read_from_the_models_directory(tmp_path, monkeypatch):
+    """convert --target tract==0.23 on a QLinearConv model whose weights are external data, run from
+    another directory: the explicit form reads them relative to the model (not the working directory)."""
+    from rewriter import cli
+
+    model, feeds = _conv_case(np.random.default_rng(5), True)
+    want = _run(model, feeds)
+    (tmp_path / "m").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    path, out = tmp_path / "m" / "q.onnx", tmp_path / "out.onnx"
+    onnx.save(model, str(path), save_as_external_data=True, location="q.data", size_threshold=0)
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert cli.main(["convert", str(path), "--target", "tract==0.23", "-o", str(out)]) == 0
+    result = onnx.load(str(out))
+    assert "QLinearConv" not in {n.op_type for n in result.graph.node}
+    np.testing.assert_array_equal(_run(result, feeds), want)

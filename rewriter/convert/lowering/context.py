@@ -138,8 +138,10 @@ class NodeContext:
             return None
         from rewriter.graph.constants import constant_value
 
-        try:
-            return constant_value(self.node.input[i], self.scope, numpy_helper.to_array)
+        from rewriter.io.load import tensor_reader
+
+        try:  # external data through the directory a loaded model's tensors carry
+            return constant_value(self.node.input[i], self.scope, tensor_reader(None))
         except (ValueError, OSError):  # external data not loaded
             return None
 

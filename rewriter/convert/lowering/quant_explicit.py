@@ -53,8 +53,8 @@ def quantized_forms(target) -> dict:
 class _Writer:
     """Nodes and initializers for one scope (graphs only: a function gets Constant nodes)."""
 
-    def __init__(self, scope, used: set, base: str):
-        self.scope, self.used, self.base = scope, used, base
+    def __init__(self, scope, used: set, base: str, read=numpy_helper.to_array):
+        self.scope, self.used, self.base, self.read = scope, used, base, read
         self.nodes: list[onnx.NodeProto] = []
         self.inits: list[onnx.TensorProto] = []
 
@@ -76,12 +76,12 @@ class _Writer:
         return out
 
 
-def _const(node, i: int, scope, what: str, optional: bool = False):
+def _const(w: _Writer, node, i: int, scope, what: str, optional: bool = False):
     if i >= len(node.input) or not node.input[i]:
         if optional:
             return None
         raise _Refused(f"{what} (input {i}) is missing")
-    v = constant_value(node.input[i], scope, numpy_helper.to_array)
+    v = constant_value(node.input[i], scope, w.read)
     if v is None:
         raise _Refused(f"{what} ('{node.input[i]}') is fed at run time: the written form needs it constant")
     return v
@@ -150,8 +150,8 @@ def _quantize_linear(node, scope, w: _Writer, ranks: dict, form: str = "divide")
         raise _Refused("block_size: blocked quantization is not written out")
     if ranks.get(node.input[0], (None, None))[0] not in (None, _F32):
         raise _Refused("a non-float32 input: the form divides in float32 as ONNX Runtime does")
-    scale = _scale(_const(node, 1, scope, "y_scale"), "y_scale", size_ok=True)
-    zv = _const(node, 2, scope, "y_zero_point", optional=True)
+    scale = _scale(_const(w, node, 1, scope, "y_scale"), "y_scale", size_ok=True)
+    zv = _const(w, node, 2, scope, "y_zero_point", optional=True)
     if zv is None:
         elem, zp = attrs.get("output_dtype", TensorProto.UINT8) or TensorProto.UINT8, np.zeros(1, np.int64)
         if elem not in _QTYPES:
@@ -185,13 +185,13 @@ def _folded_weight(wv: np.ndarray, zw: np.ndarray, axis_shape: tuple) -> np.ndar
 
 
 def _qlinear_conv(node, scope, w: _Writer, ranks: dict, form: str = "integer") -> None:
-    sx = _scale(_const(node, 1, scope, "x_scale"), "x_scale")
-    ex, zx = _zero_point(_const(node, 2, scope, "x_zero_point"), "x_zero_point")
-    wv = _const(node, 3, scope, "w")
-    sw = _scale(_const(node, 4, scope, "w_scale"), "w_scale", size_ok=True)
-    _, zw = _zero_point(_const(node, 5, scope, "w_zero_point"), "w_zero_point", size_ok=True)
-    sy = _scale(_const(node, 6, scope, "y_scale"), "y_scale")
-    ey, zy = _zero_point(_const(node, 7, scope, "y_zero_point"), "y_zero_point")
+    sx = _scale(_const(w, node, 1, scope, "x_scale"), "x_scale")
+    ex, zx = _zero_point(_const(w, node, 2, scope, "x_zero_point"), "x_zero_point")
+    wv = _const(w, node, 3, scope, "w")
+    sw = _scale(_const(w, node, 4, scope, "w_scale"), "w_scale", size_ok=True)
+    _, zw = _zero_point(_const(w, node, 5, scope, "w_zero_point"), "w_zero_point", size_ok=True)
+    sy = _scale(_const(w, node, 6, scope, "y_scale"), "y_scale")
+    ey, zy = _zero_point(_const(w, node, 7, scope, "y_zero_point"), "y_zero_point")
     if wv.dtype not in (np.uint8, np.int8) or wv.ndim < 3:
         raise _Refused(f"w of {wv.dtype} and rank {wv.ndim}")
     cout = wv.shape[0]
@@ -200,7 +200,7 @@ def _qlinear_conv(node, scope, w: _Writer, ranks: dict, form: str = "integer") -
     acc = w.op("ConvInteger", [node.input[0], w.const(weight, "w"), node.input[2]],
                **{a.name: helper.get_attribute_value(a) for a in node.attribute})
     if len(node.input) > 8 and node.input[8]:
-        bias = _const(node, 8, scope, "B")
+        bias = _const(w, node, 8, scope, "B")
         if bias.dtype != np.int32:
             raise _Refused(f"B of {bias.dtype}: int32 is written out")
         acc = w.op("Add", [acc, w.const(bias.reshape(per_c), "bias")])
@@ -210,13 +210,13 @@ def _qlinear_conv(node, scope, w: _Writer, ranks: dict, form: str = "integer") -
 
 
 def _qlinear_matmul(node, scope, w: _Writer, ranks: dict, form: str = "integer") -> None:
-    sa = _scale(_const(node, 1, scope, "a_scale"), "a_scale")
-    _, za = _zero_point(_const(node, 2, scope, "a_zero_point"), "a_zero_point")
-    sb = _scale(_const(node, 4, scope, "b_scale"), "b_scale", size_ok=True)
-    _, zb = _zero_point(_const(node, 5, scope, "b_zero_point"), "b_zero_point", size_ok=True)
-    sy = _scale(_const(node, 6, scope, "y_scale"), "y_scale")
-    ey, zy = _zero_point(_const(node, 7, scope, "y_zero_point"), "y_zero_point")
-    bv = constant_value(node.input[3], scope, numpy_helper.to_array)
+    sa = _scale(_const(w, node, 1, scope, "a_scale"), "a_scale")
+    _, za = _zero_point(_const(w, node, 2, scope, "a_zero_point"), "a_zero_point")
+    sb = _scale(_const(w, node, 4, scope, "b_scale"), "b_scale", size_ok=True)
+    _, zb = _zero_point(_const(w, node, 5, scope, "b_zero_point"), "b_zero_point", size_ok=True)
+    sy = _scale(_const(w, node, 6, scope, "y_scale"), "y_scale")
+    ey, zy = _zero_point(_const(w, node, 7, scope, "y_zero_point"), "y_zero_point")
+    bv = constant_value(node.input[3], scope, w.read)
     if bv is not None:
         b = w.const(_folded_weight(bv, zb, (1, -1) if zb.size > 1 else ()), "b")
         inputs = [node.input[0], b, node.input[2]]
@@ -237,9 +237,9 @@ def _dequantize_blocked(node, scope, w: _Writer, ranks: dict, form: str = "fold_
     block = int(attrs.get("block_size", 0))
     if not block:
         raise _Keep
-    x = _const(node, 0, scope, "x")
-    scale = _const(node, 1, scope, "x_scale")
-    zp = _const(node, 2, scope, "x_zero_point", optional=True)
+    x = _const(w, node, 0, scope, "x")
+    scale = _const(w, node, 1, scope, "x_scale")
+    zp = _const(w, node, 2, scope, "x_zero_point", optional=True)
     if scale.dtype != np.float32:
         raise _Refused(f"x_scale of {scale.dtype}: float32 is folded")
     axis = int(attrs.get("axis", 1)) % x.ndim
@@ -267,10 +267,12 @@ def _value_ranks(model: onnx.ModelProto) -> dict:
     return out
 
 
-def rewrite_quantized(model: onnx.ModelProto, forms: dict, release: str) -> tuple[int, list[tuple]]:
+def rewrite_quantized(model: onnx.ModelProto, forms: dict, release: str,
+                      read_tensor=numpy_helper.to_array) -> tuple[int, list[tuple]]:
     """Write every node of an op in ``forms`` (op -> form name: QuantizeLinear "divide" or
     "divide_in_double", QLinearConv / QLinearMatMul "integer") in ``model`` (in place) as that
-    explicit form. Returns (nodes rewritten, blockers as (node label, op, None, reason)); nothing
+    explicit form, reading constants with ``read_tensor`` (the model's external data relative to
+    its directory: ``io.load.tensor_reader``). Returns (nodes rewritten, blockers as (node label, op, None, reason)); nothing
     is changed when there is a blocker."""
     ops = [o for o in forms if o in _FORMS]
     if not ops:
@@ -284,7 +286,7 @@ def rewrite_quantized(model: onnx.ModelProto, forms: dict, release: str) -> tupl
         for at, node in enumerate(scope.body.node):
             if node.domain not in ("", "ai.onnx") or node.op_type not in ops:
                 continue
-            w = _Writer(scope, used, node.name or node.op_type)
+            w = _Writer(scope, used, node.name or node.op_type, read_tensor)
             try:
                 if scope.opset is None or scope.opset < 11:
                     raise _Refused(f"opset {scope.opset}: the form's Clip and Round need opset 11")
@@ -331,19 +333,21 @@ def _refusals(model: onnx.ModelProto, refused: dict, release: str) -> list[tuple
     return found
 
 
-def meet_quantized_forms(result: onnx.ModelProto, report, target, plan_only: bool) -> None:
-    """What the target's ``quantized_forms`` ask of ``result`` (converted, in place): each op's
-    explicit form, or its nodes blocked (listed in ``report`` when ``plan_only``, else raised)."""
+def meet_quantized_forms(result: onnx.ModelProto, report, target, plan_only: bool, base_dir: str | None = None) -> None:
+    """What the target's ``quantized_forms`` ask of ``result`` (converted, in place; external data
+    relative to ``base_dir``): each op's explicit form, or its nodes blocked (listed in ``report``
+    when ``plan_only``, else raised)."""
     entry = quantized_forms(target)
     if not entry:
         return
     from rewriter.convert.blockers import Blocker
     from rewriter.convert.planner import ConversionBlocked
+    from rewriter.io.load import tensor_reader
 
     forms = {op: v["form"] for op, v in entry.get("forms", {}).items()}
     found = _refusals(result, entry.get("refused", {}), target.name)
     if not plan_only or not found:
-        count, more = rewrite_quantized(result, forms, target.name) if not found else (0, [])
+        count, more = rewrite_quantized(result, forms, target.name, tensor_reader(base_dir)) if not found else (0, [])
         found += more
         if count:
             report.target_notes.append(f"{count} quantized node(s) written as integer arithmetic with one rounding "
