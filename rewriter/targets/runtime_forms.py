@@ -18,6 +18,7 @@ import re
 import onnx
 
 from rewriter.graph import traversal
+from rewriter.graph.names import fresh_name
 from rewriter.graph.schemas import DEFAULT_DOMAINS, schema_version_at_domain
 
 __all__ = ["NAMES_DIMS", "name_anonymous_dims", "fed_blockers", "type_blockers"]
@@ -46,10 +47,7 @@ def name_anonymous_dims(model: onnx.ModelProto) -> list[str]:
                     (dim.HasField("dim_param") and _SYMBOL.match(dim.dim_param)):
                 continue
             base = re.sub(r"\W", "_", f"{value.name}_d{axis}")
-            name, k = base, 1
-            while name in taken:
-                name, k = f"{base}_{k}", k + 1
-            taken.add(name)
+            name = fresh_name(taken, base)
             dim.dim_param = name  # (clears dim_value: a oneof)
             named.append(f"{axis}: {name}")
         if named:
