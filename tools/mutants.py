@@ -2264,6 +2264,14 @@ MUTANTS: list[Mutant] = [
       'return constant_value(self.node.input[i], self.scope, tensor_reader(None))',
       'return constant_value(self.node.input[i], self.scope, numpy_helper.to_array)',
       'tests/convert/test_lowering_contrib_quant.py', 'a lowering cannot read constants stored as external data'),
+    M('credit-no-lowering', 'rewriter/convert/for_target.py',
+      '        raise ConversionBlocked(credit_lowering(e.blockers, source), e.what) from None',
+      '        raise ConversionBlocked(e.blockers if lowered is None else credit_lowering(e.blockers, source), e.what) from None',
+      'tests/convert/test_credit_expansion.py', 'an expansion\'s refused node is not credited when nothing was lowered'),
+    M('sd-node-name', 'rewriter/targets/static_dims.py',
+      'found.append((traversal.node_label(node, scope), node.op_type, None, reason, node.name))',
+      'found.append((traversal.node_label(node, scope), node.op_type, None, reason, ""))',
+      'tests/targets/test_static_dims.py', 'a static-dims refusal loses the node name the credit needs'),
 ]
 
 

@@ -109,12 +109,9 @@ def convert_for(model: onnx.ModelProto, target_opset: int | str | TargetSpec | N
     spec = for_model(model, spec, kwargs.get("inferred"), half)
     try:
         result, report = _convert(model, spec, source, lowered, kwargs)
-    except ConversionBlocked as e:
-        if lowered is None:
-            raise
+    except ConversionBlocked as e:  # (an expansion's nodes too: DynamicQuantizeLinear's QuantizeLinear)
         raise ConversionBlocked(credit_lowering(e.blockers, source), e.what) from None
-    if lowered is not None:
-        report.blockers = credit_lowering(report.blockers, source)
+    report.blockers = credit_lowering(report.blockers, source)
     return result, report
 
 

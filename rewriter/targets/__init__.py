@@ -308,7 +308,7 @@ def blockers(model, target: Target, *, base_dir: str | None = None) -> list[str]
     if target.needs_static_dims:
         from rewriter.targets.static_dims import static_dims_blockers
 
-        found += [f"{label}: {why}" for label, _, _, why in static_dims_blockers(
+        found += [f"{b[0]}: {b[3]}" for b in static_dims_blockers(
             model, target.needs_static_dims, target.name, _inferred(model))]
     from rewriter.targets.restriction_rewrites import REWRITABLE
 

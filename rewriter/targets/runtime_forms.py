@@ -96,7 +96,7 @@ def fed_blockers(model: onnx.ModelProto, table: dict, release: str) -> list[tupl
             if late is not None:
                 found.append((traversal.node_label(node, scope), node.op_type, version,
                               f"{release} runs {node.op_type}-{version} only with its inputs after the first "
-                              f"constant (measured), and '{late}' is computed from a graph input at run time"))
+                              f"constant (measured), and '{late}' is computed from a graph input at run time", node.name))
     return found
 
 
@@ -120,5 +120,5 @@ def type_blockers(model: onnx.ModelProto, refused: dict, release: str, inferred=
                 kind = codes[onnx.helper.tensor_dtype_to_string(types[hit])]
                 found.append((traversal.node_label(node, scope), node.op_type, None,
                               f"'{hit}' is a {kind} tensor, and {release} ran none of the node tests on {kind} "
-                              f"tensors ({refused[kind]})"))
+                              f"tensors ({refused[kind]})", node.name))
     return found

@@ -240,7 +240,7 @@ def static_dims_blockers(model: onnx.ModelProto, needed: dict, release: str, inf
                 if what is not None:
                     reason = (f"{release} needs static dims here: {what}, a form it refuses with symbolic dims and "
                               f"runs with static ones (measured: '{_last_cause(why)}'); {hint}")
-                    found.append((traversal.node_label(node, scope), node.op_type, None, reason))
+                    found.append((traversal.node_label(node, scope), node.op_type, None, reason, node.name))
                     break
     return found
 

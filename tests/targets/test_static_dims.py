@@ -75,8 +75,11 @@ def test_each_needed_form_is_named_with_symbolic_dims_and_not_with_static_ones(r
     target = parse_target(f"{runtime}=={RELEASES[runtime]}")
     for name in target.needs_static_dims:
         model, feeds = forms.FORMS[name][1]()
+        for i, node in enumerate(model.graph.node):
+            node.name = f"n{i}"
         found = _blocked(model, target)
-        assert [op for _, op, _, _ in found] == [FORMS[name][0]], name
+        assert [b[1] for b in found] == [FORMS[name][0]], name
+        assert [b[4] for b in found] == [n.name for n in model.graph.node if n.op_type == FORMS[name][0]][:1], name
         assert "--input-shape" in found[0][3] and target.name in found[0][3]
         assert _blocked(_static(model, feeds), target) == [], name
 
