@@ -2272,6 +2272,14 @@ MUTANTS: list[Mutant] = [
       'found.append((traversal.node_label(node, scope), node.op_type, None, reason, node.name))',
       'found.append((traversal.node_label(node, scope), node.op_type, None, reason, ""))',
       'tests/targets/test_static_dims.py', 'a static-dims refusal loses the node name the credit needs'),
+    M('probe-wrong-ok', 'tools/runtime_probe.py',
+      '        wrong_ok = bool(wrongs) and all(r.get("const_inputs") == "ok" for r in wrongs) and (refused_ok or not refused)',
+      '        wrong_ok = False',
+      'tests/targets/test_wrong_when_fed.py', 'a case wrong only when fed stays wrong (TVM Expand)'),
+    M('probe-wrong-gate', 'tools/runtime_probe.py',
+      '        wrong_ok = bool(wrongs) and all(r.get("const_inputs") == "ok" for r in wrongs) and (refused_ok or not refused)',
+      '        wrong_ok = bool(wrongs) and all(r.get("const_inputs") == "ok" for r in wrongs)',
+      'tests/targets/test_wrong_when_fed.py', 'a refusal constants do not lift no longer keeps the op wrong'),
 ]
 
 

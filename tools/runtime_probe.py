@@ -26,7 +26,7 @@ crashes it or runs longer than --timeout).  Three sets of models:
   outputs computed by numpy in float64 (integers exactly); rtol 1e-3, atol 1e-5.  Also
   Squeeze / Unsqueeze (axes) and Split (split sizes; num_outputs at 18) at the same opsets, the
   attribute before 13 and a constant or fed input from 13 on, float32, against numpy.
-* **const** (unless --no-const): each node case the release refused, again with every graph
+* **const** (unless --no-const): each node case the release refused or computed wrongly, again with every graph
   input but the first made an initializer holding the case's own input (what folding constant
   inputs would give the release); recorded beside the case as "const_inputs".
 
@@ -48,7 +48,7 @@ counts, and per (domain, op) the schema versions that are
 * ``wrong``: at least one node/form case computed something else;
 * ``partial``: some cases refused, some ran ({op: {version: "refused N of M: first message"}});
 * ``dtype_differs``: right values in another dtype;
-* ``needs_constant``: refused as given, every refused case runs right with constant inputs.
+* ``needs_constant``: refused or wrong as given, every such case runs right with constant inputs.
 
 ``--crosscheck PUBLISHED`` compares a release's raw file with the project's published list and
 adds the differences to its summary entry ("published"); tools/runtime_data/README.md explains
@@ -654,6 +654,9 @@ def _highest_contiguous(table: dict, start: int) -> int | None:
     return best
 
 
+OTHER_PROBES = ("needs_static_dims", "quantized_forms")  # runtime_probe_symbolic.py, runtime_probe_quant.py
+
+
 def summarize(raw: dict) -> dict:
     """The release's entry in rewriter/targets/data/<runtime>.json, from the raw file."""
     newest = raw["onnx_newest"]
@@ -696,10 +699,13 @@ def summarize(raw: dict) -> dict:
         if not probed:
             continue
         refused = [r for _, r in rows if r["verdict"] in ("refused", "crash", "timeout")]
+        wrongs = [r for _, r in rows if r["verdict"] == "wrong"]
+        refused_ok = bool(refused) and all(r.get("const_inputs") == "ok" for r in refused)
+        wrong_ok = bool(wrongs) and all(r.get("const_inputs") == "ok" for r in wrongs) and (refused_ok or not refused)
         split = gen.type_split(rows)
         if split:
             put(by_type, domain, op, version, split)
-        if any(v == "wrong" for v in probed) and split is None:
+        if any(v == "wrong" for v in probed) and split is None and not wrong_ok:
             n = sum(v == "wrong" for v in probed)
             put(wrong, domain, op, version)
             first = next(cid for cid, r in rows if r["verdict"] == "wrong")
@@ -711,7 +717,7 @@ def summarize(raw: dict) -> dict:
             put(partial, domain, op, version, f"refused {len(refused)} of {len(probed)}: {refused[0]['detail'][:160]}")
         if any(v == "dtype" for v in probed):
             put(dtype, domain, op, version)
-        if refused and all(r.get("const_inputs") == "ok" for r in refused):
+        if refused_ok or wrong_ok:  # refused or wrong as given, right with constant inputs (Expand in TVM)
             put(needs_const, domain, op, version)
     detail = wrong.pop("_detail", {})
     counts: dict = {}
@@ -933,7 +939,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     built = node_cases(None) + form_cases(None) + move_form_cases(None)
     reached = {(c.op, c.version) for c in built if c.kind in JUDGED and c.domain == ""}
-    built += gen.where_nan_cases(Case, None) + gen.generated_cases(Case, reached, pattern)
+    built += gen.where_nan_cases(Case, None) + gen.control_flow_cases(Case, None) + \
+        gen.generated_cases(Case, reached, pattern)
     types_of = {c.id: gen.case_types(c.model) for c in built}
     cases = [c for c in built if not pattern or pattern.search(c.id)]
     if not pattern or pattern.search("opset/"):
@@ -943,9 +950,9 @@ def main(argv: list[str] | None = None) -> int:
     const_of = {}
     if not args.no_const:
         refused = [c for c in cases if (c.kind == "node" or c.id.startswith("gen/"))
-                   and verdicts[c.id][0] in ("refused", "crash", "timeout")]
+                   and verdicts[c.id][0] in ("refused", "crash", "timeout", "wrong")]
         variants = [v for v in (const_variant(c) for c in refused) if v is not None]
-        print(f"{len(variants)} refused cases again with constant inputs")
+        print(f"{len(variants)} refused or wrong cases again with constant inputs")
         if variants:
             more, _ = probe(runtime, release, variants, args.timeout, args.keep and os.path.join(args.keep, "const"))
             const_of = {v.id[: -len("#const")]: more[v.id] for v in variants}
@@ -993,8 +1000,12 @@ def main(argv: list[str] | None = None) -> int:
     table.setdefault("source", f"measured in each release by tools/runtime_probe.py (see each release's \"probe\"); "
                                f"raw verdicts per case in tools/runtime_data/{runtime}-RELEASE.json; "
                                "tools/runtime_data/README.md explains the differences with the published op lists")
-    if args.merge and "published" in table.get("releases", {}).get(release, {}):
-        entry["published"] = table["releases"][release]["published"]  # (its own command redoes it)
+    before = table.get("releases", {}).get(release, {})
+    if args.merge and "published" in before:
+        entry["published"] = before["published"]  # (its own command redoes it)
+    for key in OTHER_PROBES:  # what the other probes measured, each rewritten by its own command only
+        if key in before:
+            entry[key] = before[key]
     table.setdefault("releases", {})[release] = entry
     table["releases"] = dict(sorted(table["releases"].items(), key=lambda kv: [int(p) for p in kv[0].split(".")]))
     data_path.write_text(json.dumps(table, indent=1) + "\n")

@@ -177,6 +177,54 @@ def where_nan_cases(make_case, pattern: re.Pattern | None) -> list:
     return cases
 
 
+def control_flow_cases(make_case, pattern: re.Pattern | None) -> list:
+    """Loop, Scan and If at every schema version, on float tensors only (the node tests of the
+    later versions carry sequences or optionals, which no runner feeds, so those versions went
+    unmeasured): Loop adds 1 to a [2] state three times, Scan sums the rows of a [3, 2] input, If
+    picks one of two constants by a fed condition."""
+    vi, f32 = helper.make_tensor_value_info, TensorProto.FLOAT
+    x = np.array([1.5, -2.0], np.float32)
+    rows = np.arange(6, dtype=np.float32).reshape(3, 2)
+    one = onnx.numpy_helper.from_array(np.ones(2, np.float32), "one")
+    builders = {
+        "Loop": lambda: ([helper.make_node("Loop", ["trips", "", "x"], ["y"], body=helper.make_graph(
+            [helper.make_node("Identity", ["c"], ["c_out"]), helper.make_node("Add", ["v", "one"], ["v_out"])], "body",
+            [vi("i", TensorProto.INT64, []), vi("c", TensorProto.BOOL, []), vi("v", f32, [2])],
+            [vi("c_out", TensorProto.BOOL, []), vi("v_out", f32, [2])], [one]))],
+            [vi("x", f32, [2])], {"x": x}, [onnx.numpy_helper.from_array(np.array(3, np.int64), "trips")], x + 3),
+        "Scan": lambda: ([helper.make_node("Scan", ["s0", "rows"], ["total"], num_scan_inputs=1, body=helper.make_graph(
+            [helper.make_node("Add", ["acc", "row"], ["acc_out"])], "body", [vi("acc", f32, [2]), vi("row", f32, [2])],
+            [vi("acc_out", f32, [2])]))],
+            [vi("rows", f32, [3, 2])], {"rows": rows}, [onnx.numpy_helper.from_array(np.zeros(2, np.float32), "s0")],
+            rows.sum(axis=0)),
+        "If": lambda: ([helper.make_node("If", ["cond"], ["y"], then_branch=helper.make_graph(
+            [helper.make_node("Identity", ["one"], ["t"])], "then", [], [vi("t", f32, [2])], [one]),
+            else_branch=helper.make_graph([helper.make_node("Neg", ["one"], ["e"])], "else", [], [vi("e", f32, [2])],
+                                          [one]))],
+            [vi("cond", TensorProto.BOOL, [])], {"cond": np.array(False)}, [], -np.ones(2, np.float32)),
+    }
+    newest = onnx.defs.onnx_opset_version()
+    cases = []
+    for op, build in builders.items():
+        versions = sorted({s.since_version for s in onnx.defs.get_all_schemas_with_history()
+                           if s.name == op and s.domain == "" and s.since_version <= newest})
+        for version in versions:
+            if op == "Scan" and version < 9:  # Scan-8 has a batch axis and sequence_lens: another form
+                continue
+            cid = f"form/{op}-{version}/float/tensors_only"
+            if pattern and not pattern.search(cid):
+                continue
+            nodes, inputs, feeds, inits, expected = build()
+            out = "total" if op == "Scan" else "y"
+            graph = helper.make_graph(nodes, "g", inputs, [vi(out, f32, [2])], inits)
+            opset = max(version, 9)  # (Loop-1 and If-1 hold to 10; below 9 the IR wants initializers as inputs)
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+            model.ir_version = helper.find_min_ir_version_for(list(model.opset_import), True)
+            cases.append(make_case(id=cid, kind="form", model=model, feeds=feeds, expected=[expected], op=op,
+                                   version=version, opset=opset, extra={"form": "tensors only (float)"}))
+    return cases
+
+
 # --------------------------------------------------------------------------------------------
 # summarizing
 

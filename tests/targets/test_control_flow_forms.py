@@ -1,0 +1,56 @@
+"""tools/runtime_probe_forms.control_flow_cases: Loop, Scan and If at every schema version on float
+tensors only, so the versions whose node tests carry sequences are measured too. Each case is a
+valid model of the version it names and ONNX Runtime gives its expected output; the releases that
+lack Loop (tract 0.23, TVM 0.27, LiteRT) now list every version missing, and convert names the Loop
+a lowering writes (the SVM probability models) instead of writing a model the runtime refuses."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from tests.targets.runtime_runs import ROOT, run_in, tool
+
+CASES = tool("runtime_probe").gen.control_flow_cases(tool("runtime_probe").Case, None)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_each_case_is_its_version_and_onnxruntime_gives_its_output(case):
+    onnx.checker.check_model(case.model, full_check=True)
+    assert onnx.defs.get_schema(case.op, case.opset, "").since_version == case.version
+    got = ort.InferenceSession(case.model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, case.feeds)
+    np.testing.assert_array_equal(got[0], case.expected[0])
+
+
+def test_every_version_is_built():
+    for op in ("Loop", "If"):
+        versions = {s.since_version for s in onnx.defs.get_all_schemas_with_history()
+                    if s.name == op and s.domain == "" and s.since_version <= onnx.defs.onnx_opset_version()}
+        assert {c.version for c in CASES if c.op == op} == versions
+
+
+@pytest.mark.parametrize("runtime,release", [("tract", "0.23"), ("tvm", "0.27"), ("litert", "2.6")])
+def test_releases_without_loop_list_every_version(runtime, release):
+    entry = json.loads((ROOT / "rewriter" / "targets" / "data" / f"{runtime}.json").read_text())["releases"][release]
+    raw = json.loads((ROOT / "tools" / "runtime_data" / f"{runtime}-{release}.json").read_text())
+    assert raw["cases"]["form/Loop-13/float/tensors_only"]["verdict"] in ("refused", "crash")
+    assert {13, 16, 19, 21} <= set(entry["missing"][""]["Loop"])
+
+
+def test_convert_names_a_loop_for_tvm():
+    from rewriter import RewriterError
+    from rewriter.convert.for_target import convert_for
+
+    loop = next(c for c in CASES if c.id == "form/Loop-13/float/tensors_only")
+    with pytest.raises(RewriterError, match=r"unnamed Loop node #0 .*does not implement Loop-13"):
+        convert_for(loop.model, runtime="tvm==0.27")
+
+
+def test_if_runs_in_tvm():
+    case = next(c for c in CASES if c.id == "form/If-13/float/tensors_only")
+    got = run_in("tvm", "0.27", case.model, case.feeds)
+    assert got["ok"] and np.array_equal(got["values"][0], case.expected[0])
