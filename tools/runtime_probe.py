@@ -654,7 +654,8 @@ def _highest_contiguous(table: dict, start: int) -> int | None:
     return best
 
 
-OTHER_PROBES = ("needs_static_dims", "quantized_forms")  # runtime_probe_symbolic.py, runtime_probe_quant.py
+# runtime_probe_symbolic.py, runtime_probe_quant.py; rewrite_forms: measured by hand (each says its command)
+OTHER_PROBES = ("needs_static_dims", "quantized_forms", "rewrite_forms")
 
 
 def summarize(raw: dict) -> dict:

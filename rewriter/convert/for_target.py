@@ -177,8 +177,9 @@ def expand_over_constant(target):
 
 def _measured_forms(source, result, report, target, plan_only: bool) -> None:
     """What a measured release needs beyond the op versions (:mod:`rewriter.targets.runtime_forms`):
-    named input dims (written in ``result``), inputs it needs constant (nodes of ``result``) and
-    element types it refuses (nodes of ``source``, the model asked: blocked)."""
+    named input dims (written in ``result``), forms it computes wrongly that another form of the same
+    values avoids (``rewrite_forms``: rewritten in ``result``), inputs it needs constant (nodes of
+    ``result``) and element types it refuses (nodes of ``source``, the model asked: blocked)."""
     from rewriter.targets import runtime_forms as forms
     from rewriter.targets import static_dims
 
@@ -188,6 +189,11 @@ def _measured_forms(source, result, report, target, plan_only: bool) -> None:
         report.target_notes.extend(forms.name_anonymous_dims(result))
     if target.runtime in static_dims.CLEARS_FOREIGN_SYMBOLS and not plan_only:
         report.target_notes.extend(static_dims.clear_foreign_symbols(result))
+    if target.rewrite_forms and not plan_only:
+        from rewriter.graph.inferred import LazyInference
+        from rewriter.targets.measured_rewrites import rewrite_forms
+
+        report.target_notes.extend(rewrite_forms(result, target.rewrite_forms, target.name, LazyInference(result)()))
     unmeasured = verdicts.unmeasured_present(result, target.unmeasured)
     if unmeasured:
         report.target_notes.append(f"op versions {target.name} was not measured in (no node test reaches them, "

@@ -70,6 +70,8 @@ class Target:
     unmeasured: dict = dataclasses.field(default_factory=dict)
     # form (rewriter.targets.static_dims) -> its refusal with symbolic dims, measured (it runs static)
     needs_static_dims: dict = dataclasses.field(default_factory=dict)
+    # op -> {"form": what convert writes instead, "measured": ...} (rewriter.targets.measured_rewrites)
+    rewrite_forms: dict = dataclasses.field(default_factory=dict)
 
     def release_of(self, runtime: str) -> str | None:
         """"MAJOR.MINOR" of this target when it is a release of ``runtime``, else None."""
@@ -170,7 +172,7 @@ def load_release(runtime: str, wanted: tuple[int, int]) -> Target:
                   f"{runtime} {release_text(key)}", runtime, wanted, _table_of(entry.get("needs_constant")),
                   dict(entry.get("types_refused", {})), _by_version(entry.get("type_verdicts")),
                   _by_version(entry.get("form_verdicts")), _table_of(entry.get("unmeasured")),
-                  needs_static_dims=_static_forms(entry))
+                  needs_static_dims=_static_forms(entry), rewrite_forms=dict(entry.get("rewrite_forms") or {}))
 
 
 def _static_forms(entry: dict) -> dict:

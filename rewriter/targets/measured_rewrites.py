@@ -1,0 +1,127 @@
+"""Exact rewrites of forms a measured release computes wrongly, where another form of the same
+values runs right (``rewrite_forms`` in a release's data: op -> {"form": what ``convert --target``
+writes instead, "measured": how and when that was measured}; OpenVINO 2026.4's data so far).
+
+- ``Tile`` / ``rank_6``: OpenVINO 2026.4.1's CPU plugin tiles a rank-4 or rank-5 tensor along axis
+  1 wrongly when it picks the channels-last layout (nhwc / ndhwc) for the Tile, which it does after
+  a broadcast of a tensor with one channel (the attention mask of a Llama that
+  onnxruntime-genai's model builder wrote: ``Expand``, ``Add``, then ``Tile`` by [1, heads, 1, 1];
+  2024.6 runs the same model right).  Rank 6 has no channels-last layout: a Tile of rank 4 or 5
+  whose repeats along axis 1 are not a constant 1 becomes a Tile of rank 6 between an Unsqueeze
+  (leading axes of 1) and a Squeeze of them, with repeats of 1 on the added axes: the same values,
+  element for element.  A Tile whose rank shape inference does not tell is left as it is.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from rewriter.graph import traversal
+from rewriter.graph.names import first_few, fresh_name
+from rewriter.graph.schemas import is_default_domain
+from rewriter.targets.restriction_lookups import trt_constant
+
+__all__ = ["TILE_RANKS", "rewrite_forms"]
+
+TILE_RANKS = (4, 5)  # the ranks OpenVINO's Tile has a channels-last layout for
+
+
+def _ranks(model: onnx.ModelProto, inferred) -> dict[str, int]:
+    graph = inferred.graph if inferred is not None else model.graph
+    ranks = {v.name: len(v.type.tensor_type.shape.dim) for v in [*graph.input, *graph.output, *graph.value_info]
+             if v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape")}
+    ranks.update({t.name: len(t.dims) for t in model.graph.initializer})
+    return ranks
+
+
+def _repeats(name: str, scope: traversal.Scope):
+    """The Tile's repeats when they are a constant this can read, else None."""
+    try:
+        value = trt_constant(name, scope, numpy_helper.to_array)
+    except Exception:  # noqa: BLE001 - external data not at hand: the repeats count as unknown
+        return None
+    return None if value is None else np.asarray(value).reshape(-1).tolist()
+
+
+def _int64s(name: str, values: list, taken: set) -> onnx.NodeProto:
+    return helper.make_node("Constant", [], [name], name=fresh_name(taken, name),
+                            value=numpy_helper.from_array(np.array(values, np.int64), name))
+
+
+def _as_rank_6(node: onnx.NodeProto, rank: int, repeats, opset: int, taken: set) -> list[onnx.NodeProto]:
+    """``node`` (a Tile of rank ``rank``) as Unsqueeze, Tile of rank 6, Squeeze; the Tile keeps its name."""
+    base = node.name or node.output[0]
+    axes = list(range(6 - rank))
+    wide, tiled = fresh_name(taken, f"{base}_rank6_in"), fresh_name(taken, f"{base}_rank6_out")
+    reps = fresh_name(taken, f"{base}_rank6_repeats")
+    nodes = []
+    if repeats is not None:
+        nodes.append(_int64s(reps, [1] * len(axes) + repeats, taken))
+    else:
+        ones = fresh_name(taken, f"{base}_rank6_ones")
+        nodes += [_int64s(ones, [1] * len(axes), taken),
+                  helper.make_node("Concat", [ones, node.input[1]], [reps], name=fresh_name(taken, reps), axis=0)]
+    squeeze_in, squeeze_attrs = [tiled], {}
+    if opset >= 13:
+        axes_name = fresh_name(taken, f"{base}_rank6_axes")
+        nodes.append(_int64s(axes_name, axes, taken))
+        unsqueeze = helper.make_node("Unsqueeze", [node.input[0], axes_name], [wide],
+                                     name=fresh_name(taken, f"{base}_rank6_unsqueeze"))
+        squeeze_in.append(axes_name)
+    else:
+        unsqueeze = helper.make_node("Unsqueeze", [node.input[0]], [wide], axes=axes,
+                                     name=fresh_name(taken, f"{base}_rank6_unsqueeze"))
+        squeeze_attrs["axes"] = axes
+    tile = helper.make_node("Tile", [wide, reps], [tiled], name=node.name)
+    squeeze = helper.make_node("Squeeze", squeeze_in, [node.output[0]], name=fresh_name(taken, f"{base}_rank6_squeeze"),
+                               **squeeze_attrs)
+    return nodes + [unsqueeze, tile, squeeze]
+
+
+def _tile_rank_6(model: onnx.ModelProto, release: str, inferred) -> list[str]:
+    ranks = _ranks(model, inferred)
+    taken = {n for s in traversal.iter_scopes(model) for node in s.body.node
+             for n in [*node.input, *node.output, node.name]}
+    taken |= {v.name for v in [*model.graph.input, *model.graph.output, *model.graph.initializer]}
+    plans, done = [], []  # (scope, {node index: (rank, repeats)}), found before any scope changes
+    for scope in traversal.iter_scopes(model):
+        found = {}
+        for i, node in enumerate(scope.body.node):
+            if node.op_type != "Tile" or not is_default_domain(node.domain) or scope.opset is None:
+                continue
+            rank, repeats = ranks.get(node.input[0]), _repeats(node.input[1], scope)
+            if rank in TILE_RANKS and not (repeats is not None and len(repeats) == rank and repeats[1] == 1):
+                found[i] = (rank, repeats)
+        if found:
+            plans.append((scope, found))
+    for scope, found in reversed(plans):  # a subgraph before the graph whose node holds it
+        nodes = []
+        for i, node in enumerate(scope.body.node):
+            if i in found:
+                nodes += _as_rank_6(node, *found[i], scope.opset, taken)
+                done.append(node.name or node.output[0])
+            else:
+                nodes.append(node)
+        nodes = [onnx.NodeProto.FromString(n.SerializeToString()) for n in nodes]
+        del scope.body.node[:]
+        scope.body.node.extend(nodes)
+    if not done:
+        return []
+    labels = first_few(f"'{n}'" for n in done)
+    note = (f"{len(done)} Tile node(s) of rank 4 or 5 repeating along axis 1 written as rank 6 (an Unsqueeze "
+            f"and a Squeeze around), which {release} tiles right: {labels}")
+    return [note]
+
+
+_REWRITES = {("Tile", "rank_6"): _tile_rank_6}
+
+
+def rewrite_forms(model: onnx.ModelProto, table: dict, release: str, inferred=None) -> list[str]:
+    """Rewrite in place the nodes of the forms ``table`` (``rewrite_forms``) names; one note per
+    kind of rewrite done.  ``inferred``: ``model`` after shape inference (the ranks)."""
+    notes = []
+    for op, entry in sorted(table.items()):
+        notes += _REWRITES[(op, entry["form"])](model, release, inferred)
+    return notes
