@@ -1,9 +1,13 @@
 """One-node quantized forms in a runtime's release against ONNX Runtime (what the ``quantized_forms``
 entries of rewriter/targets/data/<runtime>.json record; tools/runtime_data/README.md, "Quantized
 models"): QuantizeLinear as the op and as Div + Clip + Round + Add + Cast (ties at .5, saturation),
-QLinearConv / QLinearMatMul as the op and as ConvInteger / MatMulInteger + the requantization (per
-tensor, per channel, ties with a combined scale of 0.5), Round at ties, and a blocked uint4
-DequantizeLinear-21 + MatMul. Each line: the form, then per release how many outputs differ.
+QuantizeLinear as the op and as the threshold table of rewriter/convert/lowering/quant_table.py
+(QT_*: every threshold, 1 and 2 ulps below it, 1 above, the ties, random values, NaN, +-inf, +-0,
+subnormals; uint8 / int8, 4 scales per tensor, 16 per axis), QLinearConv / QLinearMatMul as the op
+and as ConvInteger / MatMulInteger + the requantization (per tensor, per channel, ties with a
+combined scale of 0.5), Round at ties, and a blocked uint4 DequantizeLinear-21 + MatMul. Each line:
+the form, then per release how many outputs differ. The table inside whole models:
+tools/runtime_probe_quant_models.py.
 
     python tools/runtime_probe_quant.py openvino-2026.4,openvino-2024.6,tract-0.23 [NAME-SUBSTRING ...]
 
@@ -104,6 +108,40 @@ m21 = model([h.make_node("DequantizeLinear", ["w", "s", "z"], ["wf"], axis=0, bl
     [h.make_tensor_value_info("x", T.FLOAT, [2, K])], [h.make_tensor_value_info("y", T.FLOAT, [2, N])], [C("w", codes), C("s", sc4), C("z", z4)], opset=21)
 m21.ir_version = 10
 cases["DQ_blocked_u4"] = (m21, {"x": xa})
+
+# ---- QuantizeLinear as the threshold table (rewriter/convert/lowering/quant_table.py): per channel,
+# every threshold, 1 and 2 ulps below it, 1 above, the ties (k + 0.5) * s, random values over the
+# whole code range and beyond, NaN, +-inf, +-0, subnormals; per tensor (4 scales) and per axis (16)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from rewriter.convert.lowering.quant_explicit import rewrite_quantized
+from rewriter.convert.lowering.quant_table import thresholds
+def table_points(s, zp, elem, n):
+    t = thresholds(np.float32([s]), np.int64([zp]), elem)[0, 1:-1]
+    t = t[np.isfinite(t)]
+    dn = np.nextafter(t, np.float32(-np.inf))
+    k = np.arange(-300, 300)
+    pts = [t, dn, np.nextafter(dn, np.float32(-np.inf)), np.nextafter(t, np.float32(np.inf)), ((k + 0.5) * s).astype(np.float32),
+           (rng.uniform(-300, 300, 3000) * s).astype(np.float32), rng.normal(0, 40 * s, 1000).astype(np.float32),
+           np.float32([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, -1e-45, 1e-39, 3e38, -3e38])]
+    x = np.concatenate(pts).astype(np.float32)
+    return np.concatenate([x, rng.choice(x, n - x.size)]).astype(np.float32)
+def table_scales(n):
+    return np.concatenate([np.float32([1 / 255, 0.5]), np.exp(rng.uniform(np.log(1e-5), np.log(10), n))]).astype(np.float32)[:n]
+for elem in (T.UINT8, T.INT8):
+    info = np.iinfo(np.uint8 if elem == T.UINT8 else np.int8)
+    tn = "u8" if elem == T.UINT8 else "i8"
+    for axis_case, nch in (("a", 1), ("b", 1), ("c", 1), ("d", 1), ("pa", 16)):
+        sc = table_scales(nch) if nch > 1 else table_scales(4)["abcd".index(axis_case)].reshape(1)
+        zps = rng.integers(info.min, info.max + 1, nch).astype(np.uint8 if elem == T.UINT8 else np.int8)
+        n = 6000
+        xq = np.stack([table_points(sc[i], int(zps[i]), elem, n) for i in range(nch)])[None]
+        xi = h.make_tensor_value_info("x", T.FLOAT, list(xq.shape)); yo = h.make_tensor_value_info("y", elem, list(xq.shape))
+        init = [C("s", sc if nch > 1 else sc[0]), C("z", zps if nch > 1 else zps[0])]
+        mq = model([h.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], axis=1)], [xi], [yo], init)
+        cases[f"QT_op_{tn}{axis_case}"] = (mq, {"x": xq})
+        mt = onnx.ModelProto(); mt.CopyFrom(mq)
+        assert rewrite_quantized(mt, {"QuantizeLinear": "threshold_table"}, "probe")[0] == 1
+        cases[f"QT_table_{tn}{axis_case}"] = (mt, {"x": xq})
 
 only = sys.argv[2:] 
 rts = sys.argv[1].split(",")

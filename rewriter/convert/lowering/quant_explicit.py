@@ -5,6 +5,8 @@ the runtimes compute as written:
 
 - QuantizeLinear (``MlasQuantizeLinear``): x / scale in float32 (a division, not a product with
   the reciprocal), clamped to [qmin - zp, qmax - zp], rounded half to even, + zp; NaN gives qmin.
+  Form "threshold_table" (quant_table.py) decides the code by comparing x with a table of ONNX
+  Runtime's thresholds, for a runtime whose float32 division is not correctly rounded.
 - QLinearConv / QLinearMatMul (``MlasRequantizeOutput`` after an exact int32 sum): ConvInteger /
   MatMulInteger (+ the int32 bias), float32(acc) * (x_scale * w_scale[c] / y_scale) (float32, in
   that order), clamped, rounded half to even, + zp. A weight zero point other than 0 is folded into
@@ -20,6 +22,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from rewriter.convert.lowering.quant_table import write_threshold_table
 from rewriter.graph import traversal
 from rewriter.graph.constants import constant_value
 from rewriter.graph.names import fresh_name
@@ -160,6 +163,12 @@ def _quantize_linear(node, scope, w: _Writer, ranks: dict, form: str = "divide")
         elem, zp = _zero_point(zv, "y_zero_point", size_ok=True)
     shape = _axis_shape(max(scale.size, zp.size), int(attrs.get("axis", 1)), ranks.get(node.input[0], (None, None))[1])
     x = node.input[0]
+    if form == "threshold_table":  # comparisons with ONNX Runtime's thresholds: quant_table.py
+        try:
+            write_threshold_table(w, x, scale, zp, elem, node.output[0], shape)
+        except ValueError as e:
+            raise _Refused(str(e)) from None
+        return
     scale = scale.reshape(shape) if shape else scale.reshape(())
     if form == "divide_in_double":  # x * (1 / s) in double, rounded once to float32: x / s correctly rounded
         v = w.op("Cast", [w.op("Mul", [w.op("Cast", [x], to=TensorProto.DOUBLE),
@@ -269,11 +278,12 @@ def _value_ranks(model: onnx.ModelProto) -> dict:
 
 def rewrite_quantized(model: onnx.ModelProto, forms: dict, release: str,
                       read_tensor=numpy_helper.to_array) -> tuple[int, list[tuple]]:
-    """Write every node of an op in ``forms`` (op -> form name: QuantizeLinear "divide" or
-    "divide_in_double", QLinearConv / QLinearMatMul "integer") in ``model`` (in place) as that
-    explicit form, reading constants with ``read_tensor`` (the model's external data relative to
-    its directory: ``io.load.tensor_reader``). Returns (nodes rewritten, blockers as (node label, op, None, reason)); nothing
-    is changed when there is a blocker."""
+    """Write every node of an op in ``forms`` (op -> form name: QuantizeLinear "divide",
+    "divide_in_double", "divide_by_fed" or "threshold_table", QLinearConv / QLinearMatMul
+    "integer") in ``model`` (in place) as that explicit form, reading constants with ``read_tensor``
+    (the model's external data relative to its directory: ``io.load.tensor_reader``). Returns
+    (nodes rewritten, blockers as (node label, op, None, reason)); nothing is changed when there
+    is a blocker."""
     ops = [o for o in forms if o in _FORMS]
     if not ops:
         return 0, []
