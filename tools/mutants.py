@@ -2339,6 +2339,10 @@ MUTANTS: list[Mutant] = [
     M('mr-ov-form', 'rewriter/targets/data/openvino.json',
       '"Tile": {\n     "form": "rank_6"', '"Tile": {\n     "form": "rank6"',
       'tests/targets/test_measured_rewrites.py', 'a form name the rewrites do not know'),
+    M('qx-blocker-name', 'rewriter/convert/lowering/quant_explicit.py',
+      '                blockers.append((traversal.node_label(node, scope), node.op_type, node.name or None,',
+      '                blockers.append((traversal.node_label(node, scope), node.op_type, None,',
+      'tests/convert/test_quant_explicit.py', 'a quantized form\'s blocker carries no node name to credit'),
 ]
 
 

@@ -174,8 +174,9 @@ def test_refusals_name_the_node_and_change_nothing():
     before = model.SerializeToString()
     count, blockers = rewrite_quantized(model, {"QLinearConv": "integer", "QuantizeLinear": "divide"}, "R 1.0")
     assert count == 0 and len(blockers) == 1
-    label, op, _, reason = blockers[0]
+    label, op, name, reason = blockers[0]
     assert "'conv_q'" in label and op == "QLinearConv" and "y_scale" in reason and "R 1.0" in reason
+    assert name == "conv_q"  # (credited to the model's node when an expansion wrote it)
     assert model.SerializeToString() == before
 
 

@@ -305,7 +305,7 @@ def rewrite_quantized(model: onnx.ModelProto, forms: dict, release: str,
             except _Keep:
                 continue
             except _Refused as e:
-                blockers.append((traversal.node_label(node, scope), node.op_type, None,
+                blockers.append((traversal.node_label(node, scope), node.op_type, node.name or None,
                                  f"{release} computes {node.op_type} otherwise than ONNX Runtime (measured), and "
                                  f"its explicit form cannot be written: {e}"))
                 continue
