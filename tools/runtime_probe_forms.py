@@ -225,6 +225,40 @@ def control_flow_cases(make_case, pattern: re.Pattern | None) -> list:
     return cases
 
 
+def recurrent_cases(make_case, pattern: re.Pattern | None) -> list:
+    """RNN, GRU and LSTM at every schema version in their plainest form (forward, default
+    activations, constant weights, recurrence and bias, a [5, 2, 3] float input, hidden size 4;
+    no sequence_lens), expected outputs from ``onnx.reference``: the node tests reach only the
+    newest version, and the older ones are what exporters write."""
+    vi, f32 = helper.make_tensor_value_info, TensorProto.FLOAT
+    gates = {"RNN": 1, "GRU": 3, "LSTM": 4}
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(5, 2, 3)).astype(np.float32)
+    newest = onnx.defs.onnx_opset_version()
+    cases = []
+    for op, g in gates.items():
+        versions = sorted({s.since_version for s in onnx.defs.get_all_schemas_with_history()
+                           if s.name == op and s.domain == "" and s.since_version <= newest})
+        for version in versions:
+            cid = f"form/{op}-{version}/float/forward_constant_weights"
+            if pattern and not pattern.search(cid) or version < 7:  # (before 7: other attributes and outputs)
+                continue
+            w = (rng.normal(size=(1, g * 4, 3)) * 0.5).astype(np.float32)
+            r = (rng.normal(size=(1, g * 4, 4)) * 0.5).astype(np.float32)
+            b = (rng.normal(size=(1, g * 8)) * 0.1).astype(np.float32)
+            inits = [onnx.numpy_helper.from_array(v, n) for n, v in (("W", w), ("R", r), ("B", b))]
+            node = helper.make_node(op, ["x", "W", "R", "B"], ["Y", "Y_h"], hidden_size=4)
+            graph = helper.make_graph([node], "g", [vi("x", f32, [5, 2, 3])],
+                                      [vi("Y", f32, [5, 1, 2, 4]), vi("Y_h", f32, [1, 2, 4])], inits)
+            opset = max(version, 9)  # (the 7 versions hold to 13; below 9 the IR wants initializers as inputs)
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+            model.ir_version = helper.find_min_ir_version_for(list(model.opset_import), True)
+            expected = _reference(model, {"x": x})
+            cases.append(make_case(id=cid, kind="form", model=model, feeds={"x": x}, expected=list(expected), op=op,
+                                   version=version, opset=opset, extra={"form": "forward, constant weights"}))
+    return cases
+
+
 # --------------------------------------------------------------------------------------------
 # summarizing
 

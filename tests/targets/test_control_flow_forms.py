@@ -1,5 +1,6 @@
 """tools/runtime_probe_forms.control_flow_cases: Loop, Scan and If at every schema version on float
-tensors only, so the versions whose node tests carry sequences are measured too. Each case is a
+tensors only, so the versions whose node tests carry sequences are measured too; recurrent_cases:
+RNN, GRU and LSTM at every version from 7 (TVM 0.27 has none of them). Each case is a
 valid model of the version it names and ONNX Runtime gives its expected output; the releases that
 lack Loop (tract 0.23, TVM 0.27, LiteRT) now list every version missing, and convert names the Loop
 a lowering writes (the SVM probability models) instead of writing a model the runtime refuses."""
@@ -15,7 +16,8 @@ import pytest
 
 from tests.targets.runtime_runs import ROOT, run_in, tool
 
-CASES = tool("runtime_probe").gen.control_flow_cases(tool("runtime_probe").Case, None)
+_PROBE = tool("runtime_probe")
+CASES = _PROBE.gen.control_flow_cases(_PROBE.Case, None) + _PROBE.gen.recurrent_cases(_PROBE.Case, None)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
@@ -23,14 +25,15 @@ def test_each_case_is_its_version_and_onnxruntime_gives_its_output(case):
     onnx.checker.check_model(case.model, full_check=True)
     assert onnx.defs.get_schema(case.op, case.opset, "").since_version == case.version
     got = ort.InferenceSession(case.model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, case.feeds)
-    np.testing.assert_array_equal(got[0], case.expected[0])
+    for value, want in zip(got, case.expected, strict=True):
+        np.testing.assert_allclose(value, want, rtol=1e-5, atol=1e-6)
 
 
 def test_every_version_is_built():
-    for op in ("Loop", "If"):
+    for op in ("Loop", "If", "GRU", "LSTM", "RNN"):
         versions = {s.since_version for s in onnx.defs.get_all_schemas_with_history()
                     if s.name == op and s.domain == "" and s.since_version <= onnx.defs.onnx_opset_version()}
-        assert {c.version for c in CASES if c.op == op} == versions
+        assert {c.version for c in CASES if c.op == op} == {v for v in versions if op in ("Loop", "If") or v >= 7}
 
 
 @pytest.mark.parametrize("runtime,release", [("tract", "0.23"), ("tvm", "0.27"), ("litert", "2.6")])
@@ -48,6 +51,12 @@ def test_convert_names_a_loop_for_tvm():
     loop = next(c for c in CASES if c.id == "form/Loop-13/float/tensors_only")
     with pytest.raises(RewriterError, match=r"unnamed Loop node #0 .*does not implement Loop-13"):
         convert_for(loop.model, runtime="tvm==0.27")
+
+
+def test_tvm_lists_every_recurrent_version_missing():
+    entry = json.loads((ROOT / "rewriter" / "targets" / "data" / "tvm.json").read_text())["releases"]["0.27"]
+    for op in ("RNN", "GRU", "LSTM"):
+        assert {7, 14, 22} <= set(entry["missing"][""][op]), op
 
 
 def test_if_runs_in_tvm():
