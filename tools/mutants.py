@@ -2343,6 +2343,14 @@ MUTANTS: list[Mutant] = [
       '                blockers.append((traversal.node_label(node, scope), node.op_type, node.name or None,',
       '                blockers.append((traversal.node_label(node, scope), node.op_type, None,',
       'tests/convert/test_quant_explicit.py', 'a quantized form\'s blocker carries no node name to credit'),
+    M('sd-refused-cast', 'rewriter/targets/static_dims.py',
+      '    if fed or "Cast" not in ops or not ops & {"Shape", "Size"}:',
+      '    if fed or not ops & {"Shape", "Size"}:',
+      'tests/targets/test_static_dims.py', 'a shape read from a Shape without a Cast named for TVM'),
+    M('sd-refused-off', 'rewriter/targets/static_dims.py',
+      '    found = _refused_form_blockers(model, refused or {}, release, m)',
+      '    found = []',
+      'tests/targets/test_static_dims.py', 'a form refused with static dims too goes unnamed'),
 ]
 
 

@@ -10,8 +10,9 @@ static by rewriter's own ``--input-shape`` (``rewriter.graph.static_shapes.fix_s
 (relative L2 <= 1e-4). A form is *needed static* when it is refused (or wrong) as it is and
 matches static: the release's entry in ``rewriter/targets/data/<runtime>.json`` gets
 ``needs_static_dims`` = {"probe": {command, date, versions}, "forms": {form: {"op", "version",
-"symbolic", "static"}}, "needed": [forms]}, which ``rewriter.targets.static_dims`` reads
-(``tools/runtime_probe.py`` rewrites the release's entry: run this after it).
+"symbolic", "static"}}, "needed": [forms], "refused": [forms refused static too]}, which
+``rewriter.targets.static_dims`` reads (``tools/runtime_probe.py`` keeps it when it rewrites the
+release's entry).
 """
 
 from __future__ import annotations
@@ -95,6 +96,11 @@ def needed(forms: dict) -> list[str]:
     return sorted(n for n, f in forms.items() if f["symbolic"] != "match" and f["static"] == "match")
 
 
+def refused(forms: dict) -> list[str]:
+    """The forms refused (or wrong) with symbolic dims and with static ones alike."""
+    return sorted(n for n, f in forms.items() if f["symbolic"] != "match" and f["static"] != "match")
+
+
 def record(runtime: str, release: str, forms: dict, command: str, data_dir: Path = DATA_DIR) -> Path:
     """Write the release's ``needs_static_dims`` into ``data_dir/<runtime>.json``."""
     marker = json.loads((runtime_venvs.venv_path(runtime, release) / runtime_venvs.MARKER).read_text())
@@ -106,7 +112,7 @@ def record(runtime: str, release: str, forms: dict, command: str, data_dir: Path
     entry["needs_static_dims"] = {
         "probe": {"command": command, "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                   "versions": versions, "forms": "tools/symbolic_forms.py"},
-        "forms": forms, "needed": needed(forms)}
+        "forms": forms, "needed": needed(forms), "refused": refused(forms)}
     path.write_text(json.dumps(table, indent=1) + "\n")
     return path
 

@@ -199,14 +199,14 @@ def _measured_forms(source, result, report, target, plan_only: bool) -> None:
         report.target_notes.append(f"op versions {target.name} was not measured in (no node test reaches them, "
                                    f"no one-node form was built): {', '.join(unmeasured)}")
     if not (target.needs_constant or target.types_refused or target.type_verdicts or target.form_verdicts
-            or target.needs_static_dims):
+            or target.needs_static_dims or target.refused_forms):
         return
     from rewriter.graph.inferred import LazyInference
 
     found = forms.fed_blockers(result, target.needs_constant, target.name)
-    if target.needs_static_dims:
+    if target.needs_static_dims or target.refused_forms:
         found += static_dims.static_dims_blockers(result, target.needs_static_dims, target.name,
-                                                  LazyInference(result)())
+                                                  LazyInference(result)(), target.refused_forms)
     if target.types_refused:
         found += forms.type_blockers(source, target.types_refused, target.name, LazyInference(source)())
     if target.type_verdicts or target.form_verdicts:

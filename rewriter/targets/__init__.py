@@ -70,6 +70,8 @@ class Target:
     unmeasured: dict = dataclasses.field(default_factory=dict)
     # form (rewriter.targets.static_dims) -> its refusal with symbolic dims, measured (it runs static)
     needs_static_dims: dict = dataclasses.field(default_factory=dict)
+    # form -> its refusal with symbolic and with static dims alike, measured (no dims make it run)
+    refused_forms: dict = dataclasses.field(default_factory=dict)
     # op -> {"form": what convert writes instead, "measured": ...} (rewriter.targets.measured_rewrites)
     rewrite_forms: dict = dataclasses.field(default_factory=dict)
 
@@ -172,13 +174,14 @@ def load_release(runtime: str, wanted: tuple[int, int]) -> Target:
                   f"{runtime} {release_text(key)}", runtime, wanted, _table_of(entry.get("needs_constant")),
                   dict(entry.get("types_refused", {})), _by_version(entry.get("type_verdicts")),
                   _by_version(entry.get("form_verdicts")), _table_of(entry.get("unmeasured")),
-                  needs_static_dims=_static_forms(entry), rewrite_forms=dict(entry.get("rewrite_forms") or {}))
+                  needs_static_dims=_static_forms(entry), refused_forms=_static_forms(entry, "refused"), rewrite_forms=dict(entry.get("rewrite_forms") or {}))
 
 
-def _static_forms(entry: dict) -> dict:
-    """form -> the refusal with symbolic dims, of the forms ``needs_static_dims`` says run static."""
+def _static_forms(entry: dict, which: str = "needed") -> dict:
+    """form -> the refusal with symbolic dims, of the forms ``needs_static_dims`` says run static
+    ("needed"), or of those it refuses with static dims too ("refused")."""
     table = entry.get("needs_static_dims") or {}
-    return {form: table["forms"][form]["symbolic"] for form in table.get("needed", [])}
+    return {form: table["forms"][form]["symbolic"] for form in table.get(which, [])}
 
 
 def _by_version(table: dict | None) -> dict:
@@ -307,11 +310,11 @@ def blockers(model, target: Target, *, base_dir: str | None = None) -> list[str]
     from rewriter.targets.ort_quirks import half_precision_blockers
 
     found += half_precision_blockers(model, target)
-    if target.needs_static_dims:
+    if target.needs_static_dims or target.refused_forms:
         from rewriter.targets.static_dims import static_dims_blockers
 
         found += [f"{b[0]}: {b[3]}" for b in static_dims_blockers(
-            model, target.needs_static_dims, target.name, _inferred(model))]
+            model, target.needs_static_dims, target.name, _inferred(model), target.refused_forms)]
     from rewriter.targets.restriction_rewrites import REWRITABLE
 
     for v in restriction_violations(model, target, base_dir=base_dir):

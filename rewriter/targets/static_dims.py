@@ -193,6 +193,18 @@ def _meets_resized(node, scope, m: _Model) -> str | None:
     return None
 
 
+def _shape_cast_any_dims(node, scope, m: _Model) -> str | None:
+    """A shape computed from a Shape through a Cast, whatever the dims (TVM 0.27 wants a shape it
+    can read as one, and a Cast makes it a tensor: refused with static dims too)."""
+    if len(node.input) < 2 or not node.input[1]:
+        return None
+    nodes, fed = m.cone(node.input[1], scope)
+    ops = {n.op_type for n in nodes}
+    if fed or "Cast" not in ops or not ops & {"Shape", "Size"}:
+        return None
+    return f"its shape '{node.input[1]}' is computed from a Shape through a Cast"
+
+
 # form (tools/symbolic_forms.py) -> (op, recognizer(node, scope, model) -> why, or None)
 FORMS = {
     "flatten_two_symbols": ("Flatten", _two_symbols),
@@ -201,6 +213,12 @@ FORMS = {
     "gru_shape_seq_lens": ("GRU", _seq_lens_of_shape),
     "concat_resized": ("Concat", _meets_resized),
     "add_resized": ("Add", _meets_resized),
+}
+# a form refused with static dims too -> (op, its recognizer whatever the dims); forms without one
+# (a GRU the release lacks anyway, tract's foreign symbols, which convert clears) are not named so
+REFUSED_FORMS = {
+    "reshape_shape_through_cast": ("Reshape", _shape_cast_any_dims),
+    "expand_shape_through_cast": ("Expand", _shape_cast_any_dims),
 }
 
 
@@ -220,18 +238,23 @@ def dynamic_inputs(model: onnx.ModelProto) -> list[str]:
     return found
 
 
-def static_dims_blockers(model: onnx.ModelProto, needed: dict, release: str, inferred=None) -> list[tuple]:
-    """(node label, op, None, reason) for every node of ``model`` in a form of ``needed`` (form ->
-    the release's refusal, measured) while a graph input has a dim that is not static.
+def static_dims_blockers(model: onnx.ModelProto, needed: dict, release: str, inferred=None,
+                         refused: dict | None = None) -> list[tuple]:
+    """(node label, op, None, reason, name) for every node of ``model`` in a form of ``needed`` (form
+    -> the release's refusal, measured) while a graph input has a dim that is not static, and in a
+    form of ``refused`` (refused with static dims too) whatever the dims.
     ``inferred``: ``model``'s shape inference (None: the model's own value_info)."""
     inputs = dynamic_inputs(model)
-    if not needed or not inputs:
-        return []
     m = _Model(model, inferred)
+    found = _refused_form_blockers(model, refused or {}, release, m)
+    if not needed or not inputs:
+        return found
     hint = f"give --input-shape NAME:DIMS for {', '.join(inputs)} (or --fix-dim SYMBOL=N)"
-    found = []
+    named = {b[0] for b in found}
     for scope in traversal.iter_scopes(model):
         for node in scope.body.node:
+            if traversal.node_label(node, scope) in named:
+                continue
             for form, why in needed.items():
                 op, recognize = FORMS.get(form, (None, None))
                 if op != node.op_type or node.domain not in ("", "ai.onnx"):
@@ -241,6 +264,23 @@ def static_dims_blockers(model: onnx.ModelProto, needed: dict, release: str, inf
                     reason = (f"{release} needs static dims here: {what}, a form it refuses with symbolic dims and "
                               f"runs with static ones (measured: '{_last_cause(why)}'); {hint}")
                     found.append((traversal.node_label(node, scope), node.op_type, None, reason, node.name))
+                    break
+    return found
+
+
+def _refused_form_blockers(model: onnx.ModelProto, refused: dict, release: str, m: _Model) -> list[tuple]:
+    found = []
+    for scope in traversal.iter_scopes(model):
+        for node in scope.body.node:
+            for form, why in refused.items():
+                op, recognize = REFUSED_FORMS.get(form, (None, None))
+                if op != node.op_type or node.domain not in ("", "ai.onnx"):
+                    continue
+                what = recognize(node, scope, m)
+                if what is not None:
+                    found.append((traversal.node_label(node, scope), node.op_type, None,
+                                  f"{release} refuses this form with symbolic and with static dims alike: {what} "
+                                  f"(measured: '{_last_cause(why)}'); a shape that is a constant runs", node.name))
                     break
     return found
 

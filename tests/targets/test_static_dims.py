@@ -137,7 +137,24 @@ def test_cli_check_and_convert(tmp_path):
     done = run("convert", str(path), "--target", "tract==0.23", "--input-shape", "x:2,3,6,7", "-o",
                str(tmp_path / "o.onnx"))
     assert done.returncode == 0, done.stderr
-    assert run("convert", str(path), "--target", "tvm==0.27", "-o", str(tmp_path / "v.onnx")).returncode == 0
+    for static in ([], ["--input-shape", "x:2,3,6,7"]):  # TVM 0.27 refuses the form static too: named either way
+        tvm = run("convert", str(path), "--target", "tvm==0.27", *static, "-o", str(tmp_path / "v.onnx"))
+        assert tvm.returncode == 2 and "with symbolic and with static dims alike" in tvm.stderr, tvm.stderr
+        assert "Reshape" in tvm.stderr and not (tmp_path / "v.onnx").exists()
+    check = run("check", str(path), "--target", "tvm==0.27")
+    assert "with symbolic and with static dims alike" in check.stdout + check.stderr
+
+
+def test_a_form_refused_static_too_is_named_only_where_measured_so():
+    model, _ = forms.reshape_shape_through_cast()
+    tvm = parse_target("tvm==0.27")
+    assert "reshape_shape_through_cast" in tvm.refused_forms
+    found = static_dims_blockers(model, {}, tvm.name, LazyInference(model)(), tvm.refused_forms)
+    assert [b[1] for b in found] == ["Reshape"] and "alike" in found[0][3]
+    tract = parse_target("tract==0.23")
+    assert not set(tract.refused_forms) & {"reshape_shape_through_cast", "expand_shape_through_cast"}
+    plain, _ = forms.reshape_shape_of()  # a shape read from a Shape without a Cast: TVM runs it (measured)
+    assert static_dims_blockers(plain, {}, tvm.name, LazyInference(plain)(), tvm.refused_forms) == []
 
 
 def test_value_info_symbols_no_input_has_are_cleared_for_tract():
