@@ -177,6 +177,22 @@ def where_nan_cases(make_case, pattern: re.Pattern | None) -> list:
     return cases
 
 
+def _versions(op: str) -> list[int]:
+    """The default-domain schema versions of ``op`` this onnx knows."""
+    newest = onnx.defs.onnx_opset_version()
+    return sorted({s.since_version for s in onnx.defs.get_all_schemas_with_history()
+                   if s.name == op and s.domain == "" and s.since_version <= newest})
+
+
+def _at_version(graph: onnx.GraphProto, version: int) -> tuple[onnx.ModelProto, int]:
+    """``graph`` as a model importing the opset that gives ``version`` (9 at the least: below it the
+    IR wants initializers as graph inputs; the versions before 9 used here hold to 10 or later)."""
+    opset = max(version, 9)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = helper.find_min_ir_version_for(list(model.opset_import), True)
+    return model, opset
+
+
 def control_flow_cases(make_case, pattern: re.Pattern | None) -> list:
     """Loop, Scan and If at every schema version, on float tensors only (the node tests of the
     later versions carry sequences or optionals, which no runner feeds, so those versions went
@@ -203,12 +219,9 @@ def control_flow_cases(make_case, pattern: re.Pattern | None) -> list:
                                           [one]))],
             [vi("cond", TensorProto.BOOL, [])], {"cond": np.array(False)}, [], -np.ones(2, np.float32)),
     }
-    newest = onnx.defs.onnx_opset_version()
     cases = []
     for op, build in builders.items():
-        versions = sorted({s.since_version for s in onnx.defs.get_all_schemas_with_history()
-                           if s.name == op and s.domain == "" and s.since_version <= newest})
-        for version in versions:
+        for version in _versions(op):
             if op == "Scan" and version < 9:  # Scan-8 has a batch axis and sequence_lens: another form
                 continue
             cid = f"form/{op}-{version}/float/tensors_only"
@@ -216,10 +229,7 @@ def control_flow_cases(make_case, pattern: re.Pattern | None) -> list:
                 continue
             nodes, inputs, feeds, inits, expected = build()
             out = "total" if op == "Scan" else "y"
-            graph = helper.make_graph(nodes, "g", inputs, [vi(out, f32, [2])], inits)
-            opset = max(version, 9)  # (Loop-1 and If-1 hold to 10; below 9 the IR wants initializers as inputs)
-            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-            model.ir_version = helper.find_min_ir_version_for(list(model.opset_import), True)
+            model, opset = _at_version(helper.make_graph(nodes, "g", inputs, [vi(out, f32, [2])], inits), version)
             cases.append(make_case(id=cid, kind="form", model=model, feeds=feeds, expected=[expected], op=op,
                                    version=version, opset=opset, extra={"form": "tensors only (float)"}))
     return cases
@@ -234,12 +244,9 @@ def recurrent_cases(make_case, pattern: re.Pattern | None) -> list:
     gates = {"RNN": 1, "GRU": 3, "LSTM": 4}
     rng = np.random.default_rng(3)
     x = rng.normal(size=(5, 2, 3)).astype(np.float32)
-    newest = onnx.defs.onnx_opset_version()
     cases = []
     for op, g in gates.items():
-        versions = sorted({s.since_version for s in onnx.defs.get_all_schemas_with_history()
-                           if s.name == op and s.domain == "" and s.since_version <= newest})
-        for version in versions:
+        for version in _versions(op):
             cid = f"form/{op}-{version}/float/forward_constant_weights"
             if pattern and not pattern.search(cid) or version < 7:  # (before 7: other attributes and outputs)
                 continue
@@ -250,9 +257,7 @@ def recurrent_cases(make_case, pattern: re.Pattern | None) -> list:
             node = helper.make_node(op, ["x", "W", "R", "B"], ["Y", "Y_h"], hidden_size=4)
             graph = helper.make_graph([node], "g", [vi("x", f32, [5, 2, 3])],
                                       [vi("Y", f32, [5, 1, 2, 4]), vi("Y_h", f32, [1, 2, 4])], inits)
-            opset = max(version, 9)  # (the 7 versions hold to 13; below 9 the IR wants initializers as inputs)
-            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-            model.ir_version = helper.find_min_ir_version_for(list(model.opset_import), True)
+            model, opset = _at_version(graph, version)
             expected = _reference(model, {"x": x})
             cases.append(make_case(id=cid, kind="form", model=model, feeds={"x": x}, expected=list(expected), op=op,
                                    version=version, opset=opset, extra={"form": "forward, constant weights"}))

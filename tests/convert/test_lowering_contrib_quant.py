@@ -209,22 +209,15 @@ def test_concat_requantizes_an_input_of_equal_scale_and_other_zero_point():
 def test_scales_in_external_data_are_read_from_the_models_directory(tmp_path, monkeypatch):
     """A QLinearAdd whose scales and zero points are external data, converted for tract from another
     directory: the lowering reads the constants relative to the model, as its kernel does."""
-    import onnx
     import onnxruntime as ort
 
-    from rewriter import cli
+    from tests.convert.support.elsewhere import convert_from_elsewhere
 
     model = _binary("QLinearAdd", T.UINT8, [16, 16], [16, 1], 0.05, 3, 0.02, 200, 0.07, 128)
     rng = np.random.default_rng(6)
     feeds = {"A": random_q(rng, T.UINT8, [16, 16]), "B": random_q(rng, T.UINT8, [16, 1])}
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-    (tmp_path / "m").mkdir()
-    (tmp_path / "elsewhere").mkdir()
-    path, out = tmp_path / "m" / "q.onnx", tmp_path / "out.onnx"
-    onnx.save(model, str(path), save_as_external_data=True, location="q.data", size_threshold=0)
-    monkeypatch.chdir(tmp_path / "elsewhere")
-    assert cli.main(["convert", str(path), "--target", "tract==0.23", "-o", str(out)]) == 0
-    result = onnx.load(str(out))
+    result = convert_from_elsewhere(model, tmp_path, monkeypatch, "--target", "tract==0.23")
     assert all(n.domain in ("", "ai.onnx") for n in result.graph.node)
     got = ort.InferenceSession(result.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     np.testing.assert_array_equal(got, want)

@@ -318,16 +318,10 @@ def test_qlinear_conv_scale_in_onnx_runtime_order():
 def test_weights_in_external_data_are_read_from_the_models_directory(tmp_path, monkeypatch):
     """convert --target tract==0.23 on a QLinearConv model whose weights are external data, run from
     another directory: the explicit form reads them relative to the model (not the working directory)."""
-    from rewriter import cli
+    from tests.convert.support.elsewhere import convert_from_elsewhere
 
     model, feeds = _conv_case(np.random.default_rng(5), True)
     want = _run(model, feeds)
-    (tmp_path / "m").mkdir()
-    (tmp_path / "elsewhere").mkdir()
-    path, out = tmp_path / "m" / "q.onnx", tmp_path / "out.onnx"
-    onnx.save(model, str(path), save_as_external_data=True, location="q.data", size_threshold=0)
-    monkeypatch.chdir(tmp_path / "elsewhere")
-    assert cli.main(["convert", str(path), "--target", "tract==0.23", "-o", str(out)]) == 0
-    result = onnx.load(str(out))
+    result = convert_from_elsewhere(model, tmp_path, monkeypatch, "--target", "tract==0.23")
     assert "QLinearConv" not in {n.op_type for n in result.graph.node}
     np.testing.assert_array_equal(_run(result, feeds), want)
