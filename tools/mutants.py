@@ -2351,6 +2351,14 @@ MUTANTS: list[Mutant] = [
       '    found = _refused_form_blockers(model, refused or {}, release, m)',
       '    found = []',
       'tests/targets/test_static_dims.py', 'a form refused with static dims too goes unnamed'),
+    M('gate-owner-prefix', 'rewriter/cli/runner.py',
+      '    owner = max((n for n in nodes if name != n and name.startswith(n + "_")), key=len, default=None)',
+      '    owner = None',
+      'tests/cli/test_ort_gate_names.py', 'the gate names no node when ONNX Runtime\'s optimizer wrote the one it names'),
+    M('gate-own-node', 'rewriter/cli/runner.py',
+      '    if name in nodes or owner is None:',
+      '    if owner is None:',
+      'tests/cli/test_ort_gate_names.py', 'an error naming the result\'s own node gets a second name'),
 ]
 
 

@@ -255,11 +255,33 @@ def final_gate(args, original, result) -> None:
             raise VerificationFailed(f"ONNX Runtime cannot load the result ({cause}): {problem}")
         if cause:
             raise VerificationFailed(f"ONNX Runtime refuses the result with its default session options, as users "
-                                     f"run it (with graph optimizations off it loads; {cause}): {problem}")
+                                     f"run it (with graph optimizations off it loads; {cause}): {problem}"
+                                     f"{_rewritten_node(problem, result)}")
         if optimized:
             warn(args, f"ONNX Runtime refuses the result with its default session options (graph optimizations on) "
                        f"as it refuses the input, so the rewrite is not the cause: {problem}")
         break
+
+
+def _rewritten_node(problem: str, result) -> str:
+    """The result's node ONNX Runtime's graph optimizer made the node its error names from (it
+    names its nodes after the one they replace: a QDQ Conv's bias becomes 'CONV_bias_div_round',
+    a Round, at opset 10 where Round does not exist yet), as a sentence ending the error; ''
+    when the error names no node or names one of the result's own."""
+    import re
+
+    from rewriter.graph import traversal
+
+    found = re.search(r'In Node, \("([^"]+)", (\w+)', problem)
+    if not found:
+        return ""
+    nodes = {n.name: n for s in traversal.iter_scopes(result) for n in s.body.node if n.name}
+    name = found.group(1)
+    owner = max((n for n in nodes if name != n and name.startswith(n + "_")), key=len, default=None)
+    if name in nodes or owner is None:
+        return ""
+    node = nodes[owner]
+    return f" (ONNX Runtime's graph optimizer wrote that {found.group(2)} for node '{owner}' ({node.op_type}) of the result)"
 
 
 def _lacks_half_kernel(problem: str, dtype: str) -> bool:
