@@ -950,7 +950,7 @@ def main(argv: list[str] | None = None) -> int:
     verdicts, header = probe(runtime, release, cases, args.timeout, args.keep)
     const_of = {}
     if not args.no_const:
-        refused = [c for c in cases if (c.kind == "node" or c.id.startswith("gen/"))
+        refused = [c for c in cases if (c.kind == "node" or c.id.startswith(("gen/", "form/")))
                    and verdicts[c.id][0] in ("refused", "crash", "timeout", "wrong")]
         variants = [v for v in (const_variant(c) for c in refused) if v is not None]
         print(f"{len(variants)} refused or wrong cases again with constant inputs")

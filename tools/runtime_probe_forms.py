@@ -76,6 +76,13 @@ def _reference(model: onnx.ModelProto, feeds: dict) -> list:
     return [np.asarray(o) for o in out]
 
 
+def _onnxruntime(model: onnx.ModelProto, feeds: dict) -> list:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return [np.asarray(o) for o in session.run(None, feeds)]
+
+
 def _varied(schema, attrs: dict) -> dict:
     """Each float attribute with a default, not set by the builder, at another value."""
     out = {}
@@ -236,31 +243,37 @@ def control_flow_cases(make_case, pattern: re.Pattern | None) -> list:
 
 
 def recurrent_cases(make_case, pattern: re.Pattern | None) -> list:
-    """RNN, GRU and LSTM at every schema version in their plainest form (forward, default
-    activations, constant weights, recurrence and bias, a [5, 2, 3] float input, hidden size 4;
-    no sequence_lens), expected outputs from ``onnx.reference``: the node tests reach only the
-    newest version, and the older ones are what exporters write."""
+    """RNN, GRU and LSTM at every schema version from 7 in their plainest form (forward, default
+    activations, constant weights, recurrence and bias, a [5, 2, 3] float input, hidden size 4),
+    without sequence_lens and with sequence_lens [5, 5] fed at run time (the probe's constant-input
+    rerun then tells whether only that is refused: tract 0.23 wants it constant); expected outputs
+    from ONNX Runtime (onnx.reference ignores sequence_lens). The node tests reach only the newest
+    version, and the older ones are what exporters write."""
     vi, f32 = helper.make_tensor_value_info, TensorProto.FLOAT
     gates = {"RNN": 1, "GRU": 3, "LSTM": 4}
     rng = np.random.default_rng(3)
     x = rng.normal(size=(5, 2, 3)).astype(np.float32)
+    lens = np.array([5, 5], np.int32)  # every sequence whole: a runtime that refuses it fed refuses the input
     cases = []
     for op, g in gates.items():
         for version in _versions(op):
-            cid = f"form/{op}-{version}/float/forward_constant_weights"
-            if pattern and not pattern.search(cid) or version < 7:  # (before 7: other attributes and outputs)
-                continue
             w = (rng.normal(size=(1, g * 4, 3)) * 0.5).astype(np.float32)
             r = (rng.normal(size=(1, g * 4, 4)) * 0.5).astype(np.float32)
             b = (rng.normal(size=(1, g * 8)) * 0.1).astype(np.float32)
             inits = [onnx.numpy_helper.from_array(v, n) for n, v in (("W", w), ("R", r), ("B", b))]
-            node = helper.make_node(op, ["x", "W", "R", "B"], ["Y", "Y_h"], hidden_size=4)
-            graph = helper.make_graph([node], "g", [vi("x", f32, [5, 2, 3])],
-                                      [vi("Y", f32, [5, 1, 2, 4]), vi("Y_h", f32, [1, 2, 4])], inits)
-            model, opset = _at_version(graph, version)
-            expected = _reference(model, {"x": x})
-            cases.append(make_case(id=cid, kind="form", model=model, feeds={"x": x}, expected=list(expected), op=op,
-                                   version=version, opset=opset, extra={"form": "forward, constant weights"}))
+            for fed in (False, True):
+                cid = f"form/{op}-{version}/float/forward_constant_weights" + ("/fed_sequence_lens" if fed else "")
+                if pattern and not pattern.search(cid) or version < 7:  # (before 7: other attributes and outputs)
+                    continue
+                node = helper.make_node(op, ["x", "W", "R", "B", *(["lens"] if fed else [])], ["Y", "Y_h"], hidden_size=4)
+                inputs = [vi("x", f32, [5, 2, 3])] + ([vi("lens", TensorProto.INT32, [2])] if fed else [])
+                graph = helper.make_graph([node], "g", inputs, [vi("Y", f32, [5, 1, 2, 4]), vi("Y_h", f32, [1, 2, 4])],
+                                          inits)
+                model, opset = _at_version(graph, version)
+                feeds = {"x": x, **({"lens": lens} if fed else {})}
+                cases.append(make_case(id=cid, kind="form", model=model, feeds=feeds, expected=_onnxruntime(model, feeds),
+                                       op=op, version=version, opset=opset,
+                                       extra={"form": "forward, constant weights" + (", fed sequence_lens" if fed else "")}))
     return cases
 
 

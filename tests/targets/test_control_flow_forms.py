@@ -63,3 +63,18 @@ def test_if_runs_in_tvm():
     case = next(c for c in CASES if c.id == "form/If-13/float/tensors_only")
     got = run_in("tvm", "0.27", case.model, case.feeds)
     assert got["ok"] and np.array_equal(got["values"][0], case.expected[0])
+
+
+def test_tract_wants_sequence_lens_constant_and_convert_names_a_fed_one():
+    from rewriter import RewriterError
+    from rewriter.convert.for_target import convert_for
+
+    entry = json.loads((ROOT / "rewriter" / "targets" / "data" / "tract.json").read_text())["releases"]["0.23"]
+    for op in ("RNN", "GRU", "LSTM"):
+        assert {7, 14, 22} <= set(entry["needs_constant"][""][op]), op
+    fed = next(c for c in CASES if c.id == "form/GRU-14/float/forward_constant_weights/fed_sequence_lens")
+    with pytest.raises(RewriterError, match=r"GRU-14 only with its inputs after the first constant.*'lens'"):
+        convert_for(fed.model, runtime="tract==0.23")
+    plain = next(c for c in CASES if c.id == "form/GRU-14/float/forward_constant_weights")
+    result, _ = convert_for(plain.model, runtime="tract==0.23")
+    assert [n.op_type for n in result.graph.node] == ["GRU"]
