@@ -152,22 +152,23 @@ def _through_same_shape(name: str, scope, m: _Model) -> onnx.NodeProto | None:
     return None
 
 
+def _carried_input(node, scope, m: _Model, i: int, through_cast: bool) -> str | None:
+    """Input ``i`` of ``node`` when it is computed from shapes only (no graph input's values) and
+    carries a dim that is not static (``through_cast``: one read through a Cast), else None."""
+    if len(node.input) <= i or not node.input[i]:
+        return None
+    _, fed = m.cone(node.input[i], scope)
+    return None if fed or not m.carried(node.input[i], scope)[1 if through_cast else 0] else node.input[i]
+
+
 def _shape_through_cast(node, scope, m: _Model) -> str | None:
-    if len(node.input) < 2 or not node.input[1]:
-        return None
-    _, fed = m.cone(node.input[1], scope)
-    if fed or not m.carried(node.input[1], scope)[1]:
-        return None
-    return f"its shape '{node.input[1]}' holds dims that are not static, read through a Cast"
+    name = _carried_input(node, scope, m, 1, through_cast=True)
+    return None if name is None else f"its shape '{name}' holds dims that are not static, read through a Cast"
 
 
 def _seq_lens_of_shape(node, scope, m: _Model) -> str | None:
-    if len(node.input) < 5 or not node.input[4]:
-        return None
-    _, fed = m.cone(node.input[4], scope)
-    if fed or not m.carried(node.input[4], scope)[0]:
-        return None
-    return f"its sequence_lens '{node.input[4]}' is computed from dims that are not static"
+    name = _carried_input(node, scope, m, 4, through_cast=False)
+    return None if name is None else f"its sequence_lens '{name}' is computed from dims that are not static"
 
 
 def _resized(name: str, scope, m: _Model) -> onnx.NodeProto | None:
@@ -246,41 +247,31 @@ def static_dims_blockers(model: onnx.ModelProto, needed: dict, release: str, inf
     ``inferred``: ``model``'s shape inference (None: the model's own value_info)."""
     inputs = dynamic_inputs(model)
     m = _Model(model, inferred)
-    found = _refused_form_blockers(model, refused or {}, release, m)
+    found = _blocked(model, refused or {}, REFUSED_FORMS, m, lambda what, why: (
+        f"{release} refuses this form with symbolic and with static dims alike: {what} (measured: "
+        f"'{_last_cause(why)}'); a shape that is a constant runs"))
     if not needed or not inputs:
         return found
     hint = f"give --input-shape NAME:DIMS for {', '.join(inputs)} (or --fix-dim SYMBOL=N)"
     named = {b[0] for b in found}
-    for scope in traversal.iter_scopes(model):
-        for node in scope.body.node:
-            if traversal.node_label(node, scope) in named:
-                continue
-            for form, why in needed.items():
-                op, recognize = FORMS.get(form, (None, None))
-                if op != node.op_type or node.domain not in ("", "ai.onnx"):
-                    continue
-                what = recognize(node, scope, m)
-                if what is not None:
-                    reason = (f"{release} needs static dims here: {what}, a form it refuses with symbolic dims and "
-                              f"runs with static ones (measured: '{_last_cause(why)}'); {hint}")
-                    found.append((traversal.node_label(node, scope), node.op_type, None, reason, node.name))
-                    break
-    return found
+    return found + [b for b in _blocked(model, needed, FORMS, m, lambda what, why: (
+        f"{release} needs static dims here: {what}, a form it refuses with symbolic dims and runs with static ones "
+        f"(measured: '{_last_cause(why)}'); {hint}")) if b[0] not in named]
 
 
-def _refused_form_blockers(model: onnx.ModelProto, refused: dict, release: str, m: _Model) -> list[tuple]:
+def _blocked(model: onnx.ModelProto, forms: dict, recognizers: dict, m: _Model, reason) -> list[tuple]:
+    """(label, op, None, reason(what, the form's refusal), name) of each node in one of ``forms``
+    (form -> the release's refusal) that its recognizer in ``recognizers`` sees."""
     found = []
     for scope in traversal.iter_scopes(model):
         for node in scope.body.node:
-            for form, why in refused.items():
-                op, recognize = REFUSED_FORMS.get(form, (None, None))
+            for form, why in forms.items():
+                op, recognize = recognizers.get(form, (None, None))
                 if op != node.op_type or node.domain not in ("", "ai.onnx"):
                     continue
                 what = recognize(node, scope, m)
                 if what is not None:
-                    found.append((traversal.node_label(node, scope), node.op_type, None,
-                                  f"{release} refuses this form with symbolic and with static dims alike: {what} "
-                                  f"(measured: '{_last_cause(why)}'); a shape that is a constant runs", node.name))
+                    found.append((traversal.node_label(node, scope), node.op_type, None, reason(what, why), node.name))
                     break
     return found
 
