@@ -2360,6 +2360,18 @@ MUTANTS: list[Mutant] = [
       '    if name in nodes or owner is None:',
       '    if owner is None:',
       'tests/cli/test_ort_gate_names.py', 'an error naming the result\'s own node gets a second name'),
+    M('di-graph-input-too', 'rewriter/targets/measured_verdicts.py',
+      '        if t is None or t.elem_type != onnx.TensorProto.DOUBLE or traversal.definition(node.input[0], scope)[0] != "node":',
+      '        if t is None or t.elem_type != onnx.TensorProto.DOUBLE:',
+      'tests/targets/test_double_inside.py', 'a CumSum on a double graph input named for LiteRT (onnx2tf makes it float)'),
+    M('di-hook', 'rewriter/convert/for_target.py',
+      '        found += verdicts.double_inside_blockers(result, target.form_verdicts, target.name, inferred)',
+      '        pass',
+      'tests/targets/test_double_inside.py', 'convert --target litert writes a double CumSum LiteRT refuses'),
+    M('di-ok-is-bad', 'rewriter/targets/measured_verdicts.py',
+      '           for v, forms in versions.items() if forms.get(DOUBLE_INSIDE, "ok") != "ok"}',
+      '           for v, forms in versions.items() if DOUBLE_INSIDE in forms}',
+      'tests/targets/test_double_inside.py', 'a release that runs the form (OpenVINO) has its CumSum named too'),
 ]
 
 

@@ -35,7 +35,8 @@ import ort_kernel_probe as okp
 # ops whose outputs are random draws or whose generated models say nothing: not generated
 _SKIP = {"Bernoulli", "Multinomial", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
          "Constant", "If", "Loop", "Scan"}
-NAMED_FORMS = {"nan_in_untaken_branch": "NaN in the branch the condition does not choose"}
+NAMED_FORMS = {"nan_in_untaken_branch": "NaN in the branch the condition does not choose",
+               "double_inside": "a double tensor computed inside the graph (not a graph input)"}
 
 
 def case_types(model: onnx.ModelProto) -> list[str]:
@@ -181,6 +182,31 @@ def where_nan_cases(make_case, pattern: re.Pattern | None) -> list:
                                    op="Where", version=version, opset=opset,
                                    extra={"form": NAMED_FORMS["nan_in_untaken_branch"],
                                           "named": "nan_in_untaken_branch"}))
+    return cases
+
+
+def double_inside_cases(make_case, pattern: re.Pattern | None) -> list:
+    """CumSum at each version on a double tensor the graph computes (a float input cast to double,
+    summed, cast back), as the SVM lowerings sum their votes' products in double: a converter may
+    turn a double graph input into float (the node tests' inputs), not a double made inside."""
+    vi = helper.make_tensor_value_info
+    x = np.array([[0.1, 1.5, -2.25, 0.3, 2.5], [1.0, 2.0, 3.0, 4.0, 5.0]], np.float32)  # (judged as any case: a
+    # runtime that sums doubles in float, as OpenVINO does everywhere, is right within the tolerance)
+    expected = np.cumsum(x.astype(np.float64), axis=1).astype(np.float32)
+    cases = []
+    for version in _versions("CumSum"):
+        cid = f"form/CumSum-{version}/double/double_inside"
+        if pattern and not pattern.search(cid):
+            continue
+        nodes = [helper.make_node("Cast", ["x"], ["xd"], to=TensorProto.DOUBLE),
+                 helper.make_node("CumSum", ["xd", "axis"], ["sd"], name="n"),
+                 helper.make_node("Cast", ["sd"], ["y"], to=TensorProto.FLOAT)]
+        graph = helper.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, [2, 5])], [vi("y", TensorProto.FLOAT, [2, 5])],
+                                  [onnx.numpy_helper.from_array(np.array(1, np.int64), "axis")])
+        model, opset = _at_version(graph, version)
+        cases.append(make_case(id=cid, kind="form", model=model, feeds={"x": x}, expected=[expected], op="CumSum",
+                               version=version, opset=opset,
+                               extra={"form": NAMED_FORMS["double_inside"], "named": "double_inside"}))
     return cases
 
 

@@ -213,6 +213,7 @@ def _measured_forms(source, result, report, target, plan_only: bool) -> None:
         inferred = LazyInference(result)()
         found += verdicts.type_blockers(result, target.type_verdicts, target.name, inferred)
         found += verdicts.untaken_nan_blockers(result, target.form_verdicts, target.name, inferred)
+        found += verdicts.double_inside_blockers(result, target.form_verdicts, target.name, inferred)
     blocked = [Blocker(f[0], f[1], "form", f[3], "a runtime that takes this form", name=f[4] if len(f) > 4 else "")
                for f in found]
     if plan_only:

@@ -9,7 +9,10 @@
   builds beside the node tests: ``nan_in_untaken_branch``, a Where whose branches broadcast with a
   NaN in the branch not taken (LiteRT returns the NaN).  A Where whose condition comes from an
   IsNaN (the NaN is then where the condition does not take that branch) and whose branches do not
-  have one shape blocks.
+  have one shape blocks; ``double_inside``, an op (CumSum) on a double tensor the graph computes
+  (LiteRT refuses it: onnx2tf turns a double graph input into float, not a double made inside,
+  such as the SVM lowerings' sums). A node of that op reading a double tensor some node writes
+  blocks.
 - ``unmeasured``: domain -> op -> schema versions no probe case measured (no node test reaches
   them and the probe could not build a one-node form): said in the conversion's notes.
 """
@@ -21,9 +24,11 @@ import onnx
 from rewriter.graph import traversal
 from rewriter.graph.schemas import DEFAULT_DOMAINS, schema_version_at_domain
 
-__all__ = ["type_blockers", "untaken_nan_blockers", "unmeasured_present", "UNTAKEN_NAN"]
+__all__ = ["type_blockers", "untaken_nan_blockers", "double_inside_blockers", "unmeasured_present", "UNTAKEN_NAN",
+           "DOUBLE_INSIDE"]
 
 UNTAKEN_NAN = "nan_in_untaken_branch"
+DOUBLE_INSIDE = "double_inside"
 _PASS_THROUGH = {"Not", "Identity", "Cast", "Or", "And", "Xor"}  # a condition still true where an IsNaN is
 
 
@@ -117,6 +122,27 @@ def untaken_nan_blockers(model: onnx.ModelProto, table: dict, release: str, infe
                           f"its condition comes from an IsNaN, so a branch holds a NaN where it is not taken, and "
                           f"{release} returns that NaN when the branches broadcast (measured: "
                           f"{table[''][node.op_type][version][UNTAKEN_NAN][:120]})", node.name))
+    return found
+
+
+def double_inside_blockers(model: onnx.ModelProto, table: dict, release: str, inferred=None) -> list[tuple]:
+    """(node label, op, version, reason, node name) for every node of an op version whose
+    ``double_inside`` form ``table`` (``form_verdicts``) says is not right, when its first input is
+    a double tensor a node of the graph writes (a graph input or an initializer does not count)."""
+    bad = {(op, v): forms[DOUBLE_INSIDE] for op, versions in table.get("", {}).items()
+           for v, forms in versions.items() if forms.get(DOUBLE_INSIDE, "ok") != "ok"}
+    if not bad:
+        return []
+    types = _value_types(model, inferred)
+    found = []
+    for node, scope, domain, version in _versions(model):
+        why = bad.get((node.op_type, version)) if domain == "" and node.input else None
+        t = types.get(node.input[0]) if why else None
+        if t is None or t.elem_type != onnx.TensorProto.DOUBLE or traversal.definition(node.input[0], scope)[0] != "node":
+            continue
+        found.append((traversal.node_label(node, scope), node.op_type, version,
+                      f"{release} refuses {node.op_type}-{version} on a double tensor the graph computes "
+                      f"('{node.input[0]}'; measured: {why[:160]})", node.name))
     return found
 
 
