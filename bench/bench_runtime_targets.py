@@ -184,7 +184,10 @@ def ort_reference(model: Path, sample: Path, cache: Path, optimized: bool = True
     key = _sha(model, sample, ort.__version__, "" if optimized else "no-graph-optimizations")
     meta, npz = cache / "ort" / f"{key}.json", cache / "ort" / f"{key}.npz"
     if meta.exists():
-        return json.loads(meta.read_text())
+        result = json.loads(meta.read_text())
+        if not result["ok"] and result["exit"] in (1, 2) and "names_node" not in result:  # (cached before exit 1 was)
+            result["names_node"] = names_a_node(result.get("message", ""), model)
+        return result
     meta.parent.mkdir(parents=True, exist_ok=True)
     try:
         opts = ort.SessionOptions()
@@ -228,7 +231,10 @@ def onnxsim_file(exe: str, model: Path, cache: Path, version: str, timeout: floa
     key = _sha(model, "onnxsim", version)
     out, meta = cache / "onnxsim" / f"{key}.onnx", cache / "onnxsim" / f"{key}.json"
     if meta.exists():
-        return json.loads(meta.read_text())
+        result = json.loads(meta.read_text())
+        if not result["ok"] and result["exit"] in (1, 2) and "names_node" not in result:  # (cached before exit 1 was)
+            result["names_node"] = names_a_node(result.get("message", ""), model)
+        return result
     out.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     stdout, stderr, rc = _timed([*NICE, exe, str(model), str(out), "--target-opset", "13"], "onnxsim", timeout)
@@ -267,7 +273,10 @@ def convert_file(model: Path, target: str, cache: Path, src: str, timeout: float
     key = _sha(model, target, src, *extra)
     out, meta = cache / "convert" / f"{key}.onnx", cache / "convert" / f"{key}.json"
     if meta.exists():
-        return json.loads(meta.read_text())
+        result = json.loads(meta.read_text())
+        if not result["ok"] and result["exit"] in (1, 2) and "names_node" not in result:  # (cached before exit 1 was)
+            result["names_node"] = names_a_node(result.get("message", ""), model)
+        return result
     out.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     stdout, stderr, rc = _timed([*NICE, sys.executable, "-m", "rewriter", "convert", str(model), "--target", target,
@@ -278,7 +287,7 @@ def convert_file(model: Path, target: str, cache: Path, src: str, timeout: float
     else:
         result = {"ok": False, "exit": rc, "message": log.strip()[-4000:],
                   "reason": f"rewriter exit {rc}: " + first_line(log)}
-        if rc == 2:
+        if rc in (1, 2):  # refused (2) or its result refused by the last checks (1): either must name the node
             result["names_node"] = names_a_node(log, model)
     result["seconds"] = round(time.monotonic() - start, 1)
     meta.write_text(json.dumps(result))
