@@ -174,7 +174,8 @@ def load_release(runtime: str, wanted: tuple[int, int]) -> Target:
                   f"{runtime} {release_text(key)}", runtime, wanted, _table_of(entry.get("needs_constant")),
                   dict(entry.get("types_refused", {})), _by_version(entry.get("type_verdicts")),
                   _by_version(entry.get("form_verdicts")), _table_of(entry.get("unmeasured")),
-                  needs_static_dims=_static_forms(entry), refused_forms=_static_forms(entry, "refused"), rewrite_forms=dict(entry.get("rewrite_forms") or {}))
+                  needs_static_dims=_static_forms(entry), refused_forms=_static_forms(entry, "refused"),
+                  rewrite_forms=dict(entry.get("rewrite_forms") or {}))
 
 
 def _static_forms(entry: dict, which: str = "needed") -> dict:

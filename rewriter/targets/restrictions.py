@@ -24,8 +24,7 @@ import onnx
 
 from rewriter.graph import traversal
 from rewriter.graph.schemas import is_default_domain
-from rewriter.targets.restriction_lookups import (UNKNOWN, Lookups, attr, node_attr, schema_of, trt_constant,
-                                                  value_bound)
+from rewriter.targets.restriction_lookups import UNKNOWN, Lookups, attr, schema_of, trt_constant, value_bound
 
 __all__ = ["Violation", "violations", "broken", "trt_constant", "Lookups"]
 
