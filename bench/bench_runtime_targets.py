@@ -184,10 +184,7 @@ def ort_reference(model: Path, sample: Path, cache: Path, optimized: bool = True
     key = _sha(model, sample, ort.__version__, "" if optimized else "no-graph-optimizations")
     meta, npz = cache / "ort" / f"{key}.json", cache / "ort" / f"{key}.npz"
     if meta.exists():
-        result = json.loads(meta.read_text())
-        if not result["ok"] and result["exit"] in (1, 2) and "names_node" not in result:  # (cached before exit 1 was)
-            result["names_node"] = names_a_node(result.get("message", ""), model)
-        return result
+        return json.loads(meta.read_text())
     meta.parent.mkdir(parents=True, exist_ok=True)
     try:
         opts = ort.SessionOptions()
@@ -231,10 +228,7 @@ def onnxsim_file(exe: str, model: Path, cache: Path, version: str, timeout: floa
     key = _sha(model, "onnxsim", version)
     out, meta = cache / "onnxsim" / f"{key}.onnx", cache / "onnxsim" / f"{key}.json"
     if meta.exists():
-        result = json.loads(meta.read_text())
-        if not result["ok"] and result["exit"] in (1, 2) and "names_node" not in result:  # (cached before exit 1 was)
-            result["names_node"] = names_a_node(result.get("message", ""), model)
-        return result
+        return json.loads(meta.read_text())
     out.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     stdout, stderr, rc = _timed([*NICE, exe, str(model), str(out), "--target-opset", "13"], "onnxsim", timeout)

@@ -37,3 +37,13 @@ def test_integers_must_be_equal():
     want = np.arange(6, dtype=np.int64)
     assert compare({"y": want}, {"y": want.copy()}, ["y"]) is None
     assert "1 of 6 integer elements differ" in compare({"y": want}, {"y": want + (want == 3)}, ["y"])
+
+
+def test_a_cached_refusal_of_onnx_runtime_reads_back(tmp_path):
+    """A model ONNX Runtime does not run is cached as such and read back from the cache as it was."""
+    bench = _bench()
+    model, sample = tmp_path / "m.onnx", tmp_path / "m.npz"
+    model.write_bytes(b"not a model")
+    np.savez(sample, x=np.zeros(1, np.float32))
+    first = bench.ort_reference(model, sample, tmp_path / "cache")
+    assert not first["ok"] and bench.ort_reference(model, sample, tmp_path / "cache") == first
