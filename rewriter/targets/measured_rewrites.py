@@ -19,6 +19,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from rewriter.graph import traversal
+from rewriter.graph.model_index import value_types
 from rewriter.graph.names import first_few, fresh_name
 from rewriter.graph.schemas import is_default_domain
 from rewriter.targets.restriction_lookups import trt_constant
@@ -29,11 +30,8 @@ TILE_RANKS = (4, 5)  # the ranks OpenVINO's Tile has a channels-last layout for
 
 
 def _ranks(model: onnx.ModelProto, inferred) -> dict[str, int]:
-    graph = inferred.graph if inferred is not None else model.graph
-    ranks = {v.name: len(v.type.tensor_type.shape.dim) for v in [*graph.input, *graph.output, *graph.value_info]
-             if v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape")}
-    ranks.update({t.name: len(t.dims) for t in model.graph.initializer})
-    return ranks
+    return {name: len(t.tensor_type.shape.dim) for name, t in value_types(model, inferred).items()
+            if t.HasField("tensor_type") and t.tensor_type.HasField("shape")}
 
 
 def _repeats(name: str, scope: traversal.Scope):
@@ -104,7 +102,6 @@ def _tile_rank_6(model: onnx.ModelProto, release: str, inferred) -> list[str]:
                 done.append(node.name or node.output[0])
             else:
                 nodes.append(node)
-        nodes = [onnx.NodeProto.FromString(n.SerializeToString()) for n in nodes]
         del scope.body.node[:]
         scope.body.node.extend(nodes)
     if not done:
