@@ -271,13 +271,14 @@ def _rewritten_node(problem: str, result) -> str:
     import re
 
     from rewriter.graph import traversal
+    from rewriter.graph.names import named_after
 
     found = re.search(r'In Node, \("([^"]+)", (\w+)', problem)
     if not found:
         return ""
     nodes = {n.name: n for s in traversal.iter_scopes(result) for n in s.body.node if n.name}
     name = found.group(1)
-    owner = max((n for n in nodes if name != n and name.startswith(n + "_")), key=len, default=None)
+    owner = named_after(name, nodes)
     if name in nodes or owner is None:
         return ""
     node = nodes[owner]

@@ -13,6 +13,7 @@ from rewriter.convert.blockers import Blocker
 from rewriter.convert.planner import ConversionBlocked, ConvertReport, convert_model
 from rewriter.errors import RewriterError
 from rewriter.graph import traversal
+from rewriter.graph.names import named_after
 from rewriter.graph.schemas import DEFAULT_DOMAINS
 from rewriter.targets import ort_quirks
 from rewriter.targets.spec import TargetSpec
@@ -123,7 +124,7 @@ def credit_lowering(blockers: list, source: onnx.ModelProto) -> list:
     for b in blockers:
         if not b.name or names.get(b.name) == b.op:
             continue
-        owner = max((n for n in names if b.name == n or b.name.startswith(n + "_")), key=len, default=None)
+        owner = b.name if b.name in names else named_after(b.name, names)
         if owner == b.name:  # an expansion's node that took its op's name (DynamicQuantizeLinear's QuantizeLinear)
             b.reason += f" (a node the conversion of node '{owner}' ({names[owner]}) wrote)"
         elif owner is not None:
