@@ -246,6 +246,8 @@ def static_dims_blockers(model: onnx.ModelProto, needed: dict, release: str, inf
     form of ``refused`` (refused with static dims too) whatever the dims.
     ``inferred``: ``model``'s shape inference (None: the model's own value_info)."""
     inputs = dynamic_inputs(model)
+    if not refused and not (needed and inputs):
+        return []
     m = _Model(model, inferred)
     found = _blocked(model, refused or {}, REFUSED_FORMS, m, lambda what, why: (
         f"{release} refuses this form with symbolic and with static dims alike: {what} (measured: "
