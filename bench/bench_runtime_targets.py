@@ -370,9 +370,9 @@ def _runtime_version(python: Path, runtime: str) -> str:
 
 # ---------------------------------------------------------------- comparison
 
-def compare(ref: dict, got: dict, order: list[str]) -> str | None:
-    """None when ``got`` (the runner's outputs, in its ``order``) matches ONNX Runtime's ``ref``,
-    else what differs."""
+def compare(ref: dict, got: dict, order: list[str], rtol: float = RTOL) -> str | None:
+    """None when ``got`` (the runner's outputs, in its ``order``) matches ONNX Runtime's ``ref``
+    (float outputs within ``rtol``, relative L2), else what differs."""
     for i, (name, want) in enumerate(ref.items()):
         value = got.get(name)
         if value is None and i < len(order) and order[i] not in ref:
@@ -399,7 +399,7 @@ def compare(ref: dict, got: dict, order: list[str]) -> str | None:
             fin = np.isfinite(w)
             diff, norm = np.linalg.norm(w[fin] - v[fin]), np.linalg.norm(w[fin])
             rel = diff / norm if norm else (0.0 if diff == 0 else np.inf)
-            tol = HALF_RTOL.get(str(want.dtype), RTOL)
+            tol = max(HALF_RTOL.get(str(want.dtype), RTOL), rtol)
             if rel > tol and not (norm == 0 and np.max(np.abs(v[fin]), initial=0) <= 1e-6):
                 return f"{name!r}: relative L2 {rel:.3g}"
         elif not np.array_equal(want.astype(np.int64) if want.dtype.kind == "b" else want,
@@ -560,11 +560,7 @@ def main(argv=None) -> int:
                     else:
                         with np.load(r["npz"], allow_pickle=True) as data:
                             got = {k: data[k] for k in data.files}
-                        want = in_label_order(ref, made["file"])  # (ZipMap's maps made a tensor)
-                        diff = compare(want, got, r.get("outputs") or list(got))
-                        cell.update(verdict="WRONG" if diff else "match", reason=diff)
-                        if diff:
-                            cell["reason"] = f"{diff}; {_spread(model, sample, cache, ref, got, r)}"
+                        cell.update(judge(model, sample, cache, ref, got, r, made["file"]))
                 cells.append(cell)
         report(target, runtime, python, len(runs), columns, [c for c in cells if c["runtime"] == target])
         sys.stdout.flush()
@@ -573,16 +569,53 @@ def main(argv=None) -> int:
     return 0
 
 
-def _spread(model: Path, sample: Path, cache: Path, ref: dict, got: dict, result: dict) -> str:
-    """How the runtime's result compares with ONNX Runtime without graph optimizations, and
-    how far ONNX Runtime's two results are apart (its own spread on this model)."""
+def judge(model: Path, sample: Path, cache: Path, ref: dict, got: dict, result: dict, converted: str) -> dict:
+    """The cell's verdict on a result that ran. "match" when it is within the bar of ONNX
+    Runtime's result with its default graph optimizations, or of its result without them (the
+    ops as the spec writes them: on quantized models its two results differ, ppocr_mobile_cls_qdq
+    by 5.6e-3), or within ONNX Runtime's own spread when its two results are further apart than
+    the bar (then no runtime can be held closer); ``match_to`` says which, when not the first.
+    Else "WRONG", with how far it is from each and ONNX Runtime's own spread."""
+    order = result.get("outputs") or list(got)
+    want = in_label_order(ref, converted)  # (ZipMap's maps made a tensor)
+    diff = compare(want, got, order)
+    if diff is None:
+        return {"verdict": "match", "reason": None}
     plain = ort_reference(model, sample, cache, optimized=False)
     if not plain["ok"]:
-        return f"ONNX Runtime without graph optimizations fails: {plain['error']}"
-    plain = _load_ref(plain)
-    to_plain = compare(plain, got, result.get("outputs") or list(got)) or "matches"
-    own = compare(ref, plain, list(plain)) or "within 1e-4"
-    return f"to ONNX Runtime without graph optimizations: {_short(to_plain)}; ONNX Runtime's own spread: {_short(own)}"
+        return {"verdict": "WRONG", "reason": f"{diff}; ONNX Runtime without graph optimizations fails: {plain['error']}"}
+    plain = in_label_order(_load_ref(plain), converted)
+    to_plain = compare(plain, got, order)
+    if to_plain is None:
+        return {"verdict": "match", "reason": None, "match_to": "ONNX Runtime without graph optimizations"}
+    spread = own_spread(want, plain)
+    if spread > RTOL and compare(want, got, order, spread) is None and compare(plain, got, order, spread) is None:
+        return {"verdict": "match", "reason": f"{diff}; to ONNX Runtime without graph optimizations: {_short(to_plain)}",
+                "match_to": f"within ONNX Runtime's own spread ({spread:.3g})"}
+    own = compare(want, plain, list(plain)) or "within 1e-4"
+    return {"verdict": "WRONG", "reason": f"{diff}; to ONNX Runtime without graph optimizations: {_short(to_plain)}; "
+                                          f"ONNX Runtime's own spread: {_short(own)}"}
+
+
+def own_spread(a: dict, b: dict) -> float:
+    """The largest relative L2 between ONNX Runtime's two results over their float outputs (0
+    when a non-float output differs: integers and strings are held equal, never widened)."""
+    worst = 0.0
+    for name, x in a.items():
+        x, y = np.asarray(x), np.asarray(b.get(name))
+        if x.dtype.kind not in "fc":
+            if x.shape != y.shape or not np.array_equal(x, y):
+                return 0.0
+            continue
+        if x.shape != y.shape:
+            return 0.0
+        fin = np.isfinite(x) & np.isfinite(y)
+        if (np.isnan(x) != np.isnan(y)).any() or (x[~fin] != y[~fin]).any():
+            return 0.0
+        norm = np.linalg.norm(x[fin].astype(np.float64))
+        diff = np.linalg.norm(x[fin].astype(np.float64) - y[fin].astype(np.float64))
+        worst = max(worst, diff / norm if norm else (0.0 if diff == 0 else np.inf))
+    return float(worst)
 
 
 def _short(diff: str) -> str:
@@ -601,13 +634,21 @@ def report(target: str, runtime: str, python: Path, n: int, columns: list[str], 
              for c in columns}
     width = max(len(v) for v in label.values()) + 2
     print(f"{target} ({_runtime_version(python, runtime)}): {n} models ONNX Runtime runs")
-    print(f"| {'column':{width}}| match | refused | WRONG | match % |")
-    print(f"|{'-' * (width + 1)}|------:|--------:|------:|--------:|")
+    print(f"| {'column':{width}}| match | of them: unoptimized / spread | refused | WRONG | match % |")
+    print(f"|{'-' * (width + 1)}|------:|------------------------------:|--------:|------:|--------:|")
     for c in columns:
         mine = [x for x in cells if x["column"] == c]
         k = {v: sum(x["verdict"] == v for x in mine) for v in ("match", "refused", "WRONG")}
+        plain = sum(x.get("match_to", "").startswith("ONNX Runtime without") for x in mine)
+        spread = sum(x.get("match_to", "").startswith("within") for x in mine)
         pct = 100.0 * k["match"] / n if n else 0.0
-        print(f"| {label[c]:{width}}| {k['match']:5} | {k['refused']:7} | {k['WRONG']:5} | {pct:6.1f}% |")
+        print(f"| {label[c]:{width}}| {k['match']:5} | {f'{plain} / {spread}':>29} | {k['refused']:7} | {k['WRONG']:5} |"
+              f" {pct:6.1f}% |")
+    others = [x for x in cells if x.get("match_to")]
+    print(f"matched not ONNX Runtime's default result but its result without graph optimizations, or within its own"
+          f" spread ({len(others)}):")
+    for x in others:
+        print(f"  [{label[x['column']]}] {x['model']}: {x['match_to']}" + (f"; {x['reason']}" if x.get("reason") else ""))
     wrong = [x for x in cells if x["verdict"] == "WRONG"]
     print(f"WRONG ({len(wrong)}):")
     for x in wrong:
