@@ -51,6 +51,9 @@ def case_types(model: onnx.ModelProto) -> list[str]:
     return sorted(TensorProto.DataType.Name(c).lower() for c in codes)
 
 
+_COUNTS = frozenset({"K"})  # TopK's k: 0 is valid but no model asks for no element (LiteRT crashes on it)
+
+
 def _feeds(model: onnx.ModelProto, rng, low: float) -> dict:
     feeds = {}
     for value in model.graph.input:
@@ -61,7 +64,9 @@ def _feeds(model: onnx.ModelProto, rng, low: float) -> dict:
             feeds[value.name] = rng.uniform(low, 2.0, size=shape).astype(dtype)
         elif dtype.kind == "b":
             feeds[value.name] = rng.integers(0, 2, size=shape).astype(bool)
-        else:  # indices, counts: zeros are in range for every shape the builder makes
+        elif value.name in _COUNTS:  # a count of 1 is in range for every shape the builder makes
+            feeds[value.name] = np.ones(shape, dtype)
+        else:  # indices: zeros are in range for every shape the builder makes
             feeds[value.name] = np.zeros(shape, dtype)
     return feeds
 
@@ -106,6 +111,9 @@ def _generated(schema, variant: str, seed: int):
         again.name += "_1"
         model.graph.input.append(again)
         model.graph.node[0].input.append(again.name)
+        for out in model.graph.output:  # (Concat's output is longer now: inference gives it again)
+            out.type.tensor_type.ClearField("shape")
+        model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
     if variant == "varied":
         node = model.graph.node[0]
         set_already = {a.name for a in node.attribute}

@@ -42,15 +42,16 @@ def for_model(model: onnx.ModelProto, spec: TargetSpec, inferred=None, half=None
 
 def _implemented_opset(model: onnx.ModelProto, runtime, domain: str, start: int, inferred=None,
                        also=()) -> int:
-    """The newest opset of ``domain`` from ``start`` down at which the runtime implements every
-    op of the model in it, or the conversion can write it with ops it has (a function body; the
-    TreeEnsembleRegressor a TreeEnsemble becomes): ONNX Runtime 1.15 takes opset 19 but has no
+    """The newest opset of ``domain`` from ``start`` down (else the oldest above it that the
+    runtime loads) at which the runtime implements every op of the model in it, or the conversion
+    can write it with ops it has (a function body, the project's decompositions: Einsum, DFT,
+    STFT; the TreeEnsembleRegressor a TreeEnsemble becomes): ONNX Runtime 1.15 takes opset 19 but has no
     kernel for Cast-19 or Identity-19, so a model with a Cast goes to 18 for it; ONNX Runtime 1.20
     takes ai.onnx.ml 5 but has no TreeEnsemble-5 kernel. Nor an opset at which a float16 node
     without a float16 kernel needs Casts the runtime lacks (``ort_quirks.cast_fallback_lacking``:
     ONNX Runtime 1.15 refuses a float16 Relu at opset 19). ``also``: ops the result will hold
     besides the model's (the Casts of a half-precision rewrite that follows)."""
-    from rewriter.convert import registry
+    from rewriter.convert import decompositions, registry
     from rewriter.convert.paths import has_function_body
 
     if runtime.ops is None and not runtime.unsupported and not runtime.missing:
@@ -63,7 +64,8 @@ def _implemented_opset(model: onnx.ModelProto, runtime, domain: str, start: int,
         if domain == ml.ML_DOMAIN:
             return v is None and op in ml.REPLACED
         versions = registry.schema_versions(op)
-        return bool(versions) and has_function_body(op, v if v is not None else versions[0])
+        return bool(versions) and (has_function_body(op, v if v is not None else versions[0]) or
+                                   decompositions.lookup(op) is not None)
 
     lacking_casts = ort_quirks.cast_fallback_lacking(model, runtime, inferred) if domain == "" else None
 
@@ -76,7 +78,13 @@ def _implemented_opset(model: onnx.ModelProto, runtime, domain: str, start: int,
                 return False
         return True
 
-    return next((o for o in range(start, low - 1, -1) if fine(o)), start)
+    down = next((o for o in range(start, low - 1, -1) if fine(o)), None)
+    if down is not None:
+        return down
+    # none at or below: the nearest newer opset the runtime takes where it has every op (LiteRT
+    # runs TopK-24 with k fed, not TopK-11: a model at opset 16 goes up to 24 for it)
+    high = runtime.opsets.get(domain) or start
+    return next((o for o in range(start + 1, high + 1) if fine(o)), start)
 
 
 def convert_for(model: onnx.ModelProto, target_opset: int | str | TargetSpec | None = None, *, ml_opset=None,
