@@ -281,8 +281,10 @@ def lower_for(model: onnx.ModelProto, target):
     if not lacking:
         return model, None
     from rewriter.convert.lower_ops import lower_ops
+    from rewriter.convert.lowering.avoid import LOOP, avoiding
 
-    return lower_ops(model, lacking)
+    with avoiding({LOOP} if target_lacks(target, "", "Loop") else ()):  # a lowering writes other forms then
+        return lower_ops(model, lacking)
 
 
 def _restriction_blockers(model, target, base_dir, seen=frozenset(), inferred=None) -> list[Blocker]:

@@ -6,14 +6,20 @@ std::min's rules); Q from r as the kernel fills it; then up to 100 rounds of the
 in an ONNX Loop: every round recomputes Qp and pQp (sums left to right: CumSum), stops a row whose
 largest |Qp - pQp| is below 0.005 / k (that row keeps its p from then on; the Loop ends when every
 row has stopped), and otherwise updates p class after class as the kernel does. Only the logistic's
-exp is the runtime's (ONNX Runtime's Exp against expf)."""
+exp is the runtime's (ONNX Runtime's Exp against expf).
+
+For a runtime without Loop (:mod:`rewriter.convert.lowering.avoid`: tract, TVM, LiteRT) the 100
+rounds are written one after the other (``unrolled``): each round is the Loop body's nodes, and a
+row that has stopped keeps its p through the rest (the same selection as the body's), so the result
+is the Loop's bit for bit, for any input. The rounds after every row has stopped are computed and
+discarded (the Loop skips them): all 100 are needed, as nothing bounds the rounds a row may take."""
 
 from __future__ import annotations
 
 import numpy as np
 from onnx import TensorProto, helper
 
-from rewriter.convert.lowering import ml_post
+from rewriter.convert.lowering import avoid, ml_post
 from rewriter.convert.lowering.emit import BOOL, F32, I64, Emitter
 
 __all__ = ["coupling", "LOOPS"]
@@ -32,6 +38,16 @@ class _Body(Emitter):
 
     def const(self, value, dtype=None, hint: str = "const") -> str:
         return self._outer.const(value, dtype, hint)
+
+
+class _Round(_Body):
+    """An emitter for one unrolled round: the enclosing emitter's nodes and constants, names of its
+    own (``PREFIX_rN_...``: fresh names stay quick among thousands of nodes)."""
+
+    def __init__(self, outer: Emitter, n: int):
+        super().__init__(outer)
+        self.prefix = f"{outer.prefix}_r{n}"
+        self.nodes = outer.nodes
 
 
 def _pair_probabilities(e: Emitter, scores: str, prob_a, prob_b) -> str:
@@ -78,7 +94,13 @@ def _column(e: Emitter, x: str, i: int) -> str:
     return e.op("Gather", [x, e.const(np.array([i], np.int64), hint="col")], axis=1)
 
 
-def _round(b: Emitter, q: str, p: str, k: int):
+def _q_rows(e: Emitter, q: str, k: int) -> list[tuple[str, str]]:
+    """Per class i: (Q[i][.] [N, k], Q[i][i] [N, 1]); the same in every round."""
+    rows = [e.op("Gather", [q, e.const(np.array(i, np.int64), hint="row")], axis=1) for i in range(k)]
+    return [(row, _column(e, row, i)) for i, row in enumerate(rows)]
+
+
+def _round(b: Emitter, q: str, rows: list, p: str, k: int):
     """One round for every row: (converged [N, 1], p after the kernel's updates [N, k])."""
     qp = b.squeeze(_last_sum(b, b.op("Mul", [q, b.unsqueeze(p, [1])]), 2), [2])  # [N, k]
     pqp = _last_sum(b, b.op("Mul", [p, qp]), 1)  # [N, 1]
@@ -88,12 +110,11 @@ def _round(b: Emitter, q: str, p: str, k: int):
     converged = b.op("Less", [top, b.const(_F(0.005) / _F(k), hint="eps")])
     one, two = b.const(_F(1), hint="one"), b.const(_F(2), hint="two")
     for i in range(k):
-        row = b.op("Gather", [q, b.const(np.array(i, np.int64), hint="row")], axis=1)  # [N, k]: Q[i][.]
-        qii, qpi = _column(b, row, i), _column(b, qp, i)
+        row, qii = rows[i]
+        qpi = _column(b, qp, i)
         diff = b.op("Div", [b.op("Add", [b.op("Neg", [qpi]), pqp]), qii])
-        parts = ([b.op("Slice", [p, b.ints([0]), b.ints([i]), b.ints([1])])] if i else []) + \
-            [b.op("Add", [_column(b, p, i), diff])] + \
-            ([b.op("Slice", [p, b.ints([i + 1]), b.ints([k]), b.ints([1])])] if i + 1 < k else [])
+        parts = b.columns(p, 1, k)
+        parts[i] = b.op("Add", [parts[i], diff])
         p = b.concat(parts, 1)
         grow = b.op("Add", [one, diff])
         inner = b.op("Add", [b.op("Mul", [diff, qii]), b.op("Mul", [two, qpi])])
@@ -107,17 +128,17 @@ def _tensor_info(name: str, elem: int, shape):
     return helper.make_tensor_value_info(name, elem, shape)
 
 
-def coupling(e: Emitter, scores: str, prob_a: np.ndarray, prob_b: np.ndarray, k: int) -> str:
-    """[N, k] class probabilities from the [N, C] pair scores."""
-    q = _q_matrix(e, _pair_probabilities(e, scores, prob_a, prob_b), k)
-    n_rows = _rows(e, scores)
-    p0 = e.op("Expand", [e.const(_F(1) / _F(k), hint="uniform"), e.op("Concat", [n_rows, e.ints([k])], axis=0)])
-    done0 = e.op("Expand", [e.const(np.zeros((), bool), hint="false"), e.op("Concat", [n_rows, e.ints([1])], axis=0)])
+def _stop_or_step(b: Emitter, q: str, rows: list, p: str, done: str, k: int) -> tuple[str, str]:
+    """One round as the Loop body writes it: (p after it, done after it)."""
+    converged, p_next = _round(b, q, rows, p, k)
+    done = b.op("Or", [done, converged])
+    return b.select(done, p, p_next), done  # a stopped row keeps its p, -0.0 included
+
+
+def _loop(e: Emitter, q: str, rows: list, p0: str, done0: str, k: int) -> str:
     b = _Body(e)
     names = [b.fresh(h) for h in ("iter", "cond", "p", "done")]
-    converged, p_next = _round(b, q, names[2], k)
-    done = b.op("Or", [names[3], converged])
-    p_out = b.select(done, names[2], p_next)  # a stopped row keeps its p, -0.0 included
+    p_out, done = _stop_or_step(b, q, rows, names[2], names[3], k)
     all_done = b.op("Cast", [b.reduce("ReduceMin", b.cast(done, TensorProto.INT32), [0, 1], keepdims=0)], to=BOOL)
     cond = b.op("Not", [all_done])
     body = helper.make_graph(
@@ -128,3 +149,19 @@ def coupling(e: Emitter, scores: str, prob_a: np.ndarray, prob_b: np.ndarray, k:
     trips = e.const(np.array(LOOPS, np.int64), hint="loops")
     start = e.const(np.array(True), hint="true")
     return e.op("Loop", [trips, start, p0, done0], n_out=2, body=body)[0]
+
+
+def coupling(e: Emitter, scores: str, prob_a: np.ndarray, prob_b: np.ndarray, k: int,
+             unrolled: bool | None = None) -> str:
+    """[N, k] class probabilities from the [N, C] pair scores: through a Loop, or its rounds
+    written out when ``unrolled`` (None: when the target lacks Loop, :func:`avoid.avoids`)."""
+    q = _q_matrix(e, _pair_probabilities(e, scores, prob_a, prob_b), k)
+    rows = _q_rows(e, q, k)
+    n_rows = _rows(e, scores)
+    p = e.op("Expand", [e.const(_F(1) / _F(k), hint="uniform"), e.op("Concat", [n_rows, e.ints([k])], axis=0)])
+    done = e.op("Expand", [e.const(np.zeros((), bool), hint="false"), e.op("Concat", [n_rows, e.ints([1])], axis=0)])
+    if not (avoid.avoids(avoid.LOOP) if unrolled is None else unrolled):
+        return _loop(e, q, rows, p, done, k)
+    for n in range(LOOPS):
+        p, done = _stop_or_step(_Round(e, n), q, rows, p, done, k)
+    return p
