@@ -36,7 +36,8 @@ import ort_kernel_probe as okp
 _SKIP = {"Bernoulli", "Multinomial", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
          "Constant", "If", "Loop", "Scan"}
 NAMED_FORMS = {"nan_in_untaken_branch": "NaN in the branch the condition does not choose",
-               "double_inside": "a double tensor computed inside the graph (not a graph input)"}
+               "double_inside": "a double tensor computed inside the graph (not a graph input)",
+               "single_input": "one input (a shape computed at run time, as torch exports write it)"}
 
 
 def case_types(model: onnx.ModelProto) -> list[str]:
@@ -215,6 +216,27 @@ def double_inside_cases(make_case, pattern: re.Pattern | None) -> list:
         cases.append(make_case(id=cid, kind="form", model=model, feeds={"x": x}, expected=[expected], op="CumSum",
                                version=version, opset=opset,
                                extra={"form": NAMED_FORMS["double_inside"], "named": "double_inside"}))
+    return cases
+
+
+def single_input_cases(make_case, pattern: re.Pattern | None) -> list:
+    """Concat at each version with one input, a Shape of the fed input, which then reshapes it
+    (torch's exports write such a Concat for a view's shape; LiteRT's onnx2tf 2.6.9 writes a
+    custom op for it, while a Concat of two runs)."""
+    vi = helper.make_tensor_value_info
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    cases = []
+    for version in _versions("Concat"):
+        cid = f"form/Concat-{version}/float/single_input"
+        if pattern and not pattern.search(cid):
+            continue
+        nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Concat", ["s"], ["c"], axis=0, name="n"),
+                 helper.make_node("Reshape", ["x", "c"], ["y"])]
+        graph = helper.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, ["a", "b"])], [vi("y", TensorProto.FLOAT, ["a", "b"])])
+        model, opset = _at_version(graph, max(version, 5))  # (Reshape takes its shape as an input from 5)
+        cases.append(make_case(id=cid, kind="form", model=model, feeds={"x": x}, expected=[x], op="Concat",
+                               version=version, opset=opset,
+                               extra={"form": NAMED_FORMS["single_input"], "named": "single_input"}))
     return cases
 
 

@@ -203,6 +203,10 @@ def _measured_forms(source, result, report, target, plan_only: bool) -> None:
         from rewriter.targets.measured_rewrites import rewrite_forms
 
         report.target_notes.extend(rewrite_forms(result, target.rewrite_forms, target.name, LazyInference(result)()))
+    if target.form_verdicts and not plan_only:
+        from rewriter.targets.single_input import single_input_concats
+
+        report.target_notes.extend(single_input_concats(result, target.form_verdicts, target.name))
     unmeasured = verdicts.unmeasured_present(result, target.unmeasured)
     if unmeasured:
         report.target_notes.append(f"op versions {target.name} was not measured in (no node test reaches them, "
