@@ -22,7 +22,9 @@ from rewriter.graph import traversal
 from rewriter.graph.model_index import value_types
 from rewriter.graph.names import first_few, fresh_name
 from rewriter.graph.schemas import is_default_domain
+from rewriter.targets.output_identity import producer_writes_output
 from rewriter.targets.restriction_lookups import trt_constant
+from rewriter.targets.where_branches import branches_swapped, strings_gathered
 
 __all__ = ["TILE_RANKS", "rewrite_forms"]
 
@@ -112,7 +114,8 @@ def _tile_rank_6(model: onnx.ModelProto, release: str, inferred) -> list[str]:
     return [note]
 
 
-_REWRITES = {("Tile", "rank_6"): _tile_rank_6}
+_REWRITES = {("Tile", "rank_6"): _tile_rank_6, ("Identity", "producer_writes_output"): producer_writes_output,
+             ("Where", "branches_swapped"): branches_swapped, ("Where", "strings_gathered"): strings_gathered}
 
 
 def rewrite_forms(model: onnx.ModelProto, table: dict, release: str, inferred=None) -> list[str]:
@@ -120,5 +123,6 @@ def rewrite_forms(model: onnx.ModelProto, table: dict, release: str, inferred=No
     kind of rewrite done.  ``inferred``: ``model`` after shape inference (the ranks)."""
     notes = []
     for op, entry in sorted(table.items()):
-        notes += _REWRITES[(op, entry["form"])](model, release, inferred)
+        for form in entry["form"] if isinstance(entry["form"], list) else [entry["form"]]:
+            notes += _REWRITES[(op, form)](model, release, inferred)
     return notes

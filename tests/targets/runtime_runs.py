@@ -53,6 +53,6 @@ def run_in(runtime: str, release: str, model: onnx.ModelProto, feeds: dict, time
                               text=True, timeout=timeout)
         result = json.loads(proc.stdout.strip().splitlines()[-1])
         if result["ok"]:
-            with np.load(paths[2]) as out:
+            with np.load(paths[2], allow_pickle=True) as out:  # string outputs are object arrays
                 result["values"] = [out[k] for k in result["outputs"]]
     return result
