@@ -239,20 +239,30 @@ def test_threshold_table_refuses_scales_outside_its_range(scale):
 
 
 def test_convert_for_target_blocks_or_rewrites_by_the_data():
-    """tract 0.23's data asks QuantizeLinear's double division; OpenVINO's refuses QuantizeLinear by name
-    (its threshold table is exact, but the models measured with it compute otherwise around it)."""
+    """tract 0.23's data asks QuantizeLinear's double division, OpenVINO's the threshold table; a
+    QuantizeLinear of a QDQ group's float Conv is refused by name for OpenVINO."""
     from rewriter import RewriterError
     from rewriter.convert.for_target import convert_for
 
     model, feeds = _quantize_case(T.UINT8, True, np.random.default_rng(4))
     model.graph.node[0].name = "quant_in"
-    result, report = convert_for(model, runtime="tract==0.23")
-    assert [n.op_type for n in result.graph.node].count("QuantizeLinear") == 0
-    assert any("quantized node" in n for n in report.target_notes)
-    np.testing.assert_array_equal(_run(result, feeds), _run(model, feeds))
+    for runtime in ("tract==0.23", "openvino==2026.4", "openvino==2024.6"):
+        result, report = convert_for(model, runtime=runtime)
+        ops = {n.op_type for n in result.graph.node}
+        assert "QuantizeLinear" not in ops and ("Less" in ops) == runtime.startswith("openvino")  # the table
+        assert any("quantized node" in n for n in report.target_notes)
+        np.testing.assert_array_equal(_run(result, feeds), _run(model, feeds))
+    x = helper.make_tensor_value_info("x", T.UINT8, [1, 1, 4, 4])
+    qdq = _model([helper.make_node("DequantizeLinear", ["x", "s", "z"], ["xf"]),
+                  helper.make_node("Conv", ["xf", "w"], ["v"], name="conv"),
+                  helper.make_node("QuantizeLinear", ["v", "s", "z"], ["y"], name="quant_out")], [x],
+                 helper.make_tensor_value_info("y", T.UINT8, [1, 1, 4, 4]),
+                 [("s", np.float32(0.1)), ("z", np.uint8(128)), ("w", np.ones((1, 1, 1, 1), np.float32))])
+    qdq.graph.node.insert(0, helper.make_node("DequantizeLinear", ["wq", "s", "z"], ["w"]))
+    qdq.graph.initializer[2].CopyFrom(numpy_helper.from_array(np.full((1, 1, 1, 1), 130, np.uint8), "wq"))
     for release in ("2026.4", "2024.6"):
-        with pytest.raises(RewriterError, match=f"'quant_in'.*QuantizeLinear.*openvino {release}.*threshold_table"):
-            convert_for(model, runtime=f"openvino=={release}")
+        with pytest.raises(RewriterError, match=f"'quant_out'.*QuantizeLinear.*openvino {release}.*float Conv"):
+            convert_for(qdq, runtime=f"openvino=={release}")
 
 
 @pytest.mark.parametrize("runtime,release,forms", [("tract", "0.23", {"QuantizeLinear": "divide_in_double"}),

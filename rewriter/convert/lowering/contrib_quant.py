@@ -4,7 +4,7 @@ standard ONNX computing the integers ONNX Runtime's x86-64 kernels compute:
 - QLinearAdd (``MlasQLinearAddKernelAvx2``): with rA = sA / sC and rB = sB / sC in float32 and the
   fixed part F = zC - fma(rA, zA, rB * zB), each element is fma(a, rA, fma(b, rB, F)), or with A and
   B exchanged when ONNX Runtime's broadcaster makes A the scalar of each span; then round half to
-  even and saturate.
+  even and saturate: computed here for the 65,536 pairs of codes, the graph reads the table (Gather).
 - QLinearMul (``MlasQLinearMulKernel``, SSE2): float((a - zA)(b - zB)) * (sA * sB / sC) + zC.
 - QLinearSigmoid, QLinearLeakyRelu, QLinearConcat: the kernels' 256-entry tables (built here as
   ONNX Runtime builds them) read with Gather.
@@ -19,11 +19,11 @@ from rewriter.convert.lowering.contrib_common import (
     COM, INT32, QTYPES, const_input, fma32, qtype, quantize_values, saturate, scale_input, zero_point_input)
 from rewriter.convert.lowering.contrib_mlas import logistic
 from rewriter.convert.lowering.contrib_types import broadcast_dims, dims_of, output_types, tensor_type
-from rewriter.convert.lowering.emit import F32, F64, I64
+from rewriter.convert.lowering.emit import F32, I64
 from rewriter.convert.lowering.registry import lowering
 from rewriter.graph.attributes import attribute_int
 
-__all__ = ["input0_is_span_scalar", "gather_table", "requantize_table"]
+__all__ = ["add_table", "input0_is_span_scalar", "gather_table", "requantize_table"]
 
 U8, I8 = TensorProto.UINT8, TensorProto.INT8
 EXACT = "exact: the integers of ONNX Runtime's x86-64 (AVX2) kernel"
@@ -80,21 +80,35 @@ def qlinear_add(ctx) -> None:
         ctx.block("the rank of A or B is unknown: which input ONNX Runtime's broadcaster takes as the scalar of each "
                   "span (the two orders round differently) cannot be decided, even at run time")
     ra, rb = np.float32(sa / sc), np.float32(sb / sc)
-    # through int32 (the same values): OpenVINO 2026.4 takes Cast(uint8) -> Mul for a dequantization and its
-    # AddTransformation throws when one operand is constant (measured on PP-OCR's QOperator model)
-    a64, b64 = (e.cast(e.cast(v, INT32), F64) for v in (a, b))
+    info = np.iinfo(QTYPES[elem])
+    # each output code a function of the two input codes: one Gather from ONNX Runtime's 65,536 codes
+    # (a runtime that computes double in float32, OpenVINO, rounds the fused multiply-adds twice)
+    index = e.op("Add", [e.op("Mul", [e.op("Sub", [e.cast(a, INT32), e.const(np.int32(info.min), hint="qmin")]),
+                                      e.const(np.int32(256), hint="row")]),
+                         e.op("Sub", [e.cast(b, INT32), e.const(np.int32(info.min), hint="qmin")])])
+    index = e.cast(index, I64)
     u = {}
     for order in ((False,) if swapped is False else (True,) if swapped else (False, True)):
-        # order True: MlasQLinearAdd(B, ..., A, ...), B's term added last
-        (x, rx, zx), (w, rw, zw) = ((b64, rb, zb), (a64, ra, za)) if order else ((a64, ra, za), (b64, rb, zb))
-        fixed = np.float32(np.float32(zc) - fma32(rx, np.float32(zx), np.float32(rw * np.float32(zw))))
-        u[order] = _fma(e, x, rx, e.cast(_fma(e, w, rw, e.const(np.float64(fixed), hint="fixed")), F64))
+        table = add_table(elem, (ra, za), (rb, zb), zc, order)
+        u[order] = e.op("Gather", [e.const(table, hint="table"), index], axis=0)
     if len(u) == 2:
         u = {None: e.op("Where", [_runtime_swapped(e, a, b, len(sa_), len(sb_)), u[True], u[False]])}
+    e.op("Identity", [next(iter(u.values()))], out=y)
+
+
+def add_table(elem: int, a: tuple, b: tuple, zc: int, swapped: bool) -> np.ndarray:
+    """QLinearAdd's code for every pair of input codes (row: A's code - qmin, column: B's), as the
+    AVX2 kernel computes it: fma(x, rX, fma(w, rW, F)) with F = zC - fma(rX, zX, rW * zW), (x, rX, zX)
+    the span's scalar input (B when ``swapped``), rounded half to even, saturated (|u| >= 2^31 and
+    NaN: the minimum)."""
     info = np.iinfo(QTYPES[elem])
-    span = float(max(abs(info.min), abs(info.max)))
-    bound = abs(float(zc)) + 2 * span * (float(ra) + float(rb)) + 1
-    saturate(e, next(iter(u.values())), elem, y, bound=bound)
+    codes = np.arange(info.min, info.max + 1, dtype=np.float32)
+    av, bv = codes[:, None] * np.ones((1, 256), np.float32), codes[None, :] * np.ones((256, 1), np.float32)
+    (x, (rx, zx)), (w, (rw, zw)) = ((bv, b), (av, a)) if swapped else ((av, a), (bv, b))
+    fixed = np.float32(np.float32(zc) - fma32(rx, np.float32(zx), np.float32(rw * np.float32(zw))))
+    u = fma32(x, rx, fma32(w, rw, fixed))
+    inside = np.abs(u) < np.float32(2.0 ** 31)  # else (NaN too) x86's integer indefinite: the minimum
+    return np.where(inside, np.clip(np.round(u), info.min, info.max), info.min).astype(QTYPES[elem]).reshape(-1)
 
 
 def _runtime_swapped(e, a, b, rank_a: int, rank_b: int) -> str:
@@ -111,10 +125,6 @@ def _runtime_swapped(e, a, b, rank_a: int, rank_b: int) -> str:
     last = e.const(np.arange(common) == common - 1, hint="outermost")
     first = e.op("ArgMax", [e.cast(e.op("Or", [starts, last]), TensorProto.INT32)], axis=0, keepdims=0)
     return e.op("LessOrEqual", [e.op("Gather", [da, first], axis=0), one])
-
-
-def _fma(e, x64, r, c64):
-    return e.cast(e.op("Add", [e.op("Mul", [x64, e.const(np.float64(r), hint="ratio")]), c64]), F32)
 
 
 @lowering("QLinearMul", COM, exactness=EXACT)

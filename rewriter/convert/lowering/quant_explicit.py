@@ -22,7 +22,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from rewriter.convert.lowering.quant_table import write_threshold_table
+from rewriter.convert.lowering.quant_table import float_reduction, quantized_constant, write_threshold_table
 from rewriter.graph import traversal
 from rewriter.graph.constants import constant_value
 from rewriter.graph.names import fresh_name
@@ -85,6 +85,9 @@ def _const(w: _Writer, node, i: int, scope, what: str, optional: bool = False):
             return None
         raise _Refused(f"{what} (input {i}) is missing")
     v = constant_value(node.input[i], scope, w.read)
+    kind, producer, _ = traversal.definition(node.input[i], scope)
+    if v is None and kind == "node" and producer.op_type == "QuantizeLinear" and producer.domain in ("", "ai.onnx"):
+        v = _folded_codes(producer, scope, w)  # the codes of constant weights
     if v is None:
         raise _Refused(f"{what} ('{node.input[i]}') is fed at run time: the written form needs it constant")
     return v
@@ -163,8 +166,13 @@ def _quantize_linear(node, scope, w: _Writer, ranks: dict, form: str = "divide")
         elem, zp = _zero_point(zv, "y_zero_point", size_ok=True)
     shape = _axis_shape(max(scale.size, zp.size), int(attrs.get("axis", 1)), ranks.get(node.input[0], (None, None))[1])
     x = node.input[0]
+    folded = _folded_codes(node, scope, w)
+    if folded is not None:
+        w.op("Identity", [w.const(folded, "codes")], node.output[0])
+        return
     if form == "threshold_table":  # comparisons with ONNX Runtime's thresholds: quant_table.py
         try:
+            float_reduction(x, scope)
             write_threshold_table(w, x, scale, zp, elem, node.output[0], shape)
         except ValueError as e:
             raise _Refused(str(e)) from None
@@ -181,16 +189,36 @@ def _quantize_linear(node, scope, w: _Writer, ranks: dict, form: str = "divide")
     _requantize_axis(w, v, zp, elem, node.output[0], shape, nan_from=x)
 
 
-def _folded_weight(wv: np.ndarray, zw: np.ndarray, axis_shape: tuple) -> np.ndarray:
-    """w - zero point as the integer weight of ConvInteger / MatMulInteger (no zero point input)."""
+def _folded_codes(node, scope, w: _Writer) -> np.ndarray | None:
+    """A QuantizeLinear's codes when x, its scale and zero point are constants (else None)."""
+    x = constant_value(node.input[0], scope, w.read)
+    if x is None:
+        return None
+    try:
+        scale = _scale(_const(w, node, 1, scope, "y_scale"), "y_scale", size_ok=True)
+        zv = _const(w, node, 2, scope, "y_zero_point", optional=True)
+        elem, zp = (TensorProto.UINT8, np.zeros(1, np.int64)) if zv is None else _zero_point(zv, "", size_ok=True)
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        shape = _axis_shape(max(scale.size, zp.size), int(attrs.get("axis", 1)), x.ndim)
+    except _Refused:
+        return None
+    if attrs.get("block_size", 0) or (zv is None and attrs.get("output_dtype", 0) not in (0, TensorProto.UINT8)):
+        return None
+    return quantized_constant(x, scale, zp, elem, shape)
+
+
+def _weight_inputs(w: _Writer, wv: np.ndarray, zw: np.ndarray, axis_shape: tuple, hint: str) -> list[str]:
+    """The integer weight of ConvInteger / MatMulInteger: w - zero point folded when it fits 8 bits,
+    else (one zero point: ppocr's uint8 weights) w and its zero point, the op's last input."""
     if not np.any(zw):
-        return wv
+        return [w.const(wv, hint)]
     folded = wv.astype(np.int64) - zw.reshape(axis_shape)
     for t in (np.int8, np.uint8):
-        info = np.iinfo(t)
-        if folded.min() >= info.min and folded.max() <= info.max:
-            return folded.astype(t)
-    raise _Refused("w - w_zero_point does not fit 8 bits: ConvInteger / MatMulInteger take one zero point per tensor")
+        if folded.min() >= np.iinfo(t).min and folded.max() <= np.iinfo(t).max:
+            return [w.const(folded.astype(t), hint)]
+    if zw.size > 1:
+        raise _Refused("w - w_zero_point does not fit 8 bits: ConvInteger / MatMulInteger take one zero point per tensor")
+    return [w.const(wv, hint), w.const(wv.dtype.type(zw[0]), f"{hint}_zero_point")]
 
 
 def _qlinear_conv(node, scope, w: _Writer, ranks: dict, form: str = "integer") -> None:
@@ -204,9 +232,9 @@ def _qlinear_conv(node, scope, w: _Writer, ranks: dict, form: str = "integer") -
     if wv.dtype not in (np.uint8, np.int8) or wv.ndim < 3:
         raise _Refused(f"w of {wv.dtype} and rank {wv.ndim}")
     cout = wv.shape[0]
-    weight = _folded_weight(wv, zw, (-1,) + (1,) * (wv.ndim - 1) if zw.size > 1 else ())
+    inputs = _weight_inputs(w, wv, zw, (-1,) + (1,) * (wv.ndim - 1) if zw.size > 1 else (), "w")
     per_c = (1, cout) + (1,) * (wv.ndim - 2)
-    acc = w.op("ConvInteger", [node.input[0], w.const(weight, "w"), node.input[2]],
+    acc = w.op("ConvInteger", [node.input[0], inputs[0], node.input[2], *inputs[1:]],
                **{a.name: helper.get_attribute_value(a) for a in node.attribute})
     if len(node.input) > 8 and node.input[8]:
         bias = _const(w, node, 8, scope, "B")
@@ -227,8 +255,8 @@ def _qlinear_matmul(node, scope, w: _Writer, ranks: dict, form: str = "integer")
     ey, zy = _zero_point(_const(w, node, 7, scope, "y_zero_point"), "y_zero_point")
     bv = constant_value(node.input[3], scope, w.read)
     if bv is not None:
-        b = w.const(_folded_weight(bv, zb, (1, -1) if zb.size > 1 else ()), "b")
-        inputs = [node.input[0], b, node.input[2]]
+        weight = _weight_inputs(w, bv, zb, (1, -1) if zb.size > 1 else (), "b")
+        inputs = [node.input[0], weight[0], node.input[2], *weight[1:]]
     elif zb.size == 1:
         inputs = [node.input[0], node.input[3], node.input[2], node.input[5]]
     else:

@@ -16,12 +16,26 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
-__all__ = ["onnx_runtime_codes", "thresholds", "write_threshold_table"]
+from rewriter.graph.traversal import definition
+
+__all__ = ["REDUCTIONS", "float_reduction", "onnx_runtime_codes", "quantized_constant", "thresholds",
+           "write_threshold_table"]
 _NP = {TensorProto.UINT8: np.uint8, TensorProto.INT8: np.int8}
 _F32, _I64 = TensorProto.FLOAT, TensorProto.INT64
 # scales whose thresholds and reciprocal are normal floats (a runtime flushing subnormals to zero
 # compares them as ONNX Runtime does) and whose x * (1 / s) stays within one code of x / s
 SCALE_RANGE = (2.0 ** -100, 2.0 ** 100)
+_SUM = ("ONNX Runtime computes as an integer kernel (default) or sums in float in its own order "
+        "(ORT_DISABLE_ALL), and OpenVINO in another: ")
+# the float ops whose output codes the table cannot make ONNX Runtime's (measured, OpenVINO 2026.4
+# and 2024.6, threshold table on: the first QuantizeLinear whose codes differ follows one of these)
+REDUCTIONS = {
+    "Conv": _SUM + "nudenet_320n_qdq's first Conv, 2 of 409,600 codes, output rel. L2 0.0078 / 0.0085 from ONNX "
+                   "Runtime's two results",
+    "ConvTranspose": _SUM + "as Conv (ppocr_v4_det_qdq)",
+    "MatMul": _SUM + "magika_qdq 0.996 in 2024.6; piper_tashkeel_qdq 0.031",
+    "Gemm": _SUM + "as MatMul",
+}
 
 
 def onnx_runtime_codes(x: np.ndarray, scale, zp, elem: int) -> np.ndarray:
@@ -92,3 +106,25 @@ def write_threshold_table(w, x: str, scale: np.ndarray, zp: np.ndarray, elem: in
     code = w.op("Clip", [code, w.const(np.float32(info.min), "qmin_f"), w.const(np.float32(info.max), "qmax_f")])
     q = w.op("Cast", [code], to=elem)
     w.op("Where", [nan, w.const(np.array(info.min, _NP[elem]), "qmin"), q], out)
+
+
+def quantized_constant(x: np.ndarray, scale: np.ndarray, zp: np.ndarray, elem: int, shape: tuple) -> np.ndarray:
+    """ONNX Runtime's codes of a constant float32 ``x`` (a QuantizeLinear of constant weights, which
+    onnxruntime.quantization writes when the weights are Constant nodes), as ``elem``'s type:
+    computed here once, for every runtime alike; ``shape`` as in :func:`write_threshold_table`."""
+    scale, zp = scale.reshape(shape or ()), zp.reshape(shape or ())
+    return onnx_runtime_codes(x, scale, zp, elem).astype(_NP[elem])
+
+
+def float_reduction(x: str, scope) -> None:
+    """Raises ValueError when ``x`` (a QuantizeLinear's input, seen from ``scope``) is a QDQ group's
+    float Conv / MatMul / Gemm of DequantizeLinear outputs: the table gives ONNX Runtime's codes of
+    the runtime's x, and the runtime's x differs there (:data:`REDUCTIONS`)."""
+    kind, producer, where = definition(x, scope)
+    if kind != "node" or producer.op_type not in REDUCTIONS or producer.domain not in ("", "ai.onnx"):
+        return
+    for name in producer.input:
+        k, p, _ = definition(name, where) if name else (None, None, None)
+        if k == "node" and p.op_type == "DequantizeLinear":
+            raise ValueError(f"x is a QDQ group's float {producer.op_type} ('{producer.name or x}') of "
+                             f"DequantizeLinear outputs, which {REDUCTIONS[producer.op_type]}")
