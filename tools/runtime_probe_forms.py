@@ -37,7 +37,9 @@ _SKIP = {"Bernoulli", "Multinomial", "RandomNormal", "RandomNormalLike", "Random
          "Constant", "If", "Loop", "Scan"}
 NAMED_FORMS = {"nan_in_untaken_branch": "NaN in the branch the condition does not choose",
                "double_inside": "a double tensor computed inside the graph (not a graph input)",
-               "single_input": "one input (a shape computed at run time, as torch exports write it)"}
+               "single_input": "one input (a shape computed at run time, as torch exports write it)",
+               "negative_steps": "a constant negative step reversing part of an axis (from its third element), every "
+                                 "input but the data constant"}
 
 
 def case_types(model: onnx.ModelProto) -> list[str]:
@@ -237,6 +239,29 @@ def single_input_cases(make_case, pattern: re.Pattern | None) -> list:
         cases.append(make_case(id=cid, kind="form", model=model, feeds={"x": x}, expected=[x], op="Concat",
                                version=version, opset=opset,
                                extra={"form": NAMED_FORMS["single_input"], "named": "single_input"}))
+    return cases
+
+
+def negative_steps_cases(make_case, pattern: re.Pattern | None) -> list:
+    """Slice at each version with steps (10 on) reversing the first three elements of the fed
+    data's axis 1 (start 2, end INT64_MIN, step -1), starts / ends / axes / steps all
+    initializers, as onnx-asr's kaldi features write it (start 119): LiteRT's onnx2tf 2.6.9 writes
+    a custom op for it, constants or not, and runs a reversal of the whole axis (start -1)."""
+    vi = helper.make_tensor_value_info
+    x = np.arange(10, dtype=np.float32).reshape(2, 5)
+    consts = {"starts": [2], "ends": [np.iinfo(np.int64).min], "axes": [1], "steps": [-1]}
+    cases = []
+    for version in [v for v in _versions("Slice") if v >= 10]:
+        cid = f"form/Slice-{version}/float/negative_steps"
+        if pattern and not pattern.search(cid):
+            continue
+        node = helper.make_node("Slice", ["x", *consts], ["y"], name="n")
+        graph = helper.make_graph([node], "g", [vi("x", TensorProto.FLOAT, [2, 5])], [vi("y", TensorProto.FLOAT, [2, 3])],
+                                  [onnx.numpy_helper.from_array(np.array(v, np.int64), k) for k, v in consts.items()])
+        model, opset = _at_version(graph, version)
+        cases.append(make_case(id=cid, kind="form", model=model, feeds={"x": x}, expected=[x[:, 2::-1].copy()], op="Slice",
+                               version=version, opset=opset,
+                               extra={"form": NAMED_FORMS["negative_steps"], "named": "negative_steps"}))
     return cases
 
 

@@ -206,7 +206,10 @@ def _measured_forms(source, result, report, target, plan_only: bool) -> None:
     if target.form_verdicts and not plan_only:
         from rewriter.targets.single_input import single_input_concats
 
+        from rewriter.targets.reversal import reversed_slices
+
         report.target_notes.extend(single_input_concats(result, target.form_verdicts, target.name))
+        report.target_notes.extend(reversed_slices(result, target.form_verdicts, target.name))
     unmeasured = verdicts.unmeasured_present(result, target.unmeasured)
     if unmeasured:
         report.target_notes.append(f"op versions {target.name} was not measured in (no node test reaches them, "
@@ -227,6 +230,7 @@ def _measured_forms(source, result, report, target, plan_only: bool) -> None:
         found += verdicts.type_blockers(result, target.type_verdicts, target.name, inferred)
         found += verdicts.untaken_nan_blockers(result, target.form_verdicts, target.name, inferred)
         found += verdicts.double_inside_blockers(result, target.form_verdicts, target.name, inferred)
+        found += verdicts.negative_steps_blockers(result, target.form_verdicts, target.name)
     blocked = [Blocker(f[0], f[1], "form", f[3], "a runtime that takes this form", name=f[4] if len(f) > 4 else "")
                for f in found]
     if plan_only:

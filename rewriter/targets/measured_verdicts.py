@@ -12,23 +12,29 @@
   have one shape blocks; ``double_inside``, an op (CumSum) on a double tensor the graph computes
   (LiteRT refuses it: onnx2tf turns a double graph input into float, not a double made inside,
   such as the SVM lowerings' sums). A node of that op reading a double tensor some node writes
-  blocks.
+  blocks; ``negative_steps``, a Slice reversing part of an axis with every input but the data
+  constant (LiteRT refuses it either way, and runs a reversal of the whole axis). A Slice whose
+  steps are a constant with a negative value blocks, unless each is -1 over a whole axis.
 - ``unmeasured``: domain -> op -> schema versions no probe case measured (no node test reaches
   them and the probe could not build a one-node form): said in the conversion's notes.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
+import onnx.numpy_helper
 
 from rewriter.graph import traversal
+from rewriter.graph.constants import constant_value
 from rewriter.graph.schemas import DEFAULT_DOMAINS, schema_version_at_domain
 
-__all__ = ["type_blockers", "untaken_nan_blockers", "double_inside_blockers", "unmeasured_present", "UNTAKEN_NAN",
-           "DOUBLE_INSIDE"]
+__all__ = ["type_blockers", "untaken_nan_blockers", "double_inside_blockers", "negative_steps_blockers",
+           "unmeasured_present", "UNTAKEN_NAN", "DOUBLE_INSIDE", "NEGATIVE_STEPS"]
 
 UNTAKEN_NAN = "nan_in_untaken_branch"
 DOUBLE_INSIDE = "double_inside"
+NEGATIVE_STEPS = "negative_steps"
 _PASS_THROUGH = {"Not", "Identity", "Cast", "Or", "And", "Xor"}  # a condition still true where an IsNaN is
 
 
@@ -143,6 +149,44 @@ def double_inside_blockers(model: onnx.ModelProto, table: dict, release: str, in
         found.append((traversal.node_label(node, scope), node.op_type, version,
                       f"{release} refuses {node.op_type}-{version} on a double tensor the graph computes "
                       f"('{node.input[0]}'; measured: {why[:160]})", node.name))
+    return found
+
+
+def _read(tensor: onnx.TensorProto):
+    try:
+        return onnx.numpy_helper.to_array(tensor)
+    except Exception:  # noqa: BLE001 - external data not at hand: the value counts as unknown
+        return None
+
+
+def _whole_reversals(node: onnx.NodeProto, scope, steps) -> bool:
+    """Every negative step is -1 from the axis' last element (start -1, or one past any int32 dim)
+    to before its first (end at most -2^31): a reversal of the whole axis, which LiteRT runs."""
+    starts, ends = (constant_value(node.input[i], scope, _read) for i in (1, 2))
+    if starts is None or ends is None:
+        return False
+    steps, starts, ends = (np.asarray(v).reshape(-1) for v in (steps, starts, ends))
+    return all(step > 0 or (step == -1 and (start == -1 or start >= 2**31 - 1) and end <= -(2**31))
+               for step, start, end in zip(steps, starts, ends))
+
+
+def negative_steps_blockers(model: onnx.ModelProto, table: dict, release: str) -> list[tuple]:
+    """(node label, op, version, reason, node name) for every Slice of a version whose
+    ``negative_steps`` form ``table`` (``form_verdicts``) says is not right, when its steps are a
+    constant with a negative value (steps fed at run time are ``needs_constant``'s business)."""
+    bad = {int(v): forms[NEGATIVE_STEPS] for v, forms in table.get("", {}).get("Slice", {}).items()
+           if forms.get(NEGATIVE_STEPS, "ok") != "ok"}
+    if not bad:
+        return []
+    found = []
+    for node, scope, domain, version in _versions(model):
+        why = bad.get(version) if domain == "" and node.op_type == "Slice" and len(node.input) > 4 else None
+        steps = constant_value(node.input[4], scope, _read) if why and node.input[4] else None
+        if steps is None or not (np.asarray(steps) < 0).any() or _whole_reversals(node, scope, steps):
+            continue
+        found.append((traversal.node_label(node, scope), node.op_type, version,
+                      f"{release} refuses Slice-{version} with a negative step that does not reverse a whole axis, "
+                      f"constant or not (measured: {why[:160]})", node.name))
     return found
 
 
