@@ -117,6 +117,13 @@ def test_the_rewrite_computes_what_the_slice_does(dim, start, end, two_axes):
     np.testing.assert_array_equal(got, want)
 
 
+def test_an_end_of_minus_one_is_an_empty_slice_and_left_as_it_is():
+    x = np.arange(24, dtype=np.float32).reshape(4, 6)
+    model = _slice(6, 3, -1)
+    assert _run(model, x).shape == (4, 0)
+    assert reversed_slices(model, REFUSED, "r") == [] and _run(model, x).shape == (4, 0)
+
+
 def test_other_negative_steps_are_left_to_the_blocker():
     for model in (_model(-2, start=3), _model(-1, start=-2)):
         assert reversed_slices(model, REFUSED, "r") == []
