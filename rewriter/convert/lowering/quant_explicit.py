@@ -9,12 +9,12 @@ the runtimes compute as written:
   Runtime's thresholds, for a runtime whose float32 division is not correctly rounded.
 - QLinearConv / QLinearMatMul (``MlasRequantizeOutput`` after an exact int32 sum): ConvInteger /
   MatMulInteger (+ the int32 bias), float32(acc) * (x_scale * w_scale[c] / y_scale) (float32, in
-  that order), clamped, rounded half to even, + zp. A weight zero point other than 0 is folded into
-  the constant weight when w - zp still fits int8 (ConvInteger takes one zero point per tensor).
+  that order), clamped, rounded half to even, + zp. A weight zero point is folded into the constant
+  weight when w - zp fits 8 bits, else (one per tensor) it is the integer op's own input.
+- ``QDQ`` "onnx_runtime_fusion" (quant_fusion.py): the QDQ groups first fused as ONNX Runtime does.
 
 Every such node whose inputs are not what the form needs (scales or zero points fed at run time,
-types other than uint8/int8 codes and float32 values, blocks) is a blocker naming the node.
-"""
+types other than uint8/int8 codes and float32 values, blocks) is a blocker naming the node."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from rewriter.convert.lowering.quant_fusion import FORM, fuse_like_onnx_runtime
 from rewriter.convert.lowering.quant_table import float_reduction, quantized_constant, write_threshold_table
 from rewriter.graph import traversal
 from rewriter.graph.constants import constant_value
@@ -33,7 +34,7 @@ _F32, _I32 = TensorProto.FLOAT, TensorProto.INT32
 
 
 class _Refused(Exception):
-    pass
+    """A node whose form cannot be written."""
 
 
 class _Keep(Exception):
@@ -191,8 +192,7 @@ def _quantize_linear(node, scope, w: _Writer, ranks: dict, form: str = "divide")
 
 def _folded_codes(node, scope, w: _Writer) -> np.ndarray | None:
     """A QuantizeLinear's codes when x, its scale and zero point are constants (else None)."""
-    x = constant_value(node.input[0], scope, w.read)
-    if x is None:
+    if (x := constant_value(node.input[0], scope, w.read)) is None:
         return None
     try:
         scale = _scale(_const(w, node, 1, scope, "y_scale"), "y_scale", size_ok=True)
@@ -208,8 +208,8 @@ def _folded_codes(node, scope, w: _Writer) -> np.ndarray | None:
 
 
 def _weight_inputs(w: _Writer, wv: np.ndarray, zw: np.ndarray, axis_shape: tuple, hint: str) -> list[str]:
-    """The integer weight of ConvInteger / MatMulInteger: w - zero point folded when it fits 8 bits,
-    else (one zero point: ppocr's uint8 weights) w and its zero point, the op's last input."""
+    """ConvInteger's / MatMulInteger's weight: w - zero point when it fits 8 bits, else (one zero point:
+    ppocr's uint8 weights) w and its zero point, the op's last input."""
     if not np.any(zw):
         return [w.const(wv, hint)]
     folded = wv.astype(np.int64) - zw.reshape(axis_shape)
@@ -383,6 +383,8 @@ def meet_quantized_forms(result: onnx.ModelProto, report, target, plan_only: boo
     from rewriter.io.load import tensor_reader
 
     forms = {op: v["form"] for op, v in entry.get("forms", {}).items()}
+    if forms.get("QDQ") == FORM and (n := fuse_like_onnx_runtime(result)):  # before the QuantizeLinear forms
+        report.target_notes.append(f"QDQ groups fused as ONNX Runtime fuses them: {n} integer node(s)")
     found = _refusals(result, entry.get("refused", {}), target.name)
     if not plan_only or not found:
         count, more = rewrite_quantized(result, forms, target.name, tensor_reader(base_dir)) if not found else (0, [])

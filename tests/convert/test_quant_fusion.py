@@ -1,0 +1,145 @@
+"""QDQ groups fused as ONNX Runtime fuses them (rewriter/convert/lowering/quant_fusion.py, OpenVINO's
+``QDQ`` form): which models are handed to ONNX Runtime's optimizer, the fused graph's com.microsoft
+ops lowered, ONNX Runtime's default result kept bit for bit (the oracle: ONNX Runtime's default run
+of the original), models left as they were when nothing is fused, and the form in OpenVINO."""
+
+from __future__ import annotations
+
+from unittest import mock
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as T
+from onnx import helper, numpy_helper
+
+from rewriter.convert.lowering import quant_fusion
+from rewriter.convert.lowering.quant_fusion import (
+    fuse_like_onnx_runtime,
+    has_qdq_reduction,
+)
+from rewriter.errors import RewriterError
+
+S, Z = ("s", np.float32(0.05)), ("z", np.uint8(128))
+
+
+def _model(nodes, outputs, inits, inputs=None):
+    inputs = inputs or [helper.make_tensor_value_info("x", T.UINT8, [1, 3, 8, 8])]
+    g = helper.make_graph(nodes, "g", inputs, outputs, [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def _qdq_conv(extra=(), conv_output_too=False, add=False):
+    """DQ(x), DQ(int8 weights) -> Conv (+ bias) -> Q -> [DQ(y), DQ(x) -> Add -> Q] -> DQ: a QDQ model
+    as onnxruntime.quantization writes it."""
+    rng = np.random.default_rng(0)
+    w = rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)
+    nodes = [helper.make_node("DequantizeLinear", ["x", "s", "z"], ["xf"], name="dq_x"),
+             helper.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wf"], name="dq_w"),
+             helper.make_node("Conv", ["xf", "wf"], ["v"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("QuantizeLinear", ["v", "sy", "z"], ["yq"], name="q_conv"),
+             helper.make_node("DequantizeLinear", ["yq", "sy", "z"], ["y"], name="dq_y")]
+    out = "y"
+    if add:  # y + a slice of x, both dequantized: QLinearAdd in ONNX Runtime
+        nodes += [helper.make_node("DequantizeLinear", ["yq", "sy", "z"], ["ya"], name="dq_ya"),
+                  helper.make_node("DequantizeLinear", ["x", "s", "z"], ["xa"], name="dq_xa"),
+                  helper.make_node("Add", ["ya", "xa"], ["sum"], name="add"),
+                  helper.make_node("QuantizeLinear", ["sum", "sy", "z"], ["sq"], name="q_add"),
+                  helper.make_node("DequantizeLinear", ["sq", "sy", "z"], ["out"], name="dq_out")]
+        out = "out"
+    outputs = [helper.make_tensor_value_info(out, T.FLOAT, [1, 4 if not add else 3, 8, 8])]
+    if add:  # 3 output channels so that the Add broadcasts no channel
+        w = w[:3]
+    nodes[1] = helper.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wf"], name="dq_w")
+    if conv_output_too:
+        outputs.append(helper.make_tensor_value_info("v", T.FLOAT, None))
+    inits = [S, Z, ("w", w), ("sw", np.float32(0.01)), ("zw", np.int8(0)), ("sy", np.float32(0.2)), *extra]
+    return _model(nodes, outputs, inits)
+
+
+def _feeds():
+    return {"x": np.random.default_rng(1).integers(0, 256, (1, 3, 8, 8)).astype(np.uint8)}
+
+
+def _ort(model, optimized=True):
+    so = ort.SessionOptions()
+    so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimized
+                                   else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, _feeds())
+
+
+def test_which_models_are_handed_to_onnx_runtime():
+    assert has_qdq_reduction(_qdq_conv())
+    float_conv = _qdq_conv()
+    float_conv.graph.node[2].input[0] = "f"  # the Conv's input a float graph input, its weights still DQ's
+    assert has_qdq_reduction(float_conv)
+    float_conv.graph.node[2].input[1] = "wc"  # no DequantizeLinear input at all
+    assert not has_qdq_reduction(float_conv)
+    add_only = _qdq_conv()
+    add_only.graph.node[2].op_type = "Add"
+    assert not has_qdq_reduction(add_only)
+    assert not has_qdq_reduction(_model([helper.make_node("QuantizeLinear", ["f", "s", "z"], ["q"])], [
+        helper.make_tensor_value_info("q", T.UINT8, [2])], [S, Z], [helper.make_tensor_value_info("f", T.FLOAT, [2])]))
+
+
+@pytest.mark.parametrize("add", [False, True])
+def test_fused_graph_is_onnx_runtimes_default_result(add):
+    model = _qdq_conv(add=add)
+    want, plain = _ort(model)[0], _ort(model, optimized=False)[0]
+    got = onnx.ModelProto()
+    got.CopyFrom(model)
+    assert fuse_like_onnx_runtime(got) == (2 if add else 1)
+    ops = [n.op_type for n in got.graph.node]
+    assert "QLinearConv" in ops and "Conv" not in ops and not any(n.domain for n in got.graph.node)  # lowered
+    np.testing.assert_array_equal(_ort(got, optimized=False)[0], want)
+    assert not np.array_equal(want, plain) or not add  # the fused Add rounds otherwise than the float one here
+
+
+def test_nothing_fused_leaves_the_model():
+    for model in (_qdq_conv(conv_output_too=True), _qdq_conv()):
+        before = model.SerializeToString()
+        if model.graph.output[-1].name == "v":  # the Conv's output read elsewhere: ONNX Runtime keeps the group
+            assert fuse_like_onnx_runtime(model) == 0
+        else:
+            with mock.patch.object(quant_fusion, "_onnx_runtime_graph", return_value=None):
+                assert fuse_like_onnx_runtime(model) == 0
+        assert model.SerializeToString() == before
+
+
+def test_a_lowering_that_fails_leaves_the_model():
+    model = _qdq_conv(add=True)
+    before = model.SerializeToString()
+    with mock.patch("rewriter.convert.lower_ops.lower_ops", side_effect=RewriterError("no")):
+        assert fuse_like_onnx_runtime(model) == 0
+    assert model.SerializeToString() == before
+
+
+def test_external_data_is_not_handed_over(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # where ONNX Runtime would find m.data for the model's bytes
+    model = _qdq_conv()
+    onnx.save(model, tmp_path / "m.onnx", save_as_external_data=True, size_threshold=0, location="m.data")
+    loaded = onnx.load(tmp_path / "m.onnx", load_external_data=False)
+    assert fuse_like_onnx_runtime(loaded) == 0
+
+
+def test_onnx_runtime_refusing_the_model_fuses_nothing():
+    model = _qdq_conv()
+    with mock.patch("onnxruntime.InferenceSession", side_effect=RuntimeError("refused")):
+        assert quant_fusion._onnx_runtime_graph(model) is None
+
+
+@pytest.mark.parametrize("release", ["2026.4", "2024.6"])
+def test_convert_for_openvino_fuses_and_matches_onnx_runtime(release):
+    from rewriter.convert.for_target import convert_for
+    from tests.targets.runtime_runs import run_in
+
+    model = _qdq_conv(add=True)
+    result, report = convert_for(model, runtime=f"openvino=={release}")
+    assert any("QDQ groups fused" in n for n in report.target_notes)
+    assert not {"QuantizeLinear", "QLinearConv", "Conv"} & {n.op_type for n in result.graph.node}
+    ran = run_in("openvino", release, result, _feeds())
+    assert ran.get("ok"), ran
+    np.testing.assert_array_equal(np.asarray(ran["values"][0]), _ort(model)[0])
