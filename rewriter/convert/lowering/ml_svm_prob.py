@@ -105,9 +105,9 @@ def _round(b: Emitter, q: str, rows: list, p: str, k: int):
     qp = b.squeeze(_last_sum(b, b.op("Mul", [q, b.unsqueeze(p, [1])]), 2), [2])  # [N, k]
     pqp = _last_sum(b, b.op("Mul", [p, qp]), 1)  # [N, 1]
     err = b.op("Abs", [b.op("Sub", [qp, pqp])])
-    err = b.op("Where", [b.op("IsNaN", [err]), b.const(_F(0), hint="zero"), err])  # `error > max_error` skips NaN
-    top = b.reduce("ReduceMax", err, [1])
-    converged = b.op("Less", [top, b.const(_F(0.005) / _F(k), hint="eps")])
+    # the kernel's max_error (from 0, `error > max_error` skips NaN) < eps: no error >= eps, a NaN none
+    far = b.op("GreaterOrEqual", [err, b.const(_F(0.005) / _F(k), hint="eps")])
+    converged = b.op("Less", [b.reduce("ReduceMax", b.cast(far, F32), [1]), b.const(_F(0.5), hint="half")])
     one, two = b.const(_F(1), hint="one"), b.const(_F(2), hint="two")
     for i in range(k):
         row, qii = rows[i]
