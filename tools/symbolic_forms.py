@@ -172,6 +172,18 @@ def constant_of_shape_symbols():
     return model, {"x": _rand(2, 5)}
 
 
+def pad_pads_of_shape():
+    """Pad to a fixed length by [0, 0, 0, 16 - n], n the input's length read by Shape (whisper's
+    30-second pad of the samples, n7; TVM 0.27: "Dynamic pads are not supported yet"). The Shape is
+    read through a Cast, as ``convert --target tvm`` writes it for the Sub."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"], start=1, end=2),
+             helper.make_node("Cast", ["s"], ["s64"], to=I64), helper.make_node("Sub", ["full", "s64"], ["d"]),
+             helper.make_node("Mul", ["d", "last"], ["pads"]), helper.make_node("Pad", ["x", "pads"], ["y"])]
+    inits = [helper.make_tensor("full", I64, [], [16]), _i64("last", [0, 0, 0, 1])]
+    model = _model(nodes, [_vi("x", F, [1, "n"])], [_out()], inits)
+    return model, {"x": _rand(1, 5)}
+
+
 FORMS = {
     "flatten_two_symbols": ("Flatten", flatten_two_symbols),
     "flatten_one_symbol": ("Flatten", flatten_one_symbol),
@@ -184,4 +196,5 @@ FORMS = {
     "resize_symbolic": ("Resize", resize_symbolic),
     "conv_value_info_symbol": ("Conv", conv_value_info_symbol),
     "constant_of_shape_symbols": ("ConstantOfShape", constant_of_shape_symbols),
+    "pad_pads_of_shape": ("Pad", pad_pads_of_shape),
 }

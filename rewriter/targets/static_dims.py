@@ -6,7 +6,8 @@ lists the forms the release refused with symbolic dims and ran with static ones:
 refuses a Flatten of two symbolic dims ("square of symbols"), a Reshape or Expand whose shape is a
 dim read through a Cast ("shape input is variable"), a GRU whose sequence_lens is read by Shape
 ("Non constant seq_len"), a Concat of a value with a copy Resize scaled back ("Impossible to
-unify"); TVM 0.27 the last (and its Add). Each form has a recognizer here; a node of a model
+unify"); TVM 0.27 the last (and its Add); both a Pad whose pads are computed from a dim (whisper's
+pad of the samples to 30 seconds). Each form has a recognizer here; a node of a model
 whose graph inputs have a dim that is not static is blocked when it is in such a form, naming
 the inputs ``--input-shape`` must fix. A model whose inputs are all static (as ``--input-shape``
 / ``--fix-dim`` make them) has none.
@@ -171,6 +172,11 @@ def _seq_lens_of_shape(node, scope, m: _Model) -> str | None:
     return None if name is None else f"its sequence_lens '{name}' is computed from dims that are not static"
 
 
+def _pads_of_shape(node, scope, m: _Model) -> str | None:
+    name = _carried_input(node, scope, m, 1, through_cast=False)
+    return None if name is None else f"its pads '{name}' are computed from dims that are not static"
+
+
 def _resized(name: str, scope, m: _Model) -> onnx.NodeProto | None:
     """The Resize (by scales, of a value with a dim that is not static) ``name`` is, or is made
     from by ops that keep its shape."""
@@ -214,6 +220,7 @@ FORMS = {
     "gru_shape_seq_lens": ("GRU", _seq_lens_of_shape),
     "concat_resized": ("Concat", _meets_resized),
     "add_resized": ("Add", _meets_resized),
+    "pad_pads_of_shape": ("Pad", _pads_of_shape),
 }
 # a form refused with static dims too -> (op, its recognizer whatever the dims); forms without one
 # (a GRU the release lacks anyway, tract's foreign symbols, which convert clears) are not named so
