@@ -65,7 +65,7 @@ def _refused(node: onnx.NodeProto, types: dict) -> bool:
     is not so once its branches are swapped."""
     if node.op_type != "Where" or not is_default_domain(node.domain) or len(node.input) != 3:
         return False
-    elem = _elem(node.output[0], types) or _elem(node.input[1], types)
+    elem = _elem(node.input[1], types)
     if elem is None or elem in FLOATS:
         return False
     cond, x, y = (_shape(n, types) for n in node.input)
@@ -121,7 +121,8 @@ def strings_gathered(model: onnx.ModelProto, release: str, inferred=None) -> lis
             continue
         base = node.name or node.output[0]
         table, index = fresh_name(taken, f"{base}_strings"), fresh_name(taken, f"{base}_index")
-        graph.initializer.append(numpy_helper.from_array(np.array([pair[1].item(), pair[0].item()], dtype=object), table))
+        strings = np.array([pair[1].item(), pair[0].item()], dtype=object)  # index 1 where c holds
+        graph.initializer.append(numpy_helper.from_array(strings, table))
         nodes += [helper.make_node("Cast", [node.input[0]], [index], name=index, to=onnx.TensorProto.INT64),
                   helper.make_node("Gather", [table, index], [node.output[0]], name=node.name, axis=0)]
         done.append(base)

@@ -125,6 +125,15 @@ def test_two_string_constants_are_gathered():
     assert list(_ort(result, feeds)[0]) == list(_ort(model, feeds)[0])
 
 
+def test_string_constants_of_two_elements_are_kept():
+    node, vi = helper.make_node, helper.make_tensor_value_info
+    pair = [numpy_helper.from_array(np.array(v, object), n) for n, v in (("a", ["x", "y"]), ("b", ["u", "v"]))]
+    graph = helper.make_graph([node("Where", ["c", "a", "b"], ["y"])], "g", [vi("c", T.BOOL, [2])],
+                              [vi("y", T.STRING, [2])], pair)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+    assert strings_gathered(model, "litert 2.6") == []
+
+
 def test_a_string_branch_computed_is_kept():
     node, vi = helper.make_node, helper.make_tensor_value_info
     graph = helper.make_graph([node("Where", ["c", "a", "b"], ["y"])], "g",
