@@ -218,3 +218,58 @@ def test_forms_in_openvino(release, case):
     result = run_in("openvino", release, _rewritten(model), feeds)
     assert result.get("ok"), result
     np.testing.assert_array_equal(np.asarray(result["values"][0]).reshape(want.shape), want)
+
+
+def _softmax(d: int, dynamic: bool = True):
+    """QLinearSoftmax over a last axis of length ``d`` (unknown to the lowering when ``dynamic``)."""
+    from tests.convert.support.contrib_oracle import random_q
+
+    inits = qparams("x", np.float32(0.0625), 0, T.UINT8) + qparams("y", np.float32(1 / 256), 0, T.UINT8)
+    dims = ["n", "d"] if dynamic else [64, d]
+    model = com_model("QLinearSoftmax", [("X", T.UINT8, dims), "x_s", "x_z", "y_s", "y_z"], [("Y", T.UINT8, dims)],
+                      initializers=inits, axis=-1, opset=13)
+    return model, {"X": random_q(np.random.default_rng(d), T.UINT8, (64, d))}
+
+
+@pytest.mark.parametrize("d", [1, 16, 256, 257])
+def test_softmax_of_a_run_time_length_reads_the_built_tables(d):
+    """D up to 256 reads the table built here for it, beyond that the double computation: ONNX Runtime's
+    codes both ways."""
+    from tests.convert.support.lowering_oracle import check_lowering
+
+    model, feeds = _softmax(d)
+    check_lowering(model, feeds)
+    lowered, _ = lower_ops(model, {("com.microsoft", "QLinearSoftmax")})
+    tables = [numpy_helper.to_array(t) for t in lowered.graph.initializer if t.name.endswith("tables")]
+    assert len(tables) == 1 and tables[0].size == 256 * 256
+
+
+@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("d", [16, 256])
+def test_softmax_of_a_run_time_length_in_openvino(release, d):
+    """OpenVINO computes the double table in float32 (nudenet_320n_qop_pc's D = 16: 252 of 256 entries,
+    6 of 134,400 codes off); the built tables are read exactly (the table the graph reads is exposed)."""
+    from rewriter.convert.lowering.contrib_quant_pool import softmax_table
+    from tests.targets.runtime_runs import run_in
+
+    model, feeds = _softmax(d)
+    lowered, _ = lower_ops(model, {("com.microsoft", "QLinearSoftmax")})
+    (table,) = [n.output[0] for n in lowered.graph.node if n.op_type == "Where"]
+    lowered.graph.output.append(helper.make_tensor_value_info(table, T.FLOAT, [256]))
+    result = run_in("openvino", release, lowered, feeds)
+    assert result.get("ok"), result
+    np.testing.assert_array_equal(np.asarray(result["values"][0]), _run(model, feeds, optimized=True))
+    np.testing.assert_array_equal(np.asarray(result["values"][1]), softmax_table(np.float32(0.0625), d))
+
+
+def test_softmax_tables_pass_the_shape_check_with_data_propagation():
+    """The shape check strips initializers over 1 KiB and propagates data when a ReduceProd is there: the
+    tables' rows are read through Range, not through a constant index it would see empty (piper_tashkeel
+    was refused so)."""
+    from rewriter.verify.shapes import verify_shapes
+
+    model, _ = _softmax(16)
+    model.graph.node.append(helper.make_node("ReduceProd", ["x_s"], ["p"], keepdims=0))
+    model.graph.output.append(helper.make_tensor_value_info("p", T.FLOAT, []))
+    lowered, _ = lower_ops(model, {("com.microsoft", "QLinearSoftmax")})
+    assert verify_shapes(lowered) == []
