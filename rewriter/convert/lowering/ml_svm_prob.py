@@ -22,7 +22,7 @@ from onnx import TensorProto, helper
 from rewriter.convert.lowering import avoid, ml_post
 from rewriter.convert.lowering.emit import BOOL, F32, I64, Emitter
 
-__all__ = ["coupling", "LOOPS"]
+__all__ = ["LOOPS", "coupling"]
 
 LOOPS = 100  # multiclass_probability's iteration limit
 _F = np.float32
