@@ -184,6 +184,19 @@ def pad_pads_of_shape():
     return model, {"x": _rand(1, 5)}
 
 
+def concat_symbol_meets_value():
+    """Concat along axis 2 of a graph input [1, 2, p, d] (a past key whose head size the model
+    names "kv_cache_dim") and a value computed [1, 2, 3, 4], then a Reshape to [0, 0, -1]
+    (onnxruntime-genai's Llama: tract "Impossible to unify Sym(kv_cache_dim) with Val(16)"; TVM 0.27
+    loses the Concat's shape)."""
+    nodes = [helper.make_node("Mul", ["x", "two"], ["k"]),
+             helper.make_node("Concat", ["past", "k"], ["c"], axis=2),
+             helper.make_node("Reshape", ["c", "flat"], ["y"])]
+    inits = [helper.make_tensor("two", F, [], [2.0]), _i64("flat", [0, 0, -1])]
+    model = _model(nodes, [_vi("past", F, [1, 2, "p", "d"]), _vi("x", F, [1, 2, 3, 4])], [_out()], inits)
+    return model, {"past": _rand(1, 2, 5, 4), "x": _rand(1, 2, 3, 4)}
+
+
 FORMS = {
     "flatten_two_symbols": ("Flatten", flatten_two_symbols),
     "flatten_one_symbol": ("Flatten", flatten_one_symbol),
@@ -197,4 +210,5 @@ FORMS = {
     "conv_value_info_symbol": ("Conv", conv_value_info_symbol),
     "constant_of_shape_symbols": ("ConstantOfShape", constant_of_shape_symbols),
     "pad_pads_of_shape": ("Pad", pad_pads_of_shape),
+    "concat_symbol_meets_value": ("Concat", concat_symbol_meets_value),
 }

@@ -29,8 +29,8 @@ from rewriter.graph.names import first_few, fresh_name
 from rewriter.graph.schemas import is_default_domain
 from rewriter.targets.restriction_lookups import trt_constant
 
-__all__ = ["READERS", "SHAPE_READERS", "dims_as_scalars", "scalar_constant_of_shape", "shape_no_ops_bypassed",
-           "shapes_cast_for_readers"]
+__all__ = ["READERS", "SHAPE_READERS", "dims_as_scalars", "scalar_constant_of_shape", "scalar_reshapes_unsqueezed",
+           "shape_no_ops_bypassed", "shapes_cast_for_readers"]
 
 # op -> (input positions, True when the reader takes a 1-element 1-D value, False for a scalar)
 READERS = {"Slice": ((1, 2), True), "ConstantOfShape": ((0,), True), "Range": ((0, 1, 2), False)}
@@ -310,3 +310,49 @@ def shapes_cast_for_readers(model: onnx.ModelProto, release: str, inferred=None)
         return []
     return [(f"{len(done)} node(s) reading a Shape with an op {release} refuses a shape for read a Cast of it to "
              f"int64 instead: {first_few(repr(n) for n in done)}")]
+
+
+def scalar_reshapes_unsqueezed(model: onnx.ModelProto, release: str, inferred=None) -> list[str]:
+    """Each Reshape of a scalar computed from shapes to [1] (or [-1]) written as an Unsqueeze, in
+    place (form ``scalar_unsqueezed``): TVM 0.27 holds such a scalar as a PrimValue and refuses to
+    reshape it ("Reshape requires the input data to be Tensor. However, the given one is
+    ir.PrimType": the GroupQueryAttention lowering's Reshape of total_sequence_length, which
+    onnxruntime-genai's Llama computes from the mask's Shape), and reads an Unsqueeze of one as a
+    shape, of int64 only ("the value in ShapeType can only have dtype of int64"): another integer
+    type goes to int64 and back around the Unsqueeze."""
+    from rewriter.graph.model_index import value_types
+
+    types = {n: t.tensor_type for n, t in value_types(model, inferred).items() if t.HasField("tensor_type")}
+    taken = {n for s in traversal.iter_scopes(model) for node in s.body.node
+             for n in [*node.input, *node.output, node.name]}
+    done = []
+    for scope in traversal.iter_scopes(model):
+        seen, nodes, changed = {}, [], False
+        for node in scope.body.node:
+            t = types.get(node.input[0]) if node.op_type == "Reshape" and node.input else None
+            shape = _constant(node.input[1], scope) if t is not None and len(node.input) > 1 else None
+            if (shape is None or shape.reshape(-1).tolist() not in ([1], [-1]) or not t.HasField("shape")
+                    or len(t.shape.dim) != 0 or not is_default_domain(node.domain)
+                    or not _from_shapes(node.input[0], scope, seen)):
+                nodes.append(node)
+                continue
+            writer = _Writer(scope, taken)
+            x, out = node.input[0], node.output[0]
+            if t.elem_type != onnx.TensorProto.INT64:
+                x = writer._node("Cast", [x], f"{out}_int64", to=onnx.TensorProto.INT64)
+            wide = writer.unsqueezed(x, out)
+            if t.elem_type != onnx.TensorProto.INT64:
+                writer.nodes.append(helper.make_node("Cast", [wide], [out], name=node.name, to=t.elem_type))
+            else:
+                writer.nodes[-1].output[0] = out  # the Unsqueeze writes the Reshape's output
+                writer.nodes[-1].name = node.name
+            nodes += writer.nodes
+            done.append(node.name or out)
+            changed = True
+        if changed:
+            del scope.body.node[:]
+            scope.body.node.extend(nodes)
+    if not done:
+        return []
+    return [(f"{len(done)} Reshape node(s) of a scalar computed from shapes to one element written as an Unsqueeze, "
+             f"which {release} reads: {first_few(repr(n) for n in done)}")]

@@ -22,8 +22,13 @@ from rewriter.graph import traversal
 from rewriter.graph.model_index import value_types
 from rewriter.graph.names import first_few, fresh_name
 from rewriter.graph.schemas import is_default_domain
-from rewriter.targets.dim_scalars import (dims_as_scalars, scalar_constant_of_shape, shape_no_ops_bypassed,
-                                          shapes_cast_for_readers)
+from rewriter.targets.dim_scalars import (
+    dims_as_scalars,
+    scalar_constant_of_shape,
+    scalar_reshapes_unsqueezed,
+    shape_no_ops_bypassed,
+    shapes_cast_for_readers,
+)
 from rewriter.targets.folded_inputs import constants_folded
 from rewriter.targets.output_identity import producer_writes_output
 from rewriter.targets.restriction_lookups import trt_constant
@@ -121,6 +126,7 @@ def _tile_rank_6(model: onnx.ModelProto, release: str, inferred) -> list[str]:
 _REWRITES = {("Tile", "rank_6"): _tile_rank_6, ("Identity", "producer_writes_output"): producer_writes_output,
              ("Slice", "dims_as_scalars"): dims_as_scalars, ("ConstantOfShape", "scalar_as_constant"): scalar_constant_of_shape,
              ("Reshape", "no_ops_bypassed"): shape_no_ops_bypassed, ("MaxPool", "same_pads_explicit"): explicit_pads,
+             ("Reshape", "scalar_unsqueezed"): scalar_reshapes_unsqueezed,
              ("AveragePool", "same_pads_explicit"): explicit_pads, ("Shape", "cast_for_readers"): shapes_cast_for_readers,
              ("Where", "branches_swapped"): branches_swapped, ("Where", "strings_gathered"): strings_gathered,
              ("Conv", "weights_folded"): constants_folded("Conv"), ("Reshape", "shape_folded"): constants_folded("Reshape"),

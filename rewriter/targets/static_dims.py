@@ -7,7 +7,8 @@ refuses a Flatten of two symbolic dims ("square of symbols"), a Reshape or Expan
 dim read through a Cast ("shape input is variable"), a GRU whose sequence_lens is read by Shape
 ("Non constant seq_len"), a Concat of a value with a copy Resize scaled back ("Impossible to
 unify"); TVM 0.27 the last (and its Add); both a Pad whose pads are computed from a dim (whisper's
-pad of the samples to 30 seconds). Each form has a recognizer here; a node of a model
+pad of the samples to 30 seconds) and a Concat of a symbolic dim with a static one off its axis
+(onnxruntime-genai's Llama: the past key's "kv_cache_dim" against the new key's 16). Each form has a recognizer here; a node of a model
 whose graph inputs have a dim that is not static is blocked when it is in such a form, naming
 the inputs ``--input-shape`` must fix. A model whose inputs are all static (as ``--input-shape``
 / ``--fix-dim`` make them) has none.
@@ -177,6 +178,25 @@ def _pads_of_shape(node, scope, m: _Model) -> str | None:
     return None if name is None else f"its pads '{name}' are computed from dims that are not static"
 
 
+def _symbol_meets_value(node, scope, m: _Model) -> str | None:
+    """Inputs of a Concat whose dims off its axis are a symbol in one and a value in another."""
+    shapes = [(i, m.dims.get(i)) for i in node.input if i]
+    shapes = [(i, d) for i, d in shapes if d is not None]
+    if len(shapes) < 2 or len({len(d) for _, d in shapes}) != 1:
+        return None
+    rank = len(shapes[0][1])
+    axis = next((a.i for a in node.attribute if a.name == "axis"), 0) % max(rank, 1)
+    for k in range(rank):
+        if k == axis:  # (the lengths along it may differ)
+            continue
+        symbol = next(((i, d[k].dim_param) for i, d in shapes if d[k].HasField("dim_param")), None)
+        value = next(((i, d[k].dim_value) for i, d in shapes if d[k].HasField("dim_value")), None)
+        if symbol is not None and value is not None:
+            return (f"its input '{symbol[0]}' has the symbolic dim {symbol[1]} on axis {k}, where '{value[0]}' "
+                    f"has {value[1]}")
+    return None
+
+
 def _resized(name: str, scope, m: _Model) -> onnx.NodeProto | None:
     """The Resize (by scales, of a value with a dim that is not static) ``name`` is, or is made
     from by ops that keep its shape."""
@@ -221,6 +241,7 @@ FORMS = {
     "concat_resized": ("Concat", _meets_resized),
     "add_resized": ("Add", _meets_resized),
     "pad_pads_of_shape": ("Pad", _pads_of_shape),
+    "concat_symbol_meets_value": ("Concat", _symbol_meets_value),
 }
 # a form refused with static dims too -> (op, its recognizer whatever the dims); forms without one
 # (a GRU the release lacks anyway, tract's foreign symbols, which convert clears) are not named so

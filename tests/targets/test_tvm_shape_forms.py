@@ -2,9 +2,11 @@
 SAME and strides 1 given explicit pads (rewriter/targets/same_pads.py; PP-OCRv6_rec_small's
 MaxPool over a symbolic width), Identity / scalar Reshape nodes of shape values taken out and a
 Shape read by an op TVM refuses a shape for read through a Cast (rewriter/targets/dim_scalars.py;
-the Paddle exports' Identity of a Shape, whisper's Sub of the samples' count), and the Pad whose
-pads come from dims that are not static, which TVM needs static (rewriter/targets/static_dims.py,
-form pad_pads_of_shape of tools/symbolic_forms.py).  With the TVM venv (skipped when absent) the
+the Paddle exports' Identity of a Shape, whisper's Sub of the samples' count), a Reshape of a
+scalar dim to [1] written as an Unsqueeze (the GroupQueryAttention lowering's total_sequence_length),
+and the Pad whose pads come from dims that are not static and the Concat of a symbolic dim with a
+static one, which TVM and tract need static (rewriter/targets/static_dims.py, forms
+pad_pads_of_shape and concat_symbol_meets_value of tools/symbolic_forms.py).  With the TVM venv (skipped when absent) the
 small models are refused as they are and run right converted."""
 
 from __future__ import annotations
@@ -15,9 +17,14 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from rewriter.convert.for_target import convert_for
 from rewriter.convert.conversion_report import ConversionBlocked
-from rewriter.targets.dim_scalars import SHAPE_READERS, shape_no_ops_bypassed, shapes_cast_for_readers
+from rewriter.convert.for_target import convert_for
+from rewriter.targets.dim_scalars import (
+    SHAPE_READERS,
+    scalar_reshapes_unsqueezed,
+    shape_no_ops_bypassed,
+    shapes_cast_for_readers,
+)
 from rewriter.targets.same_pads import explicit_pads
 from tests.targets.runtime_runs import run_in
 
@@ -188,11 +195,12 @@ def test_convert_names_the_pad_and_writes_it_static():
     text = str(err.value)
     assert "node 'n7' (Pad)" in text and "pads 'pads' are computed from dims that are not static" in text
     assert "Dynamic pads are not supported yet" in text and "--input-shape" in text
-    out, report = convert_for(_whisper_pad(static=True), runtime="tvm==0.27")
+    _, report = convert_for(_whisper_pad(static=True), runtime="tvm==0.27")
     assert any("read a Cast of it" in n and "'n4'" in n for n in report.target_notes)
-    with pytest.raises(ConversionBlocked):  # not a form the other releases were measured refusing
-        convert_for(_whisper_pad(), runtime="tvm==0.27")
-    convert_for(_whisper_pad(), runtime="openvino==2026.4")
+    with pytest.raises(ConversionBlocked) as err:  # tract 0.23 was measured refusing the form too
+        convert_for(_whisper_pad(), runtime="tract==0.23")
+    assert "node 'n7' (Pad)" in str(err.value) and "Undetermined symbol" in str(err.value)
+    convert_for(_whisper_pad(), runtime="openvino==2026.4")  # OpenVINO has no such form in its data
 
 
 def test_tvm_runs_the_forms_converted():
@@ -211,5 +219,80 @@ def test_tvm_runs_the_forms_converted():
     model, feeds = _whisper_pad(static=True), {"x": np.ones((1, 5), np.float32)}
     as_is = run_in("tvm", "0.27", model, feeds)
     assert not as_is["ok"] and "cannot handle ShapeExpr inputs" in as_is["error"]
+    converted = run_in("tvm", "0.27", convert_for(model, runtime="tvm==0.27")[0], feeds)
+    assert converted["ok"] and np.array_equal(converted["values"][0], _ort(model, feeds)[0])
+
+
+def _total_length(elem=TensorProto.INT32, shape=(1,)):
+    """The GroupQueryAttention lowering's Reshape of total_sequence_length to [1], the length read
+    from the mask's Shape and cast (onnxruntime-genai's Llama), then used as a Slice's end."""
+    inits = [numpy_helper.from_array(np.array(1, np.int64), "k1"), numpy_helper.from_array(np.array(shape, np.int64), "one"),
+             numpy_helper.from_array(np.array([0], np.int64), "k0"),
+             numpy_helper.from_array(np.arange(32, dtype=np.float32).reshape(16, 2), "table")]
+    nodes = [node("Shape", ["mask"], ["s"]), node("Gather", ["s", "k1"], ["t"], axis=0),
+             node("Cast", ["t"], ["total"], to=elem), node("Reshape", ["total", "one"], ["total1"], name="reshape_total"),
+             node("Cast", ["total1"], ["end"], to=I64), node("Slice", ["table", "k0", "end", "k0"], ["y"])]
+    return _model(nodes, [vi("mask", I64, [1, "t"])], inits)
+
+
+@pytest.mark.parametrize("elem", [TensorProto.INT32, I64])
+@pytest.mark.parametrize("shape", [(1,), (-1,)])
+def test_scalar_reshape_unsqueezed(elem, shape):
+    model = _total_length(elem, shape)
+    out = _copy(model)
+    notes = scalar_reshapes_unsqueezed(out, "tvm 0.27")
+    onnx.checker.check_model(out, full_check=True)
+    assert notes and "'reshape_total'" in notes[0] and notes[0].startswith("1 ")
+    assert not any(n.op_type == "Reshape" for n in out.graph.node)
+    last = _producer_of(out, "total1")
+    if elem == I64:
+        assert last.op_type == "Unsqueeze" and last.input[0] == "total" and last.name == "reshape_total"
+    else:
+        assert last.op_type == "Cast" and helper.get_attribute_value(last.attribute[0]) == elem
+        unsqueeze = _producer_of(out, last.input[0])
+        assert unsqueeze.op_type == "Unsqueeze" and _producer_of(out, unsqueeze.input[0]).op_type == "Cast"
+    feeds = {"mask": np.ones((1, 5), np.int64)}
+    np.testing.assert_array_equal(_ort(out, feeds)[0], _ort(model, feeds)[0])
+
+
+def _producer_of(model, name):
+    return next(n for n in model.graph.node if name in n.output)
+
+
+def test_scalar_reshape_kept():
+    """A Reshape to [1] of a scalar graph input (values, not shapes), of a 1-element 1-D dim, and
+    one to [1, 1], stay."""
+    one = numpy_helper.from_array(np.array([1], np.int64), "one")
+    dim_1d = _model([node("Shape", ["x"], ["s"]), node("Gather", ["s", "one"], ["d"], axis=0),
+                     node("Reshape", ["d", "one"], ["y"])], [vi("x", F, [1, "n"])], [one], outputs=[vi("y", I64, [1])])
+    for model in (_model([node("Reshape", ["x", "one"], ["y"])], [vi("x", F, [])], [one]), dim_1d,
+                  _total_length(shape=(1, 1))):
+        before = model.SerializeToString()
+        assert scalar_reshapes_unsqueezed(model, "tvm 0.27") == []
+        assert model.SerializeToString() == before
+
+
+def _past_concat(head="kv_cache_dim"):
+    inits = [numpy_helper.from_array(np.array([0, 0, -1], np.int64), "flat"), helper.make_tensor("two", F, [], [2.0])]
+    nodes = [node("Mul", ["x", "two"], ["k"]), node("Concat", ["past", "k"], ["c"], axis=2, name="concat_past"),
+             node("Reshape", ["c", "flat"], ["y"])]
+    return _model(nodes, [vi("past", F, ["batch", 2, "past", head]), vi("x", F, ["batch", 2, 1, 16])], inits)
+
+
+@pytest.mark.parametrize("runtime", ["tvm==0.27", "tract==0.23"])
+def test_concat_of_a_symbol_and_a_value_named(runtime):
+    with pytest.raises(ConversionBlocked) as err:
+        convert_for(_past_concat(), runtime=runtime)
+    text = str(err.value)
+    assert "node 'concat_past' (Concat)" in text and "symbolic dim kv_cache_dim on axis 3, where 'k' has 16" in text
+    assert "--input-shape" in text
+    convert_for(_past_concat(16), runtime=runtime)  # the head size static: nothing to name
+    convert_for(_past_concat(), runtime="openvino==2026.4")
+
+
+def test_tvm_runs_scalar_reshape_converted():
+    model, feeds = _total_length(), {"mask": np.ones((1, 5), np.int64)}
+    as_is = run_in("tvm", "0.27", model, feeds)
+    assert not as_is["ok"] and "PrimType" in as_is["error"]
     converted = run_in("tvm", "0.27", convert_for(model, runtime="tvm==0.27")[0], feeds)
     assert converted["ok"] and np.array_equal(converted["values"][0], _ort(model, feeds)[0])
