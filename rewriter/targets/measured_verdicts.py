@@ -29,7 +29,7 @@ from rewriter.graph import traversal
 from rewriter.graph.constants import constant_value
 from rewriter.graph.schemas import DEFAULT_DOMAINS, schema_version_at_domain
 
-__all__ = ["type_blockers", "untaken_nan_blockers", "double_inside_blockers", "negative_steps_blockers",
+__all__ = ["node_versions", "read_or_none", "type_blockers", "untaken_nan_blockers", "double_inside_blockers", "negative_steps_blockers",
            "unmeasured_present", "UNTAKEN_NAN", "DOUBLE_INSIDE", "NEGATIVE_STEPS"]
 
 UNTAKEN_NAN = "nan_in_untaken_branch"
@@ -38,7 +38,7 @@ NEGATIVE_STEPS = "negative_steps"
 _PASS_THROUGH = {"Not", "Identity", "Cast", "Or", "And", "Xor"}  # a condition still true where an IsNaN is
 
 
-def _versions(model: onnx.ModelProto):
+def node_versions(model: onnx.ModelProto):
     """(node, scope, domain, schema version) of every node of a domain with schemas."""
     imports = {("" if o.domain in DEFAULT_DOMAINS else o.domain): o.version for o in model.opset_import}
     for scope in traversal.iter_scopes(model):
@@ -66,7 +66,7 @@ def type_blockers(model: onnx.ModelProto, table: dict, release: str, inferred=No
     types = {n: t.elem_type for n, t in _value_types(model, inferred).items()}
     types.update({t.name: t.data_type for t in model.graph.initializer})
     found = []
-    for node, scope, domain, version in _versions(model):
+    for node, scope, domain, version in node_versions(model):
         verdicts = table.get(domain, {}).get(node.op_type, {}).get(version)
         if not verdicts:
             continue
@@ -120,7 +120,7 @@ def untaken_nan_blockers(model: onnx.ModelProto, table: dict, release: str, infe
     types = _value_types(model, inferred)
     inits = {t.name: t for t in model.graph.initializer}
     found = []
-    for node, scope, domain, version in _versions(model):
+    for node, scope, domain, version in node_versions(model):
         if domain != "" or node.op_type != "Where" or version not in bad or len(node.input) < 3:
             continue
         if _from_isnan(node.input[0], scope, set()) and not _one_shape(node, types, inits):
@@ -141,7 +141,7 @@ def double_inside_blockers(model: onnx.ModelProto, table: dict, release: str, in
         return []
     types = _value_types(model, inferred)
     found = []
-    for node, scope, domain, version in _versions(model):
+    for node, scope, domain, version in node_versions(model):
         why = bad.get((node.op_type, version)) if domain == "" and node.input else None
         t = types.get(node.input[0]) if why else None
         if t is None or t.elem_type != onnx.TensorProto.DOUBLE or traversal.definition(node.input[0], scope)[0] != "node":
@@ -152,7 +152,7 @@ def double_inside_blockers(model: onnx.ModelProto, table: dict, release: str, in
     return found
 
 
-def _read(tensor: onnx.TensorProto):
+def read_or_none(tensor: onnx.TensorProto):
     try:
         return onnx.numpy_helper.to_array(tensor)
     except Exception:  # noqa: BLE001 - external data not at hand: the value counts as unknown
@@ -162,7 +162,7 @@ def _read(tensor: onnx.TensorProto):
 def _whole_reversals(node: onnx.NodeProto, scope, steps) -> bool:
     """Every negative step is -1 from the axis' last element (start -1, or one past any int32 dim)
     to before its first (end at most -2^31): a reversal of the whole axis, which LiteRT runs."""
-    starts, ends = (constant_value(node.input[i], scope, _read) for i in (1, 2))
+    starts, ends = (constant_value(node.input[i], scope, read_or_none) for i in (1, 2))
     if starts is None or ends is None:
         return False
     steps, starts, ends = (np.asarray(v).reshape(-1) for v in (steps, starts, ends))
@@ -179,9 +179,9 @@ def negative_steps_blockers(model: onnx.ModelProto, table: dict, release: str) -
     if not bad:
         return []
     found = []
-    for node, scope, domain, version in _versions(model):
+    for node, scope, domain, version in node_versions(model):
         why = bad.get(version) if domain == "" and node.op_type == "Slice" and len(node.input) > 4 else None
-        steps = constant_value(node.input[4], scope, _read) if why and node.input[4] else None
+        steps = constant_value(node.input[4], scope, read_or_none) if why and node.input[4] else None
         if steps is None or not (np.asarray(steps) < 0).any() or _whole_reversals(node, scope, steps):
             continue
         found.append((traversal.node_label(node, scope), node.op_type, version,
@@ -195,7 +195,7 @@ def unmeasured_present(model: onnx.ModelProto, table: dict) -> list[str]:
     if not table:
         return []
     counts: dict = {}
-    for node, _, domain, version in _versions(model):
+    for node, _, domain, version in node_versions(model):
         if version in table.get(domain, {}).get(node.op_type, ()):
             key = f"{node.op_type}-{version}"
             counts[key] = counts.get(key, 0) + 1

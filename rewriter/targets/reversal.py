@@ -18,7 +18,7 @@ from onnx import helper, numpy_helper
 
 from rewriter.graph.constants import constant_value
 from rewriter.graph.names import fresh_name
-from rewriter.targets.measured_verdicts import NEGATIVE_STEPS, _read, _versions
+from rewriter.targets.measured_verdicts import NEGATIVE_STEPS, node_versions, read_or_none
 
 __all__ = ["reversed_slices"]
 
@@ -27,7 +27,7 @@ _LOW, _HIGH = np.iinfo(np.int64).min, np.iinfo(np.int64).max
 
 def _plan(node: onnx.NodeProto, scope) -> tuple | None:
     """(starts, ends, axes, the reversed axis) of the positive Slice, or None when the rule does not hold."""
-    values = [constant_value(n, scope, _read) if n else None for n in node.input[1:5]]
+    values = [constant_value(n, scope, read_or_none) if n else None for n in node.input[1:5]]
     if len(values) < 4 or any(v is None for v in (values[0], values[1], values[3])):
         return None
     starts, ends, steps = (np.asarray(values[i], np.int64).reshape(-1).tolist() for i in (0, 1, 3))
@@ -56,7 +56,7 @@ def reversed_slices(model: onnx.ModelProto, table: dict, release: str) -> list[s
     bad = {int(v) for v, forms in table.get("", {}).get("Slice", {}).items() if forms.get(NEGATIVE_STEPS, "ok") != "ok"}
     if not bad:
         return []
-    found = [(node, scope) for node, scope, domain, version in _versions(model)
+    found = [(node, scope) for node, scope, domain, version in node_versions(model)
              if domain == "" and node.op_type == "Slice" and version in bad and len(node.input) > 4 and node.input[4]]
     done = []
     for node, scope in found:

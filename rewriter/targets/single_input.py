@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import onnx
 
-from rewriter.targets.measured_verdicts import _versions
+from rewriter.targets.measured_verdicts import node_versions
 
 __all__ = ["SINGLE_INPUT", "single_input_concats"]
 
@@ -23,7 +23,7 @@ def single_input_concats(model: onnx.ModelProto, table: dict, release: str) -> l
     if not refused:
         return []
     done = []
-    for node, _scope, domain, version in _versions(model):
+    for node, _scope, domain, version in node_versions(model):
         if domain == "" and node.op_type == "Concat" and version in refused and len(node.input) == 1 and node.input[0]:
             node.op_type = "Identity"
             del node.attribute[:]
