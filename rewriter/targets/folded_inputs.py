@@ -9,7 +9,8 @@ Gemm after it is the custom op ONNX_GEMM), and so after a Slice whose bounds are
 Shape (the chunk of the opset-17 export).  Here, when the main graph has such a Conv, Reshape or
 Slice, the model's constants and shape chains are folded first by rewriter's exact folder
 (``rewriter optimize``'s ``FoldConstantsPass`` and ``FoldShapeArithmeticPass`` in rounds, then
-``RemoveUnusedPass``; no fusion): the same values, the weights and shapes now constants (a
+``RemoveUnusedPass``, then every Constant node an initializer: onnx2tf refuses one of
+``value_ints`` "without value"; no fusion): the same values, the weights and shapes now constants (a
 symbolic batch dim becomes Reshape's 0, "copy").  A shape computed from a dim that is not static
 stays computed (PP-OCR's width): it folds with ``--input-shape``."""
 
@@ -45,6 +46,7 @@ def computed_inputs(model: onnx.ModelProto, op: str) -> list[str]:
 
 def _fold(model: onnx.ModelProto) -> None:
     import onnx_ir as ir
+    from onnx_ir.passes.common import LiftConstantsToInitializersPass
 
     from rewriter.optimize import bridge
     from rewriter.optimize.constant_folding import FoldConstantsPass
@@ -57,6 +59,8 @@ def _fold(model: onnx.ModelProto) -> None:
     with warnings.catch_warnings():  # numpy's on a 0 / 0 the graph computes (and then does not take)
         warnings.simplefilter("ignore", RuntimeWarning)
         rounds(work)
+    if work.ir_version >= 4:  # the folder writes Constant nodes of value_ints, which onnx2tf refuses
+        LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0)(work)
     model.CopyFrom(bridge.to_proto(work, carry))
 
 

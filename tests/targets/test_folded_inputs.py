@@ -100,6 +100,28 @@ def test_a_chunk_gets_constant_bounds():
     assert np.array_equal(_ort(result, feeds)[0], _ort(model, feeds)[0])
 
 
+def _shape_of_static() -> onnx.ModelProto:
+    """Reshape(x, Shape(Transpose(x))) with x [2, 6] static: the folder writes Shape's value as a
+    Constant of value_ints, which onnx2tf refuses ("Constant node without value")."""
+    node, vi = helper.make_node, helper.make_tensor_value_info
+    nodes = [node("Transpose", ["x"], ["t"], perm=[1, 0], name="transpose"), node("Shape", ["t"], ["s"], name="shape"),
+             node("Reshape", ["x", "s"], ["y"], name="reshape")]
+    graph = helper.make_graph(nodes, "g", [vi("x", T.FLOAT, [2, 6])], [vi("y", T.FLOAT, [6, 2])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def test_folded_constants_become_initializers():
+    model = _shape_of_static()
+    result, _ = convert_for(model, runtime="litert==2.6")
+    assert [n.op_type for n in result.graph.node] == ["Reshape"]
+    assert result.graph.node[0].input[1] in {t.name for t in result.graph.initializer}
+    feeds = _feeds(model)
+    assert np.array_equal(_ort(result, feeds)[0], _ort(model, feeds)[0])
+    converted = run_in("litert", "2.6", result, feeds)
+    assert converted["ok"], converted
+    assert np.array_equal(converted["values"][0], _ort(model, feeds)[0])
+
+
 def _ort(model, feeds):
     return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
 
