@@ -2813,6 +2813,10 @@ MUTANTS: list[Mutant] = [
       '    at = e.op("Range", [start, e.op("Add", [start, e.const(np.int64(256), hint="row")]), e.const(np.int64(1), hint="one")])',
       '    at = e.op("Add", [start, e.const(np.arange(256, dtype=np.int64), hint="col")])',
       'tests/convert/test_quant_openvino_forms.py', 'the rows read through a 2 KiB constant index the shape check strips'),
+    M('fi-constants-kept', 'rewriter/targets/folded_inputs.py',
+      '        LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0)(work)',
+      '        pass',
+      'tests/targets/test_folded_inputs.py', 'the folder\'s Constant nodes of value_ints left for onnx2tf'),
 ]
 
 
