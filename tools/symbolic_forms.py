@@ -197,6 +197,20 @@ def concat_symbol_meets_value():
     return model, {"past": _rand(1, 2, 5, 4), "x": _rand(1, 2, 3, 4)}
 
 
+def sub_of_shifted_slices():
+    """x[:, 1:] - 0.97 * x[:, :-1] on an input [1, n], then a Pad (nemo's preemphasis, n4_2_n23;
+    TVM 0.27 cannot tell the two slices' lengths are equal and the Pad is refused: "emit_te now
+    only supports Tensor that has ShapeExpr shape")."""
+    nodes = [helper.make_node("Slice", ["x", "one", "big", "one"], ["a"]),
+             helper.make_node("Slice", ["x", "zero", "minus_one", "one"], ["b"]),
+             helper.make_node("Mul", ["k", "b"], ["kb"]), helper.make_node("Sub", ["a", "kb"], ["d"]),
+             helper.make_node("Pad", ["d", "pads"], ["y"])]
+    inits = [_i64("one", [1]), _i64("zero", [0]), _i64("big", [2 ** 63 - 1]), _i64("minus_one", [-1]),
+             _i64("pads", [0, 1, 0, 0]), helper.make_tensor("k", F, [], [0.97])]
+    model = _model(nodes, [_vi("x", F, [1, "n"])], [_out()], inits)
+    return model, {"x": _rand(1, 6)}
+
+
 FORMS = {
     "flatten_two_symbols": ("Flatten", flatten_two_symbols),
     "flatten_one_symbol": ("Flatten", flatten_one_symbol),
@@ -211,4 +225,5 @@ FORMS = {
     "constant_of_shape_symbols": ("ConstantOfShape", constant_of_shape_symbols),
     "pad_pads_of_shape": ("Pad", pad_pads_of_shape),
     "concat_symbol_meets_value": ("Concat", concat_symbol_meets_value),
+    "sub_of_shifted_slices": ("Sub", sub_of_shifted_slices),
 }

@@ -82,6 +82,10 @@ class _Writer:
                 return name, False
             k = self._int64(index.reshape(()), f"{name}_index")
             return self._node("Gather", [node.input[0], k], f"{name}_scalar", axis=0), True
+        k = _one_dim_shape(node)
+        if k is not None:  # Shape(x, start=k, end=k + 1): TVM keeps it as a shape, not its Squeeze for a Range
+            shape = self._node("Shape", [node.input[0]], f"{name}_whole")
+            return self._node("Gather", [shape, self._int64(k, f"{name}_index")], f"{name}_scalar", axis=0), True
         if node.op_type in ("Squeeze", "Unsqueeze"):  # TVM reads them on a dim it keeps as dims
             return self.scalar(node.input[0])
         if node.op_type in _ARITH and len(node.input) == 2:
@@ -127,6 +131,15 @@ class _Writer:
         node.output[0] = fresh_name(self.taken, f"{out}_range")
         length = self.unsqueezed(limit[0], out)
         return [helper.make_node("Reshape", [node.output[0], length], [out], name=fresh_name(self.taken, f"{out}_long"))]
+
+
+def _one_dim_shape(node: onnx.NodeProto) -> int | None:
+    """k for a Shape with start k >= 0 and end k + 1 (one dim), else None."""
+    if node.op_type != "Shape" or not is_default_domain(node.domain):
+        return None
+    attrs = {a.name: a.i for a in node.attribute}
+    start, end = attrs.get("start"), attrs.get("end")
+    return start if start is not None and end is not None and start >= 0 and end == start + 1 else None
 
 
 def _gathers_a_dim(node: onnx.NodeProto, scope: traversal.Scope) -> bool:

@@ -8,7 +8,8 @@ dim read through a Cast ("shape input is variable"), a GRU whose sequence_lens i
 ("Non constant seq_len"), a Concat of a value with a copy Resize scaled back ("Impossible to
 unify"); TVM 0.27 the last (and its Add); both a Pad whose pads are computed from a dim (whisper's
 pad of the samples to 30 seconds) and a Concat of a symbolic dim with a static one off its axis
-(onnxruntime-genai's Llama: the past key's "kv_cache_dim" against the new key's 16). Each form has a recognizer here; a node of a model
+(onnxruntime-genai's Llama: the past key's "kv_cache_dim" against the new key's 16); TVM a Sub of
+two Slices of one value with other bounds (nemo's preemphasis x[:, 1:] - 0.97 x[:, :-1]). Each form has a recognizer here; a node of a model
 whose graph inputs have a dim that is not static is blocked when it is in such a form, naming
 the inputs ``--input-shape`` must fix. A model whose inputs are all static (as ``--input-shape``
 / ``--fix-dim`` make them) has none.
@@ -197,6 +198,43 @@ def _symbol_meets_value(node, scope, m: _Model) -> str | None:
     return None
 
 
+def _slice_of(name: str, scope, m: _Model, depth: int = 0):
+    """(data, axes, starts, ends) of the Slice (constant bounds, steps 1) ``name`` is, looking
+    through ops that keep its shape and a product by a constant scalar, else None."""
+    node = m.producer(name, scope)
+    if node is None or depth > 8:
+        return None
+    if node.op_type in ("Mul", "Div") and len(node.input) == 2:
+        scalar = [i for i in node.input if (v := m.constant(i, scope)) is not None and v.size == 1]
+        rest = [i for i in node.input if i not in scalar]
+        return _slice_of(rest[0], scope, m, depth + 1) if len(scalar) == 1 and len(rest) == 1 else None
+    if node.op_type in _SAME_SHAPE and node.input:
+        return _slice_of(node.input[0], scope, m, depth + 1)
+    if node.op_type != "Slice" or len(node.input) < 3:
+        return None
+    values = [m.constant(i, scope) if i else None for i in node.input[1:5]]
+    if any(v is None for v in values[:2]) or (len(values) > 3 and values[3] is not None
+                                             and set(values[3].reshape(-1).tolist()) != {1}):
+        return None
+    axes = tuple(values[2].reshape(-1).tolist()) if len(values) > 2 and values[2] is not None else None
+    return node.input[0], axes, tuple(values[0].reshape(-1).tolist()), tuple(values[1].reshape(-1).tolist())
+
+
+def _shifted_slices(node, scope, m: _Model) -> str | None:
+    """A Sub of two Slices of one value along the same axes with other bounds, on a dim that is not static."""
+    if len(node.input) != 2:
+        return None
+    a, b = (_slice_of(i, scope, m) for i in node.input)
+    if a is None or b is None or a[:2] != b[:2] or a[2:] == b[2:]:
+        return None
+    dims = m.dims.get(a[0])
+    axes = a[1] if a[1] is not None else tuple(range(len(a[2])))
+    if dims is not None and not any(is_dynamic(dims[k]) for k in axes if -len(dims) <= k < len(dims)):
+        return None
+    return (f"its inputs are Slices of '{a[0]}' along axes {list(axes)} from {list(a[2])} to {list(a[3])} and from "
+            f"{list(b[2])} to {list(b[3])}, of a dim that is not static")
+
+
 def _resized(name: str, scope, m: _Model) -> onnx.NodeProto | None:
     """The Resize (by scales, of a value with a dim that is not static) ``name`` is, or is made
     from by ops that keep its shape."""
@@ -242,6 +280,7 @@ FORMS = {
     "add_resized": ("Add", _meets_resized),
     "pad_pads_of_shape": ("Pad", _pads_of_shape),
     "concat_symbol_meets_value": ("Concat", _symbol_meets_value),
+    "sub_of_shifted_slices": ("Sub", _shifted_slices),
 }
 # a form refused with static dims too -> (op, its recognizer whatever the dims); forms without one
 # (a GRU the release lacks anyway, tract's foreign symbols, which convert clears) are not named so

@@ -305,3 +305,33 @@ def test_constant_operand_must_be_one_int64():
         if rewritten:
             add = _producer(out, _producer(out, next(n for n in out.graph.node if n.name == "rows").input[2]).input[0])
             assert add.op_type == "Add" and numpy_helper.to_array(_producer(out, add.input[1]).attribute[0].t).shape == ()
+
+
+@pytest.mark.parametrize("start,end,rewritten", [(1, 2, True), (0, 1, True), (1, 3, False), (-1, 0, False),
+                                                 (1, None, False)])
+def test_shape_of_one_dim(start, end, rewritten):
+    """Shape(x, start=k, end=k + 1) read by a Slice's end and, squeezed, by a Range (kaldi's and
+    nemo's frame count): read as Gather(Shape(x), k); other spans are left as they are."""
+    attrs = {"start": start} if end is None else {"start": start, "end": end}
+    nodes = [node("Shape", ["x"], ["s1"], **attrs), node("Slice", ["table", "k0", "s1", "k0"], ["rows"], name="rows"),
+             node("ReduceSum", ["rows"], ["total"], keepdims=0), node("Add", ["x", "total"], ["y"])]
+    if rewritten:
+        nodes[3:3] = [node("Squeeze", ["s1", "k0"], ["n"]), node("Range", ["zero", "n", "one"], ["r"], name="range"),
+                      node("Cast", ["r"], ["rf"], to=F), node("ReduceSum", ["rf"], ["rs"], keepdims=0),
+                      node("Add", ["total", "rs"], ["total2"])]
+        nodes[-1] = node("Add", ["x", "total2"], ["y"])
+    model = _single(nodes, [_i64("k0", [0]), _i64("zero", 0), _i64("one", 1),
+                            numpy_helper.from_array(np.arange(64, dtype=np.float32).reshape(16, 4), "table")], opset=17)
+    if not rewritten:
+        before = model.SerializeToString()
+        assert dims_as_scalars(model, "tvm 0.27") == []
+        assert model.SerializeToString() == before
+        return
+    out, notes = _rewritten(model)
+    assert "'rows'" in notes[0] and "'range'" in notes[0]
+    gather = _producer(out, _producer(out, next(n for n in out.graph.node if n.name == "rows").input[2]).input[0])
+    shape = _producer(out, gather.input[0])
+    assert gather.op_type == "Gather" and shape.op_type == "Shape" and not shape.attribute
+    assert numpy_helper.to_array(_producer(out, gather.input[1]).attribute[0].t) == start
+    feeds = _feeds(2, 3)
+    np.testing.assert_array_equal(_ort(out, feeds), _ort(model, feeds))

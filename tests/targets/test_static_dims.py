@@ -67,7 +67,7 @@ def test_tract_needs_static_dims_for_the_forms_real_models_showed():
     assert {"flatten_two_symbols", "reshape_shape_through_cast", "expand_shape_through_cast",
             "gru_shape_seq_lens", "concat_resized"} <= set(parse_target("tract==0.23").needs_static_dims)
     assert set(parse_target("tvm==0.27").needs_static_dims) == {"concat_resized", "add_resized", "pad_pads_of_shape",
-                                                                "concat_symbol_meets_value"}
+                                                                "concat_symbol_meets_value", "sub_of_shifted_slices"}
     assert not parse_target("openvino==2026.4").needs_static_dims
 
 

@@ -296,3 +296,35 @@ def test_tvm_runs_scalar_reshape_converted():
     assert not as_is["ok"] and "PrimType" in as_is["error"]
     converted = run_in("tvm", "0.27", convert_for(model, runtime="tvm==0.27")[0], feeds)
     assert converted["ok"] and np.array_equal(converted["values"][0], _ort(model, feeds)[0])
+
+
+def _preemphasis(bounds=((1, 2 ** 63 - 1), (0, -1)), width="n", same_data=True):
+    """x[:, a:b] - 0.97 * x[:, c:d] (nemo's preemphasis, its Sub n4_2_n23), then a Pad."""
+    (a, b), (c, d) = bounds
+    inits = [numpy_helper.from_array(np.array([v], np.int64), n) for n, v in
+             (("a", a), ("b", b), ("c", c), ("d", d), ("ax", 1))]
+    inits += [numpy_helper.from_array(np.array([0, 1, 0, 0], np.int64), "pads"), helper.make_tensor("k", F, [], [0.97])]
+    nodes = [node("Slice", ["x", "a", "b", "ax"], ["s1"]), node("Slice", ["x" if same_data else "x2", "c", "d", "ax"], ["s2"]),
+             node("Mul", ["k", "s2"], ["ks2"]), node("Sub", ["s1", "ks2"], ["diff"], name="preemph"),
+             node("Pad", ["diff", "pads"], ["y"])]
+    inputs = [vi("x", F, [1, width])] + ([] if same_data else [vi("x2", F, [1, width])])
+    if width != "n":  # another input's dim is not static: the Slices' own must be looked at
+        nodes.append(node("Relu", ["z"], ["z2"]))
+        inputs.append(vi("z", F, [1, "m"]))
+        return _model(nodes, inputs, inits, outputs=[vi("y", F, None), vi("z2", F, None)])
+    return _model(nodes, inputs, inits)
+
+
+def test_shifted_slices_named_for_tvm():
+    with pytest.raises(ConversionBlocked) as err:
+        convert_for(_preemphasis(), runtime="tvm==0.27")
+    text = str(err.value)
+    assert "node 'preemph' (Sub)" in text and "Slices of 'x' along axes [1] from [1]" in text and "from [0] to [-1]" in text
+    assert "emit_te" in text
+    convert_for(_preemphasis(), runtime="tract==0.23")  # tract runs the form
+
+
+@pytest.mark.parametrize("model", [_preemphasis(width=6), _preemphasis(bounds=((0, -1), (0, -1))),
+                                   _preemphasis(same_data=False)], ids=["static", "same_bounds", "two_values"])
+def test_shifted_slices_not_named(model):
+    convert_for(model, runtime="tvm==0.27")
