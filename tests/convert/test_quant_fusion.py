@@ -91,7 +91,7 @@ def test_fused_graph_is_onnx_runtimes_default_result(add):
     want, plain = _ort(model)[0], _ort(model, optimized=False)[0]
     got = onnx.ModelProto()
     got.CopyFrom(model)
-    assert fuse_like_onnx_runtime(got) == (2 if add else 1)
+    assert fuse_like_onnx_runtime(got) == (2 if add else 1, "")
     ops = [n.op_type for n in got.graph.node]
     assert "QLinearConv" in ops and "Conv" not in ops and not any(n.domain for n in got.graph.node)  # lowered
     np.testing.assert_array_equal(_ort(got, optimized=False)[0], want)
@@ -102,27 +102,33 @@ def test_nothing_fused_leaves_the_model():
     for model in (_qdq_conv(conv_output_too=True), _qdq_conv()):
         before = model.SerializeToString()
         if model.graph.output[-1].name == "v":  # the Conv's output read elsewhere: ONNX Runtime keeps the group
-            assert fuse_like_onnx_runtime(model) == 0
+            assert fuse_like_onnx_runtime(model) == (0, "")
         else:
             with mock.patch.object(quant_fusion, "_onnx_runtime_graph", return_value=None):
-                assert fuse_like_onnx_runtime(model) == 0
+                assert fuse_like_onnx_runtime(model) == (0, "")
         assert model.SerializeToString() == before
 
 
 def test_a_lowering_that_fails_leaves_the_model():
     model = _qdq_conv(add=True)
     before = model.SerializeToString()
-    with mock.patch("rewriter.convert.lower_ops.lower_ops", side_effect=RewriterError("no")):
-        assert fuse_like_onnx_runtime(model) == 0
+    with mock.patch("rewriter.convert.lower_ops.lower_ops", side_effect=RewriterError("no lowering")):
+        count, why = fuse_like_onnx_runtime(model)
+    assert count == 0 and "fused graph cannot be lowered here: no lowering" in why
     assert model.SerializeToString() == before
 
 
-def test_external_data_is_not_handed_over(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # where ONNX Runtime would find m.data for the model's bytes
-    model = _qdq_conv()
+def test_external_data_is_read_from_the_models_directory(tmp_path, monkeypatch):
+    """The command line's loader leaves a large model's weights in its file: they are read relative to
+    the model's directory (not the working one) before ONNX Runtime is handed the bytes."""
+    model = _qdq_conv(add=True)
+    want = _ort(model)[0]
     onnx.save(model, tmp_path / "m.onnx", save_as_external_data=True, size_threshold=0, location="m.data")
+    monkeypatch.chdir(tmp_path.parent)
     loaded = onnx.load(tmp_path / "m.onnx", load_external_data=False)
-    assert fuse_like_onnx_runtime(loaded) == 0
+    assert fuse_like_onnx_runtime(loaded, str(tmp_path)) == (2, "")
+    assert not any(t.data_location == onnx.TensorProto.EXTERNAL for t in loaded.graph.initializer)
+    np.testing.assert_array_equal(_ort(loaded, optimized=False)[0], want)
 
 
 def test_onnx_runtime_refusing_the_model_fuses_nothing():
@@ -143,3 +149,48 @@ def test_convert_for_openvino_fuses_and_matches_onnx_runtime(release):
     ran = run_in("openvino", release, result, _feeds())
     assert ran.get("ok"), ran
     np.testing.assert_array_equal(np.asarray(ran["values"][0]), _ort(model)[0])
+
+
+def test_a_fused_graph_the_lowerings_refuse_is_named_in_the_refusal():
+    """The Add's second input reshaped to a shape fed at run time (rank unknown): ONNX Runtime fuses the
+    Add into QLinearAdd, whose lowering needs the ranks; the QuantizeLinear after the float Conv is
+    refused, saying why the fusion did not serve."""
+    from rewriter import RewriterError as Error
+    from rewriter.convert.for_target import convert_for
+
+    model = _qdq_conv(add=True)
+    model.graph.input.append(helper.make_tensor_value_info("shape", T.INT64, [None]))
+    model.graph.node.insert(0, helper.make_node("Reshape", ["x", "shape"], ["xr"], name="reshape"))
+    next(n for n in model.graph.node if n.name == "dq_xa").input[0] = "xr"
+    with pytest.raises(Error, match=r"'q_conv'.*float Conv.*ONNX Runtime fuses the group, but its fused graph cannot be "
+                                    r"lowered here: .*QLinearAdd.*rank"):
+        convert_for(model, runtime="openvino==2026.4")
+
+
+def test_weights_the_command_lines_loader_leaves_in_the_file_are_read(tmp_path):
+    """A Constant node's 1 MiB weights: the command line's loader leaves them in the model's file (an
+    external reference ONNX Runtime refuses in the bytes: "model format error"); they are read inline."""
+    from rewriter.io.load import load_model
+    from rewriter.io.tensors import all_tensors
+
+    w = np.random.default_rng(2).integers(-127, 128, (256, 64, 8, 8)).astype(np.int8)
+    nodes = [helper.make_node("Constant", [], ["w"], value=numpy_helper.from_array(w, "w")),
+             helper.make_node("DequantizeLinear", ["x", "s", "z"], ["xf"]),
+             helper.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wf"]),
+             helper.make_node("Conv", ["xf", "wf"], ["v"]),
+             helper.make_node("QuantizeLinear", ["v", "sy", "z"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "sy", "z"], ["y"])]
+    model = _model(nodes, [helper.make_tensor_value_info("y", T.FLOAT, [1, 256, 1, 1])],
+                   [S, Z, ("sw", np.float32(0.001)), ("zw", np.int8(0)), ("sy", np.float32(0.5))],
+                   [helper.make_tensor_value_info("x", T.UINT8, [1, 64, 8, 8])])
+    onnx.save(model, tmp_path / "m.onnx")
+    loaded = load_model(tmp_path / "m.onnx")
+    assert any(t.data_location == onnx.TensorProto.EXTERNAL for t, _ in all_tensors(loaded))
+    assert fuse_like_onnx_runtime(loaded, str(tmp_path)) == (1, "")
+    feeds = {"x": np.random.default_rng(3).integers(0, 256, (1, 64, 8, 8)).astype(np.uint8)}
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    got = ort.InferenceSession(loaded.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    np.testing.assert_array_equal(got[0], want[0])
+

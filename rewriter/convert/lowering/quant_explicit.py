@@ -11,6 +11,7 @@ the runtimes compute as written:
   MatMulInteger (+ the int32 bias), float32(acc) * (x_scale * w_scale[c] / y_scale) (float32, in
   that order), clamped, rounded half to even, + zp. A weight zero point is folded into the constant
   weight when w - zp fits 8 bits, else (one per tensor) it is the integer op's own input.
+  QLinearConv / ConvInteger "double" (quant_double.py): the int32 sum as an exact Conv in double.
 - ``QDQ`` "onnx_runtime_fusion" (quant_fusion.py): the QDQ groups first fused as ONNX Runtime does.
 
 Every such node whose inputs are not what the form needs (scales or zero points fed at run time,
@@ -22,6 +23,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from rewriter.convert.lowering.quant_double import Refused as _Refused, conv_accumulator, conv_integer
 from rewriter.convert.lowering.quant_fusion import FORM, fuse_like_onnx_runtime
 from rewriter.convert.lowering.quant_table import float_reduction, quantized_constant, write_threshold_table
 from rewriter.graph import traversal
@@ -31,10 +33,6 @@ from rewriter.graph.names import fresh_name
 __all__ = ["quantized_forms", "rewrite_quantized", "meet_quantized_forms"]
 _QTYPES = {TensorProto.UINT8: np.uint8, TensorProto.INT8: np.int8}
 _F32, _I32 = TensorProto.FLOAT, TensorProto.INT32
-
-
-class _Refused(Exception):
-    """A node whose form cannot be written."""
 
 
 class _Keep(Exception):
@@ -231,11 +229,13 @@ def _qlinear_conv(node, scope, w: _Writer, ranks: dict, form: str = "integer") -
     ey, zy = _zero_point(_const(w, node, 7, scope, "y_zero_point"), "y_zero_point")
     if wv.dtype not in (np.uint8, np.int8) or wv.ndim < 3:
         raise _Refused(f"w of {wv.dtype} and rank {wv.ndim}")
-    cout = wv.shape[0]
-    inputs = _weight_inputs(w, wv, zw, (-1,) + (1,) * (wv.ndim - 1) if zw.size > 1 else (), "w")
+    cout, attrs = wv.shape[0], {a.name: helper.get_attribute_value(a) for a in node.attribute}
     per_c = (1, cout) + (1,) * (wv.ndim - 2)
-    acc = w.op("ConvInteger", [node.input[0], inputs[0], node.input[2], *inputs[1:]],
-               **{a.name: helper.get_attribute_value(a) for a in node.attribute})
+    if form == "double":  # ConvInteger's int32 sum as a Conv in double (quant_double.py: TVM has no ConvInteger)
+        acc = conv_accumulator(w, node.input[0], int(zx[0]), wv, zw, attrs)
+    else:
+        inputs = _weight_inputs(w, wv, zw, (-1,) + (1,) * (wv.ndim - 1) if zw.size > 1 else (), "w")
+        acc = w.op("ConvInteger", [node.input[0], inputs[0], node.input[2], *inputs[1:]], **attrs)
     if len(node.input) > 8 and node.input[8]:
         bias = _const(w, node, 8, scope, "B")
         if bias.dtype != np.int32:
@@ -287,7 +287,7 @@ def _dequantize_blocked(node, scope, w: _Writer, ranks: dict, form: str = "fold_
 
 
 _FORMS = {"QuantizeLinear": _quantize_linear, "QLinearConv": _qlinear_conv, "QLinearMatMul": _qlinear_matmul,
-          "DequantizeLinear": _dequantize_blocked}
+          "DequantizeLinear": _dequantize_blocked, "ConvInteger": conv_integer}
 
 
 def _value_ranks(model: onnx.ModelProto) -> dict:
@@ -297,18 +297,15 @@ def _value_ranks(model: onnx.ModelProto) -> dict:
     except Exception:  # noqa: BLE001 (a model inference cannot follow: ranks stay unknown)
         inferred = model
     g = inferred.graph
-    out = {}
-    for v in [*g.input, *g.output, *g.value_info]:
-        t = v.type.tensor_type
-        out[v.name] = (t.elem_type or None, len(t.shape.dim) if t.HasField("shape") else None)
-    return out
+    return {v.name: (v.type.tensor_type.elem_type or None, len(v.type.tensor_type.shape.dim)
+                     if v.type.tensor_type.HasField("shape") else None) for v in [*g.input, *g.output, *g.value_info]}
 
 
 def rewrite_quantized(model: onnx.ModelProto, forms: dict, release: str,
                       read_tensor=numpy_helper.to_array) -> tuple[int, list[tuple]]:
     """Write every node of an op in ``forms`` (op -> form name: QuantizeLinear "divide",
     "divide_in_double", "divide_by_fed" or "threshold_table", QLinearConv / QLinearMatMul
-    "integer") in ``model`` (in place) as that explicit form, reading constants with ``read_tensor``
+    "integer", QLinearConv / ConvInteger "double") in ``model`` (in place) as that explicit form, reading constants with ``read_tensor``
     (the model's external data relative to its directory: ``io.load.tensor_reader``). Returns
     (nodes rewritten, blockers as (node label, op, None, reason)); nothing is changed when there
     is a blocker."""
@@ -383,8 +380,9 @@ def meet_quantized_forms(result: onnx.ModelProto, report, target, plan_only: boo
     from rewriter.io.load import tensor_reader
 
     forms = {op: v["form"] for op, v in entry.get("forms", {}).items()}
-    if forms.get("QDQ") == FORM and (n := fuse_like_onnx_runtime(result)):  # before the QuantizeLinear forms
-        report.target_notes.append(f"QDQ groups fused as ONNX Runtime fuses them: {n} integer node(s)")
+    fused, why = fuse_like_onnx_runtime(result, base_dir) if forms.get("QDQ") == FORM else (0, "")  # first
+    if fused:
+        report.target_notes.append(f"QDQ groups fused as ONNX Runtime fuses them: {fused} integer node(s)")
     found = _refusals(result, entry.get("refused", {}), target.name)
     if not plan_only or not found:
         count, more = rewrite_quantized(result, forms, target.name, tensor_reader(base_dir)) if not found else (0, [])
@@ -392,8 +390,8 @@ def meet_quantized_forms(result: onnx.ModelProto, report, target, plan_only: boo
         if count:
             report.target_notes.append(f"{count} quantized node(s) written as integer arithmetic with one rounding "
                                        f"step, which {target.name} computes as ONNX Runtime does (measured)")
-    blocked = [Blocker(label, op, "form", reason, "a runtime that computes it as ONNX Runtime does", name=name)
-               for label, op, name, reason in found]
+    blocked = [Blocker(label, op, "form", reason + (why if "a QDQ group's" in reason else ""),
+                       "a runtime that computes it as ONNX Runtime does", name=name) for label, op, name, reason in found]
     if plan_only:
         report.blockers.extend(blocked)
     elif blocked:

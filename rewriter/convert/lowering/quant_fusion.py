@@ -14,9 +14,9 @@ and lowers the com.microsoft ops it wrote with the project's exact lowerings; th
 does not fuse stays, and its QuantizeLinear after a float sum is refused as before.
 
 Only a model with such a group (a QuantizeLinear of a Conv / ConvTranspose / MatMul / Gemm of a
-DequantizeLinear output, main graph) is handed to ONNX Runtime; one ONNX Runtime refuses (also one
-whose weights are external data: the model's bytes alone are handed over) or whose fused graph the
-lowerings cannot lower (shapes unknown to them) is left as it was.
+DequantizeLinear output, main graph) is handed to ONNX Runtime (its external data read in); one ONNX
+Runtime refuses or whose fused graph the lowerings cannot lower (shapes unknown to them) is left as it
+was, and the refusals say why.
 """
 
 from __future__ import annotations
@@ -24,7 +24,9 @@ from __future__ import annotations
 import os
 import tempfile
 
+import numpy as np
 import onnx
+from onnx import numpy_helper
 
 from rewriter.convert.lowering.quant_table import REDUCTIONS
 
@@ -64,24 +66,37 @@ def _onnx_runtime_graph(model: onnx.ModelProto) -> onnx.ModelProto | None:
             return None
 
 
-def fuse_like_onnx_runtime(model: onnx.ModelProto) -> int:
-    """``model`` (in place) as ONNX Runtime's optimizer fuses its QDQ groups, the com.microsoft ops
-    it wrote lowered; returns the number of quantized integer nodes it wrote (0: unchanged)."""
-    if not has_qdq_reduction(model):  # (external data: ONNX Runtime refuses the bytes alone)
-        return 0
-    fused = _onnx_runtime_graph(model)
+def fuse_like_onnx_runtime(model: onnx.ModelProto, base_dir: str | None = None) -> tuple[int, str]:
+    """``model`` (in place; external data relative to ``base_dir``, which the command line's loader
+    leaves in a large model's file) as ONNX Runtime's optimizer fuses its QDQ groups, the com.microsoft
+    ops it wrote lowered; returns the number of quantized integer nodes it wrote (0: unchanged) and,
+    when the lowerings refused the fused graph, why (a sentence to add to the refusals), else ""."""
+    if not has_qdq_reduction(model):
+        return 0, ""
+    from rewriter.io.tensors import all_tensors
+
+    whole = model
+    if any(t.data_location == onnx.TensorProto.EXTERNAL for t, _ in all_tensors(model)):
+        from rewriter.io.load import tensor_reader
+
+        read, whole = tensor_reader(base_dir), onnx.ModelProto()
+        whole.CopyFrom(model)
+        for t, _ in all_tensors(whole):  # ONNX Runtime is handed the bytes: the values inline
+            if t.data_location == onnx.TensorProto.EXTERNAL:
+                t.CopyFrom(numpy_helper.from_array(np.asarray(read(t)), t.name))
+    fused = _onnx_runtime_graph(whole)
     if fused is None:
-        return 0
+        return 0, ""
     from rewriter.convert.lower_ops import lower_ops
     from rewriter.errors import RewriterError
 
     contrib = {(n.domain, n.op_type) for n in fused.graph.node if n.domain == "com.microsoft"}
     count = sum(n.op_type.startswith("QLinear") or n.op_type == "QGemm" for n in fused.graph.node)
     if not count:
-        return 0
+        return 0, ""
     try:
         lowered = lower_ops(fused, contrib)[0] if contrib else fused
-    except RewriterError:
-        return 0
+    except RewriterError as e:
+        return 0, f"; ONNX Runtime fuses the group, but its fused graph cannot be lowered here: {str(e)[:300]}"
     model.CopyFrom(lowered)
-    return count
+    return count, ""
