@@ -9,7 +9,7 @@ combined scale of 0.5), Round at ties, and a blocked uint4 DequantizeLinear-21 +
 the form, then per release how many outputs differ. The table inside whole models:
 tools/runtime_probe_quant_models.py.
 
-    python tools/runtime_probe_quant.py openvino-2026.4,openvino-2024.6,tract-0.23 [NAME-SUBSTRING ...]
+    python tools/runtime_probe_quant.py openvino-2026.4,openvino-2024.6,tract-0.23,litert-2.6 [NAME-SUBSTRING ...]
 
 (the names are venvs of tools/runtime_venvs.py under ~/.cache/rewriter/runtime-venvs). The forms
 inside whole models were measured with bench/bench_runtime_targets.py --only and by cutting the
@@ -142,6 +142,10 @@ for elem in (T.UINT8, T.INT8):
         mt = onnx.ModelProto(); mt.CopyFrom(mq)
         assert rewrite_quantized(mt, {"QuantizeLinear": "threshold_table"}, "probe")[0] == 1
         cases[f"QT_table_{tn}{axis_case}"] = (mt, {"x": xq})
+        for form in ("divide", "divide_by_fed"):  # the same points through the Div forms (LiteRT)
+            md = onnx.ModelProto(); md.CopyFrom(mq)
+            assert rewrite_quantized(md, {"QuantizeLinear": form}, "probe")[0] == 1
+            cases[f"QT_{form.replace('divide', 'div').replace('_by_', '')}_{tn}{axis_case}"] = (md, {"x": xq})
 
 only = sys.argv[2:] 
 rts = sys.argv[1].split(",")

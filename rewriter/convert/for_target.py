@@ -110,6 +110,10 @@ def convert_for(model: onnx.ModelProto, target_opset: int | str | TargetSpec | N
         raise RewriterError("give a target opset (or 'latest'), an ML opset, or a runtime target")
     if spec.runtime is not None and spec.runtime.needs_constant:
         spec = dataclasses.replace(spec, runtime=expand_over_constant(spec.runtime))
+    if spec.runtime is not None:  # ops the release's quantized_forms write out after the conversion
+        from rewriter.convert.lowering.quant_written import written_out
+
+        spec = dataclasses.replace(spec, runtime=written_out(spec.runtime))
     lowered, source = None, model
     if spec.runtime is not None:  # ops without a function body the runtime lacks: standard ONNX first
         model, lowered = lower_for(model, spec.runtime)

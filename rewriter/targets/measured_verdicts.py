@@ -109,6 +109,16 @@ def _one_shape(node: onnx.NodeProto, types: dict, inits: dict) -> bool:
     return a is not None and a == b and None not in a
 
 
+_NO_NAN = frozenset(range(2, 10)) | {onnx.TensorProto.UINT32, onnx.TensorProto.UINT64}  # integer and bool element types
+
+
+def _no_nan(node: onnx.NodeProto, types: dict, inits: dict) -> bool:
+    """Whether both of the Where's branches are of a known integer / bool type, which holds no NaN
+    (the QuantizeLinear form's Where(IsNaN(x), qmin, codes): tools/runtime_probe_quant.py QT_divfed_*)."""
+    elem = [inits[n].data_type if n in inits else getattr(types.get(n), "elem_type", 0) for n in node.input[1:3]]
+    return all(e in _NO_NAN for e in elem)
+
+
 def untaken_nan_blockers(model: onnx.ModelProto, table: dict, release: str, inferred=None) -> list[tuple]:
     """(node label, "Where", version, reason, node name) for every Where of a version whose
     ``nan_in_untaken_branch`` form ``table`` (``form_verdicts``) says is not right, when its
@@ -123,7 +133,8 @@ def untaken_nan_blockers(model: onnx.ModelProto, table: dict, release: str, infe
     for node, scope, domain, version in node_versions(model):
         if domain != "" or node.op_type != "Where" or version not in bad or len(node.input) < 3:
             continue
-        if _from_isnan(node.input[0], scope, set()) and not _one_shape(node, types, inits):
+        if _from_isnan(node.input[0], scope, set()) and not _one_shape(node, types, inits) \
+                and not _no_nan(node, types, inits):
             found.append((traversal.node_label(node, scope), "Where", version,
                           f"its condition comes from an IsNaN, so a branch holds a NaN where it is not taken, and "
                           f"{release} returns that NaN when the branches broadcast (measured: "

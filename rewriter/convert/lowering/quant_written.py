@@ -1,0 +1,27 @@
+"""Op versions a release lacks that its ``quantized_forms`` write out (quant_explicit.py): LiteRT 2.6
+(onnx2tf) has no QLinearConv / QLinearMatMul that computes as ONNX Runtime does (measured wrong, so
+``missing``), and their "integer" form (ConvInteger / MatMulInteger + ONNX Runtime's requantization)
+is written after the conversion, so the conversion keeps those nodes instead of refusing them."""
+
+from __future__ import annotations
+
+import dataclasses
+
+__all__ = ["WRITTEN", "written_out"]
+
+WRITTEN = {"QLinearConv": ("integer",), "QLinearMatMul": ("integer",)}  # op -> the forms that replace every node
+
+
+def written_out(target):
+    """``target`` with the versions of each op of :data:`WRITTEN` its ``quantized_forms`` write in
+    that form no longer ``missing`` (``target`` itself when there is none: releases that implement
+    the ops, tract 0.23 and OpenVINO, are unchanged)."""
+    from rewriter.convert.lowering.quant_explicit import quantized_forms
+
+    forms = quantized_forms(target).get("forms", {})
+    table = (target.missing or {}).get("", {})
+    ops = [op for op, written in WRITTEN.items() if forms.get(op, {}).get("form") in written and table.get(op)]
+    if not ops:
+        return target
+    missing = {**target.missing, "": {op: vs for op, vs in table.items() if op not in ops}}
+    return dataclasses.replace(target, missing=missing)

@@ -1,0 +1,157 @@
+"""LiteRT 2.6's ``quantized_forms`` (rewriter/targets/data/litert.json, measured 2026-12-06 with
+tools/runtime_probe_quant.py litert-2.6): onnx2tf converts QLinearConv / QLinearMatMul but computes
+other codes than ONNX Runtime, and its QuantizeLinear (and a Div by a constant) other codes at the
+thresholds, so convert --target litert==2.6 keeps those nodes through the conversion
+(quant_written.written_out) and writes them as ConvInteger / MatMulInteger + ONNX Runtime's
+requantization and x / (s + 0 * Sign(x)); the form's Where(IsNaN(x), qmin, codes) has integer
+branches, which hold no NaN, so the untaken-NaN refusal leaves it.  Each result against ONNX
+Runtime; in LiteRT where its venv is (skipped when absent)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto as T
+from onnx import helper, numpy_helper
+
+from rewriter.convert.for_target import convert_for
+from rewriter.convert.lowering.quant_written import written_out
+from rewriter.targets import parse_target
+from rewriter.targets.measured_verdicts import untaken_nan_blockers
+from tests.targets.runtime_runs import run_in
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+
+def _model(nodes, inputs, outputs, inits, opset=17):
+    g = helper.make_graph(nodes, "g", inputs, outputs, [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8
+    return m
+
+
+def _ort(model, feeds, optimized=False):
+    so = ort.SessionOptions()
+    if not optimized:
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+
+
+def _qlinear_conv(rng, per_channel: bool):
+    """uint8 x, int8 w (per channel: 16 scales and nonzero zero points), int32 bias, padding."""
+    cout, cin = 16, 8
+    sw = rng.uniform(0.001, 0.004, cout).astype(np.float32) if per_channel else np.float32(0.0021)
+    zw = rng.integers(-3, 4, cout).astype(np.int8) if per_channel else np.int8(0)
+    inits = [("sx", np.float32(0.02)), ("zx", np.uint8(118)), ("w", rng.integers(-120, 121, (cout, cin, 3, 3)).astype(np.int8)),
+             ("sw", sw), ("zw", zw), ("sy", np.float32(0.9)), ("zy", np.uint8(130)),
+             ("b", rng.integers(-20000, 20000, cout).astype(np.int32))]
+    node = helper.make_node("QLinearConv", ["x", "sx", "zx", "w", "sw", "zw", "sy", "zy", "b"], ["y"], name="qconv",
+                            pads=[1, 1, 1, 1])
+    model = _model([node], [helper.make_tensor_value_info("x", T.UINT8, [1, cin, 10, 10])],
+                   [helper.make_tensor_value_info("y", T.UINT8, [1, cout, 10, 10])], inits)
+    return model, {"x": rng.integers(0, 256, (1, cin, 10, 10)).astype(np.uint8)}
+
+
+def _qlinear_matmul(rng):
+    inits = [("sa", np.float32(0.5)), ("za", np.uint8(128)), ("b", rng.integers(-3, 4, (16, 32)).astype(np.int8)),
+             ("sb", np.float32(1 / 64)), ("zb", np.int8(0)), ("sy", np.float32(1 / 64)), ("zy", np.uint8(128))]
+    node = helper.make_node("QLinearMatMul", ["a", "sa", "za", "b", "sb", "zb", "sy", "zy"], ["y"], name="qmm")
+    model = _model([node], [helper.make_tensor_value_info("a", T.UINT8, [64, 16])],
+                   [helper.make_tensor_value_info("y", T.UINT8, [64, 32])], inits)
+    return model, {"a": rng.integers(0, 256, (64, 16)).astype(np.uint8)}  # combined scale 0.5: ties
+
+
+def _quantize(rng, elem):
+    """QuantizeLinear per axis at the ties (k + 0.5) * s, saturating both ends, NaN, +-inf, -0."""
+    s = rng.uniform(0.01, 0.05, 4).astype(np.float32)
+    zp = (rng.integers(0, 256, 4).astype(np.uint8) if elem == T.UINT8 else rng.integers(-128, 128, 4).astype(np.int8))
+    k = rng.integers(-400, 400, (1, 4, 500))
+    x = ((k + rng.choice([0.0, 0.5], k.shape)) * s.reshape(1, -1, 1)).astype(np.float32)
+    x[0, :, :5] = np.float32([np.nan, np.inf, -np.inf, -0.0, 1e-42])
+    node = helper.make_node("QuantizeLinear", ["x", "s", "z"], ["y"], name="quant", axis=1)
+    model = _model([node], [helper.make_tensor_value_info("x", T.FLOAT, list(x.shape))],
+                   [helper.make_tensor_value_info("y", elem, list(x.shape))], [("s", s), ("z", zp)])
+    return model, {"x": x}
+
+
+CASES = {"qlinearconv_per_tensor": lambda r: _qlinear_conv(r, False),
+         "qlinearconv_per_channel": lambda r: _qlinear_conv(r, True),
+         "qlinearmatmul_ties": _qlinear_matmul,
+         "quantizelinear_uint8": lambda r: _quantize(r, T.UINT8),
+         "quantizelinear_int8": lambda r: _quantize(r, T.INT8)}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_written_for_litert_as_onnx_runtime_computes(case):
+    model, feeds = CASES[case](np.random.default_rng(sorted(CASES).index(case)))
+    result, report = convert_for(model, runtime="litert==2.6")
+    ops = {n.op_type for n in result.graph.node}
+    assert not ops & {"QLinearConv", "QLinearMatMul", "QuantizeLinear"}, ops
+    assert ("Sign" in ops) == case.startswith("quantize")  # the divisor fed: x / (s + 0 * Sign(x))
+    assert any("quantized node(s) written" in n for n in report.target_notes)
+    want = _ort(model, feeds)
+    np.testing.assert_array_equal(_ort(result, feeds), want)
+    np.testing.assert_array_equal(_ort(result, feeds), _ort(model, feeds, optimized=True))
+    got = run_in("litert", "2.6", result, feeds)
+    assert got["ok"], got
+    np.testing.assert_array_equal(got["values"][0].reshape(want.shape), want)
+
+
+@pytest.mark.parametrize("case", ["qlinearconv_per_channel", "qlinearmatmul_ties"])
+def test_litert_computes_the_op_otherwise(case):
+    """Why the forms: the op as it is, converted by onnx2tf, gives other codes (the probe's QC_op / QMM_op)."""
+    model, feeds = CASES[case](np.random.default_rng(sorted(CASES).index(case)))
+    got = run_in("litert", "2.6", model, feeds)
+    assert not got["ok"] or np.any(got["values"][0].reshape(-1) != _ort(model, feeds).reshape(-1))
+
+
+def test_only_litert_gets_the_ops_back():
+    lite = parse_target("litert==2.6")
+    assert lite.lacks("", "QLinearConv", 10) and lite.lacks("", "QLinearMatMul", 10)
+    back = written_out(lite)
+    assert not back.lacks("", "QLinearConv", 10) and not back.lacks("", "QLinearMatMul", 21)
+    assert back.lacks("", "QuantizeLinear", 21) == lite.lacks("", "QuantizeLinear", 21)  # the other ops as they were
+    assert {op: vs for op, vs in back.missing[""].items() if op not in ("QLinearConv", "QLinearMatMul")} == \
+        {op: vs for op, vs in lite.missing[""].items() if op not in ("QLinearConv", "QLinearMatMul")}
+    for name in ("tract==0.23", "openvino==2026.4", "openvino==2024.6"):  # (TVM 0.27's "double": test_quant_double)
+        target = parse_target(name)
+        assert written_out(target) is target
+
+
+def test_an_op_without_the_form_stays_missing():
+    lite = parse_target("litert==2.6")
+    table = lite.data_release  # the form's data read through quantized_forms: a release without the entry
+    assert table
+    other = dataclasses.replace(lite, data_release=None)
+    assert written_out(other) is other
+
+
+def _where(branch_type, qmin):
+    """Where(IsNaN(x), qmin (a scalar: the branches broadcast), codes) as the QuantizeLinear form writes it."""
+    nodes = [helper.make_node("IsNaN", ["x"], ["n"]), helper.make_node("Cast", ["x"], ["c"], to=branch_type),
+             helper.make_node("Where", ["n", "qmin", "c"], ["y"], name="where")]
+    return _model(nodes, [helper.make_tensor_value_info("x", T.FLOAT, [2, 3])],
+                  [helper.make_tensor_value_info("y", branch_type, [2, 3])], [("qmin", qmin)])
+
+
+def _blockers(model):
+    table = parse_target("litert==2.6").form_verdicts
+    return untaken_nan_blockers(model, table, "litert 2.6", onnx.shape_inference.infer_shapes(model))
+
+
+def test_integer_branches_hold_no_nan():
+    assert _blockers(_where(T.UINT8, np.uint8(0))) == []
+    assert _blockers(_where(T.INT8, np.int8(-128))) == []
+    assert _blockers(_where(T.BOOL, np.bool_(False))) == []
+    assert [f[0].split("'")[1] for f in _blockers(_where(T.FLOAT, np.float32(0)))] == ["where"]
+    mixed = _where(T.UINT8, np.float32(0))  # one float branch (the constant) is enough to hold the NaN
+    del mixed.graph.output[:]
+    mixed.graph.output.append(helper.make_tensor_value_info("y", T.FLOAT, [2, 3]))
+    mixed.graph.node[1].attribute[0].i = T.FLOAT
+    assert len(_blockers(mixed)) == 1
+    unknown = _where(T.UINT8, np.uint8(0))  # a branch of unknown type: refused as before
+    assert len(untaken_nan_blockers(unknown, parse_target("litert==2.6").form_verdicts, "litert 2.6")) == 1
