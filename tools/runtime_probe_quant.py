@@ -9,7 +9,7 @@ combined scale of 0.5), Round at ties, and a blocked uint4 DequantizeLinear-21 +
 the form, then per release how many outputs differ. The table inside whole models:
 tools/runtime_probe_quant_models.py.
 
-    python tools/runtime_probe_quant.py openvino-2026.4,openvino-2024.6,tract-0.23,litert-2.6 [NAME-SUBSTRING ...]
+    python tools/runtime_probe_quant.py openvino-2026.4,openvino-2024.6,tract-0.23,litert-2.6,tvm-0.27 [NAME-SUBSTRING ...]
 
 (the names are venvs of tools/runtime_venvs.py under ~/.cache/rewriter/runtime-venvs). The forms
 inside whole models were measured with bench/bench_runtime_targets.py --only and by cutting the
@@ -147,6 +147,34 @@ for elem in (T.UINT8, T.INT8):
             assert rewrite_quantized(md, {"QuantizeLinear": form}, "probe")[0] == 1
             cases[f"QT_{form.replace('divide', 'div').replace('_by_', '')}_{tn}{axis_case}"] = (md, {"x": xq})
 
+# ---- QLinearConv / ConvInteger as a Conv in double (form "double", rewriter/convert/lowering/quant_double.py:
+# TVM has neither op): K = 2304 (a float32 sum is not exact there), depthwise, per channel, ties
+def double_of(m, op):
+    md = onnx.ModelProto(); md.CopyFrom(m)
+    assert rewrite_quantized(md, {op: "double"}, "probe")[0] == 1
+    return md
+Xb = rng.integers(0, 256, (1, 256, 9, 9)).astype(np.uint8); Wb = rng.integers(-128, 128, (32, 256, 3, 3)).astype(np.int8)
+xin = h.make_tensor_value_info("x", T.UINT8, list(Xb.shape))
+cases["QC_op_big"] = (model([h.make_node("QLinearConv", ["x", "sx", "zx", "w", "sw", "zw", "sy", "zy", "b"], ["y"], pads=[1,1,1,1])], [xin], [yo8],
+    [C("sx", np.float32(0.013)), C("zx", np.uint8(3)), C("w", Wb), C("sw", rng.uniform(0.001, 0.01, 32).astype(np.float32)),
+     C("zw", np.zeros(32, np.int8)), C("sy", np.float32(7.5)), C("zy", np.uint8(128)), C("b", rng.integers(-99999, 99999, 32).astype(np.int32))]), {"x": Xb})
+Xd = rng.integers(0, 256, (1, 24, 17, 17)).astype(np.uint8); Wd = rng.integers(0, 256, (24, 1, 5, 5)).astype(np.uint8)
+xin = h.make_tensor_value_info("x", T.UINT8, list(Xd.shape))
+cases["QC_op_dw"] = (model([h.make_node("QLinearConv", ["x", "sx", "zx", "w", "sw", "zw", "sy", "zy"], ["y"], group=24, strides=[2, 2], pads=[2,2,2,2])], [xin], [yo8],
+    [C("sx", np.float32(0.02)), C("zx", np.uint8(131)), C("w", Wd), C("sw", np.float32(0.004)), C("zw", np.uint8(119)), C("sy", np.float32(0.3)), C("zy", np.uint8(100))]), {"x": Xd})
+for tag in ("pt", "pc", "tie", "big", "dw"):
+    cases[f"QC_dbl_{tag}"] = (double_of(cases[f"QC_op_{tag}"][0], "QLinearConv"), cases[f"QC_op_{tag}"][1])
+xin, zin = h.make_tensor_value_info("x", T.UINT8, list(Xb.shape)), h.make_tensor_value_info("zx", T.UINT8, [])
+yi = onnx.ValueInfoProto(name="y", type=h.make_tensor_type_proto(T.INT32, None))
+cases["CI_op_fed"] = (model([h.make_node("ConvInteger", ["x", "w", "zx", "zw"], ["y"], pads=[1,1,1,1], strides=[2, 2])], [xin, zin], [yi],
+    [C("w", Wb.view(np.uint8)), C("zw", np.uint8(121))]), {"x": Xb, "zx": np.array(77, np.uint8)})
+cases["CI_dbl_fed"] = (double_of(cases["CI_op_fed"][0], "ConvInteger"), cases["CI_op_fed"][1])
+# ---- DynamicQuantizeLinear (quantize_dynamic's models: its scale, zero point and codes)
+xq = np.concatenate([rng.normal(0.7, 3, 5000), rng.uniform(-1, 9, 3000), [0.0, -0.0]]).astype(np.float32)[None]
+for i, out in enumerate(("y", "ys", "yz")):
+    cases[f"DQL_op_{out}"] = (model([h.make_node("DynamicQuantizeLinear", ["x"], ["y", "ys", "yz"])], [h.make_tensor_value_info("x", T.FLOAT, list(xq.shape))],
+        [onnx.ValueInfoProto(name=out, type=h.make_tensor_type_proto([T.UINT8, T.FLOAT, T.UINT8][i], None))], []), {"x": xq})
+
 only = sys.argv[2:] 
 rts = sys.argv[1].split(",")
 ref = {}
@@ -154,6 +182,8 @@ for name, (m, f) in cases.items():
     if only and not any(o in name for o in only): continue
     p = os.path.join(D, name + ".onnx"); onnx.save(m, p); np.savez(os.path.join(D, name + "_in.npz"), **f)
     so = ort.SessionOptions(); so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    if "_dbl_" in name:  # ONNX Runtime has no double Conv: the op's result (same inputs)
+        ref[name] = ref[name.replace("_dbl_", "_op_")]; continue
     ref[name] = ort.InferenceSession(p, so, providers=["CPUExecutionProvider"]).run(None, f)[0]
 # every form against the op form's ORT result (same family), and each runtime against ORT
 fam = lambda n: n.split("_")[0] + "_" + n.split("_")[-1] if n.count("_") >= 2 else n

@@ -72,6 +72,9 @@ def cmd_convert(args) -> int:
                                 "convert holds its result to the checker, so it cannot convert it") from None
         raise
     args.run.result_checked = True  # convert_model returns only what the ONNX checker accepts
+    from rewriter.convert.lowering.quant_double import double_convs
+
+    args.run.double_convs = double_convs(result, args.spec.runtime.name) if args.spec.runtime else None
     for line in report.warnings:
         warn(args, line)
     # ops decomposed with reordered float sums: --verify scales its tolerance to the output

@@ -29,6 +29,7 @@ class RunState:
     result_strict_ok: bool = False  # the result passed strict shape inference already
     result_ort_ok: bool = False  # ONNX Runtime ran the result already
     half_result: str | None = None  # the half type of a --dtype result (a missing CPU kernel is not a defect)
+    double_convs: str | None = None  # why a runtime target's result holds Conv in double (no CPU kernel: not a defect)
     verify_feeds: dict | None = None  # --verify's inputs when not random (the first --calibration-data sample)
     reordered_sums: list[str] = dataclasses.field(default_factory=list)  # ops decomposed with reordered sums
     # the identity (device, inode) of -o's file when its write began, () when there was none; None: not begun

@@ -246,6 +246,9 @@ def final_gate(args, original, result) -> None:
             warn(args, f"ONNX Runtime's CPU provider cannot run this {args.run.half_result} result ({problem}); "
                  "--target onnxruntime==X keeps the ops it has no kernel for float32")
             break
+        if args.run.double_convs and "NOT_IMPLEMENTED" in problem:  # quant_double.py's exact form
+            warn(args, f"ONNX Runtime cannot load this result ({problem}): {args.run.double_convs}")
+            break
         given = args.run.input_model  # the input as loaded, before --input-shape / --fix-dim
         cause = "it loads the input" if _ort_load(original, optimized) is None else (
             "it loads the input, but not with the static shapes --input-shape / --fix-dim give it: those are what "

@@ -9,7 +9,8 @@ import dataclasses
 
 __all__ = ["WRITTEN", "written_out"]
 
-WRITTEN = {"QLinearConv": ("integer",), "QLinearMatMul": ("integer",)}  # op -> the forms that replace every node
+WRITTEN = {"QLinearConv": ("integer", "double"), "QLinearMatMul": ("integer",),  # op -> the forms that replace
+           "ConvInteger": ("double",)}  # every node (quant_double.py: TVM 0.27 has no QLinearConv / ConvInteger)
 
 
 def written_out(target):
