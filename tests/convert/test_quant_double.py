@@ -231,3 +231,41 @@ def test_final_gate_passes_only_the_double_conv(capsys):
         else:
             final_gate(args, original, result)
             assert said in capsys.readouterr().err
+
+
+def _dynamic(rng, cin, zw_from_dql=True):
+    """PaddleOCR's quantize_dynamic: x and the Constant float weights both through DynamicQuantizeLinear."""
+    wf = rng.normal(0, 0.2, (4, cin, 3, 3)).astype(np.float32)
+    nodes = [helper.make_node("Constant", [], ["wf"], value=numpy_helper.from_array(wf)),
+             helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+             helper.make_node("DynamicQuantizeLinear", ["wf"], ["wq", "ws", "wz"]),
+             helper.make_node("ConvInteger", ["xq", "wq", "xz", "wz" if zw_from_dql else "wz2"], ["y"], name="convint",
+                              pads=[1, 1, 1, 1])]
+    inputs = [helper.make_tensor_value_info("x", T.FLOAT, [1, cin, 6, 6])]
+    if not zw_from_dql:  # a zero point fed at run time by another: its shape is not known here
+        inputs.append(helper.make_tensor_value_info("wz2", T.UINT8, None))
+    model = _model(nodes, inputs, [helper.make_tensor_value_info("y", T.INT32, [1, 4, 6, 6])], [])
+    return model, {"x": rng.normal(0.3, 1, (1, cin, 6, 6)).astype(np.float32)}
+
+
+def test_weight_quantized_at_run_time():
+    model, feeds = _dynamic(np.random.default_rng(5), 96)
+    result = _written(model, {"ConvInteger": "double"})
+    np.testing.assert_array_equal(ReferenceEvaluator(result).run(None, feeds)[0], _ort(model, feeds))
+    assert sum(n.op_type == "Sub" for n in result.graph.node) == 2  # both zero points, fed
+    ran = run_in("tvm", "0.27", result, feeds)
+    assert ran["ok"], ran
+    np.testing.assert_array_equal(ran["values"][0].reshape(4, -1), _ort(model, feeds).reshape(4, -1))
+
+
+@pytest.mark.parametrize("cin, zw_from_dql, why", [(3678, True, "could wrap"), (3600, False, "not DynamicQuantizeLinear's")])
+def test_weight_quantized_at_run_time_refusals(cin, zw_from_dql, why):
+    """K = 3678 * 9 = 33102: K * 255 * 255 >= 2^31 (3600 * 9 = 32400 would not wrap)."""
+    model, _ = _dynamic(np.random.default_rng(5), cin, zw_from_dql)
+    count, blockers = rewrite_quantized(model, {"ConvInteger": "double"}, "R 1.0")
+    assert count == 0 and len(blockers) == 1 and why in blockers[0][3], blockers
+    if zw_from_dql:
+        edge, _ = _dynamic(np.random.default_rng(5), 3670)  # 33030: still wraps; 3669 * 9 = 33021 does not
+        assert rewrite_quantized(edge, {"ConvInteger": "double"}, "R 1.0")[0] == 0
+        edge, _ = _dynamic(np.random.default_rng(5), 3669)
+        assert rewrite_quantized(edge, {"ConvInteger": "double"}, "R 1.0")[0] == 1

@@ -9,14 +9,18 @@
 - QLinearConv (quant_explicit.py): that accumulator, + the int32 bias, then ONNX Runtime's
   requantization as the "integer" form writes it.
 
-A node the form cannot be written for (a weight or its zero point fed at run time, an accumulator
-that could wrap in int32) is refused by name (:class:`Refused`, quant_explicit.rewrite_quantized)."""
+A weight quantized at run time from a constant (quantize_dynamic of PaddleOCR's Constant weights:
+DynamicQuantizeLinear) is Cast(w) - Cast(its zero point) in double, K read from the constant. A
+node the form cannot be written for (another weight fed at run time, a zero point fed by another
+op than DynamicQuantizeLinear, an accumulator that could wrap in int32) is refused by name
+(:class:`Refused`, quant_explicit.rewrite_quantized)."""
 
 from __future__ import annotations
 
 import numpy as np
 from onnx import TensorProto, helper
 
+from rewriter.graph import traversal
 from rewriter.graph.constants import constant_value
 
 __all__ = ["Refused", "conv_accumulator", "conv_integer", "double_convs"]
@@ -61,35 +65,59 @@ def _zero_point(v, what: str) -> np.ndarray:
     return v.reshape(-1).astype(np.int64)
 
 
+def _run_time_k(name: str, scope, read) -> int | None:
+    """K (input channels x kernel) of a weight quantized at run time from a constant (the
+    DynamicQuantizeLinear / QuantizeLinear of it); None when not known here."""
+    kind, producer, _ = traversal.definition(name, scope)
+    if kind != "node" or producer.op_type not in ("DynamicQuantizeLinear", "QuantizeLinear"):
+        return None
+    v = constant_value(producer.input[0], scope, read)
+    return None if v is None or v.ndim < 3 else int(np.prod(v.shape[1:]))
+
+
+def _scalar_fed(name: str, scope) -> bool:
+    """Whether ``name`` is the zero point a DynamicQuantizeLinear computes (a scalar)."""
+    kind, producer, _ = traversal.definition(name, scope)
+    return kind == "node" and producer.op_type == "DynamicQuantizeLinear" and list(producer.output[2:3]) == [name]
+
+
 def conv_integer(node, scope, w, ranks: dict, form: str = "double") -> None:
     """ConvInteger(x, w, x_zero_point, w_zero_point) written as :func:`conv_accumulator` (``w.read``
-    reads the constants; x_zero_point may be fed at run time: DynamicQuantizeLinear's)."""
+    reads the constants; x_zero_point may be fed at run time: DynamicQuantizeLinear's), or, for a
+    weight quantized at run time from a constant (PaddleOCR's Constant weights through
+    DynamicQuantizeLinear), Cast(w) - Cast(w_zero_point) in double, its K read from the constant."""
     if form != "double":
         raise Refused(f"form {form!r}: ConvInteger is written in double only")
     given = [n if i < len(node.input) and n else None for i, n in enumerate([*node.input, "", ""][:4])]
-    wv = constant_value(given[1], scope, w.read)
-    if wv is None:
-        raise Refused(f"w ('{given[1]}') is fed at run time: the written form needs it constant")
-    zw = np.zeros(1, np.int64)
-    if given[3] is not None:
-        if (v := constant_value(given[3], scope, w.read)) is None:
-            raise Refused(f"w_zero_point ('{given[3]}') is fed at run time: the written form needs it constant")
-        zw = _zero_point(v, "w_zero_point")
     zx = given[2]
     if zx is not None and (v := constant_value(zx, scope, w.read)) is not None:
         if v.size != 1:
             raise Refused(f"x_zero_point of shape {list(v.shape)}: one per tensor is written out")
         zx = int(_zero_point(v, "x_zero_point")[0])
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    conv_accumulator(w, given[0], zx or 0, wv, zw, attrs, node.output[0])
+    wv = constant_value(given[1], scope, w.read)
+    zwv = None if given[3] is None else constant_value(given[3], scope, w.read)
+    if given[3] is not None and zwv is None and (wv is not None or not _scalar_fed(given[3], scope)):
+        raise Refused(f"w_zero_point ('{given[3]}') is fed at run time and not DynamicQuantizeLinear's scalar")
+    if wv is not None:
+        zw = np.zeros(1, np.int64) if zwv is None else _zero_point(zwv, "w_zero_point")
+        conv_accumulator(w, given[0], zx or 0, wv, zw, attrs, node.output[0])
+        return
+    k = _run_time_k(given[1], scope, w.read)
+    if k is None:
+        raise Refused(f"w ('{given[1]}') is fed at run time, not quantized from a constant: its K is unknown here")
+    if k * 255 * 255 >= _LIMIT:
+        raise Refused("its int32 accumulator could wrap (K * 255 * 255 >= 2^31), the double sum would not")
+    if zwv is not None and zwv.size != 1:
+        raise Refused("a weight fed at run time with per-channel zero points")
+    wd = _shifted(w, given[1], given[3] if zwv is None else int(_zero_point(zwv, "w_zero_point")[0]))
+    w.op("Cast", [w.op("Conv", [_shifted(w, given[0], zx or 0), wd], **attrs)], node.output[0], to=_I32)
 
 
 def double_convs(model, target) -> str | None:
     """Why ONNX Runtime cannot load ``model`` (a ``target`` conversion's result) for want of a
     kernel, not for a defect: it holds Conv nodes of this form (a Conv whose weight is a Cast to
     double), which its CPU provider has none for; None when it holds none."""
-    from rewriter.graph import traversal
-
     n = 0
     for scope in traversal.iter_scopes(model):
         cast_to_double = {o for node in scope.body.node if node.op_type == "Cast"
