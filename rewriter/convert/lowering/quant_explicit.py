@@ -305,10 +305,10 @@ def rewrite_quantized(model: onnx.ModelProto, forms: dict, release: str,
                       read_tensor=numpy_helper.to_array) -> tuple[int, list[tuple]]:
     """Write every node of an op in ``forms`` (op -> form name: QuantizeLinear "divide",
     "divide_in_double", "divide_by_fed" or "threshold_table", QLinearConv / QLinearMatMul
-    "integer", QLinearConv / ConvInteger "double") in ``model`` (in place) as that explicit form, reading constants with ``read_tensor``
-    (the model's external data relative to its directory: ``io.load.tensor_reader``). Returns
-    (nodes rewritten, blockers as (node label, op, None, reason)); nothing is changed when there
-    is a blocker."""
+    "integer", QLinearConv / ConvInteger "double") in ``model`` (in place) as that explicit form,
+    reading constants with ``read_tensor`` (the model's external data relative to its directory:
+    ``io.load.tensor_reader``). Returns (nodes rewritten, blockers as (node label, op, None,
+    reason)); nothing is changed when there is a blocker."""
     ops = [o for o in forms if o in _FORMS]
     if not ops:
         return 0, []
