@@ -88,6 +88,9 @@ class _Writer:
             return self._node("Gather", [shape, self._int64(k, f"{name}_index")], f"{name}_scalar", axis=0), True
         if node.op_type in ("Squeeze", "Unsqueeze"):  # TVM reads them on a dim it keeps as dims
             return self.scalar(node.input[0])
+        if node.op_type == "Cast" and _cast_to(node) == onnx.TensorProto.INT64:  # (a dim is int64 already)
+            inner = self.scalar(node.input[0])
+            return None if inner is None else (inner[0], True)
         if node.op_type in _ARITH and len(node.input) == 2:
             parts = [self.scalar(i) or self._constant_scalar(i) for i in node.input]
             if None in parts:
@@ -131,6 +134,10 @@ class _Writer:
         node.output[0] = fresh_name(self.taken, f"{out}_range")
         length = self.unsqueezed(limit[0], out)
         return [helper.make_node("Reshape", [node.output[0], length], [out], name=fresh_name(self.taken, f"{out}_long"))]
+
+
+def _cast_to(node: onnx.NodeProto) -> int | None:
+    return next((a.i for a in node.attribute if a.name == "to"), None)
 
 
 def _one_dim_shape(node: onnx.NodeProto) -> int | None:

@@ -335,3 +335,24 @@ def test_shape_of_one_dim(start, end, rewritten):
     assert numpy_helper.to_array(_producer(out, gather.input[1]).attribute[0].t) == start
     feeds = _feeds(2, 3)
     np.testing.assert_array_equal(_ort(out, feeds), _ort(model, feeds))
+
+
+@pytest.mark.parametrize("to,reshaped", [(I64, True), (TensorProto.INT32, False)])
+def test_range_to_a_cast_dim(to, reshaped):
+    """gpt2_tiny_legacy_op11's position ids: Range(0, Cast(Gather(Shape(x), 1), int64), 1); a Cast
+    to int64 of a dim is the dim, one to int32 is not a dim expression."""
+    nodes = [node("Cast", ["n"], ["limit"], to=to), node("Range", ["zero" if to == I64 else "zero32", "limit",
+                                                                   "one" if to == I64 else "one32"], ["r"], name="range"),
+             node("Cast", ["r"], ["rf0"], to=F), node("Unsqueeze", ["rf0", "k1"], ["rf"]), node("Add", ["x", "rf"], ["y"])]
+    model = _dims_model(nodes, [numpy_helper.from_array(np.array(0, np.int32), "zero32"),
+                                numpy_helper.from_array(np.array(1, np.int32), "one32")])
+    before = model.SerializeToString()
+    if not reshaped:
+        assert dims_as_scalars(model, "tvm 0.27") == [] and model.SerializeToString() == before
+        return
+    out, notes = _rewritten(model)
+    reshape = _producer(out, "r")
+    assert reshape.op_type == "Reshape" and "'range'" in notes[0]
+    assert _producer(out, reshape.input[1]).input[0] == "n"
+    feeds = _feeds(2, 3)
+    np.testing.assert_array_equal(_ort(out, feeds), _ort(model, feeds))
