@@ -155,3 +155,65 @@ def test_integer_branches_hold_no_nan():
     assert len(_blockers(mixed)) == 1
     unknown = _where(T.UINT8, np.uint8(0))  # a branch of unknown type: refused as before
     assert len(untaken_nan_blockers(unknown, parse_target("litert==2.6").form_verdicts, "litert 2.6")) == 1
+
+
+def _qdq_conv(then_relu: bool = False):
+    """DequantizeLinear (x, w) -> float Conv -> QuantizeLinear: a QDQ group."""
+    nodes = [helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xf"]),
+             helper.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["wf"]),
+             helper.make_node("Conv", ["xf", "wf"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("QuantizeLinear", ["r" if then_relu else "c", "sy", "zy"], ["y"], name="quant")]
+    if then_relu:
+        nodes.insert(3, helper.make_node("Relu", ["c"], ["r"]))
+    inits = [("sx", np.float32(0.02)), ("zx", np.uint8(128)), ("wq", np.full((4, 3, 3, 3), 7, np.int8)),
+             ("sw", np.float32(0.01)), ("zw", np.int8(0)), ("sy", np.float32(0.05)), ("zy", np.uint8(128))]
+    return _model(nodes, [helper.make_tensor_value_info("xq", T.UINT8, [1, 3, 8, 8])],
+                  [helper.make_tensor_value_info("y", T.UINT8, [1, 4, 8, 8])], inits)
+
+
+def test_a_qdq_groups_quantize_is_refused_by_name():
+    """LiteRT's float sum gives other codes than ONNX Runtime's (nudenet_320n_qdq 0.00833 / 0.00777)."""
+    from rewriter.convert.planner import ConversionBlocked
+
+    with pytest.raises(ConversionBlocked) as e:
+        convert_for(_qdq_conv(), runtime="litert==2.6")
+    assert [b.name for b in e.value.blockers] == ["quant"]
+    assert "QDQ group's float Conv ('conv')" in e.value.blockers[0].reason
+    _, report = convert_for(_qdq_conv(), runtime="litert==2.6", plan_only=True)
+    assert [b.name for b in report.blockers] == ["quant"]
+    result, _ = convert_for(_qdq_conv(then_relu=True), runtime="litert==2.6")  # x is not the sum: written
+    assert "Sign" in {n.op_type for n in result.graph.node}
+    feeds = {"xq": np.random.default_rng(3).integers(0, 256, (1, 3, 8, 8)).astype(np.uint8)}
+    np.testing.assert_array_equal(_ort(result, feeds), _ort(_qdq_conv(then_relu=True), feeds))
+
+
+def test_a_qdq_pair_around_an_elementwise_op_is_written():
+    """DequantizeLinear -> Relu -> QuantizeLinear: no sum, LiteRT's Relu is exact."""
+    nodes = [helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xf"]), helper.make_node("Relu", ["xf"], ["r"]),
+             helper.make_node("QuantizeLinear", ["r", "sy", "zy"], ["y"], name="quant")]
+    model = _model(nodes, [helper.make_tensor_value_info("xq", T.UINT8, [1, 3, 8, 8])],
+                   [helper.make_tensor_value_info("y", T.UINT8, [1, 3, 8, 8])],
+                   [("sx", np.float32(0.02)), ("zx", np.uint8(128)), ("sy", np.float32(0.03)), ("zy", np.uint8(3))])
+    result, _ = convert_for(model, runtime="litert==2.6")
+    feeds = {"xq": np.arange(192, dtype=np.uint8).reshape(1, 3, 8, 8)}
+    np.testing.assert_array_equal(_ort(result, feeds), _ort(model, feeds))
+
+
+def test_other_runtimes_do_not_refuse_the_qdq_group():
+    from rewriter.convert.lowering.quant_written import float_sum_blockers
+
+    assert len(float_sum_blockers(_qdq_conv(), parse_target("litert==2.6"))) == 1
+    assert float_sum_blockers(_qdq_conv(then_relu=True), parse_target("litert==2.6")) == []
+    for name in ("tract==0.23", "openvino==2026.4", "openvino==2024.6"):
+        assert float_sum_blockers(_qdq_conv(), parse_target(name)) == []
+
+
+def test_a_float_conv_of_float_values_is_written():
+    """A Conv of values no DequantizeLinear wrote (float model, quantized output) is no QDQ group."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Conv", ["r", "w"], ["c"], name="conv"),
+             helper.make_node("QuantizeLinear", ["c", "sy", "zy"], ["y"], name="quant")]
+    model = _model(nodes, [helper.make_tensor_value_info("x", T.FLOAT, [1, 3, 8, 8])],
+                   [helper.make_tensor_value_info("y", T.UINT8, [1, 4, 6, 6])],
+                   [("w", np.full((4, 3, 3, 3), 0.01, np.float32)), ("sy", np.float32(0.05)), ("zy", np.uint8(128))])
+    result, _ = convert_for(model, runtime="litert==2.6")
+    assert "Sign" in {n.op_type for n in result.graph.node}
