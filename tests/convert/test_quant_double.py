@@ -269,3 +269,29 @@ def test_weight_quantized_at_run_time_refusals(cin, zw_from_dql, why):
         assert rewrite_quantized(edge, {"ConvInteger": "double"}, "R 1.0")[0] == 0
         edge, _ = _dynamic(np.random.default_rng(5), 3669)
         assert rewrite_quantized(edge, {"ConvInteger": "double"}, "R 1.0")[0] == 1
+
+
+def test_qdq_groups_fused_for_tvm_as_onnx_runtime_fuses_them():
+    """TVM 0.27's data asks for ONNX Runtime's QDQ fusion (ppocr_v4_det_qdq: 1.74 as written, 0.0
+    fused): DQ(x), DQ(w) -> Conv -> Q -> DQ becomes QLinearConv, written in double; the result
+    is ONNX Runtime's default (fused) result, in the reference evaluator and in TVM."""
+    rng = np.random.default_rng(2)
+    nodes = [helper.make_node("DequantizeLinear", ["x", "s", "z"], ["xf"], name="dq_x"),
+             helper.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wf"], name="dq_w"),
+             helper.make_node("Conv", ["xf", "wf"], ["v"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("QuantizeLinear", ["v", "sy", "z"], ["yq"], name="q_conv"),
+             helper.make_node("DequantizeLinear", ["yq", "sy", "z"], ["y"], name="dq_y")]
+    inits = [("s", np.float32(0.0173)), ("z", np.uint8(128)), ("w", rng.integers(-127, 128, (8, 64, 3, 3)).astype(np.int8)),
+             ("sw", np.float32(0.0071)), ("zw", np.int8(0)), ("sy", np.float32(0.2))]
+    model = _model(nodes, [helper.make_tensor_value_info("x", T.UINT8, [1, 64, 16, 16])],
+                   [helper.make_tensor_value_info("y", T.FLOAT, [1, 8, 16, 16])], inits, opset=19)
+    feeds = {"x": rng.integers(0, 256, (1, 64, 16, 16)).astype(np.uint8)}
+    fused = _ort(model, feeds, optimized=True)
+    result, report = convert_for(model, runtime="tvm==0.27")
+    assert any("QDQ groups fused" in n for n in report.target_notes), report.target_notes
+    assert double_convs(result, "tvm 0.27") and not any(n.op_type == "DequantizeLinear" and n.input[0] == "w"
+                                                        for n in result.graph.node)
+    np.testing.assert_array_equal(ReferenceEvaluator(result).run(None, feeds)[0], fused)
+    ran = run_in("tvm", "0.27", result, feeds)
+    assert ran["ok"], ran
+    np.testing.assert_array_equal(ran["values"][0].reshape(fused.shape), fused)
