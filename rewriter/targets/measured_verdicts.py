@@ -27,9 +27,10 @@ import onnx.numpy_helper
 
 from rewriter.graph import traversal
 from rewriter.graph.constants import constant_value
+from rewriter.graph.names import first_few
 from rewriter.graph.schemas import DEFAULT_DOMAINS, schema_version_at_domain
 
-__all__ = ["node_versions", "read_or_none", "type_blockers", "untaken_nan_blockers", "double_inside_blockers", "negative_steps_blockers",
+__all__ = ["node_versions", "read_or_none", "rewrite_note", "type_blockers", "untaken_nan_blockers", "double_inside_blockers", "negative_steps_blockers",
            "unmeasured_present", "UNTAKEN_NAN", "DOUBLE_INSIDE", "NEGATIVE_STEPS"]
 
 UNTAKEN_NAN = "nan_in_untaken_branch"
@@ -161,6 +162,14 @@ def double_inside_blockers(model: onnx.ModelProto, table: dict, release: str, in
                       f"{release} refuses {node.op_type}-{version} on a double tensor the graph computes "
                       f"('{node.input[0]}'; measured: {why[:160]})", node.name))
     return found
+
+
+def rewrite_note(done: list[str], what: str, release: str) -> list[str]:
+    """The note of a rewrite of a form ``release`` refuses: how many nodes (``done``, their names)
+    were written as ``what``; none when nothing was rewritten."""
+    if not done:
+        return []
+    return [f"{len(done)} {what} for {release}, which refuses that form (measured): {first_few(repr(n) for n in done)}"]
 
 
 def read_or_none(tensor: onnx.TensorProto):

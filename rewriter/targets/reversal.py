@@ -18,7 +18,12 @@ from onnx import helper, numpy_helper
 
 from rewriter.graph.constants import constant_value
 from rewriter.graph.names import fresh_name
-from rewriter.targets.measured_verdicts import NEGATIVE_STEPS, node_versions, read_or_none
+from rewriter.targets.measured_verdicts import (
+    NEGATIVE_STEPS,
+    node_versions,
+    read_or_none,
+    rewrite_note,
+)
 
 __all__ = ["reversed_slices"]
 
@@ -80,8 +85,5 @@ def reversed_slices(model: onnx.ModelProto, table: dict, release: str) -> list[s
         del node.input[:]
         node.input.extend([names[4], *rev])
         done.append(node.name or node.output[0])
-    if not done:
-        return []
-    shown = ", ".join(f"'{n}'" for n in done[:3]) + (f" and {len(done) - 3} more" if len(done) > 3 else "")
-    return [f"{len(done)} Slice node(s) reversing part of an axis written as a positive Slice and a whole-axis reversal "
-            f"for {release}, which refuses that form (measured): {shown}"]
+    return rewrite_note(done, "Slice node(s) reversing part of an axis written as a positive Slice and a whole-axis "
+                              "reversal", release)

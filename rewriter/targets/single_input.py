@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import onnx
 
-from rewriter.targets.measured_verdicts import node_versions
+from rewriter.targets.measured_verdicts import node_versions, rewrite_note
 
 __all__ = ["SINGLE_INPUT", "single_input_concats"]
 
@@ -28,8 +28,4 @@ def single_input_concats(model: onnx.ModelProto, table: dict, release: str) -> l
             node.op_type = "Identity"
             del node.attribute[:]
             done.append(node.name or node.output[0])
-    if not done:
-        return []
-    shown = ", ".join(f"'{n}'" for n in done[:3]) + (f" and {len(done) - 3} more" if len(done) > 3 else "")
-    return [f"{len(done)} Concat node(s) of one input written as Identity for {release}, which refuses that form "
-            f"(measured): {shown}"]
+    return rewrite_note(done, "Concat node(s) of one input written as Identity", release)
