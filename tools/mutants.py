@@ -2965,6 +2965,12 @@ MUTANTS: list[Mutant] = [
     M('ft-float-sums-skipped', 'rewriter/convert/for_target.py',
       '            meet_float_sums(result, report, target, kwargs.get("plan_only", False))\n', '',
       'tests/targets/test_litert_quantized.py', 'convert --target litert writes a QDQ group\'s QuantizeLinear'),
+    M("contrib-qmul-no-max", "rewriter/convert/lowering/contrib_quant.py",
+      '    prod = e.op("Max", [prod, e.const(np.finfo(np.float32).min, hint="lowest")])\n', "",
+      "tests/convert/test_lowering_contrib_quant.py", "QLinearMul's Mul and Add left fusable into OpenVINO's multiply-add"),
+    M("contrib-qmul-max-zero", "rewriter/convert/lowering/contrib_quant.py",
+      "e.const(np.finfo(np.float32).min, hint=\"lowest\")", "e.const(np.float32(0), hint=\"lowest\")",
+      "tests/convert/test_lowering_contrib_quant.py", "QLinearMul's identity Max clamping negative products"),
 ]
 
 

@@ -221,3 +221,17 @@ def test_scales_in_external_data_are_read_from_the_models_directory(tmp_path, mo
     assert all(n.domain in ("", "ai.onnx") for n in result.graph.node)
     got = ort.InferenceSession(result.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     np.testing.assert_array_equal(got, want)
+
+
+def test_qmul_product_not_fusable_into_a_multiply_add():
+    """The zero point's Add never takes the ratio's Mul directly: OpenVINO's CPU plugin fused such a pair
+    (constant operands, static shapes) into one multiply-add rounded once, and piper_tashkeel_qdq's logits
+    differed from ONNX Runtime's (relative L2 0.0079); an identity Max in between keeps the two roundings."""
+    lowered, _ = lower_ops(_binary("QLinearMul", T.UINT8, [4, 4], [4, 4], np.float32(0.03), 3, np.float32(0.02), 7,
+                                   np.float32(0.05), 129))
+    nodes = lowered.graph.node
+    made_by = {o: n for n in nodes for o in n.output}
+    adds = [n for n in nodes if n.op_type == "Add"]
+    assert adds and all(made_by[i].op_type != "Mul" for n in adds for i in n.input if i in made_by)
+    maxes = [n for n in nodes if n.op_type == "Max"]
+    assert len(maxes) == 1 and made_by[maxes[0].input[0]].op_type == "Mul"

@@ -136,6 +136,10 @@ def qlinear_mul(ctx) -> None:
     db = e.op("Sub", [e.cast(ctx.node.input[3], INT32), e.const(np.int32(zb), hint="zp")])
     ratio = np.float32(np.float32(sa * sb) / sc)
     prod = e.op("Mul", [e.cast(e.op("Mul", [da, db]), F32), e.const(ratio, hint="ratio")])
+    # Max with the lowest float32 is the identity here (prod is finite), but keeps OpenVINO's CPU plugin
+    # from fusing this Mul and the Add of zc into one multiply-add (rounded once, not twice as ONNX
+    # Runtime does): with static shapes it did, and the piper_tashkeel_qdq logits differed (docs/lowering.md)
+    prod = e.op("Max", [prod, e.const(np.finfo(np.float32).min, hint="lowest")])
     u = e.op("Add", [prod, e.const(np.float32(zc), hint="zc")])
     saturate(e, u, elem, ctx.node.output[0], bound=65536.0 * float(ratio) + abs(zc) + 1)
 
