@@ -2971,6 +2971,12 @@ MUTANTS: list[Mutant] = [
     M("contrib-qmul-max-zero", "rewriter/convert/lowering/contrib_quant.py",
       "e.const(np.finfo(np.float32).min, hint=\"lowest\")", "e.const(np.float32(0), hint=\"lowest\")",
       "tests/convert/test_lowering_contrib_quant.py", "QLinearMul's identity Max clamping negative products"),
+    M("qfusion-dividing-none", "rewriter/convert/lowering/quant_fusion.py",
+      'DIVIDING = ("QLinearAveragePool",)', "DIVIDING = ()",
+      "tests/convert/test_quant_fusion.py", "a fused QLinearAveragePool lowered with OpenVINO's inexact division"),
+    M("qfusion-dividing-kept", "rewriter/convert/lowering/quant_fusion.py",
+      "    if inexact:\n        return 0,", "    if inexact and False:\n        return 0,",
+      "tests/convert/test_quant_fusion.py", "the fused graph with a dividing op taken anyway"),
 ]
 
 

@@ -194,3 +194,21 @@ def test_weights_the_command_lines_loader_leaves_in_the_file_are_read(tmp_path):
     want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
     np.testing.assert_array_equal(got[0], want[0])
 
+
+
+def test_a_fused_average_pool_leaves_the_model_as_it_was():
+    """ONNX Runtime fuses DQ -> AveragePool -> Q into QLinearAveragePool, whose lowering divides by float32
+    constants: OpenVINO's division is not correctly rounded (ppocr_v4_rec_qdq with static shapes: 84 of 9600
+    codes, WRONG 0.0128), so the fused graph is not taken and the reason is given."""
+    model = _qdq_conv()
+    model.graph.node.extend([
+        helper.make_node("DequantizeLinear", ["yq", "sy", "z"], ["yp"], name="dq_p"),
+        helper.make_node("AveragePool", ["yp"], ["p"], name="pool", kernel_shape=[2, 3], strides=[2, 2]),
+        helper.make_node("QuantizeLinear", ["p", "sy", "z"], ["pq"], name="q_p"),
+        helper.make_node("DequantizeLinear", ["pq", "sy", "z"], ["pd"], name="dq_pd")])
+    model.graph.output.append(helper.make_tensor_value_info("pd", T.FLOAT, None))
+    before = model.SerializeToString()
+    count, why = fuse_like_onnx_runtime(model)
+    assert count == 0 and "QLinearAveragePool" in why and "divides in float32" in why
+    assert model.SerializeToString() == before
+    assert fuse_like_onnx_runtime(_qdq_conv())[0] > 0  # without the pool: fused
