@@ -2977,6 +2977,18 @@ MUTANTS: list[Mutant] = [
     M("qfusion-dividing-kept", "rewriter/convert/lowering/quant_fusion.py",
       "    if inexact:\n        return 0,", "    if inexact and False:\n        return 0,",
       "tests/convert/test_quant_fusion.py", "the fused graph with a dividing op taken anyway"),
+    M('nb-no-hook', 'rewriter/convert/for_target.py',
+      '    found = forms.fed_blockers(result, target.needs_constant, target.name) + nbits_level_blockers(source, target)',
+      '    found = forms.fed_blockers(result, target.needs_constant, target.name)',
+      'tests/convert/test_nbits_level.py', 'tract gets a level-4 MatMulNBits folded to float (7.3e-3 from ORT)'),
+    M('nb-any-level', 'rewriter/convert/lowering/nbits_level.py',
+      'and attribute_int(node, "accuracy_level", 0) == 4:',
+      ':',
+      'tests/convert/test_nbits_level.py', 'a level-0 MatMulNBits (which matches) refused'),
+    M('nb-any-form', 'rewriter/convert/lowering/nbits_level.py',
+      '    if entry.get("form") != "fold_blocks":',
+      '    if False:',
+      'tests/convert/test_nbits_level.py', 'OpenVINO 2026.4, which keeps the blocks and matches, refused'),
 ]
 
 

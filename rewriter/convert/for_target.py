@@ -210,9 +210,8 @@ def _measured_forms(source, result, report, target, plan_only: bool) -> None:
 
         report.target_notes.extend(rewrite_forms(result, target.rewrite_forms, target.name, LazyInference(result)()))
     if target.form_verdicts and not plan_only:
-        from rewriter.targets.single_input import single_input_concats
-
         from rewriter.targets.reversal import reversed_slices
+        from rewriter.targets.single_input import single_input_concats
 
         report.target_notes.extend(single_input_concats(result, target.form_verdicts, target.name))
         report.target_notes.extend(reversed_slices(result, target.form_verdicts, target.name))
@@ -225,7 +224,9 @@ def _measured_forms(source, result, report, target, plan_only: bool) -> None:
         return
     from rewriter.graph.inferred import LazyInference
 
-    found = forms.fed_blockers(result, target.needs_constant, target.name)
+    from rewriter.convert.lowering.nbits_level import nbits_level_blockers
+
+    found = forms.fed_blockers(result, target.needs_constant, target.name) + nbits_level_blockers(source, target)
     if target.needs_static_dims or target.refused_forms:
         found += static_dims.static_dims_blockers(result, target.needs_static_dims, target.name,
                                                   LazyInference(result)(), target.refused_forms)
