@@ -196,19 +196,36 @@ def test_weights_the_command_lines_loader_leaves_in_the_file_are_read(tmp_path):
 
 
 
-def test_a_fused_average_pool_leaves_the_model_as_it_was():
-    """ONNX Runtime fuses DQ -> AveragePool -> Q into QLinearAveragePool, whose lowering divides by float32
-    constants: OpenVINO's division is not correctly rounded (ppocr_v4_rec_qdq with static shapes: 84 of 9600
-    codes, WRONG 0.0128), so the fused graph is not taken and the reason is given."""
+def _with_average_pool():
     model = _qdq_conv()
     model.graph.node.extend([
         helper.make_node("DequantizeLinear", ["yq", "sy", "z"], ["yp"], name="dq_p"),
         helper.make_node("AveragePool", ["yp"], ["p"], name="pool", kernel_shape=[2, 3], strides=[2, 2]),
         helper.make_node("QuantizeLinear", ["p", "sy", "z"], ["pq"], name="q_p"),
         helper.make_node("DequantizeLinear", ["pq", "sy", "z"], ["pd"], name="dq_pd")])
-    model.graph.output.append(helper.make_tensor_value_info("pd", T.FLOAT, None))
+    model.graph.output.append(helper.make_tensor_value_info("pd", T.FLOAT, [1, 4, 4, 3]))
+    return model
+
+
+def test_a_fused_average_pool_leaves_the_model_as_it_was():
+    """ONNX Runtime fuses DQ -> AveragePool -> Q into QLinearAveragePool, whose lowering divides by float32
+    constants: OpenVINO's division is not correctly rounded (ppocr_v4_rec_qdq with static shapes: 84 of 9600
+    codes, WRONG 0.0128), so for OpenVINO the fused graph is not taken and the reason is given."""
+    model = _with_average_pool()
     before = model.SerializeToString()
-    count, why = fuse_like_onnx_runtime(model)
-    assert count == 0 and "QLinearAveragePool" in why and "divides in float32" in why
+    count, why = fuse_like_onnx_runtime(model, runtime="openvino")
+    assert count == 0 and "QLinearAveragePool" in why and "divides in float32, which openvino" in why
     assert model.SerializeToString() == before
-    assert fuse_like_onnx_runtime(_qdq_conv())[0] > 0  # without the pool: fused
+    assert fuse_like_onnx_runtime(_qdq_conv(), runtime="openvino")[0] > 0  # without the pool: fused
+    exact = onnx.ModelProto.FromString(before)
+    assert fuse_like_onnx_runtime(exact, runtime="tvm")[0] > 0  # TVM divides exactly: fused, pool and all
+    assert any(n.op_type == "Div" for n in exact.graph.node)
+
+
+def test_convert_for_openvino_refuses_a_fused_average_pool_by_name():
+    from rewriter import RewriterError as Error
+    from rewriter.convert.for_target import convert_for
+
+    with pytest.raises(Error, match=r"'q_conv'.*float Conv.*fused graph has QLinearAveragePool, whose lowering "
+                                    r"divides in float32, which openvino does not round"):
+        convert_for(_with_average_pool(), runtime="openvino==2026.4")
