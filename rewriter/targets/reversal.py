@@ -46,7 +46,7 @@ def _plan(node: onnx.NodeProto, scope) -> tuple | None:
     s, e = starts[i], ends[i]
     if s < 0 or e == -1 or e >= s:  # (e >= s >= 0: an empty slice)
         return None
-    starts[i], ends[i] = e + 1 if e > _LOW else _LOW, min(s, _HIGH - 1) + 1
+    starts[i], ends[i] = e + 1, min(s, _HIGH - 1) + 1  # (e = INT64_MIN: INT64_MIN + 1 clamps to 0 alike)
     return starts, ends, axes, axes[i]
 
 

@@ -20,24 +20,12 @@ from rewriter.convert.for_target import convert_for
 from rewriter.convert.lowering.quant_double import double_convs
 from rewriter.convert.lowering.quant_explicit import rewrite_quantized
 from rewriter.targets import parse_target
+from tests.convert.quant_models import ort_run as _ort
+from tests.convert.quant_models import quant_model as _model
 from tests.targets.runtime_runs import run_in
 
 ort.set_default_logger_severity(4)
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the reference evaluator's Cast of NaN
-
-
-def _model(nodes, inputs, outputs, inits, opset=17):
-    g = helper.make_graph(nodes, "g", inputs, outputs, [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 9 if opset >= 19 else 8
-    return m
-
-
-def _ort(model, feeds, optimized=False):
-    so = ort.SessionOptions()
-    if not optimized:
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
 
 
 def _conv_integer(rng, case):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto as T
 from onnx import helper, numpy_helper
@@ -20,25 +19,13 @@ from rewriter.convert.lower_ops import lower_ops
 from rewriter.convert.lowering.contrib_quant import add_table
 from rewriter.convert.lowering.quant_explicit import rewrite_quantized
 from rewriter.convert.lowering.quant_table import REDUCTIONS, quantized_constant
+from tests.convert.quant_models import ort_run as _run
+from tests.convert.quant_models import quant_model as _model
 from tests.convert.support.contrib_oracle import com_model, every_byte, qparams
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 RELEASES = ["2026.4", "2024.6"]
 TABLE = {"QuantizeLinear": "threshold_table", "QLinearConv": "integer", "QLinearMatMul": "integer"}
-
-
-def _model(nodes, inputs, outputs, inits, opset=17):
-    g = helper.make_graph(nodes, "g", inputs, outputs, [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
-    return m
-
-
-def _run(model, feeds, optimized=False):
-    so = ort.SessionOptions()
-    if not optimized:
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
 
 
 def _rewritten(model, forms=TABLE):

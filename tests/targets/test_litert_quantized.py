@@ -13,32 +13,19 @@ import dataclasses
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto as T
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from rewriter.convert.for_target import convert_for
 from rewriter.convert.lowering.quant_written import written_out
 from rewriter.targets import parse_target
 from rewriter.targets.measured_verdicts import untaken_nan_blockers
+from tests.convert.quant_models import ort_run as _ort
+from tests.convert.quant_models import quant_model as _model
 from tests.targets.runtime_runs import run_in
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
-
-
-def _model(nodes, inputs, outputs, inits, opset=17):
-    g = helper.make_graph(nodes, "g", inputs, outputs, [numpy_helper.from_array(np.asarray(v), k) for k, v in inits])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    m.ir_version = 8
-    return m
-
-
-def _ort(model, feeds, optimized=False):
-    so = ort.SessionOptions()
-    if not optimized:
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
 
 
 def _qlinear_conv(rng, per_channel: bool):
