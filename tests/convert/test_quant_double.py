@@ -21,6 +21,7 @@ from rewriter.convert.lowering.quant_double import double_convs
 from rewriter.convert.lowering.quant_explicit import rewrite_quantized
 from rewriter.targets import parse_target
 from tests.convert.quant_models import ort_run as _ort
+from tests.convert.quant_models import qlinear_conv
 from tests.convert.quant_models import quant_model as _model
 from tests.targets.runtime_runs import run_in
 
@@ -53,17 +54,7 @@ def _conv_integer(rng, case):
 
 
 def _qlinear_conv(rng, per_channel):
-    cout, cin = 16, 256
-    sw = rng.uniform(0.001, 0.004, cout).astype(np.float32) if per_channel else np.float32(0.0021)
-    zw = rng.integers(-3, 4, cout).astype(np.int8) if per_channel else np.int8(0)
-    inits = [("sx", np.float32(0.02)), ("zx", np.uint8(118)), ("w", rng.integers(-127, 128, (cout, cin, 3, 3)).astype(np.int8)),
-             ("sw", sw), ("zw", zw), ("sy", np.float32(0.3)), ("zy", np.uint8(130)),
-             ("b", rng.integers(-20000, 20000, cout).astype(np.int32))]
-    node = helper.make_node("QLinearConv", ["x", "sx", "zx", "w", "sw", "zw", "sy", "zy", "b"], ["y"], name="qconv",
-                            pads=[1, 1, 1, 1])
-    model = _model([node], [helper.make_tensor_value_info("x", T.UINT8, [1, cin, 7, 7])],
-                   [helper.make_tensor_value_info("y", T.UINT8, [1, cout, 7, 7])], inits)
-    return model, {"x": rng.integers(0, 256, (1, cin, 7, 7)).astype(np.uint8)}
+    return qlinear_conv(rng, per_channel, cin=256, size=7, sy=0.3, w_bound=127)
 
 
 def _written(model, forms):

@@ -22,25 +22,15 @@ from rewriter.convert.lowering.quant_written import written_out
 from rewriter.targets import parse_target
 from rewriter.targets.measured_verdicts import untaken_nan_blockers
 from tests.convert.quant_models import ort_run as _ort
+from tests.convert.quant_models import qlinear_conv
 from tests.convert.quant_models import quant_model as _model
 from tests.targets.runtime_runs import run_in
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 
-def _qlinear_conv(rng, per_channel: bool):
-    """uint8 x, int8 w (per channel: 16 scales and nonzero zero points), int32 bias, padding."""
-    cout, cin = 16, 8
-    sw = rng.uniform(0.001, 0.004, cout).astype(np.float32) if per_channel else np.float32(0.0021)
-    zw = rng.integers(-3, 4, cout).astype(np.int8) if per_channel else np.int8(0)
-    inits = [("sx", np.float32(0.02)), ("zx", np.uint8(118)), ("w", rng.integers(-120, 121, (cout, cin, 3, 3)).astype(np.int8)),
-             ("sw", sw), ("zw", zw), ("sy", np.float32(0.9)), ("zy", np.uint8(130)),
-             ("b", rng.integers(-20000, 20000, cout).astype(np.int32))]
-    node = helper.make_node("QLinearConv", ["x", "sx", "zx", "w", "sw", "zw", "sy", "zy", "b"], ["y"], name="qconv",
-                            pads=[1, 1, 1, 1])
-    model = _model([node], [helper.make_tensor_value_info("x", T.UINT8, [1, cin, 10, 10])],
-                   [helper.make_tensor_value_info("y", T.UINT8, [1, cout, 10, 10])], inits)
-    return model, {"x": rng.integers(0, 256, (1, cin, 10, 10)).astype(np.uint8)}
+def _qlinear_conv(rng, per_channel):
+    return qlinear_conv(rng, per_channel, cin=8, size=10, sy=0.9, w_bound=120)
 
 
 def _qlinear_matmul(rng):
