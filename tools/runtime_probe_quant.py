@@ -3,7 +3,8 @@ entries of rewriter/targets/data/<runtime>.json record; tools/runtime_data/READM
 models"): QuantizeLinear as the op and as Div + Clip + Round + Add + Cast (ties at .5, saturation),
 QuantizeLinear as the op and as the threshold table of rewriter/convert/lowering/quant_table.py
 (QT_*: every threshold, 1 and 2 ulps below it, 1 above, the ties, random values, NaN, +-inf, +-0,
-subnormals; uint8 / int8, 4 scales per tensor, 16 per axis), QLinearConv / QLinearMatMul as the op
+subnormals; uint8 / int8, 4 scales per tensor, 16 per axis), DynamicQuantizeLinear as the op and with
+exact residuals (rewriter/convert/lowering/quant_dynamic.py; DQLX_*: 64 tensors of 32768), QLinearConv / QLinearMatMul as the op
 and as ConvInteger / MatMulInteger + the requantization (per tensor, per channel, ties with a
 combined scale of 0.5), Round at ties, and a blocked uint4 DequantizeLinear-21 + MatMul. Each line:
 the form, then per release how many outputs differ. The table inside whole models:
@@ -175,6 +176,36 @@ for i, out in enumerate(("y", "ys", "yz")):
     cases[f"DQL_op_{out}"] = (model([h.make_node("DynamicQuantizeLinear", ["x"], ["y", "ys", "yz"])], [h.make_tensor_value_info("x", T.FLOAT, list(xq.shape))],
         [onnx.ValueInfoProto(name=out, type=h.make_tensor_type_proto([T.UINT8, T.FLOAT, T.UINT8][i], None))], []), {"x": xq})
 
+# ---- DynamicQuantizeLinear with exact residuals (rewriter/convert/lowering/quant_dynamic.py): 64 tensors of
+# 32768 (Split, one DynamicQuantizeLinear each, Concat): per tensor a min / max over 2^-100..2^100 (all zero,
+# all negative, all positive too), 70% of the points at (k + 1/2) * s moved by 0..3 ulps for every code
+def dql_group(n):
+    kind, mag = rng.integers(0, 8), np.float32(2.0 ** rng.uniform(-100, 100) if rng.random() < 0.3 else 2.0 ** rng.uniform(-12, 12))
+    if kind == 0: return np.zeros(n, np.float32)
+    lo, hi = sorted(rng.normal(0, 1, 2).astype(np.float32) * mag)
+    lo, hi = (lo, min(hi, -abs(lo) * 0.01)) if kind == 1 else (max(lo, abs(hi) * 0.01), hi) if kind == 2 else (lo, hi)
+    lo, hi = np.float32(min(lo, hi, 0)), np.float32(max(lo, hi, 0))
+    sc = np.float32(np.float32(hi - lo) / np.float32(255)); z = int(np.round(np.clip(-np.float32(lo / sc), 0, 255)))
+    t = ((rng.integers(-z - 2, 258 - z, n) + np.float32(0.5)) * sc).astype(np.float32)
+    for _ in range(int(rng.integers(0, 4))):
+        d = rng.integers(-1, 2, n); t = np.where(d > 0, np.nextafter(t, np.float32(np.inf)), np.where(d < 0, np.nextafter(t, np.float32(-np.inf)), t))
+    x = np.clip(np.where(rng.random(n) < 0.7, t, lo + (hi - lo) * rng.random(n)), lo, hi).astype(np.float32)
+    x[:4] = [lo, hi, 0.0, -0.0]
+    return rng.permutation(x)
+G, N = 64, 32768
+xg = np.stack([dql_group(N) for _ in range(G)]).astype(np.float32)
+dn = [h.make_node("Split", ["x"], [f"x{i}" for i in range(G)], axis=0, num_outputs=G)]
+for i in range(G):
+    dn += [h.make_node("DynamicQuantizeLinear", [f"x{i}"], [f"y{i}", f"s{i}", f"z{i}"], name=f"dql{i}"),
+           h.make_node("Unsqueeze", [f"s{i}", "ax"], [f"su{i}"]), h.make_node("Unsqueeze", [f"z{i}", "ax"], [f"zu{i}"])]
+for i, (out, pre, t) in enumerate((("y", "y", T.UINT8), ("ys", "su", T.FLOAT), ("yz", "zu", T.UINT8))):
+    mg = model(dn + [h.make_node("Concat", [f"{pre}{j}" for j in range(G)], [out], axis=0)], [h.make_tensor_value_info("x", T.FLOAT, [G, N])],
+               [onnx.ValueInfoProto(name=out, type=h.make_tensor_type_proto(t, None))], [C("ax", np.int64([0]))], opset=18)
+    cases[f"DQLX_op_{out}"] = (mg, {"x": xg})
+    me = onnx.ModelProto(); me.CopyFrom(mg)
+    assert rewrite_quantized(me, {"DynamicQuantizeLinear": "exact_residual"}, "probe")[0] == G
+    cases[f"DQLX_exact_{out}"] = (me, {"x": xg})
+
 only = sys.argv[2:] 
 rts = sys.argv[1].split(",")
 ref = {}
@@ -199,5 +230,7 @@ for name in ref:
         if not j.get("ok"): line += f"  {rt}: refused {j.get('error','')[:60]!r}"; continue
         g = list(np.load(out).values())[0].reshape(ref[name].shape)
         d = g.astype(np.float64) - ref[name].astype(np.float64)
-        line += f"  {rt}: {np.count_nonzero(np.abs(d) > (1e-4 * np.abs(ref[name]).max() if ref[name].dtype.kind == 'f' else 0))}/{d.size} differ (max {np.abs(d).max():g})"
+        tol = 1e-4 * np.abs(ref[name]).max() if ref[name].dtype.kind == 'f' and not name.startswith("DQL") else 0  # DQL: bit for bit
+        differ = np.count_nonzero(g.view(np.uint32) != ref[name].view(np.uint32)) if name.startswith("DQL") and g.dtype == np.float32 else np.count_nonzero(np.abs(d) > tol)
+        line += f"  {rt}: {differ}/{d.size} differ (max {np.abs(d).max():g})"
     print(line, flush=True)

@@ -24,6 +24,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from rewriter.convert.lowering.quant_double import Refused as _Refused, conv_accumulator, conv_integer
+from rewriter.convert.lowering.quant_dynamic import dynamic_quantize
 from rewriter.convert.lowering.quant_fusion import FORM, fuse_like_onnx_runtime
 from rewriter.convert.lowering.quant_table import float_reduction, quantized_constant, write_threshold_table
 from rewriter.graph import traversal
@@ -287,7 +288,7 @@ def _dequantize_blocked(node, scope, w: _Writer, ranks: dict, form: str = "fold_
 
 
 _FORMS = {"QuantizeLinear": _quantize_linear, "QLinearConv": _qlinear_conv, "QLinearMatMul": _qlinear_matmul,
-          "DequantizeLinear": _dequantize_blocked, "ConvInteger": conv_integer}
+          "DequantizeLinear": _dequantize_blocked, "ConvInteger": conv_integer, "DynamicQuantizeLinear": dynamic_quantize}
 
 
 def _value_ranks(model: onnx.ModelProto) -> dict:
@@ -305,7 +306,7 @@ def rewrite_quantized(model: onnx.ModelProto, forms: dict, release: str,
                       read_tensor=numpy_helper.to_array) -> tuple[int, list[tuple]]:
     """Write every node of an op in ``forms`` (op -> form name: QuantizeLinear "divide",
     "divide_in_double", "divide_by_fed" or "threshold_table", QLinearConv / QLinearMatMul
-    "integer", QLinearConv / ConvInteger "double") in ``model`` (in place) as that explicit form,
+    "integer", QLinearConv / ConvInteger "double", DynamicQuantizeLinear "exact_residual") in ``model`` (in place) as that explicit form,
     reading constants with ``read_tensor`` (the model's external data relative to its directory:
     ``io.load.tensor_reader``). Returns (nodes rewritten, blockers as (node label, op, None,
     reason)); nothing is changed when there is a blocker."""

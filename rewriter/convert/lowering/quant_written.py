@@ -1,7 +1,9 @@
 """Op versions a release lacks that its ``quantized_forms`` write out (quant_explicit.py): LiteRT 2.6
 (onnx2tf) has no QLinearConv / QLinearMatMul that computes as ONNX Runtime does (measured wrong, so
 ``missing``), and their "integer" form (ConvInteger / MatMulInteger + ONNX Runtime's requantization)
-is written after the conversion, so the conversion keeps those nodes instead of refusing them."""
+is written after the conversion, so the conversion keeps those nodes instead of refusing them; so is
+OpenVINO's DynamicQuantizeLinear (measured wrong, its function body divides by a scale fed at run
+time), written with exact residuals (quant_dynamic.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ __all__ = ["FLOAT_SUM_REFUSED", "WRITTEN", "float_sum_blockers", "meet_float_sum
 FLOAT_SUM_REFUSED = "float_sum_refused"  # QDQ: a QuantizeLinear after a float sum of dequantized codes
 
 WRITTEN = {"QLinearConv": ("integer", "double"), "QLinearMatMul": ("integer",),  # op -> the forms that replace
-           "ConvInteger": ("double",)}  # every node (quant_double.py: TVM 0.27 has no QLinearConv / ConvInteger)
+           "ConvInteger": ("double",),  # every node (quant_double.py: TVM 0.27 has no QLinearConv / ConvInteger)
+           "DynamicQuantizeLinear": ("exact_residual",)}  # quant_dynamic.py (OpenVINO divides otherwise)
 
 
 def written_out(target):
