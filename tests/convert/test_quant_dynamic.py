@@ -227,3 +227,50 @@ def test_in_openvino(release, tmp_path):
     want = dict(zip(("y", "ys", "yz"), OP.run(None, {"x": x})))
     for name in ("y", "ys", "yz"):
         assert np.array_equal(np.asarray(got[name]).reshape(want[name].shape), want[name]), name
+
+
+def _after(op_nodes, x_type=T.FLOAT):
+    nodes = op_nodes + [helper.make_node("DynamicQuantizeLinear", ["v"], ["y", "ys", "yz"], name="dql")]
+    outs = [helper.make_tensor_value_info("y", T.UINT8, [4]), helper.make_tensor_value_info("ys", T.FLOAT, []),
+            helper.make_tensor_value_info("yz", T.UINT8, [])]
+    return quant_model(nodes, [helper.make_tensor_value_info("x", x_type, [4])], outs, [("c", np.float32(0.5))], opset=13)
+
+
+@pytest.mark.parametrize("nodes,x_type,blocked", [
+    ([helper.make_node("Sigmoid", ["x"], ["v"], name="sig")], T.FLOAT, "Sigmoid ('sig')"),
+    ([helper.make_node("Div", ["x", "c"], ["d"], name="div"), helper.make_node("Add", ["d", "c"], ["v"])], T.FLOAT, "Div ('div')"),
+    ([helper.make_node("Cast", ["x"], ["v"], name="c32", to=T.FLOAT)], T.DOUBLE, "Cast ('c32')"),
+    ([helper.make_node("Mul", ["x", "c"], ["m"]), helper.make_node("Relu", ["m"], ["v"])], T.FLOAT, None),
+    ([helper.make_node("Cast", ["x"], ["v"], to=T.FLOAT)], T.INT32, None)])
+def test_only_after_exact_ops(nodes, x_type, blocked):
+    """The form is exact for ONNX Runtime's x: after a float op a runtime computes within ulps (or a Cast
+    of a float) the node is refused by name; after exact ones (Mul, Relu, a Cast of integers) written."""
+    copy = _after(nodes, x_type)
+    count, blockers = rewrite_quantized(copy, {"DynamicQuantizeLinear": FORM}, "R 1.0")
+    if blocked:
+        assert count == 0 and blocked in blockers[0][3] and "within ulps" in blockers[0][3]
+    else:
+        assert (count, blockers) == (1, [])
+
+
+@pytest.mark.parametrize("factor", [1 - 2.0 ** -10, 1 + 2.0 ** -10])
+def test_a_candidate_one_off_either_way_is_corrected(factor):
+    """OpenVINO's x * (1 / s) may put the candidate Round(x / s) one code above or below: the divisor of
+    every candidate's Div moved by ``factor`` (candidates off by one near each boundary, both ways),
+    the codes and zero point are still ONNX Runtime's."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(EXACT)
+    rounded = {n.input[0] for n in copy.graph.node if n.op_type == "Round"}
+    copy.graph.initializer.append(onnx.numpy_helper.from_array(np.float32(factor), "factor"))
+    for n in list(copy.graph.node):
+        if n.op_type == "Div" and n.output[0] in rounded:
+            moved = n.output[0] + "_divisor"
+            copy.graph.node.insert(list(copy.graph.node).index(n), helper.make_node("Mul", [n.input[1], "factor"], [moved]))
+            n.input[1] = moved
+    import onnxruntime as ort
+
+    run = ort.InferenceSession(copy.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(17)
+    for lo, hi in ((-3.0, 5.0), (0.0, 250.0), (-1e-3, -1e-5)):
+        x = _boundaries(rng, lo, hi, 20_000)
+        assert all(np.array_equal(a, b) for a, b in zip(_bits(OP.run(None, {"x": x})), _bits(run.run(None, {"x": x}))))

@@ -35,13 +35,26 @@ from onnx import TensorProto
 
 from rewriter.convert.lowering.quant_double import Refused
 
-__all__ = ["FORM", "dynamic_quantize", "half_offsets"]
+__all__ = ["EXACT_BEFORE", "FORM", "dynamic_quantize", "half_offsets", "inexact_source"]
 
 FORM = "exact_residual"
 _F32, _I64, _U8 = TensorProto.FLOAT, TensorProto.INT64, TensorProto.UINT8
 _K = 300  # candidates are clipped to [-K, K]: |2k +- 1| < 2^10, so h * s_hi and h * s_lo are exact
 _SMALL, _LARGE = np.float32(2.0 ** -60), np.float32(2.0 ** 60)
 _UP_SMALL, _DOWN_LARGE = 2.0 ** 100, 2.0 ** -64
+# ops whose every output element a runtime computes exactly as ONNX Runtime does (one correct rounding
+# or none): DynamicQuantizeLinear's x computed by these only, from graph inputs and constants, is ONNX
+# Runtime's x; any other float op before it (Sigmoid, Div, Softmax, float MatMul / Conv sums, ...)
+# is computed within ulps of it, and the codes follow x (measured: bench/bench_runtime_targets.py --only
+# _dyn: nudenet_320n_dyn, piper_tashkeel_dyn, ppocr_mobile_cls_dyn and two dynamic BERTs WRONG in
+# OpenVINO 2026.4 with every DynamicQuantizeLinear exact)
+EXACT_BEFORE = frozenset({
+    "Add", "Sub", "Mul", "Neg", "Abs", "Relu", "Max", "Min", "Clip", "Where", "Not", "And", "Or", "Equal", "Less",
+    "Greater", "LessOrEqual", "GreaterOrEqual", "IsNaN", "IsInf", "Sign", "Floor", "Ceil", "Reshape", "Transpose",
+    "Slice", "Concat", "Split", "Squeeze", "Unsqueeze", "Expand", "Gather", "GatherElements", "Identity", "Flatten",
+    "Tile", "Shape", "Size", "Constant", "ConstantOfShape", "ReduceMax", "ReduceMin", "MatMulInteger",
+    "ConvInteger", "DynamicQuantizeLinear", "Cast"})
+_FLOATS = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16)
 
 
 def half_offsets() -> tuple[np.ndarray, np.ndarray]:
@@ -111,6 +124,33 @@ def _scale(w, r: str) -> tuple[str, str, str]:
     return w.op("Where", [degenerate, f, s]), f, back
 
 
+def inexact_source(x: str, scope, ranks: dict):
+    """The first node (op, name) before ``x`` that is not in :data:`EXACT_BEFORE` (a Cast from a float
+    or of an unknown type counts: runtimes round float -> int otherwise), walking back to the main
+    graph's inputs and constants (an input of a subgraph or function counts too: what feeds it is not
+    known here); None when there is none. A DynamicQuantizeLinear stops the walk (its own x is checked
+    for it)."""
+    from rewriter.graph.traversal import definition
+
+    seen, todo = set(), [(x, scope)]
+    while todo:
+        name, where = todo.pop()
+        if not name or name in seen:
+            continue
+        seen.add(name)
+        kind, producer, at = definition(name, where)
+        if kind == "initializer" or (kind == "input" and at.parent is None and not at.is_function):
+            continue
+        if kind != "node":
+            return "an input of a subgraph or function", name
+        cast_of_float = producer.op_type == "Cast" and ranks.get(producer.input[0], (None,))[0] in (None, *_FLOATS)
+        if producer.op_type not in EXACT_BEFORE or producer.domain not in ("", "ai.onnx") or cast_of_float:
+            return producer.op_type, producer.name or name
+        if producer.op_type != "DynamicQuantizeLinear":
+            todo.extend((i, at) for i in producer.input)
+    return None
+
+
 def dynamic_quantize(node, scope, w, ranks: dict, form: str = FORM) -> None:
     """DynamicQuantizeLinear(x) -> (y, y_scale, y_zero_point) written as the form of this module
     with ``w`` (quant_explicit's writer); ``ranks``: name -> (element type, rank), maybe empty."""
@@ -120,6 +160,10 @@ def dynamic_quantize(node, scope, w, ranks: dict, form: str = FORM) -> None:
     x = node.input[0]
     if ranks.get(x, (None, None))[0] not in (None, TensorProto.FLOAT):
         raise Refused("a non-float32 input: DynamicQuantizeLinear takes float32")
+    source = inexact_source(x, scope, ranks)
+    if source is not None:
+        raise Refused(f"its x is computed through {source[0]} ('{source[1]}'), which the runtime computes within "
+                      "ulps of ONNX Runtime, not exactly: the codes follow x (the form is exact for ONNX Runtime's x)")
     nan = w.op("IsNaN", [x])
     zero = w.const(np.float32(0), "fzero")
     xs = w.op("Where", [nan, zero, x])
