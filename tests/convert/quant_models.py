@@ -7,6 +7,8 @@ import numpy as np
 import onnxruntime as ort
 from onnx import helper, numpy_helper
 
+from tests.convert.support.exact_int8 import ort_model
+
 __all__ = ["quant_model", "ort_run", "qlinear_conv"]
 
 
@@ -23,7 +25,7 @@ def ort_run(model, feeds, optimized=False):
     so = ort.SessionOptions()
     if not optimized:
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    return ort.InferenceSession(ort_model(model).SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
 
 
 def qlinear_conv(rng, per_channel: bool, cin: int, size: int, sy: float, w_bound: int):

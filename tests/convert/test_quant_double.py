@@ -23,6 +23,7 @@ from rewriter.targets import parse_target
 from tests.convert.quant_models import ort_run as _ort
 from tests.convert.quant_models import qlinear_conv
 from tests.convert.quant_models import quant_model as _model
+from tests.convert.support.exact_int8 import ort_model
 from tests.targets.runtime_runs import run_in
 
 ort.set_default_logger_severity(4)
@@ -144,7 +145,7 @@ def test_convert_for_tvm_writes_every_form():
     assert double_convs(model, "tvm 0.27") is None
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    want = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)
+    want = ort.InferenceSession(ort_model(model).SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)
     got = ReferenceEvaluator(result).run(None, feeds)
     for i in range(2):
         np.testing.assert_array_equal(got[i], want[i])

@@ -17,6 +17,7 @@ from onnx import helper, numpy_helper
 
 from rewriter.convert.lowering.quant_explicit import rewrite_quantized
 from rewriter.convert.lowering.quant_table import onnx_runtime_codes, thresholds
+from tests.convert.support.exact_int8 import ort_model
 
 NP = {T.UINT8: np.uint8, T.INT8: np.int8}
 
@@ -31,7 +32,7 @@ def _model(nodes, inputs, output, inits, opset=17):
 def _run(model, feeds):
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    return ort.InferenceSession(ort_model(model).SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
 
 
 def _rewritten(model, forms):

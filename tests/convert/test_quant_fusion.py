@@ -20,6 +20,7 @@ from rewriter.convert.lowering.quant_fusion import (
     has_qdq_reduction,
 )
 from rewriter.errors import RewriterError
+from tests.convert.support.exact_int8 import ort_model
 
 S, Z = ("s", np.float32(0.05)), ("z", np.uint8(128))
 
@@ -68,7 +69,7 @@ def _ort(model, optimized=True):
     so = ort.SessionOptions()
     so.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimized
                                    else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
-    return ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, _feeds())
+    return ort.InferenceSession(ort_model(model).SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, _feeds())
 
 
 def test_which_models_are_handed_to_onnx_runtime():

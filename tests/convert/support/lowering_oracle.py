@@ -12,6 +12,7 @@ from onnx import TensorProto, helper
 
 from rewriter.convert.lower_ops import lower_ops
 from rewriter.graph import traversal
+from tests.convert.support.exact_int8 import ort_model
 
 ML = "ai.onnx.ml"
 
@@ -41,7 +42,7 @@ def ort_run(model, feeds, threads=1):
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    sess = ort.InferenceSession(model.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(ort_model(model).SerializeToString(), so, providers=["CPUExecutionProvider"])
     return sess.run(None, feeds)
 
 
