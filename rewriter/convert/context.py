@@ -59,6 +59,11 @@ class NodeContext:
     def node(self) -> onnx.NodeProto:
         return self._node
 
+    @property
+    def model(self) -> onnx.ModelProto:
+        """The model being converted (its graph inputs, for a refusal that names them)."""
+        return self._state.model
+
     def block(self, reason: str):
         """Refuse this step: ``reason`` says why (the engine adds node, op and step)."""
         raise ConversionError(reason)

@@ -37,6 +37,7 @@ from rewriter.convert.frame import Frame
 from rewriter.convert.paths import Keep, Start, keep_without_looking
 from rewriter.convert.splice import named, splice
 from rewriter.convert.model_state import ConversionState
+from rewriter.convert.refused_forms import lacks_for_model
 from rewriter.convert.type_verdicts import TypeVerdicts
 from rewriter.errors import ConversionError
 from rewriter.graph import traversal
@@ -56,7 +57,7 @@ class Engine:
     def __init__(self, state: ConversionState, to_version: int, runtime=None):
         self.state, self.to_version = state, to_version  # the default-domain opset converted to
         # (domain, op, schema version) -> whether the runtime targeted (a rewriter.targets.Target) lacks it
-        self.lacks = None if runtime is None else runtime.lacks
+        self.lacks = None if runtime is None else lacks_for_model(state.model, runtime)  # (forms it refuses too)
         self.ort_may_run = runtime is None or runtime.runtime == "onnxruntime"  # a profile is not ONNX Runtime
         # (op, schema version, opset) -> element types in which the runtime targeted inlines the op's
         # body wrongly at that opset (None: no such runtime); those nodes are expanded here

@@ -75,8 +75,9 @@ class Expansion:
         if value is not None:  # constant inputs: the node is its value
             return self._evaluated(node, scope, opset, src, frame, value)
         found = decompositions.lookup(op)
-        if found is not None:
-            return self._decompose(node, scope, src, label, frame, *found)
+        if found is not None:  # (an opset of None: the nodes are written for the node's own opset)
+            written = opset if found[0] is None else found[0]
+            return self._decompose(node, scope, src, label, frame, written, found[1])
         first = registry.schema_versions(op)[0]
         dst = registry.schema_version_at(op, frame.to_version)
         if dst is not None and self.lacks is not None and self.lacks("", op, dst):

@@ -178,9 +178,11 @@ def expand_over_constant(target):
     from rewriter.convert import decompositions
     from rewriter.convert.paths import has_function_body
 
+    from rewriter.convert.refused_forms import DECOMPOSED_WHEN_REFUSED  # (chosen per model there)
+
     table = target.needs_constant.get("", {})
-    back = {op: vs for op, vs in table.items()
-            if decompositions.lookup(op) is not None or any(has_function_body(op, v) for v in vs)}
+    back = {op: vs for op, vs in table.items() if op not in DECOMPOSED_WHEN_REFUSED and (
+            decompositions.lookup(op) is not None or any(has_function_body(op, v) for v in vs))}
     if not back or target.missing is None:
         return target
     missing = {**target.missing, "": {**target.missing.get("", {})}}

@@ -65,16 +65,18 @@ def test_if_runs_in_tvm():
     assert got["ok"] and np.array_equal(got["values"][0], case.expected[0])
 
 
-def test_tract_wants_sequence_lens_constant_and_convert_names_a_fed_one():
-    from rewriter import RewriterError
+def test_tract_wants_sequence_lens_constant_and_convert_unrolls_a_fed_one():
     from rewriter.convert.for_target import convert_for
+    from tests.oracle import run
 
     entry = json.loads((ROOT / "rewriter" / "targets" / "data" / "tract.json").read_text())["releases"]["0.23"]
     for op in ("RNN", "GRU", "LSTM"):
         assert {7, 14, 22} <= set(entry["needs_constant"][""][op]), op
     fed = next(c for c in CASES if c.id == "form/GRU-14/float/forward_constant_weights/fed_sequence_lens")
-    with pytest.raises(RewriterError, match=r"GRU-14 only with its inputs after the first constant.*'lens'"):
-        convert_for(fed.model, runtime="tract==0.23")
+    result, report = convert_for(fed.model, runtime="tract==0.23")  # unrolled (the decomposition's)
+    assert "GRU" not in [n.op_type for n in result.graph.node] and report.decomposed["GRU"] == 1
+    for want, got in zip(fed.expected, run(result, fed.feeds)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     plain = next(c for c in CASES if c.id == "form/GRU-14/float/forward_constant_weights")
     result, _ = convert_for(plain.model, runtime="tract==0.23")
     assert [n.op_type for n in result.graph.node] == ["GRU"]

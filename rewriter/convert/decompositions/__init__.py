@@ -23,16 +23,17 @@ __all__ = ["DECOMPOSITIONS", "REORDERED_SUMS", "decomposition", "lookup"]
 
 Decomposition = Callable[..., None]
 
-# op -> (the opset the inserted nodes are written for, the decomposition)
-DECOMPOSITIONS: dict[str, tuple[int, Decomposition]] = {}
+# op -> (the opset the inserted nodes are written for, None for the node's own, the decomposition)
+DECOMPOSITIONS: dict[str, tuple[int | None, Decomposition]] = {}
 # the ops whose decomposition computes long float sums in another order than the op's kernels
 # (a DFT as a MatMul): the results agree within a tolerance that grows with the output's scale
 REORDERED_SUMS: set[str] = set()
 
 
-def decomposition(op_type: str, opset: int, *, reorders_sums: bool = False):
-    """Register ``fn`` as the exact decomposition of ``op_type`` into nodes valid at ``opset``;
-    ``reorders_sums`` when it sums floats in another order than the op's kernels do."""
+def decomposition(op_type: str, opset: int | None, *, reorders_sums: bool = False):
+    """Register ``fn`` as the exact decomposition of ``op_type`` into nodes valid at ``opset`` (None:
+    at the node's own opset, as a Scan's unrolled body is); ``reorders_sums`` when it sums floats in
+    another order than the op's kernels do."""
 
     def wrap(fn: Decomposition) -> Decomposition:
         if op_type in DECOMPOSITIONS:
@@ -45,7 +46,7 @@ def decomposition(op_type: str, opset: int, *, reorders_sums: bool = False):
     return wrap
 
 
-def lookup(op_type: str) -> tuple[int, Decomposition] | None:
+def lookup(op_type: str) -> tuple[int | None, Decomposition] | None:
     return DECOMPOSITIONS.get(op_type)
 
 
