@@ -23,7 +23,10 @@ __all__ = ["U8S8_OPS", "saturates", "shifted", "ort_model"]
 
 # op -> (weight input, its zero point input)
 U8S8_OPS = {"MatMulInteger": (1, 3), "ConvInteger": (1, 3), "QLinearConv": (3, 5), "QLinearMatMul": (3, 5),
-            "QGemm": (3, 5), "DequantizeLinear": (0, 2)}
+            "QGemm": (3, 5), "DequantizeLinear": (0, 2),
+            # com.microsoft's dynamic ones: their activations are uint8 (quantized inside, or DynamicQuantizeLinear's)
+            "DynamicQuantizeMatMul": (1, 3), "MatMulIntegerToFloat": (1, 5), "QAttention": (1, 7)}
+_UINT8_INSIDE = {"DequantizeLinear", "DynamicQuantizeMatMul"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -51,7 +54,8 @@ def shifted(model: onnx.ModelProto) -> onnx.ModelProto:
     for i, node in enumerate(out.graph.node):
         where = U8S8_OPS.get(node.op_type)
         activation = where is not None and len(node.input) > where[0] and (
-            uint8_qdq if node.op_type == "DequantizeLinear" else elems.get(node.input[0]) == TensorProto.UINT8)
+            uint8_qdq if node.op_type == "DequantizeLinear" else node.op_type in _UINT8_INSIDE
+            or elems.get(node.input[0]) == TensorProto.UINT8)
         if activation and elems.get(node.input[where[0]]) == TensorProto.INT8:
             ins = list(node.input) + [""] * (where[1] + 1 - len(node.input))
             for k in where:
