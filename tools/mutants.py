@@ -2083,10 +2083,10 @@ MUTANTS: list[Mutant] = [
       '        result["convert"] = {"ok": True, "lines": []}\n', "tests/cli/test_check_target.py",
       "check --target does not plan what convert would do"),
     M("forms-expand-over-constant-never", "rewriter/convert/for_target.py",
-      "if decompositions.lookup(op) is not None or any(has_function_body(op, v) for v in vs)}", "if False}",
+      "decompositions.lookup(op) is not None or any(has_function_body(op, v) for v in vs))}", "False)}",
       "tests/targets/test_runtime_forms.py", "an op the project decomposes keeps a constant-only form the release may refuse"),
     M("forms-expand-over-constant-all", "rewriter/convert/for_target.py",
-      "if decompositions.lookup(op) is not None or any(has_function_body(op, v) for v in vs)}", "}",
+      "decompositions.lookup(op) is not None or any(has_function_body(op, v) for v in vs))}", "True)}",
       "tests/targets/test_runtime_forms.py", "every constant-only form is taken as missing again (Slice-13 for tract)"),
     # ---------------------------------------------------------------- integer outputs' floor, floors that check nothing
     M("int-floor-ignored", "rewriter/verify/numerics/compare.py", "if rel_l2 is not None and floors and floors[i] and is_exact_kind(", "if False and rel_l2 is not None and floors and floors[i] and is_exact_kind(", "tests/verify/test_integer_floor.py", "integer outputs judged exactly whatever their floor"),
@@ -3051,6 +3051,17 @@ MUTANTS: list[Mutant] = [
       '            todo.extend((i, at) for i in producer.input)',
       '            pass',
       'tests/convert/test_quant_dynamic.py', 'only the direct producer checked (Div before an Add missed)'),
+    # ---------------------------------------------------------------- RNN / GRU / LSTM and Scan unrolled
+    M("rnn-lens-mask-dropped", "rewriter/convert/decompositions/recurrent.py", "if known is None or not np.all(known == s.steps):", "if False:", "tests/convert/test_recurrent_unrolled.py", "sequence_lens ignored"),
+    M("rnn-zero-length-kept", "rewriter/convert/decompositions/recurrent.py", "if valid is not None:  # a row of length 0", "if False:  # a row of length 0", "tests/convert/test_recurrent_unrolled.py", "a row of length 0 keeps initial_h as Y_h"),
+    M("rnn-reverse-forward", "rewriter/convert/decompositions/recurrent.py", 'order = range(s.steps) if s.directions[d] == "forward" else range(s.steps - 1, -1, -1)', "order = range(s.steps)", "tests/convert/test_recurrent_unrolled.py", "the reverse direction runs forward"),
+    M("rnn-layout-initial", "rewriter/convert/decompositions/recurrent.py", "b.direction(b.read(name), d, axis=s.layout)", "b.direction(b.read(name), d)", "tests/convert/test_recurrent_unrolled.py", "layout 1's initial state read as layout 0's"),
+    M("gru-lbr-bias-outside", "rewriter/convert/decompositions/recurrent_cells.py", "w_h if self.s.linear_before_reset else b.add(w_h, r_h)", "b.add(w_h, r_h)", "tests/convert/test_recurrent_unrolled.py", "Rbh added twice with linear_before_reset"),
+    M("lstm-input-forget-ignored", "rewriter/convert/decompositions/recurrent_cells.py", 'f = b.node("Sub", [b.scalar(1.0), i]) if self.s.input_forget else self.act(f, 0)', "f = self.act(f, 0)", "tests/convert/test_recurrent_unrolled.py", "input_forget ignored"),
+    M("rnn-thresholdedrelu-default", "rewriter/convert/decompositions/recurrent_values.py", '"thresholdedrelu": ("ThresholdedRelu", True, False, 0.0, None),', '"thresholdedrelu": ("ThresholdedRelu", True, False, 1.0, None),', "tests/convert/test_recurrent_unrolled.py", "the op's default alpha, not ONNX Runtime's"),
+    M("refused-forms-types-ignored", "rewriter/convert/refused_forms.py", "found += type_blockers(model, types, runtime.name, LazyInference(model)())", "found += []", "tests/convert/test_recurrent_unrolled.py", "LiteRT's refused GRU form not decomposed"),
+    M("scan-output-direction-ignored", "rewriter/convert/decompositions/scan.py", "parts = per_output[k][::-1] if out_dirs[k] else per_output[k]", "parts = per_output[k]", "tests/convert/test_scan_unrolled.py", "scan_output_directions ignored"),
+    M("scan-input-direction-ignored", "rewriter/convert/decompositions/scan.py", "steps - 1 - i if rev else i", "i", "tests/convert/test_scan_unrolled.py", "scan_input_directions ignored"),
 ]
 
 

@@ -124,6 +124,12 @@ def test_one_activation_list_serves_both_directions(op):
     _close(ort_outputs(r), _unrolled(r))
 
 
+@pytest.mark.parametrize("fn", ["ThresholdedRelu", "Affine", "ScaledTanh", "LeakyRelu", "HardSigmoid", "Elu"])
+def test_alpha_and_beta_default_as_onnxruntime_takes_them(fn):
+    r = Recurrent("RNN", 3, 4, 2, 5, attrs={"activations": [fn]}, seed=7)
+    _close(ort_outputs(r), _unrolled(r))
+
+
 CASES = [c for op in ("RNN", "GRU", "LSTM") for c in backend_cases(op)]
 
 
