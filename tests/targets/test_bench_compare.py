@@ -49,10 +49,11 @@ def test_a_cached_refusal_of_onnx_runtime_reads_back(tmp_path):
     assert not first["ok"] and bench.ort_reference(model, sample, tmp_path / "cache") == first
 
 
-def _judge_with(tmp_path, optimized: dict, plain: dict, got: dict) -> dict:
+def _judge_with(tmp_path, optimized: dict, plain: dict, got: dict, exact: dict | None = None) -> dict:
     """bench.judge on ``got`` with ONNX Runtime's two results stood in (default options: ``optimized``;
-    without graph optimizations: ``plain``)."""
+    without graph optimizations: ``plain``; its exact uint8 x int8 sums where they saturate: ``exact``)."""
     bench = _bench()
+    bench._exact_int8_reference = lambda model, sample, cache: exact
     np.savez(tmp_path / "plain.npz", **{f"o{i}": v for i, v in enumerate(plain.values())})
     bench.ort_reference = lambda model, sample, cache, optimized=True: (
         {"ok": True, "outputs": list(plain), "file": str(tmp_path / "plain.npz")})
@@ -93,3 +94,15 @@ def test_integer_outputs_are_never_widened_by_the_spread(tmp_path):
     same_labels = {"l": other.copy(), "s": scores * np.float32(1.1)}
     assert _judge_with(tmp_path, {"l": labels, "s": scores}, {"l": other, "s": scores * np.float32(1.1)},
                        same_labels)["verdict"] == "match"
+
+
+def test_onnx_runtimes_exact_int8_sums_are_a_reference_where_this_cpu_saturates(tmp_path):
+    """A result ONNX Runtime's two runs are too far from matches when it is within the bar of ONNX
+    Runtime's exact uint8 x int8 sums (the run of the model with int8 weights read as uint8), and only then."""
+    ort_all, ort_plain = np.array([1, 2, 3], np.int64), np.array([1, 2, 4], np.int64)
+    got = {"y": np.array([1, 5, 3], np.int64)}
+    assert _judge_with(tmp_path, {"y": ort_all}, {"y": ort_plain}, got)["verdict"] == "WRONG"
+    exact = _judge_with(tmp_path, {"y": ort_all}, {"y": ort_plain}, got, exact={"y": got["y"].copy()})
+    assert exact["verdict"] == "match" and "exact uint8 x int8" in exact["match_to"]
+    other = _judge_with(tmp_path, {"y": ort_all}, {"y": ort_plain}, got, exact={"y": np.array([1, 5, 4], np.int64)})
+    assert other["verdict"] == "WRONG"
