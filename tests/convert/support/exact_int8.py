@@ -5,8 +5,9 @@ ConvInteger, QLinearConv, QLinearMatMul, QGemm and the QDQ groups it fuses into 
 products in int16 with saturation: 255 * 127 * 4 sums to 65534 there, not 129540 (ONNX Runtime's
 quantization docs name the saturation). Its result then is neither the op's definition nor its
 result on a CPU with VNNI. ``ort_model`` gives the copy of a model that ONNX Runtime computes exactly
-on every CPU: each int8 constant weight of such an op becomes uint8 ``w + 128`` with zero point
-``zp + 128`` (the same integers ``w - zp`` by definition; uint8 x uint8 is exact in MLAS everywhere).
+on every CPU: each int8 weight of such an op (of uint8 activations) is read as uint8 ``w + 128`` with
+zero point ``zp + 128`` (the same integers ``w - zp`` by definition; uint8 x uint8 is exact in MLAS
+everywhere).
 On a CPU that does not saturate the model is returned as it is.
 """
 
@@ -45,7 +46,7 @@ def saturates() -> bool:
 def shifted(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` with every int8 weight of a ``U8S8_OPS`` node of uint8 activations (main graph)
     read as uint8 ``w + 128``, its zero point as ``zp + 128`` (Cast / Add / Cast nodes before it,
-    which ONNX Runtime folds for constants)."""
+    which ONNX Runtime folds for constants); ``model`` itself when it has no such weight."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
     elems = _elem_types(out.graph)
@@ -69,6 +70,8 @@ def shifted(model: onnx.ModelProto) -> onnx.ModelProto:
             del node.input[:]
             node.input.extend(ins)
         nodes.append(node)
+    if len(nodes) == len(out.graph.node):
+        return model
     out.graph.initializer.append(numpy_helper.from_array(np.int32(128), "int8_shift_128"))
     del out.graph.node[:]
     out.graph.node.extend(nodes)
