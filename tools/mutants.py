@@ -3062,6 +3062,9 @@ MUTANTS: list[Mutant] = [
     M("refused-forms-types-ignored", "rewriter/convert/refused_forms.py", "found += type_blockers(model, types, runtime.name, LazyInference(model)())", "found += []", "tests/convert/test_recurrent_unrolled.py", "LiteRT's refused GRU form not decomposed"),
     M("scan-output-direction-ignored", "rewriter/convert/decompositions/scan.py", "parts = per_output[k][::-1] if out_dirs[k] else per_output[k]", "parts = per_output[k]", "tests/convert/test_scan_unrolled.py", "scan_output_directions ignored"),
     M("scan-input-direction-ignored", "rewriter/convert/decompositions/scan.py", "steps - 1 - i if rev else i", "i", "tests/convert/test_scan_unrolled.py", "scan_input_directions ignored"),
+    M("exact-int8-shift-127", "tests/convert/support/exact_int8.py", 'np.int32(128), "int8_shift_128"', 'np.int32(127), "int8_shift_128"', "tests/convert/test_exact_int8.py", "-128 wraps to 255"),
+    M("exact-int8-int8-activations", "tests/convert/support/exact_int8.py", "            or elems.get(node.input[0]) == TensorProto.UINT8)", "            or True)", "tests/convert/test_exact_int8.py", "int8 x int8 shifted to a kernel ONNX Runtime lacks"),
+    M("bench-exact-reference-ignored", "bench/bench_runtime_targets.py", "    if exact is not None and compare(in_label_order(exact, converted), got, order) is None:", "    if exact is not None:", "tests/targets/test_bench_compare.py", "any exact reference makes a match"),
 ]
 
 

@@ -16,7 +16,9 @@ from tests.convert.support.exact_int8 import saturates, shifted
 
 def _matmul_integer(a_elem, zb):
     zeros = [("za", np.uint8(3) if a_elem == T.UINT8 else np.int8(3)), ("zb", zb)] if zb is not None else []
-    inits = [("b", np.full((64, 3), 127, np.int8) - np.arange(3, dtype=np.int8))] + zeros
+    b = np.full((64, 3), 127, np.int8) - np.arange(3, dtype=np.int8)
+    b[::2, 2] = -128  # both ends of int8: the shift must map -128 to 0 and 127 to 255
+    inits = [("b", b)] + zeros
     node = helper.make_node("MatMulInteger", ["a", "b", "za", "zb"] if zb is not None else ["a", "b"], ["y"])
     return quant_model([node], [helper.make_tensor_value_info("a", a_elem, [2, 64])],
                        [helper.make_tensor_value_info("y", T.INT32, [2, 3])], inits)
