@@ -312,9 +312,11 @@ def blockers(model, target: Target, *, base_dir: str | None = None) -> list[str]
 
     found += half_precision_blockers(model, target)
     if target.needs_static_dims or target.refused_forms:
-        from rewriter.targets.static_dims import static_dims_blockers
+        from rewriter.targets.static_dims import LIFTED_BY, static_dims_blockers, still_needed
 
-        found += [f"{b[0]}: {b[3]}" for b in static_dims_blockers(
+        lifted = {LIFTED_BY[f][0] for f in set(target.needs_static_dims) - set(still_needed(
+            target.needs_static_dims, target.rewrite_forms))}
+        found += [f"{b[0]}: {b[3]}" + (" [convert may rewrite it]" if b[1] in lifted else "") for b in static_dims_blockers(
             model, target.needs_static_dims, target.name, _inferred(model), target.refused_forms)]
     from rewriter.targets.restriction_rewrites import REWRITABLE
 

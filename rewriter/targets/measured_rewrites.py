@@ -29,8 +29,10 @@ from rewriter.targets.dim_scalars import (
     shape_no_ops_bypassed,
     shapes_cast_for_readers,
 )
+from rewriter.targets.flatten_reshape import flatten_as_reshape
 from rewriter.targets.folded_inputs import constants_folded
 from rewriter.targets.output_identity import producer_writes_output
+from rewriter.targets.tdim_casts import topk_cast_bypassed
 from rewriter.targets.restriction_lookups import trt_constant
 from rewriter.targets.same_pads import explicit_pads
 from rewriter.targets.where_branches import branches_swapped, strings_gathered
@@ -130,7 +132,8 @@ _REWRITES = {("Tile", "rank_6"): _tile_rank_6, ("Identity", "producer_writes_out
              ("AveragePool", "same_pads_explicit"): explicit_pads, ("Shape", "cast_for_readers"): shapes_cast_for_readers,
              ("Where", "branches_swapped"): branches_swapped, ("Where", "strings_gathered"): strings_gathered,
              ("Conv", "weights_folded"): constants_folded("Conv"), ("Reshape", "shape_folded"): constants_folded("Reshape"),
-             ("Slice", "bounds_folded"): constants_folded("Slice")}
+             ("Slice", "bounds_folded"): constants_folded("Slice"), ("TopK", "cast_bypassed"): topk_cast_bypassed,
+             ("Flatten", "as_reshape"): flatten_as_reshape}
 
 
 def rewrite_forms(model: onnx.ModelProto, table: dict, release: str, inferred=None) -> list[str]:
