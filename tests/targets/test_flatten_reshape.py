@@ -117,15 +117,15 @@ def test_in_tract_the_flatten_is_refused_and_the_reshape_runs():
     assert np.array_equal(got["values"][0], feeds["x"].reshape(2, 12))
 
 
-def _topk_of_lengths(dims, source=T.INT64) -> onnx.ModelProto:
+def _topk_of_lengths(dims, source=T.INT64, to=T.INT64) -> onnx.ModelProto:
     """piper_tashkeel's sort of the lengths before torch's packed GRU: TopK(Cast(lengths, to=INT64), k)
     with k = Shape(lengths)[0] (the lengths fed as ``source``)."""
     vi, node = helper.make_tensor_value_info, helper.make_node
-    nodes = [node("Cast", ["lengths"], ["l"], to=T.INT64, name="cast"),
+    nodes = [node("Cast", ["lengths"], ["l"], to=to, name="cast"),
              node("Shape", ["l"], ["s"], name="shape"), node("Gather", ["s", "zero"], ["k"], axis=0, name="gather"),
              node("TopK", ["l", "k"], ["v", "i"], name="topk")]
     graph = helper.make_graph(nodes, "g", [vi("lengths", source, dims)],
-                              [vi("v", T.INT64, [None]), vi("i", T.INT64, [None])],
+                              [vi("v", to, [None]), vi("i", T.INT64, [None])],
                               [numpy_helper.from_array(np.array([0], np.int64), "zero")])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
 
@@ -150,11 +150,15 @@ def test_a_topk_of_a_cast_to_int64_sorts_the_integers_themselves(source):
     assert not run_in("tract", "0.23", model, feeds)["ok"]  # (as the data says)
 
 
-def test_a_topk_of_a_float_cast_and_other_releases_are_left():
-    model = _topk_of_lengths([4], T.FLOAT)
+@pytest.mark.parametrize(("source", "to"), [(T.FLOAT, T.INT64), (T.INT64, T.INT32)])
+def test_a_topk_of_a_float_cast_or_of_a_cast_to_int32_is_left(source, to):
+    model = _topk_of_lengths([4], source, to)
     result, report = convert_for(model, runtime="tract==0.23")
     assert next(n for n in result.graph.node if n.op_type == "TopK").input[0] == "l"
     assert not any("TopK" in n for n in report.target_notes)
+
+
+def test_other_releases_keep_the_cast():
     result, _ = convert_for(_topk_of_lengths([4]), runtime="openvino==2026.4")
     assert next(n for n in result.graph.node if n.op_type == "TopK").input[0] == "l"
 
