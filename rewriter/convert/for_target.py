@@ -312,9 +312,12 @@ def lower_for(model: onnx.ModelProto, target):
     if not lacking:
         return model, None
     from rewriter.convert.lower_ops import lower_ops
-    from rewriter.convert.lowering.avoid import LOOP, avoiding
+    from rewriter.convert.lowering.avoid import DOUBLE, LOOP, avoiding
+    from rewriter.targets.measured_verdicts import refuses_double_inside
 
-    with avoiding({LOOP} if target_lacks(target, "", "Loop") else ()):  # a lowering writes other forms then
+    avoided = ({LOOP} if target_lacks(target, "", "Loop") else set()) | (
+        {DOUBLE} if refuses_double_inside(target.form_verdicts) else set())
+    with avoiding(avoided):  # a lowering writes other forms then
         return lower_ops(model, lacking)
 
 

@@ -31,7 +31,7 @@ from rewriter.graph.names import first_few
 from rewriter.graph.schemas import DEFAULT_DOMAINS, schema_version_at_domain
 
 __all__ = ["node_versions", "read_or_none", "rewrite_note", "type_blockers", "untaken_nan_blockers",
-           "double_inside_blockers", "negative_steps_blockers", "unmeasured_present", "UNTAKEN_NAN", "DOUBLE_INSIDE",
+           "double_inside_blockers", "refuses_double_inside", "negative_steps_blockers", "unmeasured_present", "UNTAKEN_NAN", "DOUBLE_INSIDE",
            "NEGATIVE_STEPS"]
 
 UNTAKEN_NAN = "nan_in_untaken_branch"
@@ -142,6 +142,12 @@ def untaken_nan_blockers(model: onnx.ModelProto, table: dict, release: str, infe
                           f"{release} returns that NaN when the branches broadcast (measured: "
                           f"{table[''][node.op_type][version][UNTAKEN_NAN][:120]})", node.name))
     return found
+
+
+def refuses_double_inside(table: dict) -> bool:
+    """Whether ``table`` (``form_verdicts``) says some op version refuses a double the graph computes."""
+    return any(forms.get(DOUBLE_INSIDE, "ok") != "ok" for versions in table.get("", {}).values()
+               for forms in versions.values())
 
 
 def double_inside_blockers(model: onnx.ModelProto, table: dict, release: str, inferred=None) -> list[tuple]:

@@ -8,6 +8,10 @@ alone, ``--lower-ops``) nothing is avoided: the lowerings write their default fo
 - :data:`LOOP`: the release implements no ``Loop`` at any schema version it could take (tract 0.23,
   TVM 0.27, LiteRT 2.6, measured); SVMClassifier's pairwise coupling is then written unrolled
   (:mod:`rewriter.convert.lowering.ml_svm_prob`), the same rounds with the same results.
+- :data:`DOUBLE`: the release computes no double inside a graph (LiteRT 2.6: its CumSum refuses a
+  double the graph computes, measured, and onnx2tf makes double inputs float); SVMClassifier's pair
+  sums are then float-float pairs (:mod:`rewriter.convert.lowering.ml_svm_sums`), within the
+  tolerance stated there.
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 
-__all__ = ["LOOP", "avoiding", "avoids"]
+__all__ = ["DOUBLE", "LOOP", "avoiding", "avoids"]
 
 LOOP = "Loop"
+DOUBLE = "double"
 
 _AVOIDED: contextvars.ContextVar[frozenset] = contextvars.ContextVar("rewriter_lowering_avoided", default=frozenset())
 

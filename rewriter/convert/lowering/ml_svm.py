@@ -4,7 +4,8 @@ With support vectors (libsvm's one-against-one): the kernel values [N, V]
 (:mod:`ml_svm_kernel`); per pair of classes i < j, in the kernel's order, the products of the
 coefficients with the kernel values of class i's vectors then class j's (float products, summed
 left to right in double: a CumSum in double), plus rho; a vote for i when that sum is > 0, else for
-j; the label is the first class of most votes. The scores are the pair sums as float, after the
+j; the label is the first class of most votes (for a runtime that computes no double, the sums are
+float-float pairs: :mod:`ml_svm_sums`). The scores are the pair sums as float, after the
 batched post_transform (two classes: [-s, s] under NONE, [1 - s, s] under the others); with prob_a
 and prob_b, libsvm's pairwise coupling (:mod:`ml_svm_prob`) gives the class probabilities first.
 Without support vectors (liblinear's form): X times the coefficients plus rho[0], the kernel's
@@ -15,8 +16,10 @@ from __future__ import annotations
 import numpy as np
 
 from rewriter.convert.lowering import ml_post, ml_svm_prob
+from rewriter.convert.lowering.avoid import DOUBLE, avoids
 from rewriter.convert.lowering.emit import F32, F64, I64, STR
 from rewriter.convert.lowering.ml_svm_kernel import SvmKernel, kernel_values, svm_input
+from rewriter.convert.lowering.ml_svm_sums import FLOAT_FLOAT, float_float_sums
 from rewriter.convert.lowering.registry import lowering
 
 __all__ = []
@@ -30,9 +33,10 @@ def _pairs(k: int) -> list[tuple[int, int]]:
     return [(i, j) for i in range(k - 1) for j in range(i + 1, k)]
 
 
-def _pair_tables(coef: np.ndarray, per_class: np.ndarray):
+def _pair_tables(coef: np.ndarray, per_class: np.ndarray, pow2: bool = False):
     """For each pair (i, j): the kernel-value indices and coefficients it sums, in order, after one
-    leading unused slot (the kernel's sum starts at +0): [C, L] indices, coefficients and mask."""
+    leading unused slot (the kernel's sum starts at +0): [C, L] indices, coefficients and mask
+    (``pow2``: L a power of two, unused slots after)."""
     start = np.concatenate([[0], np.cumsum(per_class)[:-1]]).astype(np.int64)
     rows = []
     for i, j in _pairs(len(per_class)):
@@ -40,6 +44,8 @@ def _pair_tables(coef: np.ndarray, per_class: np.ndarray):
         jj = np.arange(start[j], start[j] + per_class[j])
         rows.append((np.concatenate([ii, jj]), np.concatenate([coef[j - 1, ii], coef[i, jj]])))
     width = 1 + max(len(r[0]) for r in rows)
+    if pow2:
+        width = 1 << (width - 1).bit_length()
     index = np.zeros((len(rows), width), np.int64)
     weight = np.zeros((len(rows), width), np.float32)
     mask = np.zeros((len(rows), width), bool)
@@ -49,12 +55,16 @@ def _pair_tables(coef: np.ndarray, per_class: np.ndarray):
 
 
 def _pair_sums(e, values: str, coef: np.ndarray, per_class: np.ndarray, rho: np.ndarray) -> str:
-    """[N, C] double: per pair, 0 + products in order (float, then double) + rho."""
-    index, weight, mask = _pair_tables(coef, per_class)
+    """[N, C] double: per pair, 0 + products in order (float, then double) + rho; float, summed as
+    float-float pairs (:mod:`ml_svm_sums`), when the runtime computes no double."""
+    no_double = avoids(DOUBLE)
+    index, weight, mask = _pair_tables(coef, per_class, pow2=no_double)
     gathered = e.op("Gather", [values, e.const(index, hint="pair_index")], axis=1)
     products = e.op("Where", [e.const(mask, hint="pair_mask"),
                               e.op("Mul", [gathered, e.const(weight, hint="pair_coefficients")]),
                               e.const(np.float32(0), hint="zero")])
+    if no_double:
+        return float_float_sums(e, products, index.shape[1], rho)
     sums = e.op("CumSum", [e.cast(products, F64), e.const(np.array(2, np.int64), hint="axis")])
     total = e.op("Gather", [sums, e.const(np.array(-1, np.int64), hint="last")], axis=2)
     total = e.op("Add", [total, e.const(np.float64(0), hint="zero_d")])  # a -0.0 sum is +0.0 in the kernel
@@ -67,7 +77,8 @@ def _votes(e, sums: str, k: int) -> str:
     to_i, to_j = np.zeros((len(pairs), k), np.float32), np.zeros((len(pairs), k), np.float32)
     for c, (i, j) in enumerate(pairs):
         to_i[c, i], to_j[c, j] = 1, 1
-    positive = e.op("Greater", [sums, e.const(np.float64(0), hint="zero_d")])
+    zero = np.float32(0) if avoids(DOUBLE) else np.float64(0)
+    positive = e.op("Greater", [sums, e.const(zero, hint="zero_d")])
     pos = e.cast(positive, F32)
     neg = e.cast(e.op("Not", [positive]), F32)
     return e.op("Add", [e.op("MatMul", [pos, e.const(to_i, hint="votes_i")]),
@@ -100,7 +111,7 @@ def _svc(ctx, x: str, coef, vectors, per_class, labels, strings, how) -> None:
     if len(prob_a) and (len(prob_a) < pairs or len(prob_b) < pairs):
         ctx.block(f"prob_a/prob_b need {pairs} values for {k} classes")
     kernel = SvmKernel(ctx)
-    ctx.exactness = f"{kernel.exactness}; {SUMS}"
+    ctx.exactness = f"{kernel.exactness}; {FLOAT_FLOAT if avoids(DOUBLE) else SUMS}"
     x = svm_input(ctx, x, len(vectors) // count)
     values = kernel_values(e, kernel, x, vectors.reshape(count, -1))
     sums = _pair_sums(e, values, coef[:(k - 1) * count].reshape(k - 1, count), per_class, rho[:pairs])

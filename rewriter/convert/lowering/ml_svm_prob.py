@@ -159,8 +159,12 @@ def coupling(e: Emitter, scores: str, prob_a: np.ndarray, prob_b: np.ndarray, k:
     rows = _q_rows(e, q, k)
     n_rows = _rows(e, scores)
     p = e.op("Expand", [e.const(_F(1) / _F(k), hint="uniform"), e.op("Concat", [n_rows, e.ints([k])], axis=0)])
-    done = e.op("Expand", [e.const(np.zeros((), bool), hint="false"), e.op("Concat", [n_rows, e.ints([1])], axis=0)])
-    if not (avoid.avoids(avoid.LOOP) if unrolled is None else unrolled):
+    unrolled = avoid.avoids(avoid.LOOP) if unrolled is None else unrolled
+    # written out, a row's done flag is [N, k], the shape of what it selects (LiteRT's SELECT takes a
+    # condition of a lower rank only when it is a scalar or one value per row of rank 1: measured)
+    done = e.op("Expand", [e.const(np.zeros((), bool), hint="false"),
+                           e.op("Concat", [n_rows, e.ints([k if unrolled else 1])], axis=0)])
+    if not unrolled:
         return _loop(e, q, rows, p, done, k)
     for n in range(LOOPS):
         p, done = _stop_or_step(_Round(e, n), q, rows, p, done, k)
