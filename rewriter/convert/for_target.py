@@ -47,7 +47,10 @@ def _rewrites_opset(model: onnx.ModelProto, runtime, start: int, inferred=None) 
     if runtime.rewrite_forms.get("Flatten", {}).get("form") != "as_reshape" or start >= flatten_reshape.MIN_OPSET:
         return start
     high = runtime.opsets.get("")
-    if (high is not None and high < flatten_reshape.MIN_OPSET) or not flatten_reshape.symbolic_flattens(model, inferred):
+    if (high is not None and high < flatten_reshape.MIN_OPSET) or not any(
+            n.op_type == "Flatten" for s in traversal.iter_scopes(model) for n in s.body.node):
+        return start
+    if not flatten_reshape.symbolic_flattens(model, inferred() if callable(inferred) else inferred):
         return start
     return flatten_reshape.MIN_OPSET
 
@@ -204,6 +207,12 @@ def expand_over_constant(target):
     return dataclasses.replace(target, missing=missing, needs_constant=rest)
 
 
+def _copied(model: onnx.ModelProto) -> onnx.ModelProto:
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    return copy
+
+
 def _measured_forms(source, result, report, target, plan_only: bool) -> None:
     """What a measured release needs beyond the op versions (:mod:`rewriter.targets.runtime_forms`):
     named input dims (written in ``result``), forms it computes wrongly that another form of the same
@@ -218,11 +227,14 @@ def _measured_forms(source, result, report, target, plan_only: bool) -> None:
         report.target_notes.extend(forms.name_anonymous_dims(result))
     if target.runtime in static_dims.CLEARS_FOREIGN_SYMBOLS and not plan_only:
         report.target_notes.extend(static_dims.clear_foreign_symbols(result))
-    if target.rewrite_forms and not plan_only:
+    if target.rewrite_forms:
         from rewriter.graph.inferred import LazyInference
         from rewriter.targets.measured_rewrites import rewrite_forms
 
-        report.target_notes.extend(rewrite_forms(result, target.rewrite_forms, target.name, LazyInference(result)()))
+        if plan_only:  # the plan names what convert leaves: the rewrites run on a copy
+            result = _copied(result)
+        notes = rewrite_forms(result, target.rewrite_forms, target.name, LazyInference(result)())
+        report.target_notes.extend(notes if not plan_only else [])
     if target.form_verdicts and not plan_only:
         from rewriter.targets.reversal import reversed_slices
         from rewriter.targets.single_input import single_input_concats

@@ -32,7 +32,9 @@ from rewriter.targets.dim_scalars import (
 from rewriter.targets.flatten_reshape import flatten_as_reshape
 from rewriter.targets.folded_inputs import constants_folded
 from rewriter.targets.forced_dims import forced_dims_fixed
+from rewriter.targets.int32_dims import int32_dims_widened
 from rewriter.targets.output_identity import producer_writes_output
+from rewriter.targets.slice_ends import huge_ends_maximal
 from rewriter.targets.tdim_casts import topk_cast_bypassed
 from rewriter.targets.restriction_lookups import trt_constant
 from rewriter.targets.same_pads import explicit_pads
@@ -134,7 +136,8 @@ _REWRITES = {("Tile", "rank_6"): _tile_rank_6, ("Identity", "producer_writes_out
              ("Where", "branches_swapped"): branches_swapped, ("Where", "strings_gathered"): strings_gathered,
              ("Conv", "weights_folded"): constants_folded("Conv"), ("Reshape", "shape_folded"): constants_folded("Reshape"),
              ("Slice", "bounds_folded"): constants_folded("Slice"), ("TopK", "cast_bypassed"): topk_cast_bypassed,
-             ("Flatten", "as_reshape"): flatten_as_reshape, ("Concat", "forced_dims_fixed"): forced_dims_fixed}
+             ("Flatten", "as_reshape"): flatten_as_reshape, ("Concat", "forced_dims_fixed"): forced_dims_fixed,
+             ("Cast", "int32_dims_widened"): int32_dims_widened, ("Slice", "huge_ends_maximal"): huge_ends_maximal}
 
 
 def rewrite_forms(model: onnx.ModelProto, table: dict, release: str, inferred=None) -> list[str]:

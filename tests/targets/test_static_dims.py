@@ -111,11 +111,12 @@ def test_gru_sequence_lens_fed_from_an_input_is_not_a_static_dims_matter():
 
 
 def test_convert_names_the_node_and_input_shape_lifts_it():
-    model, feeds = forms.reshape_shape_through_cast()
-    model.graph.node[-1].name = "reshape"
+    model, feeds = forms.concat_resized()
+    concat = next(n for n in model.graph.node if n.op_type == "Concat")
+    concat.name = "concat"
     _, report = convert_for(model, runtime="tract==0.23", plan_only=True)
     lines = [b.line() for b in report.blockers]
-    assert len(lines) == 1 and "node 'reshape' (Reshape)" in lines[0] and "needs static dims" in lines[0]
+    assert len(lines) == 1 and "node 'concat' (Concat)" in lines[0] and "needs static dims" in lines[0]
     dims = ", ".join(d.dim_param or str(d.dim_value) for d in model.graph.input[0].type.tensor_type.shape.dim)
     assert f"--input-shape NAME:DIMS for 'x' [{dims}]" in lines[0]
     with pytest.raises(ConversionBlocked):
@@ -132,12 +133,17 @@ def test_cli_check_and_convert(tmp_path):
     onnx.save(model, path)
     run = lambda *a: subprocess.run([sys.executable, "-m", "rewriter", *a], capture_output=True, text=True,
                                     cwd=tmp_path, check=False)
-    check = run("check", str(path), "--target", "tract==0.23")
-    assert "needs static dims" in check.stdout + check.stderr
-    refused = run("convert", str(path), "--target", "tract==0.23", "-o", str(tmp_path / "o.onnx"))
-    assert refused.returncode == 2 and "needs static dims" in refused.stderr and not (tmp_path / "o.onnx").exists()
-    done = run("convert", str(path), "--target", "tract==0.23", "--input-shape", "x:2,3,6,7", "-o",
-               str(tmp_path / "o.onnx"))
+    check = run("check", str(path), "--target", "tract==0.23")  # the model as it is; convert reads it in int64
+    assert "needs static dims" in check.stdout + check.stderr and "[convert may rewrite it]" in check.stdout + check.stderr
+    done = run("convert", str(path), "--target", "tract==0.23", "-o", str(tmp_path / "o.onnx"))
+    assert done.returncode == 0 and "shape chain(s) computed in int32" in done.stdout + done.stderr, done.stderr
+    cast_through_float = onnx.load(path)  # a dim through a float: not a move, still named
+    next(n for n in cast_through_float.graph.node if n.op_type == "Cast").attribute[0].i = onnx.TensorProto.FLOAT
+    onnx.save(cast_through_float, tmp_path / "f.onnx")
+    refused = run("convert", str(tmp_path / "f.onnx"), "--target", "tract==0.23", "-o", str(tmp_path / "g.onnx"))
+    assert refused.returncode == 2 and "needs static dims" in refused.stderr and not (tmp_path / "g.onnx").exists()
+    done = run("convert", str(tmp_path / "f.onnx"), "--target", "tract==0.23", "--input-shape", "x:2,3,6,7", "-o",
+               str(tmp_path / "g.onnx"))
     assert done.returncode == 0, done.stderr
     for static in ([], ["--input-shape", "x:2,3,6,7"]):  # TVM 0.27 refuses the form static too: named either way
         tvm = run("convert", str(path), "--target", "tvm==0.27", *static, "-o", str(tmp_path / "v.onnx"))
