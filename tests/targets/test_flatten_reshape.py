@@ -17,6 +17,7 @@ from onnx import TensorProto as T, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from rewriter.convert.for_target import convert_for
+from rewriter.graph.inferred import LazyInference
 from rewriter.targets import blockers, parse_target
 from rewriter.targets.flatten_reshape import flatten_as_reshape, symbolic_flattens
 from tests.targets.runtime_runs import run_in
@@ -65,6 +66,9 @@ def test_the_reshape_is_the_flatten_for_every_rank_axis_and_dim(case):
 def test_the_opset_goes_to_14_only_for_a_flatten_over_symbols():
     result, _ = convert_for(_flatten(["b", "s", 4], 1, 13), runtime="tract==0.23")
     assert result.opset_import[0].version == 14
+    model = _flatten(["b", "s", 4], 1, 13)  # (the CLI passes its inference as a LazyInference)
+    result, _ = convert_for(model, runtime="tract==0.23", inferred=LazyInference(model))
+    assert result.opset_import[0].version == 14 and "Flatten" not in [n.op_type for n in result.graph.node]
     for dims in (["b", 3, 4], [2, 3, 4]):  # one symbol, none: tract runs the Flatten
         result, report = convert_for(_flatten(dims, 1, 13), runtime="tract==0.23")
         assert result.opset_import[0].version == 13 and [n.op_type for n in result.graph.node] == ["Flatten"]
