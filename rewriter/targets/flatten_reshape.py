@@ -22,6 +22,7 @@ from rewriter.graph.model_index import value_types
 from rewriter.graph.names import first_few, fresh_name
 from rewriter.graph.schemas import is_default_domain
 from rewriter.graph.static_shapes import is_dynamic
+from rewriter.targets.node_splice import splice, taken_names
 
 __all__ = ["MIN_OPSET", "flatten_as_reshape", "symbolic_flattens"]
 
@@ -90,9 +91,7 @@ def flatten_as_reshape(model: onnx.ModelProto, release: str, inferred=None) -> l
     """Rewrite in place each Flatten over two or more dims that are not static (opset 14 or later,
     input rank known) as the Reshape of the module's docstring; one note naming them."""
     types = value_types(model, inferred)
-    taken = {n for s in traversal.iter_scopes(model) for node in s.body.node
-             for n in [*node.input, *node.output, node.name]}
-    taken |= {v.name for v in [*model.graph.input, *model.graph.output, *model.graph.initializer]}
+    taken = taken_names(model)
     plans, done = [], []
     for scope in traversal.iter_scopes(model):
         if scope.opset is None or scope.opset < MIN_OPSET:
@@ -103,15 +102,7 @@ def flatten_as_reshape(model: onnx.ModelProto, release: str, inferred=None) -> l
         if found:
             plans.append((scope, found))
     for scope, found in reversed(plans):  # a subgraph before the graph whose node holds it
-        nodes = []
-        for i, node in enumerate(scope.body.node):
-            if i in found:
-                nodes += _as_reshape(node, found[i], taken)
-                done.append(node.name or node.output[0])
-            else:
-                nodes.append(node)
-        del scope.body.node[:]
-        scope.body.node.extend(nodes)
+        done += splice(scope, found, lambda node, rank: _as_reshape(node, rank, taken))
     if not done:
         return []
     return [f"{len(done)} Flatten node(s) over two or more dims that are not static written as a Reshape to "

@@ -23,6 +23,7 @@ from rewriter.graph import traversal
 from rewriter.graph.names import first_few, fresh_name
 from rewriter.graph.schemas import is_default_domain
 from rewriter.targets.restriction_lookups import trt_constant
+from rewriter.targets.node_splice import splice, taken_names
 
 __all__ = ["MOVES", "int32_dims_widened"]
 
@@ -96,9 +97,7 @@ def _widened(cast: onnx.NodeProto, chain: list, scope: traversal.Scope, taken: s
 
 def int32_dims_widened(model: onnx.ModelProto, release: str, inferred=None) -> list[str]:
     """Rewrite in place each Cast to int64 of an int32 shape chain (module docstring); one note."""
-    taken = {n for s in traversal.iter_scopes(model) for node in s.body.node
-             for n in [*node.input, *node.output, node.name]}
-    taken |= {v.name for v in [*model.graph.input, *model.graph.output, *model.graph.initializer]}
+    taken = taken_names(model)
     done = []
     for scope in traversal.iter_scopes(model):
         plans = {}
@@ -107,17 +106,8 @@ def int32_dims_widened(model: onnx.ModelProto, release: str, inferred=None) -> l
             if _cast_to(node) == TensorProto.INT64 and is_default_domain(node.domain) and _chain(
                     node.input[0], scope, chain) and any(n.op_type == "Cast" for n in chain):
                 plans[i] = chain
-        if not plans:
-            continue
-        nodes = []
-        for i, node in enumerate(scope.body.node):
-            if i in plans:
-                nodes += _widened(node, plans[i], scope, taken)
-                done.append(node.name or node.output[0])
-            else:
-                nodes.append(node)
-        del scope.body.node[:]
-        scope.body.node.extend(nodes)
+        if plans:
+            done += splice(scope, plans, lambda node, chain, scope=scope: _widened(node, chain, scope, taken))
     if not done:
         return []
     return [f"{len(done)} shape chain(s) computed in int32 from a Shape read in int64 from the Shape itself "

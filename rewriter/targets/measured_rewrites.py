@@ -39,6 +39,7 @@ from rewriter.targets.tdim_casts import topk_cast_bypassed
 from rewriter.targets.restriction_lookups import trt_constant
 from rewriter.targets.same_pads import explicit_pads
 from rewriter.targets.where_branches import branches_swapped, strings_gathered
+from rewriter.targets.node_splice import splice, taken_names
 
 __all__ = ["TILE_RANKS", "rewrite_forms"]
 
@@ -96,9 +97,7 @@ def _as_rank_6(node: onnx.NodeProto, rank: int, repeats, opset: int, taken: set)
 
 def _tile_rank_6(model: onnx.ModelProto, release: str, inferred) -> list[str]:
     ranks = _ranks(model, inferred)
-    taken = {n for s in traversal.iter_scopes(model) for node in s.body.node
-             for n in [*node.input, *node.output, node.name]}
-    taken |= {v.name for v in [*model.graph.input, *model.graph.output, *model.graph.initializer]}
+    taken = taken_names(model)
     plans, done = [], []  # (scope, {node index: (rank, repeats)}), found before any scope changes
     for scope in traversal.iter_scopes(model):
         found = {}
@@ -111,15 +110,7 @@ def _tile_rank_6(model: onnx.ModelProto, release: str, inferred) -> list[str]:
         if found:
             plans.append((scope, found))
     for scope, found in reversed(plans):  # a subgraph before the graph whose node holds it
-        nodes = []
-        for i, node in enumerate(scope.body.node):
-            if i in found:
-                nodes += _as_rank_6(node, *found[i], scope.opset, taken)
-                done.append(node.name or node.output[0])
-            else:
-                nodes.append(node)
-        del scope.body.node[:]
-        scope.body.node.extend(nodes)
+        done += splice(scope, found, lambda node, plan, opset=scope.opset: _as_rank_6(node, *plan, opset, taken))
     if not done:
         return []
     labels = first_few(f"'{n}'" for n in done)

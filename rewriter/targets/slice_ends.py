@@ -18,6 +18,7 @@ from rewriter.graph import traversal
 from rewriter.graph.names import first_few, fresh_name
 from rewriter.graph.schemas import is_default_domain
 from rewriter.targets.restriction_lookups import trt_constant
+from rewriter.targets.node_splice import taken_names
 
 __all__ = ["HUGE", "huge_ends_maximal"]
 
@@ -57,9 +58,7 @@ def _as_int64(node: onnx.NodeProto, scope: traversal.Scope, taken: set, ends: np
 def huge_ends_maximal(model: onnx.ModelProto, release: str, inferred=None) -> list[str]:
     """Rewrite in place each Slice (opset 10 or later: ends an input) whose constant ends hold a
     value of at least :data:`HUGE` and whose steps are positive; one note naming them."""
-    taken = {n for s in traversal.iter_scopes(model) for node in s.body.node
-             for n in [*node.input, *node.output, node.name]}
-    taken |= {v.name for v in [*model.graph.input, *model.graph.output, *model.graph.initializer]}
+    taken = taken_names(model)
     done = []
     for scope in traversal.iter_scopes(model):
         added = []

@@ -17,6 +17,7 @@ from rewriter.graph import traversal
 from rewriter.graph.model_index import value_types
 from rewriter.graph.names import first_few, fresh_name
 from rewriter.graph.schemas import is_default_domain
+from rewriter.targets.node_splice import taken_names
 
 __all__ = ["INTEGERS", "topk_cast_bypassed"]
 
@@ -42,9 +43,7 @@ def topk_cast_bypassed(model: onnx.ModelProto, release: str, inferred=None) -> l
     """Rewrite in place each TopK whose data a Cast to int64 of an integer value writes, as the
     module's docstring says; one note naming them."""
     types = value_types(model, inferred)
-    taken = {n for s in traversal.iter_scopes(model) for node in s.body.node
-             for n in [*node.input, *node.output, node.name]}
-    taken |= {v.name for v in [*model.graph.input, *model.graph.output, *model.graph.initializer]}
+    taken = taken_names(model)
     done = []
     for scope in traversal.iter_scopes(model):
         nodes = []

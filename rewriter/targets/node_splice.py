@@ -1,0 +1,36 @@
+"""What the per-release rewrites (``rewrite_forms``) share: the names a model already uses, and
+nodes of a scope replaced by the nodes a rewrite writes for each."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import onnx
+
+from rewriter.graph import traversal
+
+__all__ = ["splice", "taken_names"]
+
+
+def taken_names(model: onnx.ModelProto) -> set:
+    """Every node name and value name of every scope, the main graph's inputs, outputs and
+    initializers: what a new name must not be."""
+    taken = {n for s in traversal.iter_scopes(model) for node in s.body.node
+             for n in [*node.input, *node.output, node.name]}
+    return taken | {v.name for v in [*model.graph.input, *model.graph.output, *model.graph.initializer]}
+
+
+def splice(scope: traversal.Scope, found: dict, write: Callable) -> list[str]:
+    """Replace in place each node of ``scope`` whose index is a key of ``found`` by
+    ``write(node, found[index])`` (a list of nodes); the replaced nodes' labels (name, else first
+    output).  A subgraph's scope is spliced before the graph whose node holds it (the caller's order)."""
+    nodes, done = [], []
+    for i, node in enumerate(scope.body.node):
+        if i in found:
+            nodes += write(node, found[i])
+            done.append(node.name or node.output[0])
+        else:
+            nodes.append(node)
+    del scope.body.node[:]
+    scope.body.node.extend(nodes)
+    return done
