@@ -284,8 +284,7 @@ FORMS = {
     "sub_of_shifted_slices": ("Sub", _shifted_slices),
 }
 # form -> the (op, rewrite_forms form) that writes it otherwise, so that it needs no static dims
-LIFTED_BY = {"flatten_two_symbols": ("Flatten", "as_reshape"),
-             "concat_symbol_meets_value": ("Concat", "forced_dims_fixed")}
+LIFTED_BY = {"flatten_two_symbols": ("Flatten", "as_reshape")}
 
 
 def still_needed(needed: dict, rewrite_forms: dict) -> dict:

@@ -26,17 +26,25 @@ INTEGERS = frozenset({TensorProto.INT64, TensorProto.INT32})
 
 
 def _cast_source(node: onnx.NodeProto, scope, types: dict) -> tuple[str, int] | None:
-    """(the value a Cast to int64 reads, its element type) for the TopK ``node``'s data, when that
-    Cast reads an integer type; else None."""
-    cast = scope.producers().get(node.input[0])
-    if cast is None or cast.op_type != "Cast" or not is_default_domain(cast.domain):
-        return None
-    to = next((a.i for a in cast.attribute if a.name == "to"), None)
-    source = types.get(cast.input[0])
-    if to != TensorProto.INT64 or source is None or not source.HasField("tensor_type"):
-        return None
-    elem = source.tensor_type.elem_type
-    return (cast.input[0], elem) if elem in INTEGERS else None
+    """(the value the Casts to int64 before the TopK ``node``'s data read, its element type) when
+    that is an integer type (a chain of such Casts followed back while each reads an int64: torch's
+    exports cast the lengths to int64 again at each layer), else None."""
+    name, found = node.input[0], None
+    for _ in range(32):
+        cast = scope.producers().get(name)
+        if cast is None or cast.op_type != "Cast" or not is_default_domain(cast.domain):
+            break
+        to = next((a.i for a in cast.attribute if a.name == "to"), None)
+        source = types.get(cast.input[0])
+        if to != TensorProto.INT64 or source is None or not source.HasField("tensor_type"):
+            break
+        elem = source.tensor_type.elem_type
+        if elem not in INTEGERS:
+            break
+        name, found = cast.input[0], (cast.input[0], elem)
+        if elem != TensorProto.INT64:
+            break
+    return found
 
 
 def topk_cast_bypassed(model: onnx.ModelProto, release: str, inferred=None) -> list[str]:

@@ -154,6 +154,21 @@ def test_a_topk_of_a_cast_to_int64_sorts_the_integers_themselves(source):
     assert not run_in("tract", "0.23", model, feeds)["ok"]  # (as the data says)
 
 
+def test_a_chain_of_casts_to_int64_is_followed_back():
+    """(piper_tashkeel casts its lengths to int64 again at each GRU layer: the third TopK's data is
+    Cast(Cast(lengths)))"""
+    model = _topk_of_lengths([4], T.INT32)
+    cast = model.graph.node[0]
+    model.graph.node.insert(1, helper.make_node("Cast", ["l"], ["l2"], to=T.INT64, name="cast_again"))
+    next(n for n in model.graph.node if n.op_type == "TopK").input[0] = "l2"
+    result, _ = convert_for(model, runtime="tract==0.23")
+    assert next(n for n in result.graph.node if n.op_type == "TopK").input[0] == cast.input[0] == "lengths"
+    feeds = {"lengths": np.array([4, 9, 2, 9], np.int32)}
+    assert all(np.array_equal(a, b) for a, b in zip(_ort(result, feeds), _ort(model, feeds)))
+    got = run_in("tract", "0.23", result, feeds)
+    assert got["ok"], got
+
+
 @pytest.mark.parametrize(("source", "to"), [(T.FLOAT, T.INT64), (T.INT64, T.INT32)])
 def test_a_topk_of_a_float_cast_or_of_a_cast_to_int32_is_left(source, to):
     model = _topk_of_lengths([4], source, to)
