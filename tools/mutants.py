@@ -3237,6 +3237,10 @@ MUTANTS: list[Mutant] = [
       '        if elem != TensorProto.INT64:\n            break\n    return found',
       '        break\n    return found',
       'tests/targets/test_flatten_reshape.py', 'only the last Cast of a chain bypassed'),
+    M('se-already', 'rewriter/targets/slice_ends.py',
+      '((ends < HUGE) | (ends == np.iinfo(np.int64).max)).all()',
+      '(ends < HUGE).all()',
+      'tests/targets/test_int32_dims.py', 'a Slice already ending at INT64_MAX rewritten'),
 ]
 
 

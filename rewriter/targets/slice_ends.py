@@ -57,7 +57,8 @@ def _as_int64(node: onnx.NodeProto, scope: traversal.Scope, taken: set, ends: np
 
 def huge_ends_maximal(model: onnx.ModelProto, release: str, inferred=None) -> list[str]:
     """Rewrite in place each Slice (opset 10 or later: ends an input) whose constant ends hold a
-    value of at least :data:`HUGE` and whose steps are positive; one note naming them."""
+    value of at least :data:`HUGE` other than an int64 INT64_MAX and whose steps are positive;
+    one note naming them."""
     taken = taken_names(model)
     done = []
     for scope in traversal.iter_scopes(model):
@@ -71,6 +72,8 @@ def huge_ends_maximal(model: onnx.ModelProto, release: str, inferred=None) -> li
                 continue
             if len(node.input) > 4 and node.input[4] and (steps is None or (steps <= 0).any()):
                 continue
+            if ends.dtype == np.int64 and ((ends < HUGE) | (ends == np.iinfo(np.int64).max)).all():
+                continue  # (already INT64_MAX: nothing to write)
             wide = ends.astype(np.int64)  # (first: INT64_MAX in an int32 array would wrap to -1)
             added += _as_int64(node, scope, taken, np.where(wide >= HUGE, np.iinfo(np.int64).max, wide))
             done.append(node.name or node.output[0])

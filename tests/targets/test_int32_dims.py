@@ -149,6 +149,7 @@ def test_small_ends_negative_steps_and_other_releases_are_left():
     backwards.graph.initializer[-1].CopyFrom(_i("steps", [1, -1], np.int32))
     assert huge_ends_maximal(backwards, "tract 0.23") == []
     assert huge_ends_maximal(_slice_to_the_end(steps=False), "tract 0.23")  # default steps: 1
+    assert huge_ends_maximal(_slice_to_the_end(2 ** 63 - 1, np.int64), "tract 0.23") == []  # already INT64_MAX
     result, _ = convert_for(_slice_to_the_end(), runtime="openvino==2026.4")
     ends = next(t for t in result.graph.initializer if t.name == "ends")
     assert numpy_helper.to_array(ends).tolist() == [10 ** 9] * 2
