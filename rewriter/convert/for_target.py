@@ -15,7 +15,7 @@ from rewriter.errors import RewriterError
 from rewriter.graph import traversal
 from rewriter.graph.names import named_after
 from rewriter.graph.schemas import DEFAULT_DOMAINS
-from rewriter.targets import flatten_reshape, ort_quirks
+from rewriter.targets import ort_quirks
 from rewriter.targets.spec import TargetSpec
 
 __all__ = ["convert_for", "expand_over_constant", "for_model", "lower_for", "target_lacks"]
@@ -33,26 +33,11 @@ def for_model(model: onnx.ModelProto, spec: TargetSpec, inferred=None, half=None
     source_ml = ml.ml_opset(model.opset_import)
     opset, ml_opset = spec.opset, spec.ml_opset
     if opset is None and source is not None:
-        opset = _implemented_opset(model, runtime, "", _rewrites_opset(model, runtime, runtime.opset_for("", source),
-                                                                       inferred), inferred, ("Cast",) if half else ())
+        opset = _implemented_opset(model, runtime, "", runtime.opset_for("", source), inferred,
+                                   ("Cast",) if half else ())
     if ml_opset is None and source_ml is not None:
         ml_opset = _implemented_opset(model, runtime, ml.ML_DOMAIN, runtime.opset_for(ml.ML_DOMAIN, source_ml))
     return dataclasses.replace(spec, opset=opset, ml_opset=ml_opset)
-
-
-def _rewrites_opset(model: onnx.ModelProto, runtime, start: int, inferred=None) -> int:
-    """``start``, raised to the opset a rewrite of the release's ``rewrite_forms`` needs for a node
-    of ``model`` (tract's Flatten over symbolic dims, written as a Reshape with ``allowzero``: 14),
-    within the opsets the release takes."""
-    if runtime.rewrite_forms.get("Flatten", {}).get("form") != "as_reshape" or start >= flatten_reshape.MIN_OPSET:
-        return start
-    high = runtime.opsets.get("")
-    if (high is not None and high < flatten_reshape.MIN_OPSET) or not any(
-            n.op_type == "Flatten" for s in traversal.iter_scopes(model) for n in s.body.node):
-        return start
-    if not flatten_reshape.symbolic_flattens(model, inferred() if callable(inferred) else inferred):
-        return start
-    return flatten_reshape.MIN_OPSET
 
 
 def _implemented_opset(model: onnx.ModelProto, runtime, domain: str, start: int, inferred=None,
@@ -255,8 +240,7 @@ def _measured_forms(source, result, report, target, plan_only: bool) -> None:
 
     found += forms.fed_blockers(result, target.needs_constant, target.name)
     if target.needs_static_dims or target.refused_forms:
-        needed = static_dims.still_needed(target.needs_static_dims, target.rewrite_forms)
-        found += static_dims.static_dims_blockers(result, needed, target.name,
+        found += static_dims.static_dims_blockers(result, target.needs_static_dims, target.name,
                                                   LazyInference(result)(), target.refused_forms)
     if target.types_refused:
         found += forms.type_blockers(source, target.types_refused, target.name, LazyInference(source)())

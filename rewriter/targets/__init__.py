@@ -329,12 +329,10 @@ def blockers(model, target: Target, *, base_dir: str | None = None) -> list[str]
 
     found += half_precision_blockers(model, target)
     if target.needs_static_dims or target.refused_forms:
-        from rewriter.targets.static_dims import LIFTED_BY, static_dims_blockers, still_needed
+        from rewriter.targets.static_dims import static_dims_blockers
 
-        lifted = {LIFTED_BY[f][0] for f in set(target.needs_static_dims) - set(still_needed(
-            target.needs_static_dims, target.rewrite_forms))}
         left = _left_by_rewrites(model, target)
-        found += [f"{b[0]}: {b[3]}" + (" [convert may rewrite it]" if b[1] in lifted or b[0] not in left else "")
+        found += [f"{b[0]}: {b[3]}" + (" [convert may rewrite it]" if b[0] not in left else "")
                   for b in static_dims_blockers(model, target.needs_static_dims, target.name, _inferred(model),
                                                 target.refused_forms)]
     from rewriter.targets.restriction_rewrites import REWRITABLE

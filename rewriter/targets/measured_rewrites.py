@@ -29,7 +29,6 @@ from rewriter.targets.dim_scalars import (
     shape_no_ops_bypassed,
     shapes_cast_for_readers,
 )
-from rewriter.targets.flatten_reshape import flatten_as_reshape
 from rewriter.targets.folded_inputs import constants_folded
 from rewriter.targets.forced_dims import forced_dims_fixed
 from rewriter.targets.int32_dims import int32_dims_widened
@@ -127,7 +126,7 @@ _REWRITES = {("Tile", "rank_6"): _tile_rank_6, ("Identity", "producer_writes_out
              ("Where", "branches_swapped"): branches_swapped, ("Where", "strings_gathered"): strings_gathered,
              ("Conv", "weights_folded"): constants_folded("Conv"), ("Reshape", "shape_folded"): constants_folded("Reshape"),
              ("Slice", "bounds_folded"): constants_folded("Slice"), ("TopK", "cast_bypassed"): topk_cast_bypassed,
-             ("Flatten", "as_reshape"): flatten_as_reshape, ("Concat", "forced_dims_fixed"): forced_dims_fixed,
+             ("Concat", "forced_dims_fixed"): forced_dims_fixed,
              ("Cast", "int32_dims_widened"): int32_dims_widened, ("Slice", "huge_ends_maximal"): huge_ends_maximal}
 
 

@@ -29,8 +29,7 @@ import onnx
 from rewriter.graph import traversal
 from rewriter.graph.static_shapes import is_dynamic
 
-__all__ = ["CLEARS_FOREIGN_SYMBOLS", "FORMS", "LIFTED_BY", "clear_foreign_symbols", "dynamic_inputs", "static_dims_blockers",
-           "still_needed"]
+__all__ = ["CLEARS_FOREIGN_SYMBOLS", "FORMS", "clear_foreign_symbols", "dynamic_inputs", "static_dims_blockers"]
 
 # runtime -> why the symbols of value_info that no graph input has are cleared for it
 CLEARS_FOREIGN_SYMBOLS = {"tract": "tract refuses a declared dim whose symbol no graph input has "
@@ -283,16 +282,6 @@ FORMS = {
     "concat_symbol_meets_value": ("Concat", _symbol_meets_value),
     "sub_of_shifted_slices": ("Sub", _shifted_slices),
 }
-# form -> the (op, rewrite_forms form) that writes it otherwise, so that it needs no static dims
-LIFTED_BY = {"flatten_two_symbols": ("Flatten", "as_reshape")}
-
-
-def still_needed(needed: dict, rewrite_forms: dict) -> dict:
-    """``needed`` (form -> refusal) without the forms a rewrite of ``rewrite_forms`` lifts."""
-    return {form: why for form, why in needed.items()
-            if form not in LIFTED_BY or (rewrite_forms.get(LIFTED_BY[form][0]) or {}).get("form") != LIFTED_BY[form][1]}
-
-
 # a form refused with static dims too -> (op, its recognizer whatever the dims); forms without one
 # (a GRU the release lacks anyway, tract's foreign symbols, which convert clears) are not named so
 REFUSED_FORMS = {
