@@ -1,10 +1,11 @@
-"""``Concat`` / ``forced_dims_fixed`` (``rewrite_forms``; tract 0.23's and TVM 0.27's data): a
+"""``Concat`` / ``forced_dims_fixed`` (``rewrite_forms``; tract 0.23's data): a
 main-graph Concat whose inputs have, on an axis other than its own, a symbol of a graph input's
 dims in one and a value in another can only run when the symbol is that value (every node of the
 main graph runs; ONNX Runtime refuses any other size).  onnxruntime-genai's model builder names the
 head size of its past keys "kv_cache_dim" and concatenates them with the new keys of head size 16:
-tract refuses to unify the two ("Impossible to unify Sym(kv_cache_dim) with Val(16)") and TVM 0.27
-loses the Concat's shape.  Here each such symbol is fixed to its value wherever the model declares
+tract refuses to unify the two ("Impossible to unify Sym(kv_cache_dim) with Val(16)"); with the
+symbol fixed, llama_tiny_fp32 runs in it.  (TVM 0.27 runs the one-node form so too, but the Llamas
+then fail at load, unnamed: it keeps the named refusal.)  Here each such symbol is fixed to its value wherever the model declares
 it, as ``--fix-dim SYMBOL=VALUE`` would: no input the model runs on is refused by the result.  A
 symbol met by two different values (no input runs) is left.
 """

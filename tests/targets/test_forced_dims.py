@@ -1,8 +1,8 @@
 """A symbol of a graph input's dims that a main-graph Concat meets with a value off its axis can only
 be that value (onnxruntime-genai's "kv_cache_dim" against the head size 16): convert --target
-tract==0.23 / tvm==0.27 fixes it as --fix-dim would (``rewrite_forms`` Concat /
-``forced_dims_fixed``, rewriter/targets/forced_dims.py), where both releases refuse it symbolic.
-The rules run without the runtimes; in their venvs (skipped when absent) the result runs."""
+tract==0.23 fixes it as --fix-dim would (``rewrite_forms`` Concat / ``forced_dims_fixed``,
+rewriter/targets/forced_dims.py), where it refuses it symbolic.  The rules run without the
+runtime; in its venv (skipped when absent) the result runs."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from rewriter.targets.forced_dims import forced_dims, forced_dims_fixed
 from tests.targets.runtime_runs import run_in, tool
 
 forms = tool("symbolic_forms")
-RELEASES = [("tract", "0.23"), ("tvm", "0.27")]
+RELEASES = [("tract", "0.23")]
 
 
 def _dims(model, name):
@@ -81,8 +81,11 @@ def test_a_symbol_shape_inference_made_is_not_fixed():
 
 
 def test_other_releases_keep_the_symbol():
+    """(TVM 0.27 runs the form with the symbol fixed too, but on onnxruntime-genai's Llamas it then
+    fails at load, unnamed, where convert names the Concat: not written for it)"""
     model, _ = forms.concat_symbol_meets_value()
-    result, _ = convert_for(model, runtime="openvino==2026.4")
-    assert _dims(result, "past") == [1, 2, "p", "d"]
+    for runtime in ("openvino==2026.4", "tvm==0.27"):
+        result, _ = convert_for(model, runtime=runtime, plan_only=runtime.startswith("tvm"))
+        assert _dims(result, "past") == [1, 2, "p", "d"]
     for runtime, release in RELEASES:
         assert parse_target(f"{runtime}=={release}").rewrite_forms["Concat"]["form"] == "forced_dims_fixed"

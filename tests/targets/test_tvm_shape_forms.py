@@ -279,7 +279,16 @@ def _past_concat(head="kv_cache_dim"):
     return _model(nodes, [vi("past", F, ["batch", 2, "past", head]), vi("x", F, ["batch", 2, 1, 16])], inits)
 
 
-@pytest.mark.parametrize("runtime", ["tvm==0.27", "tract==0.23"])
+def test_concat_of_a_symbol_and_a_value_named_for_tvm():
+    with pytest.raises(ConversionBlocked) as err:
+        convert_for(_past_concat(), runtime="tvm==0.27")
+    text = str(err.value)
+    assert "node 'concat_past' (Concat)" in text and "symbolic dim kv_cache_dim on axis 3, where 'k' has 16" in text
+    assert "--input-shape" in text
+    convert_for(_past_concat(16), runtime="tvm==0.27")  # the head size static: nothing to name
+
+
+@pytest.mark.parametrize("runtime", ["tract==0.23"])
 def test_concat_of_a_symbol_and_a_value_fixes_the_symbol(runtime):
     """(the only head size the model runs with: rewriter/targets/forced_dims.py; it used to be named)"""
     result, report = convert_for(_past_concat(), runtime=runtime)
