@@ -192,12 +192,6 @@ def expand_over_constant(target):
     return dataclasses.replace(target, missing=missing, needs_constant=rest)
 
 
-def _copied(model: onnx.ModelProto) -> onnx.ModelProto:
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    return copy
-
-
 def _measured_forms(source, result, report, target, plan_only: bool) -> None:
     """What a measured release needs beyond the op versions (:mod:`rewriter.targets.runtime_forms`):
     named input dims (written in ``result``), forms it computes wrongly that another form of the same
@@ -214,12 +208,13 @@ def _measured_forms(source, result, report, target, plan_only: bool) -> None:
         report.target_notes.extend(static_dims.clear_foreign_symbols(result))
     if target.rewrite_forms:
         from rewriter.graph.inferred import LazyInference
-        from rewriter.targets.measured_rewrites import rewrite_forms
+        from rewriter.targets.measured_rewrites import rewrite_forms, rewritten_copy
 
         if plan_only:  # the plan names what convert leaves: the rewrites run on a copy
-            result = _copied(result)
-        notes = rewrite_forms(result, target.rewrite_forms, target.name, LazyInference(result)())
-        report.target_notes.extend(notes if not plan_only else [])
+            result = rewritten_copy(result, target.rewrite_forms, target.name)
+        else:
+            report.target_notes.extend(rewrite_forms(result, target.rewrite_forms, target.name,
+                                                     LazyInference(result)()))
     if target.form_verdicts and not plan_only:
         from rewriter.targets.reversal import reversed_slices
         from rewriter.targets.single_input import single_input_concats

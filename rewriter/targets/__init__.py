@@ -270,23 +270,6 @@ def restriction_violations(model, target: Target, *, base_dir: str | None = None
     return violations(model, target.rules, read_tensor=tensor_reader(base_dir), inferred=inferred)
 
 
-def _left_by_rewrites(model, target: Target) -> set:
-    """Labels of the nodes still in a static-dims form after the release's ``rewrite_forms`` ran
-    on a copy of ``model`` (all of them when it has none)."""
-    import onnx
-
-    from rewriter.targets.static_dims import static_dims_blockers
-
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    if target.rewrite_forms:
-        from rewriter.targets.measured_rewrites import rewrite_forms
-
-        rewrite_forms(copy, target.rewrite_forms, target.name, _inferred(copy))
-    return {b[0] for b in static_dims_blockers(copy, target.needs_static_dims, target.name, _inferred(copy),
-                                               target.refused_forms)}
-
-
 def blockers(model, target: Target, *, base_dir: str | None = None) -> list[str]:
     """What stops ``target`` from loading ``model`` (a ModelProto) as it is: the IR version, an
     opset it does not implement, each op it lacks (with the node), the half-precision nodes an old
@@ -331,10 +314,16 @@ def blockers(model, target: Target, *, base_dir: str | None = None) -> list[str]
     if target.needs_static_dims or target.refused_forms:
         from rewriter.targets.static_dims import static_dims_blockers
 
-        left = _left_by_rewrites(model, target)
-        found += [f"{b[0]}: {b[3]}" + (" [convert may rewrite it]" if b[0] not in left else "")
-                  for b in static_dims_blockers(model, target.needs_static_dims, target.name, _inferred(model),
-                                                target.refused_forms)]
+        here = static_dims_blockers(model, target.needs_static_dims, target.name, _inferred(model),
+                                    target.refused_forms)
+        left = {b[0] for b in here}
+        if here and target.rewrite_forms:  # the nodes the release's rewrites leave in such a form
+            from rewriter.targets.measured_rewrites import rewritten_copy
+
+            copy = rewritten_copy(model, target.rewrite_forms, target.name)
+            left = {b[0] for b in static_dims_blockers(copy, target.needs_static_dims, target.name, _inferred(copy),
+                                                       target.refused_forms)}
+        found += [f"{b[0]}: {b[3]}" + (" [convert may rewrite it]" if b[0] not in left else "") for b in here]
     from rewriter.targets.restriction_rewrites import REWRITABLE
 
     for v in restriction_violations(model, target, base_dir=base_dir):

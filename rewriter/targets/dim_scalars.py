@@ -27,7 +27,7 @@ from onnx import helper, numpy_helper
 from rewriter.graph import traversal
 from rewriter.graph.names import first_few, fresh_name
 from rewriter.graph.schemas import is_default_domain
-from rewriter.targets.restriction_lookups import trt_constant
+from rewriter.targets.restriction_lookups import constant_array
 
 __all__ = ["READERS", "SHAPE_READERS", "dims_as_scalars", "scalar_constant_of_shape", "scalar_reshapes_unsqueezed",
            "shape_no_ops_bypassed", "shapes_cast_for_readers"]
@@ -35,14 +35,6 @@ __all__ = ["READERS", "SHAPE_READERS", "dims_as_scalars", "scalar_constant_of_sh
 # op -> (input positions, True when the reader takes a 1-element 1-D value, False for a scalar)
 READERS = {"Slice": ((1, 2), True), "ConstantOfShape": ((0,), True), "Range": ((0, 1, 2), False)}
 _ARITH = ("Add", "Sub", "Mul")
-
-
-def _constant(name: str, scope: traversal.Scope):
-    try:
-        value = trt_constant(name, scope, numpy_helper.to_array)
-    except Exception:  # noqa: BLE001 - external data not at hand: not a constant this reads
-        return None
-    return None if value is None else np.asarray(value)
 
 
 class _Writer:
@@ -77,7 +69,7 @@ class _Writer:
         if kind != "node" or where is not self.scope or not is_default_domain(node.domain):
             return None
         if node.op_type == "Gather" and _gathers_a_dim(node, self.scope):
-            index = _constant(node.input[1], self.scope)
+            index = constant_array(node.input[1], self.scope)
             if index.ndim == 0:
                 return name, False
             k = self._int64(index.reshape(()), f"{name}_index")
@@ -106,7 +98,7 @@ class _Writer:
         return kind == "node" and node.op_type == "Unsqueeze"
 
     def _constant_scalar(self, name: str) -> tuple[str, bool] | None:
-        value = _constant(name, self.scope)
+        value = constant_array(name, self.scope)
         if value is None or value.size != 1 or value.dtype != np.int64:
             return None
         return self._int64(value.reshape(()), f"{name}_scalar"), False
@@ -125,7 +117,7 @@ class _Writer:
         """A Reshape of ``node``'s output (a Range from 0 by 1 to a dim expression) to [limit], its
         length: TVM gives a Range a length of its own, which no other dim matches (the mask's
         positions 0..T-1 broadcast against the scores' T). Empty when ``node`` is not one."""
-        start, delta = (_constant(node.input[i], self.scope) for i in (0, 2))
+        start, delta = (constant_array(node.input[i], self.scope) for i in (0, 2))
         limit = self.scalar(node.input[1])
         if start is None or delta is None or limit is None or start.size != 1 or delta.size != 1 \
                 or start.item() != 0 or delta.item() != 1:
@@ -155,7 +147,7 @@ def _gathers_a_dim(node: onnx.NodeProto, scope: traversal.Scope) -> bool:
     kind, shape, _ = traversal.definition(node.input[0], scope)
     if axis != 0 or kind != "node" or shape.op_type != "Shape" or shape.attribute:
         return False
-    index = _constant(node.input[1], scope)
+    index = constant_array(node.input[1], scope)
     return index is not None and index.size == 1 and index.ndim <= 1
 
 
@@ -212,7 +204,7 @@ def scalar_constant_of_shape(model: onnx.ModelProto, release: str, inferred=None
         for node in scope.body.node:
             if node.op_type != "ConstantOfShape" or not is_default_domain(node.domain):
                 continue
-            shape = _constant(node.input[0], scope)
+            shape = constant_array(node.input[0], scope)
             if shape is None or shape.size != 0:
                 continue
             given = next((a.t for a in node.attribute if a.name == "value"), None)
@@ -254,7 +246,7 @@ def _no_op(node: onnx.NodeProto, ranks: dict, scope: traversal.Scope) -> bool:
         return True
     if node.op_type != "Reshape" or ranks.get(node.input[0]) != 0:
         return False
-    shape = _constant(node.input[1], scope)
+    shape = constant_array(node.input[1], scope)
     return shape is not None and shape.size == 0
 
 
@@ -350,7 +342,7 @@ def scalar_reshapes_unsqueezed(model: onnx.ModelProto, release: str, inferred=No
         seen, nodes, changed = {}, [], False
         for node in scope.body.node:
             t = types.get(node.input[0]) if node.op_type == "Reshape" and node.input else None
-            shape = _constant(node.input[1], scope) if t is not None and len(node.input) > 1 else None
+            shape = constant_array(node.input[1], scope) if t is not None and len(node.input) > 1 else None
             if (shape is None or shape.reshape(-1).tolist() not in ([1], [-1]) or not t.HasField("shape")
                     or len(t.shape.dim) != 0 or not is_default_domain(node.domain)
                     or not _from_shapes(node.input[0], scope, seen)):

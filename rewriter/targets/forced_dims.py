@@ -44,10 +44,10 @@ def forced_dims(model: onnx.ModelProto, inferred=None) -> dict[str, tuple[int, s
             continue
         rank = len(shapes[0])
         axis = next((a.i for a in node.attribute if a.name == "axis"), 0) % rank
-        for k in range(rank):
+        for k in (k for k in range(rank) if k != axis):  # (along the axis the lengths may differ)
             values = {d[k].dim_value for d in shapes if d[k].HasField("dim_value")}
             for d in shapes:
-                if k != axis and values and symbol(d[k]) in declared:
+                if values and symbol(d[k]) in declared:
                     found.setdefault(d[k].dim_param, set()).update(values)
                     where.setdefault(d[k].dim_param, node.name or node.output[0])
     return {s: (next(iter(v)), where[s]) for s, v in sorted(found.items()) if len(v) == 1}

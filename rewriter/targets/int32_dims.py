@@ -22,8 +22,8 @@ from onnx import TensorProto, helper, numpy_helper
 from rewriter.graph import traversal
 from rewriter.graph.names import first_few, fresh_name
 from rewriter.graph.schemas import is_default_domain
-from rewriter.targets.restriction_lookups import trt_constant
 from rewriter.targets.node_splice import splice, taken_names
+from rewriter.targets.restriction_lookups import constant_array
 
 __all__ = ["MOVES", "int32_dims_widened"]
 
@@ -36,11 +36,8 @@ def _cast_to(node: onnx.NodeProto) -> int | None:
 
 
 def _int32_constant(name: str, scope: traversal.Scope):
-    try:
-        value = trt_constant(name, scope, numpy_helper.to_array)
-    except Exception:  # noqa: BLE001 - external data not at hand: not a constant here
-        return None
-    return value if value is not None and np.asarray(value).dtype == np.int32 else None
+    value = constant_array(name, scope)
+    return value if value is not None and value.dtype == np.int32 else None
 
 
 def _chain(name: str, scope: traversal.Scope, nodes: list, depth: int = 0) -> bool:

@@ -32,15 +32,15 @@ from rewriter.targets.dim_scalars import (
 from rewriter.targets.folded_inputs import constants_folded
 from rewriter.targets.forced_dims import forced_dims_fixed
 from rewriter.targets.int32_dims import int32_dims_widened
+from rewriter.targets.node_splice import splice, taken_names
 from rewriter.targets.output_identity import producer_writes_output
+from rewriter.targets.restriction_lookups import constant_array
+from rewriter.targets.same_pads import explicit_pads
 from rewriter.targets.slice_ends import huge_ends_maximal
 from rewriter.targets.tdim_casts import topk_cast_bypassed
-from rewriter.targets.restriction_lookups import trt_constant
-from rewriter.targets.same_pads import explicit_pads
 from rewriter.targets.where_branches import branches_swapped, strings_gathered
-from rewriter.targets.node_splice import splice, taken_names
 
-__all__ = ["TILE_RANKS", "rewrite_forms"]
+__all__ = ["TILE_RANKS", "rewrite_forms", "rewritten_copy"]
 
 TILE_RANKS = (4, 5)  # the ranks OpenVINO's Tile has a channels-last layout for
 
@@ -52,11 +52,8 @@ def _ranks(model: onnx.ModelProto, inferred) -> dict[str, int]:
 
 def _repeats(name: str, scope: traversal.Scope):
     """The Tile's repeats when they are a constant this can read, else None."""
-    try:
-        value = trt_constant(name, scope, numpy_helper.to_array)
-    except Exception:  # noqa: BLE001 - external data not at hand: the repeats count as unknown
-        return None
-    return None if value is None else np.asarray(value).reshape(-1).tolist()
+    value = constant_array(name, scope)
+    return None if value is None else value.reshape(-1).tolist()
 
 
 def _int64s(name: str, values: list, taken: set) -> onnx.NodeProto:
@@ -138,3 +135,14 @@ def rewrite_forms(model: onnx.ModelProto, table: dict, release: str, inferred=No
         for form in entry["form"] if isinstance(entry["form"], list) else [entry["form"]]:
             notes += _REWRITES[(op, form)](model, release, inferred)
     return notes
+
+
+def rewritten_copy(model: onnx.ModelProto, table: dict, release: str) -> onnx.ModelProto:
+    """A copy of ``model`` with the forms of ``table`` rewritten (``model`` itself is left as it
+    is): what ``--plan`` and ``check`` look at to name only what convert leaves."""
+    from rewriter.graph.inferred import LazyInference
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    rewrite_forms(copy, table, release, LazyInference(copy)())
+    return copy

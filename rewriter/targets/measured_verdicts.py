@@ -31,8 +31,8 @@ from rewriter.graph.names import first_few
 from rewriter.graph.schemas import DEFAULT_DOMAINS, schema_version_at_domain
 
 __all__ = ["node_versions", "read_or_none", "rewrite_note", "type_blockers", "untaken_nan_blockers",
-           "double_inside_blockers", "refuses_double_inside", "negative_steps_blockers", "unmeasured_present", "UNTAKEN_NAN", "DOUBLE_INSIDE",
-           "NEGATIVE_STEPS"]
+           "double_inside_blockers", "refuses_double_inside", "negative_steps_blockers", "unmeasured_present",
+           "UNTAKEN_NAN", "DOUBLE_INSIDE", "NEGATIVE_STEPS"]
 
 UNTAKEN_NAN = "nan_in_untaken_branch"
 DOUBLE_INSIDE = "double_inside"

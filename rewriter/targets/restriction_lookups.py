@@ -14,7 +14,7 @@ from rewriter.graph.model_index import value_types
 from rewriter.graph.attributes import CALLER_SET, attribute, value_of
 from rewriter.graph.schemas import is_default_domain, schema_at
 
-__all__ = ["Lookups", "trt_constant", "schema_of", "attr", "node_attr", "value_bound", "UNKNOWN"]
+__all__ = ["Lookups", "trt_constant", "constant_array", "schema_of", "attr", "node_attr", "value_bound", "UNKNOWN"]
 
 UNKNOWN = CALLER_SET  # an attribute a function's caller sets (ref_attr_name)
 
@@ -76,6 +76,18 @@ def trt_constant(name: str, scope: traversal.Scope, read) -> np.ndarray | None:
             return None
         s = s.parent
     return None
+
+
+def constant_array(name: str, scope: traversal.Scope) -> np.ndarray | None:
+    """:func:`trt_constant`'s value of ``name`` as a numpy array, or None when it is not a constant
+    or cannot be read here (external data not at hand)."""
+    if not name:
+        return None
+    try:
+        value = trt_constant(name, scope, numpy_helper.to_array)
+    except Exception:  # noqa: BLE001 - external data not at hand: not a constant this reads
+        return None
+    return None if value is None else np.asarray(value)
 
 
 def schema_of(op: str, opset: int | None):

@@ -17,22 +17,12 @@ from onnx import numpy_helper
 from rewriter.graph import traversal
 from rewriter.graph.names import first_few, fresh_name
 from rewriter.graph.schemas import is_default_domain
-from rewriter.targets.restriction_lookups import trt_constant
 from rewriter.targets.node_splice import taken_names
+from rewriter.targets.restriction_lookups import constant_array
 
 __all__ = ["HUGE", "huge_ends_maximal"]
 
 HUGE = 10 ** 9  # an end at least this large reads "to the end of the axis"
-
-
-def _constant(name: str, scope: traversal.Scope):
-    if not name:
-        return None
-    try:
-        value = trt_constant(name, scope, numpy_helper.to_array)
-    except Exception:  # noqa: BLE001 - external data not at hand: not a constant here
-        return None
-    return None if value is None else np.asarray(value)
 
 
 def _as_int64(node: onnx.NodeProto, scope: traversal.Scope, taken: set, ends: np.ndarray) -> list[onnx.NodeProto]:
@@ -43,7 +33,7 @@ def _as_int64(node: onnx.NodeProto, scope: traversal.Scope, taken: set, ends: np
     for i in range(1, len(node.input)):
         if not node.input[i]:
             continue
-        value = ends if i == 2 else _constant(node.input[i], scope)
+        value = ends if i == 2 else constant_array(node.input[i], scope)
         name = fresh_name(taken, f"{node.input[i]}_{'maximal' if i == 2 else 'int64'}")
         if value is None:
             made.append(onnx.helper.make_node("Cast", [node.input[i]], [name], to=onnx.TensorProto.INT64,
@@ -66,8 +56,8 @@ def huge_ends_maximal(model: onnx.ModelProto, release: str, inferred=None) -> li
         for node in scope.body.node:
             if node.op_type != "Slice" or not is_default_domain(node.domain) or len(node.input) < 3:
                 continue
-            ends = _constant(node.input[2], scope)
-            steps = _constant(node.input[4], scope) if len(node.input) > 4 and node.input[4] else None
+            ends = constant_array(node.input[2], scope)
+            steps = constant_array(node.input[4], scope) if len(node.input) > 4 and node.input[4] else None
             if ends is None or ends.dtype.kind != "i" or not (ends >= HUGE).any():
                 continue
             if len(node.input) > 4 and node.input[4] and (steps is None or (steps <= 0).any()):

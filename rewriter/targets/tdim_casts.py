@@ -64,7 +64,6 @@ def topk_cast_bypassed(model: onnx.ModelProto, release: str, inferred=None) -> l
                 if elem != TensorProto.INT64 and node.output[0]:
                     values = node.output[0]
                     node.output[0] = fresh_name(taken, f"{values}_narrow")
-                    taken.add(node.output[0])
                     nodes += [node, helper.make_node("Cast", [node.output[0]], [values], to=TensorProto.INT64,
                                                      name=fresh_name(taken, f"{node.name or values}_values_int64"))]
                     done.append(node.name or values)
