@@ -3197,6 +3197,21 @@ MUTANTS: list[Mutant] = [
       '((ends < HUGE) | (ends == np.iinfo(np.int64).max)).all()',
       '(ends < HUGE).all()',
       'tests/targets/test_int32_dims.py', 'a Slice already ending at INT64_MAX rewritten'),
+    M('do-unchecked', 'rewriter/convert/declared_outputs.py',
+      'd != dims[k] and not unchecked[k]]', 'd != dims[k]]',
+      'tests/convert/test_declared_outputs.py', 'a declaration the input infers changed'),
+    M('do-static', 'rewriter/convert/declared_outputs.py',
+      'if d and dims[k] and d != dims[k]', 'if dims[k] and d != dims[k]',
+      'tests/convert/test_declared_outputs.py', 'a symbolic declared dim made static'),
+    M('do-strict', 'rewriter/convert/declared_outputs.py',
+      'dims_after = _inferred_outputs(result, strict=True)', 'dims_after = _inferred_outputs(result, strict=False)',
+      'tests/convert/test_declared_outputs.py', 'a result failing for something else too is changed'),
+    M('do-hook', 'rewriter/convert/for_target.py',
+      '        report.warnings.extend(correct_declared_outputs(result, source))\n', '',
+      'tests/convert/test_declared_outputs.py', 'the lowered label keeps its false declaration'),
+    M('do-only-wrong', 'rewriter/convert/declared_outputs.py',
+      '        for k in wrong:\n', '        for k in range(len(dims)):\n',
+      'tests/convert/test_declared_outputs.py', 'every dim of the output rewritten'),
 ]
 
 
