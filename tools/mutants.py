@@ -3212,6 +3212,12 @@ MUTANTS: list[Mutant] = [
     M('do-only-wrong', 'rewriter/convert/declared_outputs.py',
       '        for k in wrong:\n', '        for k in range(len(dims)):\n',
       'tests/convert/test_declared_outputs.py', 'every dim of the output rewritten'),
+    M('dq-kept', 'rewriter/convert/lowering/quant_dynamic.py',
+      '    if form == KEPT:\n        raise Keep\n', '',
+      'tests/convert/test_quant_dynamic.py', 'a kept DynamicQuantizeLinear written out'),
+    M('dq-kept-form', 'rewriter/convert/lowering/quant_dynamic.py',
+      'if form not in (FORM, KEPT):', 'if form != FORM:',
+      'tests/convert/test_quant_dynamic.py', 'the kept form refused'),
 ]
 
 

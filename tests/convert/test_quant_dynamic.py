@@ -22,7 +22,7 @@ from onnx import TensorProto as T
 from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
-from rewriter.convert.lowering.quant_dynamic import FORM, half_offsets
+from rewriter.convert.lowering.quant_dynamic import FORM, KEPT, half_offsets
 from rewriter.convert.lowering.quant_explicit import rewrite_quantized
 from tests.convert.quant_models import quant_model
 
@@ -274,3 +274,32 @@ def test_a_candidate_one_off_either_way_is_corrected(factor):
     for lo, hi in ((-3.0, 5.0), (0.0, 250.0), (-1e-3, -1e-5)):
         x = _boundaries(rng, lo, hi, 20_000)
         assert all(np.array_equal(a, b) for a, b in zip(_bits(OP.run(None, {"x": x})), _bits(run.run(None, {"x": x}))))
+
+
+@pytest.mark.parametrize("nodes,x_type,blocked", [
+    ([helper.make_node("Sigmoid", ["x"], ["v"], name="sig")], T.FLOAT, "Sigmoid ('sig')"),
+    ([helper.make_node("Mul", ["x", "c"], ["m"]), helper.make_node("Relu", ["m"], ["v"])], T.FLOAT, None)])
+def test_kept_form_leaves_the_node_or_names_the_inexact_op(nodes, x_type, blocked):
+    """tract 0.23 / TVM 0.27 ("kept_if_exact_input"): the node stays as it is after exact ops (nothing
+    written, nothing counted); after a float op the release computes within ulps it is a blocker."""
+    copy = _after(nodes, x_type)
+    before = copy.SerializeToString()
+    count, blockers = rewrite_quantized(copy, {"DynamicQuantizeLinear": KEPT}, "R 1.0")
+    assert count == 0
+    if blocked:
+        assert len(blockers) == 1 and blocked in blockers[0][3] and "within ulps" in blockers[0][3]
+    else:
+        assert blockers == [] and copy.SerializeToString() == before
+
+
+@pytest.mark.parametrize("release", ["tract==0.23", "tvm==0.27"])
+def test_convert_for_tract_and_tvm_keeps_or_blocks(release):
+    from rewriter.convert.for_target import convert_for
+    from rewriter.convert.planner import ConversionBlocked
+
+    result, report = convert_for(_after([helper.make_node("Mul", ["x", "c"], ["v"])]), runtime=release)
+    assert "DynamicQuantizeLinear" in {n.op_type for n in result.graph.node}
+    assert not any("quantized node(s) written" in n for n in report.target_notes)
+    with pytest.raises(ConversionBlocked) as e:
+        convert_for(_after([helper.make_node("Sigmoid", ["x"], ["v"], name="sig")]), runtime=release)
+    assert "node 'dql' (DynamicQuantizeLinear)" in str(e.value) and "Sigmoid ('sig')" in str(e.value)

@@ -33,6 +33,10 @@ class Refused(Exception):
     """A node whose form cannot be written."""
 
 
+class Keep(Exception):
+    """The node is computed as ONNX Runtime does as it is."""
+
+
 def _shifted(w, name: str, zp) -> str:
     """Cast(name) to double, minus the zero point ``zp``: a constant (none when 0) or a value fed
     at run time (its name)."""

@@ -33,11 +33,14 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
-from rewriter.convert.lowering.quant_double import Refused
+from rewriter.convert.lowering.quant_double import Keep, Refused
 
-__all__ = ["EXACT_BEFORE", "FORM", "dynamic_quantize", "half_offsets", "inexact_source"]
+__all__ = ["EXACT_BEFORE", "FORM", "KEPT", "dynamic_quantize", "half_offsets", "inexact_source"]
 
 FORM = "exact_residual"
+# a release that computes DynamicQuantizeLinear itself as ONNX Runtime does, but the float ops before
+# it within ulps (tract 0.23, TVM 0.27): the node stays where its x is exact, else it is a blocker
+KEPT = "kept_if_exact_input"
 _F32, _I64, _U8 = TensorProto.FLOAT, TensorProto.INT64, TensorProto.UINT8
 _K = 300  # candidates are clipped to [-K, K]: |2k +- 1| < 2^10, so h * s_hi and h * s_lo are exact
 _SMALL, _LARGE = np.float32(2.0 ** -60), np.float32(2.0 ** 60)
@@ -154,8 +157,8 @@ def inexact_source(x: str, scope, ranks: dict):
 def dynamic_quantize(node, scope, w, ranks: dict, form: str = FORM) -> None:
     """DynamicQuantizeLinear(x) -> (y, y_scale, y_zero_point) written as the form of this module
     with ``w`` (quant_explicit's writer); ``ranks``: name -> (element type, rank), maybe empty."""
-    if form != FORM:
-        raise Refused(f"form {form!r}: DynamicQuantizeLinear is written as {FORM!r} only")
+    if form not in (FORM, KEPT):
+        raise Refused(f"form {form!r}: DynamicQuantizeLinear is written as {FORM!r} or kept ({KEPT!r}) only")
     outs = [*node.output, "", ""][:3]
     x = node.input[0]
     if ranks.get(x, (None, None))[0] not in (None, TensorProto.FLOAT):
@@ -164,6 +167,8 @@ def dynamic_quantize(node, scope, w, ranks: dict, form: str = FORM) -> None:
     if source is not None:
         raise Refused(f"its x is computed through {source[0]} ('{source[1]}'), which the runtime computes within "
                       "ulps of ONNX Runtime, not exactly: the codes follow x (the form is exact for ONNX Runtime's x)")
+    if form == KEPT:
+        raise Keep
     nan = w.op("IsNaN", [x])
     zero = w.const(np.float32(0), "fzero")
     xs = w.op("Where", [nan, zero, x])

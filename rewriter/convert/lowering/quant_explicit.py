@@ -23,7 +23,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from rewriter.convert.lowering.quant_double import Refused as _Refused, conv_accumulator, conv_integer
+from rewriter.convert.lowering.quant_double import Keep as _Keep, Refused as _Refused, conv_accumulator, conv_integer
 from rewriter.convert.lowering.quant_dynamic import dynamic_quantize
 from rewriter.convert.lowering.quant_fusion import FORM, fuse_like_onnx_runtime
 from rewriter.convert.lowering.quant_table import float_reduction, quantized_constant, write_threshold_table
@@ -34,10 +34,6 @@ from rewriter.graph.names import fresh_name
 __all__ = ["quantized_forms", "rewrite_quantized", "meet_quantized_forms"]
 _QTYPES = {TensorProto.UINT8: np.uint8, TensorProto.INT8: np.int8}
 _F32, _I32 = TensorProto.FLOAT, TensorProto.INT32
-
-
-class _Keep(Exception):
-    """The node is computed as ONNX Runtime does as it is."""
 
 
 def quantized_forms(target) -> dict:
@@ -306,7 +302,8 @@ def rewrite_quantized(model: onnx.ModelProto, forms: dict, release: str,
                       read_tensor=numpy_helper.to_array) -> tuple[int, list[tuple]]:
     """Write every node of an op in ``forms`` (op -> form name: QuantizeLinear "divide",
     "divide_in_double", "divide_by_fed" or "threshold_table", QLinearConv / QLinearMatMul
-    "integer", QLinearConv / ConvInteger "double", DynamicQuantizeLinear "exact_residual") in ``model`` (in place) as that explicit form,
+    "integer", QLinearConv / ConvInteger "double", DynamicQuantizeLinear "exact_residual" or, kept as it is,
+    "kept_if_exact_input") in ``model`` (in place) as that explicit form,
     reading constants with ``read_tensor`` (the model's external data relative to its directory:
     ``io.load.tensor_reader``). Returns (nodes rewritten, blockers as (node label, op, None,
     reason)); nothing is changed when there is a blocker."""
