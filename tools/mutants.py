@@ -3218,6 +3218,19 @@ MUTANTS: list[Mutant] = [
     M('dq-kept-form', 'rewriter/convert/lowering/quant_dynamic.py',
       'if form not in (FORM, KEPT):', 'if form != FORM:',
       'tests/convert/test_quant_dynamic.py', 'the kept form refused'),
+    M('sd-cmp-fed', 'rewriter/targets/static_dims.py',
+      'if not fed and any(n.op_type in ("Shape", "Size") for n in nodes):',
+      'if any(n.op_type in ("Shape", "Size") for n in nodes):',
+      'tests/targets/test_static_dims.py', "a comparison of the input's values named"),
+    M('sd-cmp-shape', 'rewriter/targets/static_dims.py',
+      'if not fed and any(n.op_type in ("Shape", "Size") for n in nodes):', 'if not fed:',
+      'tests/targets/test_static_dims.py', 'a comparison of constants named'),
+    M('sd-cmp-form', 'rewriter/targets/static_dims.py',
+      '    "lessorequal_dim_of_shape": ("LessOrEqual", _compares_dims),\n}', '}',
+      'tests/targets/test_static_dims.py', "TVM's refusal of a comparison of dims not named"),
+    M('sd-cmp-hint', 'rewriter/targets/static_dims.py',
+      "{_RUNS_INSTEAD.get(form, 'a shape that is a constant runs')}", "a shape that is a constant runs",
+      'tests/targets/test_static_dims.py', 'the hint does not say --input-shape'),
 ]
 
 

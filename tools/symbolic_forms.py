@@ -211,6 +211,34 @@ def sub_of_shifted_slices():
     return model, {"x": _rand(1, 6)}
 
 
+def _swap_select(compare: list) -> onnx.ModelProto:
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), *compare,
+             helper.make_node("Neg", ["x"], ["n"]), helper.make_node("Where", ["c", "x", "n"], ["y"])]
+    inits = [helper.make_tensor("last", I64, [], [-1]), helper.make_tensor("one", I64, [], [1]),
+             _i64("tail", [1, 0])]
+    return _model(nodes, [_vi("x", F, ["batch", 3, "h", "w"])], [_out()], inits)
+
+
+def lessorequal_dim_of_shape():
+    """Where(dim -1 of x <= 1, x, -x), the dim read by Shape and Gather: the QLinearAdd lowering's
+    choice of ONNX Runtime's span order at run time (ppocr_mobile_cls_qdq's fused QLinearAdds; TVM
+    0.27: "Cannot use and / or / not operator to Expr")."""
+    compare = [helper.make_node("Gather", ["s", "last"], ["d"], axis=0),
+               helper.make_node("LessOrEqual", ["d", "one"], ["c"])]
+    return _swap_select(compare), {"x": _rand(2, 3, 4, 1)}
+
+
+def equal_dims_of_shape():
+    """Where(any of the last two dims of x == 1, x, -x), the dims read by Shape and Gather (the same
+    lowering's test of which axis broadcasts, with a rank-2 B)."""
+    compare = [helper.make_node("Gather", ["s", "tail"], ["d"], axis=0),
+               helper.make_node("Equal", ["d", "one"], ["e"]),
+               helper.make_node("Cast", ["e"], ["ei"], to=I64),
+               helper.make_node("ReduceMax", ["ei"], ["m"], keepdims=0),
+               helper.make_node("Cast", ["m"], ["c"], to=TensorProto.BOOL)]
+    return _swap_select(compare), {"x": _rand(2, 3, 4, 1)}
+
+
 FORMS = {
     "flatten_two_symbols": ("Flatten", flatten_two_symbols),
     "flatten_one_symbol": ("Flatten", flatten_one_symbol),
@@ -226,4 +254,6 @@ FORMS = {
     "pad_pads_of_shape": ("Pad", pad_pads_of_shape),
     "concat_symbol_meets_value": ("Concat", concat_symbol_meets_value),
     "sub_of_shifted_slices": ("Sub", sub_of_shifted_slices),
+    "lessorequal_dim_of_shape": ("LessOrEqual", lessorequal_dim_of_shape),
+    "equal_dims_of_shape": ("Equal", equal_dims_of_shape),
 }

@@ -270,6 +270,16 @@ def _shape_cast_any_dims(node, scope, m: _Model) -> str | None:
     return f"its shape '{node.input[1]}' is computed from a Shape through a Cast"
 
 
+def _compares_dims(node, scope, m: _Model) -> str | None:
+    """A comparison whose input is computed from a Shape only, whatever the dims (TVM 0.27 compares
+    them as expressions: refused over symbolic dims, and over static ones the Where reading it)."""
+    for name in node.input:
+        nodes, fed = m.cone(name, scope) if name else ([], True)
+        if not fed and any(n.op_type in ("Shape", "Size") for n in nodes):
+            return f"its input '{name}' is computed from dims read by Shape"
+    return None
+
+
 # form (tools/symbolic_forms.py) -> (op, recognizer(node, scope, model) -> why, or None)
 FORMS = {
     "flatten_two_symbols": ("Flatten", _two_symbols),
@@ -287,7 +297,11 @@ FORMS = {
 REFUSED_FORMS = {
     "reshape_shape_through_cast": ("Reshape", _shape_cast_any_dims),
     "expand_shape_through_cast": ("Expand", _shape_cast_any_dims),
+    "lessorequal_dim_of_shape": ("LessOrEqual", _compares_dims),
 }
+# what runs instead, by form (default: a constant shape)
+_RUNS_INSTEAD = {"lessorequal_dim_of_shape": "no comparison of dims: with --input-shape a lowering that compares "
+                                             "them at run time (QLinearAdd's span order) decides it when converting"}
 
 
 def dynamic_inputs(model: onnx.ModelProto) -> list[str]:
@@ -316,20 +330,20 @@ def static_dims_blockers(model: onnx.ModelProto, needed: dict, release: str, inf
     if not refused and not (needed and inputs):
         return []
     m = _Model(model, inferred)
-    found = _blocked(model, refused or {}, REFUSED_FORMS, m, lambda what, why: (
+    found = _blocked(model, refused or {}, REFUSED_FORMS, m, lambda what, why, form: (
         f"{release} refuses this form with symbolic and with static dims alike: {what} (measured: "
-        f"'{_last_cause(why)}'); a shape that is a constant runs"))
+        f"'{_last_cause(why)}'); {_RUNS_INSTEAD.get(form, 'a shape that is a constant runs')}"))
     if not needed or not inputs:
         return found
     hint = f"give --input-shape NAME:DIMS for {', '.join(inputs)} (or --fix-dim SYMBOL=N)"
     named = {b[0] for b in found}
-    return found + [b for b in _blocked(model, needed, FORMS, m, lambda what, why: (
+    return found + [b for b in _blocked(model, needed, FORMS, m, lambda what, why, form: (
         f"{release} needs static dims here: {what}, a form it refuses with symbolic dims and runs with static ones "
         f"(measured: '{_last_cause(why)}'); {hint}")) if b[0] not in named]
 
 
 def _blocked(model: onnx.ModelProto, forms: dict, recognizers: dict, m: _Model, reason) -> list[tuple]:
-    """(label, op, None, reason(what, the form's refusal), name) of each node in one of ``forms``
+    """(label, op, None, reason(what, the form's refusal, the form), name) of each node in one of ``forms``
     (form -> the release's refusal) that its recognizer in ``recognizers`` sees."""
     found = []
     for scope in traversal.iter_scopes(model):
@@ -340,7 +354,8 @@ def _blocked(model: onnx.ModelProto, forms: dict, recognizers: dict, m: _Model, 
                     continue
                 what = recognize(node, scope, m)
                 if what is not None:
-                    found.append((traversal.node_label(node, scope), node.op_type, None, reason(what, why), node.name))
+                    found.append((traversal.node_label(node, scope), node.op_type, None, reason(what, why, form),
+                                  node.name))
                     break
     return found
 

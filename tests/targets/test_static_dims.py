@@ -219,3 +219,50 @@ def test_a_shape_of_static_dims_read_through_a_cast_is_not_named_in_a_model_with
     assert _blocked(model, parse_target("tract==0.23")) == []
     model.graph.input[1].type.tensor_type.shape.dim[0].dim_param = "n"
     assert len(_blocked(model, parse_target("tract==0.23"))) == 1
+
+
+def test_a_comparison_of_dims_is_named_for_tvm_only_and_input_shape_lifts_it():
+    """TVM 0.27 refuses a LessOrEqual of a dim read by Shape (measured: symbolic and static alike); the
+    QLinearAdd lowering writes one when the span order depends on dims not known when converting."""
+    model, feeds = forms.lessorequal_dim_of_shape()
+    tvm, tract = parse_target("tvm==0.27"), parse_target("tract==0.23")
+    assert "lessorequal_dim_of_shape" in tvm.refused_forms and "lessorequal_dim_of_shape" not in tract.refused_forms
+    for m in (model, _static(model, feeds)):
+        found = static_dims_blockers(m, {}, tvm.name, LazyInference(m)(), tvm.refused_forms)
+        assert [b[1] for b in found] == ["LessOrEqual"] and "computed from dims read by Shape" in found[0][3]
+        assert "--input-shape" in found[0][3]
+    for first, extra in (("one", []),  # a comparison of constants, and one of the input's values: not named
+                         ("mix", [onnx.helper.make_node("ReduceMax", ["x"], ["mx"], keepdims=0),
+                                  onnx.helper.make_node("Cast", ["mx"], ["mi"], to=onnx.TensorProto.INT64),
+                                  onnx.helper.make_node("Add", ["d", "mi"], ["mix"])])):
+        other = onnx.ModelProto()
+        other.CopyFrom(model)
+        other.graph.node[2].input[0] = first
+        other.graph.node.extend(extra)
+        nodes = sorted(other.graph.node, key=lambda n: n.op_type not in ("Shape", "Gather", "ReduceMax", "Cast", "Add"))
+        del other.graph.node[:]
+        other.graph.node.extend(nodes)
+        onnx.checker.check_model(other, full_check=True)
+        assert static_dims_blockers(other, {}, tvm.name, LazyInference(other)(), tvm.refused_forms) == [], first
+    assert _blocked(model, tract) == []
+
+
+def test_qlinear_add_over_symbolic_dims_is_named_for_tvm_and_runs_with_input_shape():
+    from rewriter.convert.for_target import convert_for
+    from rewriter.convert.planner import ConversionBlocked
+    from tests.convert.support.contrib_oracle import com_model, qparams
+
+    elem = onnx.TensorProto.UINT8
+    inits = qparams("a", 0.1, 1, elem) + qparams("b", 0.2, 2, elem) + qparams("c", 0.3, 3, elem)
+
+    def qadd(a, b, out):
+        return com_model("QLinearAdd", [("A", elem, a), "a_s", "a_z", ("B", elem, b), "b_s", "b_z", "c_s", "c_z"],
+                         [("C", elem, out)], initializers=inits)
+
+    with pytest.raises(ConversionBlocked) as e:
+        convert_for(qadd(["n", "w"], [], ["n", "w"]), runtime="tvm==0.27")
+    assert "(LessOrEqual)" in str(e.value) and "--input-shape" in str(e.value)
+    result, _ = convert_for(qadd([2, 5], [], [2, 5]), runtime="tvm==0.27")
+    assert "LessOrEqual" not in {n.op_type for n in result.graph.node}
+    result, _ = convert_for(qadd(["n", "w"], [], ["n", "w"]), runtime="tract==0.23")  # tract runs it (measured)
+    assert "LessOrEqual" in {n.op_type for n in result.graph.node}
