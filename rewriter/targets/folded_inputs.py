@@ -76,7 +76,7 @@ def constants_folded(op: str):
         done = [n for n in found if n not in still]
         what = {"Conv": "weight or bias", "Reshape": "shape", "Slice": "bound"}[op]
         note = (f"{len(found)} {op} node(s) reading a computed {what}: "
-                f"the model's constants and shape chains folded first (onnx2tf folds none, and {release} refuses "
-                f"the form); {len(done)} now read constants: {first_few(repr(n) for n in found)}")
+                f"the model's constants and shape chains folded first ({release} refuses the form); "
+                f"{len(done)} now read constants: {first_few(repr(n) for n in found)}")
         return [note]
     return rewrite

@@ -71,7 +71,7 @@ def _channel_shuffle() -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
 
 
-def _chunk() -> onnx.ModelProto:
+def _chunk(batch="n") -> onnx.ModelProto:
     """The opset-17 export's chunk of x [n, 4, 3, 3] in two along the channels (Slice bounds from
     Shape(x)), the second half through a depthwise Conv, then a Conv of both."""
     node, vi = helper.make_node, helper.make_tensor_value_info
@@ -85,7 +85,7 @@ def _chunk() -> onnx.ModelProto:
     inits = [_ints("one", 1), _ints("two", 2), _ints("zero", [0]), _ints("one1", [1]), _ints("end", [2 ** 62]),
              numpy_helper.from_array(rng.standard_normal((2, 1, 3, 3)).astype(np.float32), "dw"),
              numpy_helper.from_array(rng.standard_normal((4, 4, 1, 1)).astype(np.float32), "w")]
-    graph = helper.make_graph(nodes, "g", [vi("x", T.FLOAT, ["n", 4, 3, 3])], [vi("y", T.FLOAT, ["n", 4, 3, 3])],
+    graph = helper.make_graph(nodes, "g", [vi("x", T.FLOAT, [batch, 4, 3, 3])], [vi("y", T.FLOAT, [batch, 4, 3, 3])],
                               inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
@@ -208,5 +208,40 @@ def test_litert_refuses_the_forms_and_runs_them_folded(make, error):
     as_is = run_in("litert", "2.6", model, feeds)
     assert not as_is["ok"] and error in as_is["error"]
     converted = run_in("litert", "2.6", convert_for(model, runtime="litert==2.6")[0], feeds)
+    assert converted["ok"], converted
+    assert np.allclose(converted["values"][0], _ort(model, feeds)[0], rtol=1e-5, atol=1e-6)
+
+
+def _shuffle_unit() -> onnx.ModelProto:
+    """A unit of shufflenet_v2's opset-17 export over static dims: x [1, 8, 4, 4] chunked in two by
+    Slices whose bounds are (dim 1 + 1) / 2 * k, the second half through a Conv and a Relu, both
+    concatenated and shuffled (Reshape [1, 2, 4, 4, 4], Transpose, Reshape back)."""
+    node, vi = helper.make_node, helper.make_tensor_value_info
+    nodes = [node("Shape", ["x"], ["s"]), node("Gather", ["s", "one1"], ["c"], axis=0),
+             node("Add", ["c", "one1"], ["c1"]), node("Div", ["c1", "two1"], ["h"]), node("Mul", ["h", "one1"], ["e1"]),
+             node("Slice", ["x", "zero", "e1", "one1"], ["a"], name="first"), node("Mul", ["h", "two1"], ["e2"]),
+             node("Slice", ["x", "e1", "e2", "one1"], ["b"], name="second"), node("Conv", ["b", "w"], ["bc"]),
+             node("Relu", ["bc"], ["br"]), node("Concat", ["a", "br"], ["ab"], axis=1),
+             node("Reshape", ["ab", "split"], ["r"]), node("Transpose", ["r"], ["t"], perm=[0, 2, 1, 3, 4]),
+             node("Reshape", ["t", "back"], ["y"])]
+    inits = [_ints("one1", [1]), _ints("two1", [2]), _ints("zero", [0]), _ints("split", [1, 2, 4, 4, 4]),
+             _ints("back", [1, 8, 4, 4]),
+             numpy_helper.from_array(np.random.default_rng(5).standard_normal((4, 4, 1, 1)).astype(np.float32), "w")]
+    graph = helper.make_graph(nodes, "g", [vi("x", T.FLOAT, [1, 8, 4, 4])], [vi("y", T.FLOAT, [1, 8, 4, 4])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_tvm_folds_a_static_chunk_it_refuses_and_runs_it():
+    """TVM 0.27 (Slice ``bounds_folded``, then ``dims_as_scalars``): shufflenet's unit over static dims
+    is refused at load as it is ("CodeGenVM cannot emit", the Concat after the Slices); folded, it runs."""
+    model = _shuffle_unit()
+    result, report = convert_for(model, runtime="tvm==0.27")
+    assert computed_inputs(result, "Slice") == []
+    assert any("2 Slice node(s) reading a computed bound" in note and "tvm 0.27" in note for note in report.target_notes)
+    feeds = _feeds(model)
+    assert np.array_equal(_ort(result, feeds)[0], _ort(model, feeds)[0])
+    as_is = run_in("tvm", "0.27", model, feeds)
+    assert not as_is["ok"] and "CodeGenVM cannot emit" in as_is["error"]
+    converted = run_in("tvm", "0.27", result, feeds)
     assert converted["ok"], converted
     assert np.allclose(converted["values"][0], _ort(model, feeds)[0], rtol=1e-5, atol=1e-6)
