@@ -2230,7 +2230,7 @@ MUTANTS: list[Mutant] = [
       '    return {form: table["forms"][form]["symbolic"] for form in table.get("forms", [])}',
       'tests/targets/test_static_dims.py', 'every probed form taken as needing static dims, the controls too'),
     M('sd-hook-clear', 'rewriter/convert/for_target.py',
-      '        report.target_notes.extend(static_dims.clear_foreign_symbols(result))', '        pass',
+      '        report.target_notes.extend(static_dims.clear_declared_symbols(result))', '        pass',
       'tests/targets/test_static_dims.py', 'value_info symbols tract cannot unify left in place'),
     M('sd-hook-block', 'rewriter/convert/for_target.py',
       '        found += static_dims.static_dims_blockers(result, target.needs_static_dims, target.name,',
@@ -3231,6 +3231,17 @@ MUTANTS: list[Mutant] = [
     M('sd-cmp-hint', 'rewriter/targets/static_dims.py',
       "{_RUNS_INSTEAD.get(form, 'a shape that is a constant runs')}", "a shape that is a constant runs",
       'tests/targets/test_static_dims.py', 'the hint does not say --input-shape'),
+    M('tvm-slice-fold', 'rewriter/targets/data/tvm.json',
+      '      "bounds_folded",\n      "dims_as_scalars"\n', '      "dims_as_scalars"\n',
+      'tests/targets/test_folded_inputs.py', "TVM's chunk Slices keep their computed bounds"),
+    M('sd-clear-inside', 'rewriter/targets/static_dims.py',
+      'if d.HasField("dim_param") and (d.dim_param not in own or inside):',
+      'if d.HasField("dim_param") and d.dim_param not in own:',
+      'tests/targets/test_static_dims.py', "a wrong declaration of an input's symbol kept for tract"),
+    M('sd-clear-outputs', 'rewriter/targets/static_dims.py',
+      '        inside = value.name not in {o.name for o in model.graph.output}\n',
+      '        inside = True\n',
+      'tests/targets/test_static_dims.py', "the outputs' input symbols cleared too"),
 ]
 
 

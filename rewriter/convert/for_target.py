@@ -209,7 +209,7 @@ def _measured_forms(source, result, report, target, plan_only: bool) -> None:
     if target.runtime in forms.NAMES_DIMS and not plan_only:
         report.target_notes.extend(forms.name_anonymous_dims(result))
     if target.runtime in static_dims.CLEARS_FOREIGN_SYMBOLS and not plan_only:
-        report.target_notes.extend(static_dims.clear_foreign_symbols(result))
+        report.target_notes.extend(static_dims.clear_declared_symbols(result))
     if target.rewrite_forms:
         from rewriter.graph.inferred import LazyInference
         from rewriter.targets.measured_rewrites import rewrite_forms, rewritten_copy

@@ -14,10 +14,12 @@ whose graph inputs have a dim that is not static is blocked when it is in such a
 the inputs ``--input-shape`` must fix. A model whose inputs are all static (as ``--input-shape``
 / ``--fix-dim`` make them) has none.
 
-Beside the forms, ``clear_foreign_symbols``: tract unifies the dims a model's value_info declares
+Beside the forms, ``clear_declared_symbols``: tract unifies the dims a model's value_info declares
 with those it computes, and a symbol no graph input has (Paddle's ``DynamicDimension.0``) can
 never be unified with the input's ("Impossible to unify Sym(DynamicDimension.0) with Sym(x_d0)"),
-static or not; such dims are left unnamed for it.
+static or not, nor a wrong declaration of an input's symbol (onnxruntime-genai's float16 Llama);
+the value_info dims named by symbols, and the outputs' dims named by foreign ones, are left
+unnamed for it.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import onnx
 from rewriter.graph import traversal
 from rewriter.graph.static_shapes import is_dynamic
 
-__all__ = ["CLEARS_FOREIGN_SYMBOLS", "FORMS", "clear_foreign_symbols", "dynamic_inputs", "static_dims_blockers"]
+__all__ = ["CLEARS_FOREIGN_SYMBOLS", "FORMS", "clear_declared_symbols", "dynamic_inputs", "static_dims_blockers"]
 
 # runtime -> why the symbols of value_info that no graph input has are cleared for it
 CLEARS_FOREIGN_SYMBOLS = {"tract": "tract refuses a declared dim whose symbol no graph input has "
@@ -365,20 +367,34 @@ def _last_cause(refusal: str) -> str:
     return re.split(r" Caused by: | \d+: ", refusal)[-1].strip()[:160]
 
 
-def clear_foreign_symbols(model: onnx.ModelProto) -> list[str]:
-    """Clear, in place, every main-graph value_info and output dim named by a symbol no graph
-    input has; one note when some were."""
+def clear_declared_symbols(model: onnx.ModelProto) -> list[str]:
+    """Clear, in place, every main-graph value_info dim named by a symbol, and every output dim named
+    by a symbol no graph input has; a note for each kind when some were. tract unifies declared dims
+    with those it computes: a symbol no input has never unifies, and a declaration that is wrong
+    (onnxruntime-genai's float16 Llama declares its repeat_kv Unsqueeze's and Expand's dim
+    ``sequence_length`` where the key they read is the past and the new one concatenated) makes it
+    refuse the model ("Impossible to unify Sym(sequence_length) with Add([...])"). The dims stay,
+    unnamed: tract computes them from the inputs."""
     own = {d.dim_param for v in model.graph.input for d in v.type.tensor_type.shape.dim if d.dim_param}
     cleared: set[str] = set()
+    hints = 0
     for value in [*model.graph.value_info, *model.graph.output]:
         if not value.type.HasField("tensor_type"):
             continue
+        inside = value.name not in {o.name for o in model.graph.output}
         for d in value.type.tensor_type.shape.dim:
-            if d.HasField("dim_param") and d.dim_param not in own:
-                cleared.add(d.dim_param)
+            if d.HasField("dim_param") and (d.dim_param not in own or inside):
+                if d.dim_param in own:
+                    hints += 1
+                else:
+                    cleared.add(d.dim_param)
                 d.ClearField("dim_param")
-    if not cleared:
-        return []
-    names = sorted(cleared)
-    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-    return [f"declared dims named by symbols no graph input has left unnamed ({shown})"]
+    notes = []
+    if cleared:
+        names = sorted(cleared)
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        notes.append(f"declared dims named by symbols no graph input has left unnamed ({shown})")
+    if hints:
+        notes.append(f"{hints} value_info dim(s) named by the graph inputs' symbols left unnamed (tract unifies "
+                     "declarations with what it computes and refuses a model whose declarations are wrong)")
+    return notes

@@ -22,7 +22,7 @@ from rewriter.graph.static_shapes import fix_shapes
 from rewriter.targets import parse_target
 from rewriter.targets.static_dims import (
     FORMS,
-    clear_foreign_symbols,
+    clear_declared_symbols,
     dynamic_inputs,
     static_dims_blockers,
 )
@@ -165,13 +165,19 @@ def test_a_form_refused_static_too_is_named_only_where_measured_so():
     assert static_dims_blockers(plain, {}, tvm.name, LazyInference(plain)(), tvm.refused_forms) == []
 
 
-def test_value_info_symbols_no_input_has_are_cleared_for_tract():
+def test_value_info_symbols_are_cleared_for_tract_and_outputs_keep_the_inputs():
     model, _ = forms.conv_value_info_symbol()
-    model.graph.value_info.append(onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["n", 2, 4, 4]))
-    notes = clear_foreign_symbols(model)
+    model.graph.value_info.append(onnx.helper.make_tensor_value_info("z", onnx.TensorProto.FLOAT, ["n", 2, 4, 4]))
+    model.graph.output[0].type.tensor_type.shape.dim[0].dim_param = "n"
+    model.graph.output.append(onnx.helper.make_tensor_value_info("w", onnx.TensorProto.FLOAT, ["other", 2]))
+    notes = clear_declared_symbols(model)
     dims = {v.name: [d.dim_param for d in v.type.tensor_type.shape.dim] for v in model.graph.value_info}
-    assert dims == {"c": ["", "", "", ""], "y": ["n", "", "", ""]}
-    assert notes and "DynamicDimension.0" in notes[0] and clear_foreign_symbols(model) == []
+    assert dims == {"c": ["", "", "", ""], "z": ["", "", "", ""]}
+    assert [d.dim_param for d in model.graph.output[0].type.tensor_type.shape.dim][0] == "n"
+    assert [d.dim_param for d in model.graph.output[1].type.tensor_type.shape.dim] == ["", ""]
+    assert len(notes) == 2 and "DynamicDimension.0" in notes[0] and "other" in notes[0]
+    assert notes[1].startswith("1 value_info dim(s) named by the graph inputs' symbols")
+    assert clear_declared_symbols(model) == []
     result, report = convert_for(forms.conv_value_info_symbol()[0], runtime="tract==0.23")
     assert any("DynamicDimension.0" in n for n in report.target_notes)
     assert not any(d.dim_param == "DynamicDimension.0" for v in result.graph.value_info
@@ -266,3 +272,25 @@ def test_qlinear_add_over_symbolic_dims_is_named_for_tvm_and_runs_with_input_sha
     assert "LessOrEqual" not in {n.op_type for n in result.graph.node}
     result, _ = convert_for(qadd(["n", "w"], [], ["n", "w"]), runtime="tract==0.23")  # tract runs it (measured)
     assert "LessOrEqual" in {n.op_type for n in result.graph.node}
+
+
+def test_a_wrong_declaration_of_an_input_symbol_is_refused_by_tract_and_runs_converted():
+    """onnxruntime-genai's float16 Llama in small: a Concat of the past and the new key declared as long as
+    the new one ([batch, seq] where it is [batch, past + seq]); ONNX Runtime ignores it, tract refuses it."""
+    h, T = onnx.helper, onnx.TensorProto
+    nodes = [h.make_node("Concat", ["past", "x"], ["c"], axis=1), h.make_node("Relu", ["c"], ["y"])]
+    graph = h.make_graph(nodes, "g", [h.make_tensor_value_info("past", T.FLOAT, ["batch", "past_seq"]),
+                                      h.make_tensor_value_info("x", T.FLOAT, ["batch", "seq"])],
+                         [h.make_tensor_value_info("y", T.FLOAT, ["batch", "total"])],
+                         value_info=[h.make_tensor_value_info("c", T.FLOAT, ["batch", "seq"])])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 13)], ir_version=8)
+    feeds = {"past": np.random.default_rng(1).standard_normal((2, 3)).astype(np.float32),
+             "x": np.random.default_rng(2).standard_normal((2, 4)).astype(np.float32)}
+    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
+    as_is = run_in("tract", "0.23", model, feeds)
+    assert not as_is["ok"] and "unify" in as_is["error"], as_is
+    result, report = convert_for(model, runtime="tract==0.23")
+    assert any("2 value_info dim(s) named by the graph inputs' symbols" in n for n in report.target_notes)
+    got = run_in("tract", "0.23", result, feeds)
+    assert got["ok"], got
+    np.testing.assert_array_equal(got["values"][0], want)
