@@ -3242,6 +3242,16 @@ MUTANTS: list[Mutant] = [
       '        inside = value.name not in {o.name for o in model.graph.output}\n',
       '        inside = True\n',
       'tests/targets/test_static_dims.py', "the outputs' input symbols cleared too"),
+    M('qf-divide-groups', 'rewriter/convert/lowering/quant_explicit.py',
+      '        if form != "divide_by_fed":  # are named by quant_written.float_sum_blockers)\n            float_reduction(x, scope)\n',
+      '        if form == "threshold_table":\n            float_reduction(x, scope)\n',
+      'tests/convert/test_quant_fusion.py', "an unfused QDQ group's QuantizeLinear written with a division"),
+    M('qf-tract-inexact', 'rewriter/convert/lowering/quant_fusion.py',
+      'INEXACT_DIVISION = ("openvino", "tract")', 'INEXACT_DIVISION = ("openvino",)',
+      'tests/convert/test_quant_fusion.py', "tract's fused QLinearAveragePool taken"),
+    M('qf-tract-form', 'rewriter/targets/data/tract.json',
+      '"form": "onnx_runtime_fusion"', '"form": "float_sum_refused"',
+      'tests/convert/test_quant_fusion.py', 'tract keeps refusing QDQ groups it runs fused'),
 ]
 
 

@@ -223,10 +223,46 @@ def test_a_fused_average_pool_leaves_the_model_as_it_was():
     assert any(n.op_type == "Div" for n in exact.graph.node)
 
 
-def test_convert_for_openvino_refuses_a_fused_average_pool_by_name():
+@pytest.mark.parametrize("release", ["openvino==2026.4", "tract==0.23"])
+def test_convert_refuses_a_fused_average_pool_by_name(release):
+    """tract 0.23 divides by a constant as a product with its reciprocal (its QuantizeLinear data): as for
+    OpenVINO the fused graph is not taken, and the QDQ group's QuantizeLinear is named (its x is tract's
+    float Conv sum, not ONNX Runtime's), not written with a division."""
     from rewriter import RewriterError as Error
     from rewriter.convert.for_target import convert_for
 
+    runtime = release.split("==")[0]
     with pytest.raises(Error, match=r"'q_conv'.*float Conv.*fused graph has QLinearAveragePool, whose lowering "
-                                    r"divides in float32, which openvino does not round"):
-        convert_for(_with_average_pool(), runtime="openvino==2026.4")
+                                    rf"divides in float32, which {runtime} does not round"):
+        convert_for(_with_average_pool(), runtime=release)
+
+
+@pytest.mark.parametrize("release", ["tract==0.23", "tvm==0.27"])
+def test_convert_for_tract_and_tvm_fuses_and_matches_onnx_runtime(release):
+    """tract 0.23 summed a QDQ group's float Conv otherwise than ONNX Runtime (nudenet_320n_qdq 0.0087);
+    fused as ONNX Runtime fuses it and written as integers, it computes ONNX Runtime's codes."""
+    from rewriter.convert.for_target import convert_for
+    from tests.targets.runtime_runs import run_in
+
+    model = _qdq_conv(add=True)
+    result, report = convert_for(model, runtime=release)
+    assert any("QDQ groups fused" in n for n in report.target_notes)
+    runtime, version = release.split("==")  # (TVM's integer Conv is a Conv in double: quant_double.py)
+    assert not {"QuantizeLinear", "QLinearConv", "Conv" if runtime == "tract" else ""} & {
+        n.op_type for n in result.graph.node}
+    ran = run_in(runtime, version, result, _feeds())
+    assert ran.get("ok"), ran
+    np.testing.assert_array_equal(np.asarray(ran["values"][0]).reshape(_ort(model)[0].shape), _ort(model)[0])
+
+
+def test_a_qdq_group_the_fusion_leaves_is_named_for_a_dividing_form():
+    """A QuantizeLinear of a QDQ group's float Conv that no fusion replaced is a blocker for the division
+    forms too (tract's divide_in_double, TVM's divide), as for OpenVINO's table: its x is the runtime's sum."""
+    from rewriter.convert.lowering.quant_explicit import rewrite_quantized
+
+    for form in ("divide_in_double", "divide", "threshold_table"):
+        model = _qdq_conv()
+        count, blockers = rewrite_quantized(model, {"QuantizeLinear": form}, "R 1.0")
+        assert count == 0 and blockers and all("QDQ group's float Conv" in b[3] for b in blockers), form
+    count, blockers = rewrite_quantized(_qdq_conv(), {"QuantizeLinear": "divide_by_fed"}, "R 1.0")
+    assert not any("QDQ group's" in b[3] for b in blockers)  # (LiteRT's: named by float_sum_blockers)

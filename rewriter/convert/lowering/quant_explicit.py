@@ -166,13 +166,14 @@ def _quantize_linear(node, scope, w: _Writer, ranks: dict, form: str = "divide")
     if folded is not None:
         w.op("Identity", [w.const(folded, "codes")], node.output[0])
         return
-    if form == "threshold_table":  # comparisons with ONNX Runtime's thresholds: quant_table.py
-        try:
+    try:  # (a QDQ group the fusion left: its float sum is the runtime's, not ONNX Runtime's; LiteRT's
+        if form != "divide_by_fed":  # are named by quant_written.float_sum_blockers)
             float_reduction(x, scope)
+        if form == "threshold_table":  # comparisons with ONNX Runtime's thresholds: quant_table.py
             write_threshold_table(w, x, scale, zp, elem, node.output[0], shape)
-        except ValueError as e:
-            raise _Refused(str(e)) from None
-        return
+            return
+    except ValueError as e:
+        raise _Refused(str(e)) from None
     scale = scale.reshape(shape) if shape else scale.reshape(())
     if form == "divide_in_double":  # x * (1 / s) in double, rounded once to float32: x / s correctly rounded
         v = w.op("Cast", [w.op("Mul", [w.op("Cast", [x], to=TensorProto.DOUBLE),

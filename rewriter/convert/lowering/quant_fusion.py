@@ -34,9 +34,10 @@ __all__ = ["FORM", "fuse_like_onnx_runtime", "has_qdq_reduction"]
 FORM = "onnx_runtime_fusion"
 # fused ops whose lowering divides by a float32 constant, and the runtimes whose division is not correctly rounded
 # (OpenVINO: with static shapes ppocr_v4_rec_qdq's QLinearAveragePool gave other codes, 84 of 9600, WRONG 0.0128):
-# there the fused graph is not taken (the model refused by name); TVM's division is exact (ppocr_v4_rec matches)
+# there the fused graph is not taken (the model refused by name); TVM's division is exact (ppocr_v4_rec matches);
+# tract 0.23 divides by a constant as a product with the reciprocal (its QuantizeLinear data)
 DIVIDING = ("QLinearAveragePool",)
-INEXACT_DIVISION = ("openvino",)
+INEXACT_DIVISION = ("openvino", "tract")  # (tract: a division by a constant is a product with its reciprocal)
 _STANDARD = ("", "ai.onnx")
 
 
