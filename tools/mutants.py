@@ -3243,7 +3243,7 @@ MUTANTS: list[Mutant] = [
       '        inside = True\n',
       'tests/targets/test_static_dims.py', "the outputs' input symbols cleared too"),
     M('qf-divide-groups', 'rewriter/convert/lowering/quant_explicit.py',
-      '        if form != "divide_by_fed":  # are named by quant_written.float_sum_blockers)\n            float_reduction(x, scope)\n',
+      '        if form in ("threshold_table", "divide_in_double"):\n            float_reduction(x, scope)\n',
       '        if form == "threshold_table":\n            float_reduction(x, scope)\n',
       'tests/convert/test_quant_fusion.py', "an unfused QDQ group's QuantizeLinear written with a division"),
     M('qf-tract-inexact', 'rewriter/convert/lowering/quant_fusion.py',

@@ -166,8 +166,8 @@ def _quantize_linear(node, scope, w: _Writer, ranks: dict, form: str = "divide")
     if folded is not None:
         w.op("Identity", [w.const(folded, "codes")], node.output[0])
         return
-    try:  # (a QDQ group the fusion left: its float sum is the runtime's, not ONNX Runtime's; LiteRT's
-        if form != "divide_by_fed":  # are named by quant_written.float_sum_blockers)
+    try:  # (a QDQ group the fusion left: OpenVINO's and tract's float sums are not ONNX Runtime's, measured)
+        if form in ("threshold_table", "divide_in_double"):
             float_reduction(x, scope)
         if form == "threshold_table":  # comparisons with ONNX Runtime's thresholds: quant_table.py
             write_threshold_table(w, x, scale, zp, elem, node.output[0], shape)
