@@ -6,7 +6,8 @@ TreeEnsembleClassifier is standard ONNX over a static input (``--input-shape X:5
 inference gives ``[5]``, which is what ONNX Runtime returns for the input model too. Inference of
 the input does not reach that output (the op has no shape inference), so the declaration was
 never checked; the result's can, and fails only on the declaration. Such a declared dim is
-written as the inferred one, and the conversion says so.
+written as the inferred one, and the lowering says so (a warning among
+:attr:`LoweringReport.retyped`, which `convert --target` and `convert --lower-ops` print).
 
 A dim the input's own inference gives is left as it is: a conflict there is the conversion's
 (or the input's own, which the checks report), not a declaration nobody could check.
@@ -16,22 +17,23 @@ from __future__ import annotations
 
 import onnx
 
+from rewriter.convert.lowering.contrib_types import dims_of
+
 __all__ = ["correct_declared_outputs"]
 
 
-def _strict_error(model: onnx.ModelProto) -> str | None:
+def _passes_strict(model: onnx.ModelProto) -> bool:
     try:
         onnx.shape_inference.infer_shapes(model, strict_mode=True)
-    except Exception as e:  # InferenceError, ValidationError
-        return str(e)
-    return None
+    except Exception:  # noqa: BLE001 - InferenceError, ValidationError
+        return False
+    return True
 
 
 def _dims(value: onnx.ValueInfoProto) -> list | None:
-    t = value.type.tensor_type if value.type.HasField("tensor_type") else None
-    if t is None or not t.HasField("shape"):
-        return None
-    return [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim]
+    """The static dims of ``value`` (None for a symbolic or unknown one), None when the rank is unknown."""
+    dims = dims_of(value.type)[1]
+    return None if dims is None else [d if isinstance(d, int) else None for d in dims]
 
 
 def _text(dims: list) -> str:
@@ -58,7 +60,7 @@ def correct_declared_outputs(result: onnx.ModelProto, source: onnx.ModelProto) -
     inference of ``result`` gives for them, where inference of ``source`` gives no static dim (its
     declaration was never checked) and ``result`` fails strict inference for those declarations
     only; one warning line per output changed."""
-    if _strict_error(result) is None:
+    if _passes_strict(result):
         return []
     dims_after = _inferred_outputs(result, strict=True)
     dims_before = _inferred_outputs(source, strict=False)

@@ -125,10 +125,6 @@ def convert_for(model: onnx.ModelProto, target_opset: int | str | TargetSpec | N
     except ConversionBlocked as e:  # (an expansion's nodes too: DynamicQuantizeLinear's QuantizeLinear)
         raise ConversionBlocked(credit_lowering(e.blockers, source), e.what) from None
     report.blockers = credit_lowering(report.blockers, source)
-    if lowered is not None and not kwargs.get("plan_only", False):
-        from rewriter.convert.declared_outputs import correct_declared_outputs
-
-        report.warnings.extend(correct_declared_outputs(result, source))
     return result, report
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import onnx
 
+from rewriter.convert.declared_outputs import correct_declared_outputs
 from rewriter.convert.lowering import MIN_OPSET, LoweringReport, lower_nodes, lowerable_ops
 from rewriter.graph.ort_onnx_domain import relabel
 from rewriter.convert.planner import convert_model
@@ -72,6 +73,7 @@ def lower_ops(model: onnx.ModelProto, ops=None, *, opset: int | None = None) -> 
     if current is not None and current < write_at:
         work = convert_model(model, write_at)[0]
     result, report = lower_nodes(work, ops, new_opset=write_at, final_opset=opset)
+    report.retyped.extend(correct_declared_outputs(result, model))  # (before any conversion checks it)
     report.source_opset = current
     if dropped:
         report.notes.append(f"dropped {dropped} value_info entr{'y' if dropped == 1 else 'ies'} of the input whose "

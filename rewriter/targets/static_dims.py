@@ -33,9 +33,9 @@ from rewriter.graph.static_shapes import is_dynamic
 
 __all__ = ["CLEARS_FOREIGN_SYMBOLS", "FORMS", "clear_declared_symbols", "dynamic_inputs", "static_dims_blockers"]
 
-# runtime -> why the symbols of value_info that no graph input has are cleared for it
-CLEARS_FOREIGN_SYMBOLS = {"tract": "tract refuses a declared dim whose symbol no graph input has "
-                                   "(it cannot unify it with the one it computes)"}
+# runtime -> why the symbols of value_info (and the outputs' that no graph input has) are cleared for it
+CLEARS_FOREIGN_SYMBOLS = {"tract": "tract refuses a declared dim it cannot unify with the one it computes "
+                                   "(a symbol no graph input has, or a wrong declaration)"}
 
 # ops that keep their (first) input's shape, looked through from a Concat to the Resize behind it
 # (Where through its condition: the explicit QuantizeLinear of convert's lowering is Where(IsNaN(x), ...))
@@ -378,12 +378,12 @@ def clear_declared_symbols(model: onnx.ModelProto) -> list[str]:
     own = {d.dim_param for v in model.graph.input for d in v.type.tensor_type.shape.dim if d.dim_param}
     cleared: set[str] = set()
     hints = 0
+    outputs = {o.name for o in model.graph.output}
     for value in [*model.graph.value_info, *model.graph.output]:
         if not value.type.HasField("tensor_type"):
             continue
-        inside = value.name not in {o.name for o in model.graph.output}
         for d in value.type.tensor_type.shape.dim:
-            if d.HasField("dim_param") and (d.dim_param not in own or inside):
+            if d.HasField("dim_param") and (d.dim_param not in own or value.name not in outputs):
                 if d.dim_param in own:
                     hints += 1
                 else:

@@ -70,6 +70,17 @@ def test_cli_with_input_shape_writes_it_and_says_so(tmp_path, capsys):
     assert "is declared" not in capsys.readouterr().err
 
 
+def test_lower_ops_corrects_it_too(tmp_path, capsys):
+    """The correction belongs to the lowering: ``convert --lower-ops`` with static dims gets it as well."""
+    src, out = str(tmp_path / "m.onnx"), str(tmp_path / "out.onnx")
+    onnx.save(_tree_classifier("N"), src)
+    assert cli.main(["convert", src, "--lower-ops", "ai.onnx.ml", "--input-shape", "X:4,2", "-o", out]) == 0
+    assert "graph output 'label' is declared [1] but the lowered model computes [4]" in capsys.readouterr().err
+    written = onnx.load(out)
+    assert _dims(written.graph.output[0]) == [4]
+    onnx.checker.check_model(written, full_check=True)
+
+
 def _identity(declared: list, source_op: str = "Identity", extra_bad: bool = False):
     nodes = [helper.make_node(source_op, ["X"], ["Y"], domain="custom" if source_op != "Identity" else "")]
     outputs = [helper.make_tensor_value_info("Y", TensorProto.FLOAT, declared)]

@@ -35,7 +35,7 @@ class LoweringReport:
     exactness: dict = dataclasses.field(default_factory=dict)  # (domain, op) -> set of statements
     nodes_added: int = 0
     notes: list = dataclasses.field(default_factory=list)
-    retyped: list = dataclasses.field(default_factory=list)  # warnings: graph outputs whose type changed
+    retyped: list = dataclasses.field(default_factory=list)  # warnings: graph outputs whose type (or dims) changed
 
     @property
     def changed(self) -> bool:
