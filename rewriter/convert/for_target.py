@@ -151,9 +151,7 @@ def _convert(model, spec, source, lowered, kwargs):
         _whose_data(report, target, lowered)
         if target is not None:
             from rewriter.convert.lowering.quant_explicit import meet_quantized_forms
-            from rewriter.convert.lowering.quant_written import meet_float_sums
 
-            meet_float_sums(result, report, target, kwargs.get("plan_only", False))
             meet_quantized_forms(result, report, target, kwargs.get("plan_only", False), kwargs.get("base_dir"))
             _measured_forms(source, result, report, target, kwargs.get("plan_only", False))
         return result, report

@@ -38,6 +38,7 @@ from rewriter.targets.restriction_lookups import constant_array
 from rewriter.targets.same_pads import explicit_pads
 from rewriter.targets.slice_ends import huge_ends_maximal
 from rewriter.targets.tdim_casts import topk_cast_bypassed
+from rewriter.targets.widened_codes import expand_codes_widened
 from rewriter.targets.where_branches import branches_swapped, strings_gathered
 
 __all__ = ["TILE_RANKS", "rewrite_forms", "rewritten_copy"]
@@ -124,7 +125,8 @@ _REWRITES = {("Tile", "rank_6"): _tile_rank_6, ("Identity", "producer_writes_out
              ("Conv", "weights_folded"): constants_folded("Conv"), ("Reshape", "shape_folded"): constants_folded("Reshape"),
              ("Slice", "bounds_folded"): constants_folded("Slice"), ("TopK", "cast_bypassed"): topk_cast_bypassed,
              ("Concat", "forced_dims_fixed"): forced_dims_fixed,
-             ("Cast", "int32_dims_widened"): int32_dims_widened, ("Slice", "huge_ends_maximal"): huge_ends_maximal}
+             ("Cast", "int32_dims_widened"): int32_dims_widened, ("Slice", "huge_ends_maximal"): huge_ends_maximal,
+             ("Expand", "codes_widened"): expand_codes_widened}
 
 
 def rewrite_forms(model: onnx.ModelProto, table: dict, release: str, inferred=None) -> list[str]:

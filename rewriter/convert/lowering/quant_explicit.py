@@ -12,6 +12,8 @@ the runtimes compute as written:
   that order), clamped, rounded half to even, + zp. A weight zero point is folded into the constant
   weight when w - zp fits 8 bits, else (one per tensor) it is the integer op's own input.
   QLinearConv / ConvInteger "double" (quant_double.py): the int32 sum as an exact Conv in double.
+- DequantizeLinear "fold_blocks" / "cast_and_scale" (quant_dequant.py): blocked constants folded;
+  the latter also writes every other one as Cast, Sub and Mul (ONNX Runtime's float(x - zp) * s).
 - ``QDQ`` "onnx_runtime_fusion" (quant_fusion.py): the QDQ groups first fused as ONNX Runtime does.
 
 Every such node whose inputs are not what the form needs (scales or zero points fed at run time,
@@ -23,6 +25,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from rewriter.convert.lowering.quant_dequant import dequantize
 from rewriter.convert.lowering.quant_double import Keep as _Keep, Refused as _Refused, conv_accumulator, conv_integer
 from rewriter.convert.lowering.quant_dynamic import dynamic_quantize
 from rewriter.convert.lowering.quant_fusion import FORM, fuse_like_onnx_runtime
@@ -166,8 +169,8 @@ def _quantize_linear(node, scope, w: _Writer, ranks: dict, form: str = "divide")
     if folded is not None:
         w.op("Identity", [w.const(folded, "codes")], node.output[0])
         return
-    try:  # (a QDQ group the fusion left: OpenVINO's and tract's float sums are not ONNX Runtime's, measured)
-        if form in ("threshold_table", "divide_in_double"):
+    try:  # (a QDQ group the fusion left: OpenVINO's, tract's and LiteRT's float sums are not ONNX Runtime's, measured)
+        if form in ("threshold_table", "divide_in_double", "divide_by_fed"):
             float_reduction(x, scope)
         if form == "threshold_table":  # comparisons with ONNX Runtime's thresholds: quant_table.py
             write_threshold_table(w, x, scale, zp, elem, node.output[0], shape)
@@ -265,27 +268,8 @@ def _qlinear_matmul(node, scope, w: _Writer, ranks: dict, form: str = "integer")
     _requantize(w, v, zy[0], ey, node.output[0])
 
 
-def _dequantize_blocked(node, scope, w: _Writer, ranks: dict, form: str = "fold_blocks") -> None:
-    """A blocked DequantizeLinear (``block_size``) of constant inputs as its float value (what
-    MatMulNBits' lowering writes below opset 21); one without blocks stays as it is."""
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    block = int(attrs.get("block_size", 0))
-    if not block:
-        raise _Keep
-    x = _const(w, node, 0, scope, "x")
-    scale = _const(w, node, 1, scope, "x_scale")
-    zp = _const(w, node, 2, scope, "x_zero_point", optional=True)
-    if scale.dtype != np.float32:
-        raise _Refused(f"x_scale of {scale.dtype}: float32 is folded")
-    axis = int(attrs.get("axis", 1)) % x.ndim
-    steps = np.minimum(np.arange(x.shape[axis]) // block, scale.shape[axis] - 1)
-    codes = x.astype(np.int64) - (0 if zp is None else np.take(zp.astype(np.int64), steps, axis=axis))
-    value = (codes.astype(np.float32) * np.take(scale, steps, axis=axis)).astype(np.float32)
-    w.op("Identity", [w.const(value, "dequantized")], node.output[0])
-
-
 _FORMS = {"QuantizeLinear": _quantize_linear, "QLinearConv": _qlinear_conv, "QLinearMatMul": _qlinear_matmul,
-          "DequantizeLinear": _dequantize_blocked, "ConvInteger": conv_integer, "DynamicQuantizeLinear": dynamic_quantize}
+          "DequantizeLinear": dequantize, "ConvInteger": conv_integer, "DynamicQuantizeLinear": dynamic_quantize}
 
 
 def _value_ranks(model: onnx.ModelProto) -> dict:
@@ -303,7 +287,8 @@ def rewrite_quantized(model: onnx.ModelProto, forms: dict, release: str,
                       read_tensor=numpy_helper.to_array) -> tuple[int, list[tuple]]:
     """Write every node of an op in ``forms`` (op -> form name: QuantizeLinear "divide",
     "divide_in_double", "divide_by_fed" or "threshold_table", QLinearConv / QLinearMatMul
-    "integer", QLinearConv / ConvInteger "double", DynamicQuantizeLinear "exact_residual" or, kept as it is,
+    "integer", QLinearConv / ConvInteger "double", DequantizeLinear "fold_blocks" or "cast_and_scale",
+    DynamicQuantizeLinear "exact_residual" or, kept as it is,
     "kept_if_exact_input") in ``model`` (in place) as that explicit form,
     reading constants with ``read_tensor`` (the model's external data relative to its directory:
     ``io.load.tensor_reader``). Returns (nodes rewritten, blockers as (node label, op, None,

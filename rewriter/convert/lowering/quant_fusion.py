@@ -37,7 +37,7 @@ FORM = "onnx_runtime_fusion"
 # there the fused graph is not taken (the model refused by name); TVM's division is exact (ppocr_v4_rec matches);
 # tract 0.23 divides by a constant as a product with the reciprocal (its QuantizeLinear data)
 DIVIDING = ("QLinearAveragePool",)
-INEXACT_DIVISION = ("openvino", "tract")  # (tract: a division by a constant is a product with its reciprocal)
+INEXACT_DIVISION = ("openvino", "tract", "litert")  # (tract, LiteRT: a division by a constant is a product with its reciprocal)
 _STANDARD = ("", "ai.onnx")
 
 

@@ -1,0 +1,58 @@
+"""``Expand`` / ``codes_widened`` (``rewrite_forms``; LiteRT's data): onnx2tf 2.6.9 writes an
+ONNX Expand as a MUL by ones, and LiteRT multiplies int8 and uint8 tensors as quantized ones
+(scale 0: every element 0; the node tests' Mul on int8 / uint8 are wrong there too) and refuses
+uint16.  An Expand of int8, uint8 or uint16 is written as Cast to int32, the Expand, and Cast
+back: the same values, each of which int32 holds exactly (int32 Expand runs right, measured).
+An Expand whose input type shape inference does not tell is left as it is."""
+
+from __future__ import annotations
+
+import onnx
+from onnx import TensorProto, helper
+
+from rewriter.graph import traversal
+from rewriter.graph.model_index import value_types
+from rewriter.graph.names import first_few, fresh_name
+from rewriter.graph.schemas import is_default_domain
+from rewriter.targets.node_splice import splice, taken_names
+
+__all__ = ["NARROW", "expand_codes_widened"]
+
+NARROW = frozenset({TensorProto.INT8, TensorProto.UINT8, TensorProto.UINT16})  # Expand-ed through int32
+
+
+def _elem(name: str, types: dict) -> int | None:
+    t = types.get(name)
+    return t.tensor_type.elem_type if t is not None and t.HasField("tensor_type") else None
+
+
+def _widened(node: onnx.NodeProto, elem: int, taken: set) -> list[onnx.NodeProto]:
+    base = node.name or node.output[0]
+    wide, out = fresh_name(taken, f"{node.input[0]}_int32"), fresh_name(taken, f"{node.output[0]}_int32")
+    expand = onnx.NodeProto()
+    expand.CopyFrom(node)
+    expand.input[0], expand.output[0] = wide, out
+    return [helper.make_node("Cast", [node.input[0]], [wide], to=TensorProto.INT32, name=fresh_name(taken, f"{base}_widen")),
+            expand,
+            helper.make_node("Cast", [out], [node.output[0]], to=elem, name=fresh_name(taken, f"{base}_narrow"))]
+
+
+def expand_codes_widened(model: onnx.ModelProto, release: str, inferred=None) -> list[str]:
+    """Rewrite in place each Expand of an int8, uint8 or uint16 tensor as the module's docstring
+    says; one note naming them."""
+    types = value_types(model, inferred)
+    taken = taken_names(model)
+    plans = []
+    for scope in traversal.iter_scopes(model):
+        found = {i: elem for i, node in enumerate(scope.body.node)
+                 if node.op_type == "Expand" and is_default_domain(node.domain)
+                 and (elem := _elem(node.input[0], types)) in NARROW}
+        if found:
+            plans.append((scope, found))
+    done = []
+    for scope, found in reversed(plans):  # a subgraph before the graph whose node holds it
+        done += splice(scope, found, lambda node, elem: _widened(node, elem, taken))
+    if not done:
+        return []
+    return [f"{len(done)} Expand node(s) of 8- or 16-bit integers computed in int32 and cast back "
+            f"({release} multiplies them as quantized values): {first_few(repr(n) for n in done)}"]
