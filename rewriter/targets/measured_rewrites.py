@@ -32,6 +32,7 @@ from rewriter.targets.dim_scalars import (
 from rewriter.targets.folded_inputs import constants_folded
 from rewriter.targets.forced_dims import forced_dims_fixed
 from rewriter.targets.int32_dims import int32_dims_widened
+from rewriter.targets.nan_fill import constant_branch_broadcast
 from rewriter.targets.node_splice import splice, taken_names
 from rewriter.targets.output_identity import producer_writes_output
 from rewriter.targets.restriction_lookups import constant_array
@@ -126,7 +127,8 @@ _REWRITES = {("Tile", "rank_6"): _tile_rank_6, ("Identity", "producer_writes_out
              ("Slice", "bounds_folded"): constants_folded("Slice"), ("TopK", "cast_bypassed"): topk_cast_bypassed,
              ("Concat", "forced_dims_fixed"): forced_dims_fixed,
              ("Cast", "int32_dims_widened"): int32_dims_widened, ("Slice", "huge_ends_maximal"): huge_ends_maximal,
-             ("Expand", "codes_widened"): expand_codes_widened}
+             ("Expand", "codes_widened"): expand_codes_widened,
+             ("Where", "constant_branch_broadcast"): constant_branch_broadcast}
 
 
 def rewrite_forms(model: onnx.ModelProto, table: dict, release: str, inferred=None) -> list[str]:

@@ -30,7 +30,7 @@ from rewriter.graph.constants import constant_value
 from rewriter.graph.names import first_few
 from rewriter.graph.schemas import DEFAULT_DOMAINS, schema_version_at_domain
 
-__all__ = ["node_versions", "read_or_none", "rewrite_note", "type_blockers", "untaken_nan_blockers",
+__all__ = ["from_isnan", "node_versions", "read_or_none", "rewrite_note", "type_blockers", "untaken_nan_blockers",
            "double_inside_blockers", "refuses_double_inside", "negative_steps_blockers", "unmeasured_present",
            "UNTAKEN_NAN", "DOUBLE_INSIDE", "NEGATIVE_STEPS"]
 
@@ -83,7 +83,7 @@ def type_blockers(model: onnx.ModelProto, table: dict, release: str, inferred=No
     return found
 
 
-def _from_isnan(name: str, scope: traversal.Scope, seen: set) -> bool:
+def from_isnan(name: str, scope: traversal.Scope, seen: set) -> bool:
     """Whether ``name`` is an IsNaN's output, through Not / Cast / Or / And / Identity."""
     if name in seen:
         return False
@@ -93,7 +93,7 @@ def _from_isnan(name: str, scope: traversal.Scope, seen: set) -> bool:
         return False
     if node.op_type == "IsNaN":
         return True
-    return node.op_type in _PASS_THROUGH and any(_from_isnan(i, where, seen) for i in node.input if i)
+    return node.op_type in _PASS_THROUGH and any(from_isnan(i, where, seen) for i in node.input if i)
 
 
 def _shape_of(name: str, types: dict, inits: dict):
@@ -135,11 +135,12 @@ def untaken_nan_blockers(model: onnx.ModelProto, table: dict, release: str, infe
     for node, scope, domain, version in node_versions(model):
         if domain != "" or node.op_type != "Where" or version not in bad or len(node.input) < 3:
             continue
-        if _from_isnan(node.input[0], scope, set()) and not _one_shape(node, types, inits) \
+        if from_isnan(node.input[0], scope, set()) and not _one_shape(node, types, inits) \
                 and not _no_nan(node, types, inits):
             found.append((traversal.node_label(node, scope), "Where", version,
                           f"its condition comes from an IsNaN, so a branch holds a NaN where it is not taken, and "
-                          f"{release} returns that NaN when the branches broadcast (measured: "
+                          f"{release} returns that NaN when the branches broadcast (a constant branch is written at the "
+                          f"output's shape when that is static: --input-shape; measured: "
                           f"{table[''][node.op_type][version][UNTAKEN_NAN][:120]})", node.name))
     return found
 
