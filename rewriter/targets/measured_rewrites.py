@@ -22,6 +22,7 @@ from rewriter.graph import traversal
 from rewriter.graph.model_index import value_types
 from rewriter.graph.names import first_few, fresh_name
 from rewriter.graph.schemas import is_default_domain
+from rewriter.targets.conv_rank import conv_integer_rank_4
 from rewriter.targets.dim_scalars import (
     dims_as_scalars,
     scalar_constant_of_shape,
@@ -128,7 +129,8 @@ _REWRITES = {("Tile", "rank_6"): _tile_rank_6, ("Identity", "producer_writes_out
              ("Concat", "forced_dims_fixed"): forced_dims_fixed,
              ("Cast", "int32_dims_widened"): int32_dims_widened, ("Slice", "huge_ends_maximal"): huge_ends_maximal,
              ("Expand", "codes_widened"): expand_codes_widened,
-             ("Where", "constant_branch_broadcast"): constant_branch_broadcast}
+             ("Where", "constant_branch_broadcast"): constant_branch_broadcast,
+             ("ConvInteger", "rank_4"): conv_integer_rank_4}
 
 
 def rewrite_forms(model: onnx.ModelProto, table: dict, release: str, inferred=None) -> list[str]:

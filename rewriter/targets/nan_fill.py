@@ -33,7 +33,8 @@ def _static(name: str, types: dict) -> tuple | None:
     if t is None or not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
         return None
     dims = t.tensor_type.shape.dim
-    return tuple(d.dim_value for d in dims) if all(d.HasField("dim_value") for d in dims) else None
+    static = all(d.HasField("dim_value") and d.dim_value >= 0 for d in dims)  # (Paddle's exports declare -1)
+    return tuple(d.dim_value for d in dims) if static else None
 
 
 def constant_branch_broadcast(model: onnx.ModelProto, release: str, inferred=None) -> list[str]:

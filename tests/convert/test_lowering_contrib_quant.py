@@ -237,3 +237,23 @@ def test_qmul_product_not_fusable_into_a_multiply_add():
     assert adds and all(made_by[i].op_type != "Mul" for n in adds for i in n.input if i in made_by)
     maxes = [n for n in nodes if n.op_type == "Max"]
     assert len(maxes) == 1 and made_by[maxes[0].input[0]].op_type == "Mul"
+
+
+def test_add_writes_the_span_order_only_when_the_tables_differ():
+    """With dims unknown when converting, ONNX Runtime's span order (which input is the FMA's scalar)
+    is decided at run time (Where over the two tables); when both orders round every pair alike (the
+    common case: nudenet_320n_qop's adds), one table is written and no Where (LiteRT refused a Where of
+    a scalar condition on uint8 codes: "has_low_rank_input_condition")."""
+    from rewriter.convert.lowering.contrib_quant import add_table
+
+    rng = np.random.default_rng(11)
+    cases = {True: (0.1, 0, 0.1, 0, 0.1, 0), False: (0.23000059, 171, 0.18409485, 117, 0.03636105, 255)}
+    for same, (sa, za, sb, zb, sc, zc) in cases.items():
+        ra, rb = np.float32(np.float32(sa) / np.float32(sc)), np.float32(np.float32(sb) / np.float32(sc))
+        tables = [add_table(T.UINT8, (ra, za), (rb, zb), zc, order) for order in (False, True)]
+        assert np.array_equal(*tables) == same  # (the premise of each case)
+        model = _binary("QLinearAdd", T.UINT8, [16, 16], [16, 1], np.float32(sa), za, np.float32(sb), zb,
+                        np.float32(sc), zc, dynamic=True)
+        lowered = check_lowering(model, {"A": random_q(rng, T.UINT8, [16, 16]), "B": random_q(rng, T.UINT8, [16, 1])})
+        ops = [n.op_type for n in lowered.graph.node]
+        assert ("Where" in ops) == (not same) and ops.count("Gather") == (1 if same else 2 + 3), ops

@@ -66,6 +66,7 @@ def test_cast_and_scale_is_onnx_runtimes_dequantize(elem, per_axis, with_zp, see
     assert _written(model) == 1
     ops = [nd.op_type for nd in model.graph.node]
     assert "DequantizeLinear" not in ops and ops[-1] == "Mul"
+    assert model.graph.node[-1].name == "dq"  # (convert's shape check matches the input's problems by node name)
     assert ("Sub" in ops) == bool(zp is not None and np.any(zp))  # a zero point of 0 subtracts nothing
     onnx.checker.check_model(model, full_check=True)
     got = ort_run(model, {"x": x})

@@ -65,6 +65,10 @@ def test_what_is_left():
     assert constant_branch_broadcast(_imputer(condition="Greater"), "R 1.0") == []  # no IsNaN: no NaN there
     full = _imputer(fill=np.broadcast_to(FILL, (2, 4)).copy())
     assert constant_branch_broadcast(full, "R 1.0") == []  # one shape already
+    declared = _imputer()
+    for v in (declared.graph.input[0], declared.graph.output[0]):  # Paddle's exports declare -1
+        v.type.tensor_type.shape.dim[0].dim_value = -1
+    assert constant_branch_broadcast(declared, "R 1.0", inferred=declared) == []
     narrow = quant_model([helper.make_node("IsNaN", ["z"], ["c"]), helper.make_node("Where", ["c", "fill", "x"], ["y"])],
                          [helper.make_tensor_value_info("z", T.FLOAT, [2, 4]),
                           helper.make_tensor_value_info("x", T.FLOAT, [1, 4])],

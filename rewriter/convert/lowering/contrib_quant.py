@@ -87,10 +87,11 @@ def qlinear_add(ctx) -> None:
                                       e.const(np.int32(256), hint="row")]),
                          e.op("Sub", [e.cast(b, INT32), e.const(np.int32(info.min), hint="qmin")])])
     index = e.cast(index, I64)
-    u = {}
-    for order in ((False,) if swapped is False else (True,) if swapped else (False, True)):
-        table = add_table(elem, (ra, za), (rb, zb), zc, order)
-        u[order] = e.op("Gather", [e.const(table, hint="table"), index], axis=0)
+    orders = (False,) if swapped is False else (True,) if swapped else (False, True)
+    tables = {order: add_table(elem, (ra, za), (rb, zb), zc, order) for order in orders}
+    if len(tables) == 2 and np.array_equal(tables[True], tables[False]):  # both span orders round alike
+        tables = {False: tables[False]}
+    u = {order: e.op("Gather", [e.const(table, hint="table"), index], axis=0) for order, table in tables.items()}
     if len(u) == 2:
         u = {None: e.op("Where", [_runtime_swapped(e, a, b, len(sa_), len(sb_)), u[True], u[False]])}
     e.op("Identity", [next(iter(u.values()))], out=y)
