@@ -37,13 +37,15 @@ def _imputer() -> onnx.ModelProto:
                              ir_version=8)
 
 
-def _isnan_where(fill_shape) -> onnx.ModelProto:
+def _isnan_where(fill_shape, rows="n") -> onnx.ModelProto:
+    """Where(IsNaN(x), fill, x), x of [rows, 4]: with ``rows`` symbolic, no constant is written at the
+    output's shape for LiteRT (``constant_branch_broadcast``, tests/targets/test_nan_fill.py)."""
     vi = helper.make_tensor_value_info
     fill = numpy_helper.from_array(np.full(fill_shape, 7.0, np.float32), "fill")
     nodes = [helper.make_node("IsNaN", ["x"], ["c"], name="isnan"),
              helper.make_node("Where", ["c", "fill", "x"], ["y"], name="the_where")]
-    graph = helper.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, [2, 4])], [vi("y", TensorProto.FLOAT, [2, 4])],
-                              [fill])
+    graph = helper.make_graph(nodes, "g", [vi("x", TensorProto.FLOAT, [rows, 4])],
+                              [vi("y", TensorProto.FLOAT, [rows, 4])], [fill])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)], ir_version=8)
 
 
@@ -109,8 +111,15 @@ def test_a_condition_through_not_from_an_isnan_is_followed():
 
 
 def test_isnan_then_a_where_of_one_shape_converts():
-    result = rewriter.convert_opset(_isnan_where([2, 4]), target="litert")
+    result = rewriter.convert_opset(_isnan_where([2, 4], rows=2), target="litert")
     assert [n.op_type for n in result.graph.node] == ["IsNaN", "Where"]
+    assert "fill" in result.graph.node[1].input  # (left as it is)
+
+
+def test_with_static_dims_the_constant_is_written_at_the_output_shape():
+    result = rewriter.convert_opset(_isnan_where([4], rows=2), target="litert")
+    inits = {t.name: list(t.dims) for t in result.graph.initializer}
+    assert [inits.get(n) for n in result.graph.node[1].input[1:]] == [[2, 4], None]
 
 
 def test_the_where_is_refused_only_for_the_runtime_whose_data_says_so():

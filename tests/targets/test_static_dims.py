@@ -259,7 +259,8 @@ def test_qlinear_add_over_symbolic_dims_is_named_for_tvm_and_runs_with_input_sha
     from tests.convert.support.contrib_oracle import com_model, qparams
 
     elem = onnx.TensorProto.UINT8
-    inits = qparams("a", 0.1, 1, elem) + qparams("b", 0.2, 2, elem) + qparams("c", 0.3, 3, elem)
+    # scales whose two span orders round some pair of codes otherwise (with equal tables nothing is decided at run time)
+    inits = qparams("a", 0.23000059, 171, elem) + qparams("b", 0.18409485, 117, elem) + qparams("c", 0.03636105, 255, elem)
 
     def qadd(a, b, out):
         return com_model("QLinearAdd", [("A", elem, a), "a_s", "a_z", ("B", elem, b), "b_s", "b_z", "c_s", "c_z"],
