@@ -2812,8 +2812,8 @@ MUTANTS: list[Mutant] = [
       '_TAKEN = frozenset({"Constant"})',
       'tests/targets/test_folded_inputs.py', 'a QDQ model\'s dequantized weights counted as computed'),
     M('fi-slice-bounds', 'rewriter/targets/folded_inputs.py',
-      'COMPUTED = {"Conv": (1, 2), "Reshape": (1,), "Slice": (1, 2, 3, 4)}',
-      'COMPUTED = {"Conv": (1, 2), "Reshape": (1,), "Slice": (3, 4)}',
+      '"Slice": (1, 2, 3, 4), "TopK": (1,)}',
+      '"Slice": (3, 4), "TopK": (1,)}',
       'tests/targets/test_folded_inputs.py', 'a Slice\'s computed starts and ends not seen'),
     M('fi-no-fold', 'rewriter/targets/folded_inputs.py',
       '        _fold(model)',
@@ -3353,6 +3353,16 @@ MUTANTS: list[Mutant] = [
     M('cq-tables-any', 'rewriter/convert/lowering/contrib_quant.py',
       '    if len(tables) == 2 and np.array_equal(tables[True], tables[False]):', '    if len(tables) == 2:',
       'tests/convert/test_lowering_contrib_quant.py', 'one table written where the orders round otherwise'),
+    M('qd-folded-double', 'rewriter/convert/lowering/quant_double.py',
+      '            cast_to_double |= {t.name for t in scope.body.initializer if t.data_type == _D}\n', '',
+      'tests/convert/test_quant_double.py', "a folded double Conv taken for a defect: convert exits 1"),
+    M('fi-topk', 'rewriter/targets/folded_inputs.py',
+      'COMPUTED = {"Conv": (1, 2), "Reshape": (1,), "Slice": (1, 2, 3, 4), "TopK": (1,)}',
+      'COMPUTED = {"Conv": (1, 2), "Reshape": (1,), "Slice": (1, 2, 3, 4), "TopK": ()}',
+      'tests/targets/test_folded_inputs.py', "TVM's TopK of a computed k left"),
+    M('fi-tvm-topk-form', 'rewriter/targets/data/tvm.json',
+      '"form": "k_folded"', '"form": []',
+      'tests/targets/test_folded_inputs.py', "TVM's TopK k not folded"),
 ]
 
 

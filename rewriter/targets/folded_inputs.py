@@ -26,8 +26,8 @@ from rewriter.graph.schemas import is_default_domain
 __all__ = ["COMPUTED", "computed_inputs", "constants_folded"]
 
 # op -> the inputs onnx2tf needs constant (the Conv's weights and bias, the Reshape's shape, the
-# Slice's starts, ends, axes and steps)
-COMPUTED = {"Conv": (1, 2), "Reshape": (1,), "Slice": (1, 2, 3, 4)}
+# Slice's starts, ends, axes and steps; TVM 0.27: TopK's k, "TopK k must be a constant")
+COMPUTED = {"Conv": (1, 2), "Reshape": (1,), "Slice": (1, 2, 3, 4), "TopK": (1,)}
 
 
 # writers onnx2tf takes as they are: a Constant, a DequantizeLinear (a QDQ model's weights)
@@ -74,7 +74,7 @@ def constants_folded(op: str):
         _fold(model)
         still = set(computed_inputs(model, op))
         done = [n for n in found if n not in still]
-        what = {"Conv": "weight or bias", "Reshape": "shape", "Slice": "bound"}[op]
+        what = {"Conv": "weight or bias", "Reshape": "shape", "Slice": "bound", "TopK": "k"}[op]
         note = (f"{len(found)} {op} node(s) reading a computed {what}: "
                 f"the model's constants and shape chains folded first ({release} refuses the form); "
                 f"{len(done)} now read constants: {first_few(repr(n) for n in found)}")

@@ -130,7 +130,7 @@ _REWRITES = {("Tile", "rank_6"): _tile_rank_6, ("Identity", "producer_writes_out
              ("Cast", "int32_dims_widened"): int32_dims_widened, ("Slice", "huge_ends_maximal"): huge_ends_maximal,
              ("Expand", "codes_widened"): expand_codes_widened,
              ("Where", "constant_branch_broadcast"): constant_branch_broadcast,
-             ("ConvInteger", "rank_4"): conv_integer_rank_4}
+             ("ConvInteger", "rank_4"): conv_integer_rank_4, ("TopK", "k_folded"): constants_folded("TopK")}
 
 
 def rewrite_forms(model: onnx.ModelProto, table: dict, release: str, inferred=None) -> list[str]:

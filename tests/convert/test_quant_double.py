@@ -143,6 +143,14 @@ def test_convert_for_tvm_writes_every_form():
     assert any("4 quantized node(s) written" in n for n in report.target_notes), report.target_notes
     assert "2 integer convolution(s) written as a Conv in double for tvm 0.27" in double_convs(result, "tvm 0.27")
     assert double_convs(model, "tvm 0.27") is None
+    from rewriter.targets.folded_inputs import constants_folded  # (a target's fold, TVM's TopK k_folded, folds the Casts)
+
+    folded = onnx.ModelProto()
+    folded.CopyFrom(result)
+    constants_folded("Conv")(folded, "tvm 0.27")
+    weights = {c.input[1] for c in folded.graph.node if c.op_type == "Conv"}
+    assert weights <= {t.name for t in folded.graph.initializer if t.data_type == onnx.TensorProto.DOUBLE}
+    assert "2 integer convolution(s) written as a Conv in double" in double_convs(folded, "tvm 0.27")
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     want = ort.InferenceSession(ort_model(model).SerializeToString(), so, providers=["CPUExecutionProvider"]).run(None, feeds)

@@ -245,3 +245,32 @@ def test_tvm_folds_a_static_chunk_it_refuses_and_runs_it():
     converted = run_in("tvm", "0.27", result, feeds)
     assert converted["ok"], converted
     assert np.allclose(converted["values"][0], _ort(model, feeds)[0], rtol=1e-5, atol=1e-6)
+
+
+def _topk_of_a_length() -> onnx.ModelProto:
+    """piper_tashkeel's sort of its lengths: TopK whose k is the length's count, from a Shape."""
+    node, vi = helper.make_node, helper.make_tensor_value_info
+    nodes = [node("Shape", ["lengths"], ["s"]), node("Gather", ["s", "zero0"], ["k0"], axis=0),
+             node("Unsqueeze", ["k0", "axis0"], ["k"]), node("TopK", ["lengths", "k"], ["v", "i"], name="sort")]
+    graph = helper.make_graph(nodes, "g", [vi("lengths", T.INT64, [3])],
+                              [vi("v", T.INT64, [3]), vi("i", T.INT64, [3])],
+                              [numpy_helper.from_array(np.int64(0), "zero0"), _ints("axis0", [0])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def test_tvm_folds_a_computed_topk_k_and_runs_it():
+    """TVM 0.27 (TopK ``k_folded``) refuses a TopK whose k a Shape chain computes ("cannot handle ShapeExpr
+    inputs"; piper_tashkeel_qop with --input-shape: "TopK k must be a constant"); folded, it runs."""
+    model = _topk_of_a_length()
+    feeds = {"lengths": np.array([5, 9, 7], np.int64)}
+    result, report = convert_for(model, runtime="tvm==0.27")
+    assert computed_inputs(result, "TopK") == [] and computed_inputs(model, "TopK") == ["sort"]
+    assert any("1 TopK node(s) reading a computed k" in note for note in report.target_notes)
+    want = _ort(model, feeds)
+    assert all(np.array_equal(a, b) for a, b in zip(_ort(result, feeds), want))
+    result, _ = convert_for(model, runtime="tract==0.23")  # (tract runs it: left)
+    assert computed_inputs(result, "TopK") == ["sort"]
+    assert not run_in("tvm", "0.27", model, feeds)["ok"]
+    converted = run_in("tvm", "0.27", convert_for(model, runtime="tvm==0.27")[0], feeds)
+    assert converted["ok"], converted
+    assert all(np.array_equal(a, b) for a, b in zip(converted["values"], want))

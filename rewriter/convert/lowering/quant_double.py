@@ -121,11 +121,14 @@ def conv_integer(node, scope, w, ranks: dict, form: str = "double") -> None:
 def double_convs(model, target) -> str | None:
     """Why ONNX Runtime cannot load ``model`` (a ``target`` conversion's result) for want of a
     kernel, not for a defect: it holds Conv nodes of this form (a Conv whose weight is a Cast to
-    double), which its CPU provider has none for; None when it holds none."""
+    double, or a double constant once a target's rewrite folded that Cast), which its CPU provider
+    has none for; None when it holds none."""
     n = 0
     for scope in traversal.iter_scopes(model):
         cast_to_double = {o for node in scope.body.node if node.op_type == "Cast"
                           and any(a.name == "to" and a.i == _D for a in node.attribute) for o in node.output}
+        if not scope.is_function:
+            cast_to_double |= {t.name for t in scope.body.initializer if t.data_type == _D}
         n += sum(node.op_type == "Conv" and len(node.input) > 1 and node.input[1] in cast_to_double
                  for node in scope.body.node)
     if not n:
