@@ -2200,7 +2200,7 @@ MUTANTS: list[Mutant] = [
       '    folded = wv.astype(np.int64) - zw.reshape(axis_shape)', '    folded = wv.astype(np.int64)',
       'tests/convert/test_quant_explicit.py', 'weight zero points dropped'),
     M('qx-nan', 'rewriter/convert/lowering/quant_explicit.py',
-      '    _requantize_axis(w, v, zp, elem, node.output[0], shape, nan_from=x)', '    _requantize_axis(w, v, zp, elem, node.output[0], shape)',
+      'nan_from=None if nan_free(x, scope, ranks, w.read) else x)', 'nan_from=None)',
       'tests/convert/test_quant_explicit.py', 'NaN not quantized to the minimum as ONNX Runtime does'),
     M('qx-blocked-keeps', 'rewriter/convert/lowering/quant_explicit.py',
       '        return 0, blockers', '        pass',
@@ -3363,6 +3363,18 @@ MUTANTS: list[Mutant] = [
     M('fi-tvm-topk-form', 'rewriter/targets/data/tvm.json',
       '"form": "k_folded"', '"form": []',
       'tests/targets/test_folded_inputs.py', "TVM's TopK k not folded"),
+    M('nfree-range', 'rewriter/convert/lowering/quant_table.py',
+      '    if kind == "node" and producer.op_type == "Range" and', '    if False and',
+      'tests/targets/test_litert_quantized.py', "a quantized anchor grid given its NaN Where (LiteRT refuses it)"),
+    M('nfree-finite', 'rewriter/convert/lowering/quant_table.py',
+      'and bool(np.all(np.isfinite(value)))', 'and True',
+      'tests/targets/test_litert_quantized.py', "a Range from a NaN constant taken for NaN-free"),
+    M('nfree-cast-int', 'rewriter/convert/lowering/quant_table.py',
+      '            return types.get(producer.input[0], (None, None))[0] in _INTEGERS', '            return True',
+      'tests/targets/test_litert_quantized.py', "a Cast of a float taken for NaN-free"),
+    M('nfree-unused', 'rewriter/convert/lowering/quant_explicit.py',
+      'nan_from=None if nan_free(x, scope, ranks, w.read) else x)', 'nan_from=x)',
+      'tests/targets/test_litert_quantized.py', "the NaN Where written for a NaN-free x"),
 ]
 
 

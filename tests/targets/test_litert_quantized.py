@@ -198,3 +198,42 @@ def test_a_float_conv_of_float_values_is_written():
                    [("w", np.full((4, 3, 3, 3), 0.01, np.float32)), ("sy", np.float32(0.05)), ("zy", np.uint8(128))])
     result, _ = convert_for(model, runtime="litert==2.6")
     assert "Sign" in {n.op_type for n in result.graph.node}
+
+
+def _quantized_grid(start=np.float32(0.0), fed_limit=False):
+    """QuantizeLinear of Range(start, Cast(a dim), 1): a detection head's anchor grid (nudenet_320n_qdq);
+    ``fed_limit``: the limit a Cast of a fed float instead."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "zero"], ["d"], axis=0),
+             helper.make_node("Cast", ["d"], ["limit"], to=T.FLOAT),
+             helper.make_node("Cast", ["lf" if fed_limit else "d"], ["limit_f"], to=T.FLOAT),  # a float cast: may be NaN
+             helper.make_node("Range", ["start", "limit_f" if fed_limit else "limit", "delta"], ["g"], name="grid"),
+             helper.make_node("QuantizeLinear", ["g", "s_q", "z_q"], ["y"], name="quant")]
+    inputs = [helper.make_tensor_value_info("x", T.FLOAT, ["n"])]
+    if fed_limit:
+        inputs.append(helper.make_tensor_value_info("lf", T.FLOAT, []))
+    return _model(nodes, inputs, [helper.make_tensor_value_info("y", T.UINT8, ["m"])],
+                  [("zero", np.int64(0)), ("start", start), ("delta", np.float32(1.0)),
+                   ("s_q", np.float32(0.25)), ("z_q", np.uint8(3))])
+
+
+def test_a_quantized_range_of_a_dim_holds_no_nan_and_gets_no_where(monkeypatch):
+    """A Range of finite constants and integers cast to float holds no NaN: the form writes no IsNaN /
+    Where; LiteRT refused that Where at prepare when onnx2tf did not know the Range's length (SELECT:
+    "has_low_rank_input_condition"; nudenet_320n_qdq without --input-shape) and runs the form without it."""
+    from rewriter.convert.lowering import quant_explicit
+
+    feeds = {"x": np.zeros(40, np.float32)}
+    model = _quantized_grid()
+    result, _ = convert_for(model, runtime="litert==2.6")
+    ops = [n.op_type for n in result.graph.node]
+    assert "IsNaN" not in ops and "Where" not in ops and "Div" in ops, ops
+    np.testing.assert_array_equal(_ort(result, feeds), _ort(model, feeds))
+    got = run_in("litert", "2.6", result, feeds)
+    assert got["ok"], got
+    np.testing.assert_array_equal(got["values"][0].reshape(-1), _ort(model, feeds).reshape(-1))
+    for other in (_quantized_grid(start=np.float32(np.nan)), _quantized_grid(fed_limit=True)):  # NaN possible: kept
+        assert "Where" in {n.op_type for n in convert_for(other, runtime="litert==2.6")[0].graph.node}
+    monkeypatch.setattr(quant_explicit, "nan_free", lambda *a: False)  # the form as it was: refused by LiteRT
+    with_where, _ = convert_for(model, runtime="litert==2.6")
+    assert "Where" in {n.op_type for n in with_where.graph.node}
+    assert not run_in("litert", "2.6", with_where, feeds)["ok"]

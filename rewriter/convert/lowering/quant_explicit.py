@@ -29,7 +29,7 @@ from rewriter.convert.lowering.quant_dequant import dequantize
 from rewriter.convert.lowering.quant_double import Keep as _Keep, Refused as _Refused, conv_accumulator, conv_integer
 from rewriter.convert.lowering.quant_dynamic import dynamic_quantize
 from rewriter.convert.lowering.quant_fusion import FORM, fuse_like_onnx_runtime
-from rewriter.convert.lowering.quant_table import float_reduction, quantized_constant, write_threshold_table
+from rewriter.convert.lowering.quant_table import float_reduction, nan_free, quantized_constant, write_threshold_table
 from rewriter.graph import traversal
 from rewriter.graph.constants import constant_value
 from rewriter.graph.names import fresh_name
@@ -186,7 +186,7 @@ def _quantize_linear(node, scope, w: _Writer, ranks: dict, form: str = "divide")
         v = w.op("Div", [x, fed])
     else:
         v = w.op("Div", [x, w.const(scale, "scale")])
-    _requantize_axis(w, v, zp, elem, node.output[0], shape, nan_from=x)
+    _requantize_axis(w, v, zp, elem, node.output[0], shape, nan_from=None if nan_free(x, scope, ranks, w.read) else x)
 
 
 def _folded_codes(node, scope, w: _Writer) -> np.ndarray | None:

@@ -18,7 +18,7 @@ from onnx import TensorProto
 
 from rewriter.graph.traversal import definition
 
-__all__ = ["REDUCTIONS", "float_reduction", "onnx_runtime_codes", "quantized_constant", "thresholds",
+__all__ = ["REDUCTIONS", "float_reduction", "nan_free", "onnx_runtime_codes", "quantized_constant", "thresholds",
            "write_threshold_table"]
 _NP = {TensorProto.UINT8: np.uint8, TensorProto.INT8: np.int8}
 _F32, _I64 = TensorProto.FLOAT, TensorProto.INT64
@@ -128,3 +128,29 @@ def float_reduction(x: str, scope) -> None:
         if k == "node" and p.op_type == "DequantizeLinear":
             raise ValueError(f"x is a QDQ group's float {producer.op_type} ('{producer.name or x}') of "
                              f"DequantizeLinear outputs, which {REDUCTIONS[producer.op_type]}")
+
+
+_INTEGERS = frozenset({TensorProto.INT8, TensorProto.UINT8, TensorProto.INT16, TensorProto.UINT16,
+                       TensorProto.INT32, TensorProto.UINT32, TensorProto.INT64, TensorProto.UINT64})
+
+
+def nan_free(x: str, scope, types: dict, read) -> bool:
+    """Whether ``x`` (seen from ``scope``) holds no NaN by construction: a Cast of an integer, or a
+    Range of such Casts and finite constants (a detection head's anchor grid: Range(0, Cast(a dim),
+    1)). ``types``: name -> (element type, rank) from shape inference. Then the NaN's Where of a
+    QuantizeLinear form is not written (LiteRT refused it over a Range whose length onnx2tf does not
+    know: SELECT's "has_low_rank_input_condition")."""
+    from rewriter.graph.constants import constant_value
+
+    def finite_or_integer(name: str, where) -> bool:
+        kind, producer, at = definition(name, where)
+        if kind == "node" and producer.op_type == "Cast" and producer.domain in ("", "ai.onnx"):
+            return types.get(producer.input[0], (None, None))[0] in _INTEGERS
+        value = constant_value(name, where, read)
+        return value is not None and value.dtype.kind == "f" and bool(np.all(np.isfinite(value)))
+
+    kind, producer, where = definition(x, scope)
+    if kind == "node" and producer.op_type == "Range" and producer.domain in ("", "ai.onnx"):
+        return all(finite_or_integer(i, where) for i in producer.input)
+    return kind == "node" and producer.op_type == "Cast" and finite_or_integer(x, scope)
+
