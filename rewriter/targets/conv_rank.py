@@ -1,7 +1,7 @@
 """``ConvInteger`` / ``rank_4`` (``rewrite_forms``; LiteRT's data): onnx2tf 2.6.9 writes a 1-D
 ConvInteger (input of rank 3: what the "integer" form of a 1-D QLinearConv writes, piper_tashkeel's
 quantized convolutions) as the custom op ONNX_CONVINTEGER, which LiteRT refuses ("Encountered
-unresolved custom op"), and runs the 2-D one.  A 1-D ConvInteger whose weight is an initializer of
+unresolved custom op"), and runs the 2-D one.  A 1-D ConvInteger whose weight is a constant of
 the main graph becomes Unsqueeze (axis 2) -> ConvInteger over [1, k] kernels (the weight reshaped
 to [M, C/group, 1, k]; pads, strides and dilations given 0 / 1 on the added axis) -> Squeeze: the
 same int32 sums, element for element.  Any other ConvInteger is left as it is."""
@@ -13,6 +13,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from rewriter.graph import traversal
+from rewriter.graph.constants import constant_value
 from rewriter.graph.names import first_few, fresh_name
 from rewriter.graph.schemas import is_default_domain
 from rewriter.graph.unused_values import remove_unused
@@ -57,14 +58,13 @@ def conv_integer_rank_4(model: onnx.ModelProto, release: str, inferred=None) -> 
     """Rewrite in place each 1-D ConvInteger of the main graph as the module's docstring says;
     one note naming them."""
     scope = next(s for s in traversal.iter_scopes(model) if s.parent is None and not s.is_function)
-    inits = {t.name: t for t in model.graph.initializer}
     found = {}
     for i, node in enumerate(scope.body.node):
         if node.op_type != "ConvInteger" or not is_default_domain(node.domain) or len(node.input) < 2:
             continue
-        w = inits.get(node.input[1])
-        if w is not None and len(w.dims) == 3 and node.input[1] not in {v.name for v in model.graph.input}:
-            found[i] = numpy_helper.to_array(w)
+        w = constant_value(node.input[1], scope, numpy_helper.to_array)  # (an initializer that is no graph input)
+        if w is not None and w.ndim == 3:
+            found[i] = w
     if not found:
         return []
     taken = taken_names(model)

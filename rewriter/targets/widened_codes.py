@@ -11,7 +11,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from rewriter.graph import traversal
-from rewriter.graph.model_index import value_types
+from rewriter.graph.model_index import elem_of, value_types
 from rewriter.graph.names import first_few, fresh_name
 from rewriter.graph.schemas import is_default_domain
 from rewriter.targets.node_splice import splice, taken_names
@@ -19,11 +19,6 @@ from rewriter.targets.node_splice import splice, taken_names
 __all__ = ["NARROW", "expand_codes_widened"]
 
 NARROW = frozenset({TensorProto.INT8, TensorProto.UINT8, TensorProto.UINT16})  # Expand-ed through int32
-
-
-def _elem(name: str, types: dict) -> int | None:
-    t = types.get(name)
-    return t.tensor_type.elem_type if t is not None and t.HasField("tensor_type") else None
 
 
 def _widened(node: onnx.NodeProto, elem: int, taken: set) -> list[onnx.NodeProto]:
@@ -46,7 +41,7 @@ def expand_codes_widened(model: onnx.ModelProto, release: str, inferred=None) ->
     for scope in traversal.iter_scopes(model):
         found = {i: elem for i, node in enumerate(scope.body.node)
                  if node.op_type == "Expand" and is_default_domain(node.domain)
-                 and (elem := _elem(node.input[0], types)) in NARROW}
+                 and (elem := elem_of(types.get(node.input[0]))) in NARROW}
         if found:
             plans.append((scope, found))
     done = []

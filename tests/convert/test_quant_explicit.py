@@ -75,6 +75,17 @@ def test_quantize_linear_forms_are_onnx_runtime_integers(form, elem, per_axis):
     assert want.min() == info.min and want.max() == info.max  # both ends saturated
 
 
+def test_the_node_writing_the_value_keeps_the_rewritten_nodes_name():
+    """convert's shape check matches a problem the input already had by node name (ppocr_mobile_cls_qop's
+    declared -1 dims): the written node that writes the output is named as the node it replaces."""
+    model, _ = _quantize_case(T.UINT8, False, np.random.default_rng(1))
+    model.graph.node[0].name = "quant"
+    for form in ("divide", "threshold_table"):
+        written = _rewritten(model, {"QuantizeLinear": form})
+        assert [n.name for n in written.graph.node if "y" in n.output] == ["quant"]
+        assert [n.name for n in written.graph.node].count("quant") == 1
+
+
 def _conv_case(rng, per_channel, zw_nonzero=False, bias=True):
     cin, cout = 8, 6
     x = rng.integers(0, 256, (1, cin, 9, 9)).astype(np.uint8)

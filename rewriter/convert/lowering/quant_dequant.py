@@ -87,8 +87,6 @@ def _scaled(node, scope, w, ranks: dict, axis: int) -> None:
         v = w.op("Cast", [v], to=_F32)
         v = v if zp_b is None else w.op("Sub", [v, w.const(zp_b.astype(np.float32), "zp")])
     w.op("Mul", [v, w.const(scale_b, "scale")], node.output[0])
-    if node.name:  # the node that writes the value keeps the name (what convert's shape check matches problems by)
-        w.nodes[-1].name = node.name
 
 
 def dequantize(node, scope, w, ranks: dict, form: str = "fold_blocks") -> None:

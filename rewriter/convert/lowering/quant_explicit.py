@@ -318,6 +318,9 @@ def rewrite_quantized(model: onnx.ModelProto, forms: dict, release: str,
                                  f"{release} computes {node.op_type} otherwise than ONNX Runtime (measured), and "
                                  f"its explicit form cannot be written: {e}"))
                 continue
+            for written in w.nodes if node.name else []:  # the node writing the value keeps the name: convert's
+                if node.output[0] in written.output:    # shape check matches the input's problems by node name
+                    written.name = node.name
             plans.append((scope, at, w))
     if blockers:
         return 0, blockers

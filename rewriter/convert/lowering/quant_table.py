@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
+from rewriter.graph.constants import constant_value
 from rewriter.graph.traversal import definition
 
 __all__ = ["REDUCTIONS", "float_reduction", "nan_free", "onnx_runtime_codes", "quantized_constant", "thresholds",
@@ -140,17 +141,16 @@ def nan_free(x: str, scope, types: dict, read) -> bool:
     1)). ``types``: name -> (element type, rank) from shape inference. Then the NaN's Where of a
     QuantizeLinear form is not written (LiteRT refused it over a Range whose length onnx2tf does not
     know: SELECT's "has_low_rank_input_condition")."""
-    from rewriter.graph.constants import constant_value
+    def cast_of_integer(name: str, where) -> bool:
+        kind, producer, _ = definition(name, where)
+        return (kind == "node" and producer.op_type == "Cast" and producer.domain in ("", "ai.onnx")
+                and types.get(producer.input[0], (None, None))[0] in _INTEGERS)
 
-    def finite_or_integer(name: str, where) -> bool:
-        kind, producer, at = definition(name, where)
-        if kind == "node" and producer.op_type == "Cast" and producer.domain in ("", "ai.onnx"):
-            return types.get(producer.input[0], (None, None))[0] in _INTEGERS
+    def finite(name: str, where) -> bool:
         value = constant_value(name, where, read)
         return value is not None and value.dtype.kind == "f" and bool(np.all(np.isfinite(value)))
 
     kind, producer, where = definition(x, scope)
     if kind == "node" and producer.op_type == "Range" and producer.domain in ("", "ai.onnx"):
-        return all(finite_or_integer(i, where) for i in producer.input)
-    return kind == "node" and producer.op_type == "Cast" and finite_or_integer(x, scope)
-
+        return all(cast_of_integer(i, where) or finite(i, where) for i in producer.input)
+    return cast_of_integer(x, scope)
