@@ -1,6 +1,6 @@
 """``Expand`` / ``codes_widened`` (``rewrite_forms``; LiteRT's data): onnx2tf 2.6.9 writes an
-ONNX Expand as a MUL by ones, and LiteRT multiplies int8 and uint8 tensors as quantized ones
-(scale 0: every element 0; the node tests' Mul on int8 / uint8 are wrong there too) and refuses
+ONNX Expand as a MUL by ones (LiteRT's refusal of a uint16 one names MUL), and LiteRT gives every
+element 0 for int8 and uint8 (the node tests' Mul on int8 / uint8 are wrong there too) and refuses
 uint16.  An Expand of int8, uint8 or uint16 is written as Cast to int32, the Expand, and Cast
 back: the same values, each of which int32 holds exactly (int32 Expand runs right, measured).
 An Expand whose input type shape inference does not tell is left as it is."""
@@ -50,4 +50,4 @@ def expand_codes_widened(model: onnx.ModelProto, release: str, inferred=None) ->
     if not done:
         return []
     return [f"{len(done)} Expand node(s) of 8- or 16-bit integers computed in int32 and cast back "
-            f"({release} multiplies them as quantized values): {first_few(repr(n) for n in done)}"]
+            f"({release} gives zeros for them, measured): {first_few(repr(n) for n in done)}"]

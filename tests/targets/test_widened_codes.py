@@ -1,6 +1,6 @@
 """``Expand`` / ``codes_widened`` (rewriter/targets/widened_codes.py, LiteRT's ``rewrite_forms``):
-onnx2tf writes Expand as a MUL by ones, which LiteRT computes on int8 / uint8 as quantized values
-(all zeros: nudenet_320n_qdq's anchors after ONNX Runtime's fusion) and refuses on uint16.  Written
+onnx2tf writes Expand as a MUL by ones, which LiteRT computes on int8 / uint8 as zeros
+(nudenet_320n_qdq's anchors after ONNX Runtime's fusion) and refuses on uint16.  Written
 as Cast to int32, Expand, Cast back: ONNX Runtime's values (the oracle: its run of the model as it
 was), and LiteRT's where its venv is."""
 

@@ -7,8 +7,8 @@
   codes with a constant float32 scale and zero point, written as ONNX Runtime's kernel computes
   it: ``float(x - zp) * scale`` (8 and 16 bits: Cast(x) - float(zp), exact; int32: the
   difference in int32, then Cast), one float32 product; codes that are constant are folded to
-  that value. For a runtime whose converter reads DequantizeLinear as a quantized tensor and
-  computes it otherwise after some ops (onnx2tf: a Concat of codes, dequantized, gives zeros).
+  that value. For a runtime whose converter computes
+  DequantizeLinear otherwise after some ops (onnx2tf: a Concat of codes, dequantized, gives zeros).
   Codes of other types, a scale or zero point fed at run time stay as they are.
 
 A node whose float value cannot be written (a per-axis scale on an input of unknown rank) is
