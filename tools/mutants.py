@@ -3375,6 +3375,15 @@ MUTANTS: list[Mutant] = [
     M('nfree-unused', 'rewriter/convert/lowering/quant_explicit.py',
       'nan_from=None if nan_free(x, scope, ranks, w.read) else x)', 'nan_from=x)',
       'tests/targets/test_litert_quantized.py', "the NaN Where written for a NaN-free x"),
+    M('ds-float-range-off', 'rewriter/targets/dim_scalars.py',
+      'limit = self.scalar(node.input[1]) or self._float_dim(node.input[1])', 'limit = self.scalar(node.input[1])',
+      'tests/targets/test_dim_scalars.py', "a float Range to a cast dim (an anchor grid) left with a length of its own"),
+    M('ds-float-range-any-cast', 'rewriter/targets/dim_scalars.py',
+      '                or _cast_to(node) not in _FLOATS:', '                or False:',
+      'tests/targets/test_dim_scalars.py', "a Range to a Cast of a dim to any type taken as one to float"),
+    M('ds-float-range-no-double', 'rewriter/targets/dim_scalars.py',
+      '_FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE)', '_FLOATS = (onnx.TensorProto.FLOAT,)',
+      'tests/targets/test_dim_scalars.py', "a double Range to a cast dim left"),
 ]
 
 

@@ -15,7 +15,10 @@ input of a ``Range`` (scalars) that is such a dim expression (``Gather(Shape(x),
 ``Squeeze`` or ``Unsqueeze`` of one, ``Add`` / ``Sub`` / ``Mul`` of them and 1-element integer
 constants) is computed again on scalars, with an ``Unsqueeze`` to one element where a 1-element
 value is read: the same values (every value involved holds one element). The original nodes
-stay for their other readers.
+stay for their other readers. A ``Range`` from 0 by 1 to such a dim, or to a ``Cast`` of one to
+float or double (a detector's anchor grid, arange(width) + 0.5), is reshaped to [dim], its length:
+TVM gives it a length of its own otherwise, and cannot emit the arithmetic of the grid with the
+feature map ("CodeGenVM cannot emit this Relax operator directly"), with static dims too.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ __all__ = ["READERS", "SHAPE_READERS", "dims_as_scalars", "scalar_constant_of_sh
 # op -> (input positions, True when the reader takes a 1-element 1-D value, False for a scalar)
 READERS = {"Slice": ((1, 2), True), "ConstantOfShape": ((0,), True), "Range": ((0, 1, 2), False)}
 _ARITH = ("Add", "Sub", "Mul")
+_FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE)
 
 
 class _Writer:
@@ -118,7 +122,7 @@ class _Writer:
         length: TVM gives a Range a length of its own, which no other dim matches (the mask's
         positions 0..T-1 broadcast against the scores' T). Empty when ``node`` is not one."""
         start, delta = (constant_array(node.input[i], self.scope) for i in (0, 2))
-        limit = self.scalar(node.input[1])
+        limit = self.scalar(node.input[1]) or self._float_dim(node.input[1])
         if start is None or delta is None or limit is None or start.size != 1 or delta.size != 1 \
                 or start.item() != 0 or delta.item() != 1:
             return []
@@ -126,6 +130,17 @@ class _Writer:
         node.output[0] = fresh_name(self.taken, f"{out}_range")
         length = self.unsqueezed(limit[0], out)
         return [helper.make_node("Reshape", [node.output[0], length], [out], name=fresh_name(self.taken, f"{out}_long"))]
+
+
+    def _float_dim(self, name: str) -> tuple[str, bool] | None:
+        """The scalar dim expression that ``name``, a Cast of it to float or double, reads (a float
+        Range's limit: a detector's anchor grid, arange(width) + 0.5), or None. The Range's length is
+        that dim (a dim below 2^24 is a float exactly)."""
+        kind, node, where = traversal.definition(name, self.scope)
+        if kind != "node" or where is not self.scope or node.op_type != "Cast" or not is_default_domain(node.domain) \
+                or _cast_to(node) not in _FLOATS:
+            return None
+        return self.scalar(node.input[0])
 
 
 def _cast_to(node: onnx.NodeProto) -> int | None:

@@ -357,3 +357,63 @@ def test_range_to_a_cast_dim(to, reshaped):
     assert _producer(out, reshape.input[1]).input[0] == "n"
     feeds = _feeds(2, 3)
     np.testing.assert_array_equal(_ort(out, feeds), _ort(model, feeds))
+
+
+def _anchor_grid(dims, to=F, start=0.0, delta=1.0) -> onnx.ModelProto:
+    """x [1, 2, h, w] - (arange(w) + 0.5): a detector's anchor grid (nudenet's YOLO head), the Range
+    in float to Cast(Gather(Shape(x), 3), to)."""
+    elem = {F: np.float32, TensorProto.DOUBLE: np.float64}[to]
+    inits = [_i64("k3", 3), numpy_helper.from_array(np.array(start, elem), "start"),
+             numpy_helper.from_array(np.array(delta, elem), "delta"),
+             numpy_helper.from_array(np.array(0.5, elem), "half")]
+    nodes = [node("Shape", ["x"], ["sx"]), node("Gather", ["sx", "k3"], ["w"], axis=0),
+             node("Cast", ["w"], ["wf"], to=to), node("Range", ["start", "wf", "delta"], ["r"], name="range"),
+             node("Add", ["r", "half"], ["ra"]), node("Cast", ["ra"], ["raf"], to=F), node("Sub", ["x", "raf"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [vi("x", F, dims)], [vi("y", F, [None] * 4)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("to", [F, TensorProto.DOUBLE])
+@pytest.mark.parametrize("dims", [[1, 2, "h", "w"], [1, 2, 4, 5]])
+def test_float_range_to_a_cast_dim_reshaped(to, dims):
+    """A Range in float or double to a dim cast to it: reshaped to [dim], its length, read as a
+    scalar int64 (the Cast's input, not the float)."""
+    model = _anchor_grid(dims, to)
+    out, notes = _rewritten(model)
+    rng = next(n for n in out.graph.node if n.name == "range")
+    assert list(rng.input) == ["start", "wf", "delta"] and "'range'" in notes[0]
+    reshape = _producer(out, "r")
+    assert reshape.op_type == "Reshape" and reshape.input[0] == rng.output[0]
+    assert _producer(out, reshape.input[1]).input[0] == "w"
+    feeds = {"x": np.random.default_rng(1).standard_normal((1, 2, 4, 5)).astype(np.float32)}
+    np.testing.assert_array_equal(_ort(out, feeds), _ort(model, feeds))
+
+
+@pytest.mark.parametrize("case", ["from_1", "by_2", "not_a_cast"])
+def test_float_range_left_as_is(case):
+    """A Range from 1 or by 2 is not as long as its limit; a limit that is not a Cast of a dim (a
+    Neg of one) is not read."""
+    if case == "not_a_cast":
+        model = _anchor_grid([1, 2, "h", "w"])
+        next(n for n in model.graph.node if n.output[0] == "wf").op_type = "Neg"
+        del next(n for n in model.graph.node if n.output[0] == "wf").attribute[:]
+        model.graph.node[1].CopyFrom(node("Gather", ["sx", "k3"], ["w0"], axis=0))
+        model.graph.node.insert(2, node("Cast", ["w0"], ["w"], to=F))
+    else:
+        model = _anchor_grid([1, 2, "h", "w"], *{"from_1": (F, 1.0), "by_2": (F, 0.0, 2.0)}[case])
+    onnx.checker.check_model(model, full_check=True)
+    before = model.SerializeToString()
+    assert dims_as_scalars(model, "tvm 0.27") == [] and model.SerializeToString() == before
+
+
+@pytest.mark.parametrize("dims", [[1, 2, "h", "w"], [1, 2, 4, 5]])
+def test_tvm_refuses_float_range_as_is_and_runs_converted(dims):
+    """TVM 0.27 gives the float Range a length of its own and cannot emit the Sub with x
+    ("CodeGenVM cannot emit this Relax operator directly"), symbolic and static dims alike;
+    converted it runs and gives ONNX Runtime's values (nudenet_320n with --input-shape)."""
+    model = _anchor_grid(dims)
+    feeds = {"x": np.random.default_rng(2).standard_normal((1, 2, 4, 5)).astype(np.float32)}
+    as_is = run_in("tvm", "0.27", model, feeds)
+    assert not as_is["ok"] and "CodeGenVM cannot emit" in as_is["error"]
+    converted = run_in("tvm", "0.27", convert_for(model, runtime="tvm==0.27")[0], feeds)
+    assert converted["ok"] and np.array_equal(converted["values"][0], _ort(model, feeds))
