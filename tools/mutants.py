@@ -3384,6 +3384,21 @@ MUTANTS: list[Mutant] = [
     M('ds-float-range-no-double', 'rewriter/targets/dim_scalars.py',
       '_FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE)', '_FLOATS = (onnx.TensorProto.FLOAT,)',
       'tests/targets/test_dim_scalars.py', "a double Range to a cast dim left"),
+    M('pt-no-identity', 'rewriter/targets/passthrough_outputs.py',
+      '        if value.name in inputs:', '        if False:',
+      'tests/targets/test_passthrough_outputs.py', "a body output that is a body input left as it is"),
+    M('pt-every-body', 'rewriter/targets/passthrough_outputs.py',
+      'if body is None or not {v.name for v in body.input} & {v.name for v in body.output}:', 'if body is None:',
+      'tests/targets/test_passthrough_outputs.py', "a body without such an output named in the note"),
+    M('pt-any-op', 'rewriter/targets/passthrough_outputs.py',
+      '                if node.op_type != op or not is_default_domain(node.domain):', '                if not is_default_domain(node.domain):',
+      'tests/targets/test_passthrough_outputs.py', "the Loop rewrite taking a Scan's body"),
+    M('pt-name-not-fresh', 'rewriter/targets/passthrough_outputs.py',
+      'out = fresh_name(taken, f"{value.name}_passed")', 'out = f"{value.name}_passed"',
+      'tests/targets/test_passthrough_outputs.py', "the Identity's output named as a value already is"),
+    M('pt-scan-registered-as-loop', 'rewriter/targets/measured_rewrites.py',
+      '("Scan", "identity_written"): identity_written("Scan")}', '("Scan", "identity_written"): identity_written("Loop")}',
+      'tests/targets/test_passthrough_outputs.py', "tract's Scan form rewriting Loops only"),
 ]
 
 

@@ -51,7 +51,11 @@ def run_in(runtime: str, release: str, model: onnx.ModelProto, feeds: dict, time
         np.savez(paths[1], **feeds)
         proc = subprocess.run([str(python), str(runner), *map(str, paths)], check=False, capture_output=True,
                               text=True, timeout=timeout)
-        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        lines = proc.stdout.strip().splitlines()
+        if not lines:  # the runtime itself crashed (a panic, a signal): no result line
+            return {"ok": False, "stage": "crash", "error": f"the runner exited {proc.returncode}: "
+                                                             f"{proc.stderr.strip()[-300:]}"}
+        result = json.loads(lines[-1])
         if result["ok"]:
             with np.load(paths[2], allow_pickle=True) as out:  # string outputs are object arrays
                 result["values"] = [out[k] for k in result["outputs"]]
