@@ -1,6 +1,7 @@
 """``check --target X``: what stops X from loading the model as it is (the IR version and opsets,
 the ops its data says it lacks or computes wrongly, its per-op restrictions, the ops of domains it
-has no data for) and what ``convert --target X`` would do about it, planned without writing."""
+has no data for), the forms it was measured to refuse or compute wrongly that ``convert --target
+X`` writes otherwise, and what ``convert --target X`` would do about it, planned without writing."""
 
 from __future__ import annotations
 
@@ -18,10 +19,28 @@ def target_check(args, model) -> dict:
     runtime = args.spec.runtime
     base_dir = os.path.dirname(os.path.abspath(args.model))
     found = blockers(model, runtime, base_dir=base_dir) + foreign_lines(model, runtime, lowerable_ops())
+    found += measured_form_lines(model, runtime)
     result = {"target": runtime.name, "loads": not found, "blockers": found}
     if found:
         result["convert"] = would(args, model, base_dir)
     return result
+
+
+def measured_form_lines(model, runtime) -> list[str]:
+    """The forms of ``model`` that the release refuses or computes wrongly as written, measured, and
+    that ``convert --target`` writes otherwise (the data's ``rewrite_forms``): the rewrites' own
+    notes, from a copy rewritten here."""
+    if not runtime.rewrite_forms:
+        return []
+    import onnx
+
+    from rewriter.graph.inferred import LazyInference
+    from rewriter.targets.measured_rewrites import rewrite_forms
+
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    notes = rewrite_forms(copy, runtime.rewrite_forms, runtime.name, LazyInference(copy)())
+    return [f"form: {note}" for note in notes]
 
 
 def would(args, model, base_dir: str) -> dict:

@@ -315,7 +315,8 @@ def cmd_check(args) -> int:
                 print(f"{target['target']}: nothing stops it from loading the model as it is")
             else:
                 print(f"{target['target']}: {len(target['blockers'])} thing(s) stop it from loading the model "
-                      f"as it is (rewriter convert MODEL --target {args.target} -o OUT converts for it):")
+                      f"as it is or computing it right (rewriter convert MODEL --target {args.target} -o OUT "
+                      f"converts for it):")
                 for line in target["blockers"]:
                     print(f"  {line}")
                 plan = target["convert"]

@@ -209,7 +209,7 @@ def _measured_forms(source, result, report, target, plan_only: bool) -> None:
         from rewriter.targets.measured_rewrites import rewrite_forms, rewritten_copy
 
         if plan_only:  # the plan names what convert leaves: the rewrites run on a copy
-            result = rewritten_copy(result, target.rewrite_forms, target.name)
+            result = rewritten_copy(result, target.rewrite_forms, target.name, report.target_notes)
         else:
             report.target_notes.extend(rewrite_forms(result, target.rewrite_forms, target.name,
                                                      LazyInference(result)()))

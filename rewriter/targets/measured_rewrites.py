@@ -145,12 +145,15 @@ def rewrite_forms(model: onnx.ModelProto, table: dict, release: str, inferred=No
     return notes
 
 
-def rewritten_copy(model: onnx.ModelProto, table: dict, release: str) -> onnx.ModelProto:
+def rewritten_copy(model: onnx.ModelProto, table: dict, release: str, notes: list | None = None) -> onnx.ModelProto:
     """A copy of ``model`` with the forms of ``table`` rewritten (``model`` itself is left as it
-    is): what ``--plan`` and ``check`` look at to name only what convert leaves."""
+    is): what ``--plan`` and ``check`` look at to name only what convert leaves; the rewrites'
+    notes go to ``notes`` when given (the plan says what convert would rewrite)."""
     from rewriter.graph.inferred import LazyInference
 
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
-    rewrite_forms(copy, table, release, LazyInference(copy)())
+    done = rewrite_forms(copy, table, release, LazyInference(copy)())
+    if notes is not None:
+        notes.extend(done)
     return copy

@@ -6,9 +6,9 @@ Measured (tests/targets/test_passthrough_outputs.py): OpenVINO 2026.4.1 refuses 
 such a Scan at load ("The provided loop body graph canonical inputs size (16), does not match the
 sum of loop carried dependencies and two mandatory inputs (11)"); OpenVINO 2024.6.0 runs both
 right; tract 0.23.9 aborts on the Scan (a panic). With an Identity writing each such output they
-run and give the values the spec defines. The same values: an Identity. (ONNX Runtime 1.15 to 1.32
-compute such a Scan wrongly themselves: zeros, or what memory held, for the passed-on state and
-every scan row after the first; written so, they compute it right.)
+run and give the values the spec defines. ONNX Runtime 1.15 to 1.32 compute such a Scan wrongly
+themselves (zeros, or what memory held, for the passed-on state and for every scan row after the
+first) and right written so: their targets take the form for Scan too. The same values: an Identity.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from rewriter.graph.names import first_few, fresh_name
 from rewriter.graph.schemas import is_default_domain
 from rewriter.targets.node_splice import taken_names
 
-__all__ = ["identity_written"]
+__all__ = ["identity_written", "scans_written"]
 
 
 def _taken(model: onnx.ModelProto) -> set[str]:
@@ -47,25 +47,43 @@ def _write_passthroughs(body: onnx.GraphProto, taken: set[str]) -> int:
     return count
 
 
+def _passing(model: onnx.ModelProto, op: str) -> list[tuple[onnx.NodeProto, onnx.GraphProto]]:
+    """(node, body) of each ``op`` node, in any scope, whose body has an output that is a body input."""
+    found = []
+    for scope in traversal.iter_scopes(model):
+        for node in scope.body.node:
+            if node.op_type != op or not is_default_domain(node.domain):
+                continue
+            body = next((a.g for a in node.attribute if a.name == "body" and a.type == onnx.AttributeProto.GRAPH), None)
+            if body is not None and {v.name for v in body.input} & {v.name for v in body.output}:
+                found.append((node, body))
+    return found
+
+
+def scans_written(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` itself when no Scan passes a body input on as a body output, else a copy with each
+    such output written by an Identity: the form ONNX Runtime computes right (``--verify`` runs the
+    original and the result so, where ONNX Runtime would give both the same wrong values)."""
+    if not _passing(model, "Scan"):
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    identity_written("Scan")(copy, "onnxruntime")
+    return copy
+
+
 def identity_written(op: str):
     """The rewrite for ``op`` (Loop or Scan): in place, each body output of an ``op`` node (any
     scope) that is a body input written by an Identity; one note naming the nodes."""
     def rewrite(model: onnx.ModelProto, release: str, inferred=None) -> list[str]:
         del inferred  # (the form is read from the bodies' names)
-        taken, done, count = None, [], 0
-        for scope in list(traversal.iter_scopes(model)):
-            for node in scope.body.node:
-                if node.op_type != op or not is_default_domain(node.domain):
-                    continue
-                body = next((a.g for a in node.attribute if a.name == "body" and a.type == onnx.AttributeProto.GRAPH),
-                            None)
-                if body is None or not {v.name for v in body.input} & {v.name for v in body.output}:
-                    continue
-                taken = _taken(model) if taken is None else taken
-                count += _write_passthroughs(body, taken)
-                done.append(node.name or node.output[0])
-        if not done:
+        found = _passing(model, op)
+        if not found:
             return []
+        taken = _taken(model)
+        count = sum(_write_passthroughs(body, taken) for _, body in found)
+        done = [node.name or node.output[0] for node, _ in found]
         return [f"{count} output(s) of {len(done)} {op} bodies that pass a body input on unchanged written by an "
-                f"Identity ({release} refuses such a body or aborts on it): {first_few(repr(n) for n in done)}"]
+                f"Identity ({release} refuses, aborts on or miscomputes such a body: measured): "
+                f"{first_few(repr(n) for n in done)}"]
     return rewrite

@@ -137,7 +137,9 @@ def test_new_names_are_fresh():
 
 
 def test_data_names_the_forms():
-    for target, ops in [("openvino==2026.4", {"Loop", "Scan"}), ("openvino==2024.6", set()), ("tract==0.23", {"Scan"})]:
+    for target, ops in [("openvino==2026.4", {"Loop", "Scan"}), ("openvino==2024.6", set()), ("tract==0.23", {"Scan"}),
+                        ("onnxruntime==1.15", {"Scan"}), ("onnxruntime==1.20", {"Scan"}), ("onnxruntime==1.32", {"Scan"}),
+                        ("onnxruntime==1.14", set())]:
         forms = parse_target(target).rewrite_forms
         assert {op for op in ("Loop", "Scan") if forms.get(op, {}).get("form") == "identity_written"} == ops, target
 
@@ -164,3 +166,78 @@ def test_openvino_2026_refuses_as_is_and_runs_converted():
 def test_tract_aborts_on_scan_as_is_and_runs_converted():
     as_is, _ = _measured("tract", "0.23", _scan(), "tract==0.23")
     assert not as_is["ok"] and as_is["stage"] == "crash" and "panic" in as_is["error"]
+
+
+def _scan_output_passed() -> onnx.ModelProto:
+    """s = s0 + sum of the rows of xs; ys = xs, each row a scan output as the body read it."""
+    body = helper.make_graph([helper.make_node("Add", ["s_in", "xi"], ["s_out"])], "body",
+                             [vi("s_in", F, [3]), vi("xi", F, [3])], [vi("s_out", F, [3]), vi("xi", F, [3])])
+    graph = helper.make_graph([helper.make_node("Scan", ["s0", "xs"], ["s", "ys"], name="scan", body=body,
+                                                num_scan_inputs=1)], "g",
+                              [vi("s0", F, [3]), vi("xs", F, [4, 3])], [vi("s", F, [3]), vi("ys", F, [4, 3])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)], ir_version=8)
+
+
+@pytest.mark.parametrize("build", [_scan, _scan_output_passed])
+def test_onnxruntime_computes_as_is_wrongly_and_converted_right(build):
+    """Every ONNX Runtime release with a venv (tools/ort_venvs.py; none: only the installed one runs
+    the converted model) gives zeros for a passed-on state or scan row as it is, and the values
+    converted for it."""
+    from tests import old_ort
+
+    model = build()
+    feeds = _feeds(model)
+    s = feeds["s0"].copy()
+    for row in feeds["xs"]:
+        s = s + row
+    want = {"s": s, **({"kf": feeds["k"], "ys": feeds["xs"] * feeds["k"]} if "k" in feeds else {"ys": feeds["xs"]})}
+    converted, report = convert_for(model, runtime="onnxruntime==1.20")
+    assert any("written by an Identity" in n for n in report.target_notes)
+    got = _ort(converted, feeds)
+    assert got.keys() == want.keys() and all(np.array_equal(got[k], want[k]) for k in want)
+    for release in old_ort.releases():
+        as_is, fixed = old_ort.run(release, model, feeds), old_ort.run(release, converted, feeds)
+        assert as_is["ok"] and fixed["ok"], release
+        assert not np.array_equal(as_is["outputs"]["ys"], want["ys"]), release
+        assert all(np.array_equal(fixed["outputs"][k], want[k]) for k in want), release
+
+
+def test_check_plan_and_verify(tmp_path, capsys):
+    """``check --target`` names the Scan as a measured form and says what convert would write;
+    ``--plan`` says it too; ``--verify`` passes on the converted model and on a plain opset change
+    (both runs written so that ONNX Runtime computes them right), where comparing ONNX Runtime's
+    own runs of the original would fail the right result."""
+    from rewriter.cli.main import main
+
+    path, out = tmp_path / "scan.onnx", tmp_path / "out.onnx"
+    onnx.save(_scan(), path)
+    code = main(["check", str(path), "--target", "onnxruntime==1.20"])
+    text = capsys.readouterr().out
+    assert code == 1 and "1 thing(s) stop it" in text and "form: 1 output(s) of 1 Scan bodies" in text
+    assert text.count("written by an Identity") == 2  # the finding and what convert would do
+    assert main(["check", str(path), "--target", "openvino==2024.6"]) == 0
+    assert "nothing stops it" in capsys.readouterr().out
+    assert main(["convert", str(path), "--target", "onnxruntime==1.20", "--plan"]) == 0
+    assert "target: 1 output(s) of 1 Scan bodies" in capsys.readouterr().out
+    for args in (["--target", "onnxruntime==1.20"], ["--opset", "17"]):
+        assert main(["convert", str(path), *args, "--verify", "-o", str(out)]) == 0, args
+        text = capsys.readouterr().out
+        assert "kf (float): max abs diff 0" in text and "MISMATCH" not in text
+
+
+def test_onnxruntime_data_survives_a_rebuild(tmp_path, monkeypatch):
+    """tools/runtime_data/build_tables.py rebuilds onnxruntime.json from git: the measured forms of
+    the file it replaces are kept."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("build_tables", root / "tools" / "runtime_data" / "build_tables.py")
+    tables = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tables)
+    fresh = {"releases": {"1.20": {"opsets": {"": 21}}, "1.3": {"opsets": {"": 10}}}}
+    kept = tables._with_measured(fresh, "onnxruntime.json")
+    shipped = json.loads((root / "rewriter" / "targets" / "data" / "onnxruntime.json").read_text())["releases"]
+    assert kept["releases"]["1.20"]["rewrite_forms"] == shipped["1.20"]["rewrite_forms"]
+    assert "rewrite_forms" not in kept["releases"]["1.3"]

@@ -388,6 +388,20 @@ def _dump(v, indent: int = 0) -> str:
     return json.dumps(v)
 
 
+def _with_measured(data: dict, name: str) -> dict:
+    """``data`` with each release's ``rewrite_forms`` kept from the file it replaces: those are
+    measured in the releases themselves (tests/targets/test_passthrough_outputs.py), not read
+    from git."""
+    path = os.path.join(DATA, name)
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            old = json.load(f)["releases"]
+        for key, entry in data["releases"].items():
+            if "rewrite_forms" in old.get(key, {}):
+                entry["rewrite_forms"] = old[key]["rewrite_forms"]
+    return data
+
+
 def write_json(data: dict, name: str) -> None:
     text = _dump(data) + "\n"
     assert json.loads(text) == data
@@ -433,7 +447,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if a.mode == "build":
         if a.ort_git:
-            write_json(build_onnxruntime(a.ort_git, a.onnx_git), "onnxruntime.json")
+            write_json(_with_measured(build_onnxruntime(a.ort_git, a.onnx_git), "onnxruntime.json"), "onnxruntime.json")
         if a.trt_git:
             if not a.onnx_git:
                 p.error("--trt-git needs --onnx-git")
