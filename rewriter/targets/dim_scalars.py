@@ -13,7 +13,7 @@ with a 0 or -1 in its shape is refused ("Reshape expects the input tensor to hav
 Here each starts / ends of a ``Slice``, input of a ``ConstantOfShape`` (1-element values) and
 input of a ``Range`` (scalars) that is such a dim expression (``Gather(Shape(x), [k])``, a
 ``Squeeze`` or ``Unsqueeze`` of one, ``Add`` / ``Sub`` / ``Mul`` of them and 1-element integer
-constants) is computed again on scalars, with an ``Unsqueeze`` to one element where a 1-element
+constants, a ``Div`` of one that cannot be negative by a positive constant) is computed again on scalars, with an ``Unsqueeze`` to one element where a 1-element
 value is read: the same values (every value involved holds one element). The original nodes
 stay for their other readers. A ``Range`` from 0 by 1 to such a dim, or to a ``Cast`` of one to
 float or double (a detector's anchor grid, arange(width) + 0.5), is reshaped to [dim], its length:
@@ -87,7 +87,8 @@ class _Writer:
         if node.op_type == "Cast" and _cast_to(node) == onnx.TensorProto.INT64:  # (a dim is int64 already)
             inner = self.scalar(node.input[0])
             return None if inner is None else (inner[0], True)
-        if node.op_type in _ARITH and len(node.input) == 2:
+        if (node.op_type in _ARITH or node.op_type == "Div" and _exact_division(node, self.scope)) \
+                and len(node.input) == 2:
             parts = [self.scalar(i) or self._constant_scalar(i) for i in node.input]
             if None in parts:
                 return None
@@ -141,6 +142,45 @@ class _Writer:
                 or _cast_to(node) not in _FLOATS:
             return None
         return self.scalar(node.input[0])
+
+
+def _exact_division(node: onnx.NodeProto, scope: traversal.Scope) -> bool:
+    """``node`` (a Div) divides a dim expression that cannot be negative by a positive int64
+    constant: truncation (ONNX) and floor division (TVM's on dims) agree (the resampler's output
+    length, (160 N + 440) / 441)."""
+    divisor = constant_array(node.input[1], scope) if len(node.input) == 2 else None
+    if divisor is None or divisor.size != 1 or divisor.dtype != np.int64 or divisor.item() <= 0:
+        return False
+    low = _lowest(node.input[0], scope)
+    return low is not None and low >= 0
+
+
+def _lowest(name: str, scope: traversal.Scope, depth: int = 0) -> int | None:
+    """A lower bound of the int64 dim expression ``name`` (a dim is at least 0), or None."""
+    value = constant_array(name, scope)
+    if value is not None:
+        return int(value.reshape(-1)[0]) if value.size == 1 and value.dtype == np.int64 else None
+    kind, node, where = traversal.definition(name, scope)
+    if kind != "node" or where is not scope or depth > 32 or not is_default_domain(node.domain):
+        return None
+    if node.op_type == "Gather" and _gathers_a_dim(node, scope) or _one_dim_shape(node) is not None:
+        return 0
+    if node.op_type in ("Squeeze", "Unsqueeze") or node.op_type == "Cast" and _cast_to(node) == onnx.TensorProto.INT64:
+        return _lowest(node.input[0], scope, depth + 1)
+    if node.op_type not in ("Add", "Sub", "Mul", "Div") or len(node.input) != 2:
+        return None
+    a = _lowest(node.input[0], scope, depth + 1)
+    if a is None:
+        return None
+    if node.op_type == "Sub":  # minus a constant only (a dim has no upper bound)
+        c = constant_array(node.input[1], scope)
+        return a - int(c.reshape(-1)[0]) if c is not None and c.size == 1 and c.dtype == np.int64 else None
+    if node.op_type == "Div":
+        return a // int(constant_array(node.input[1], scope).item()) if a >= 0 and _exact_division(node, scope) else None
+    b = _lowest(node.input[1], scope, depth + 1)
+    if b is None:
+        return None
+    return a + b if node.op_type == "Add" else (a * b if a >= 0 and b >= 0 else None)
 
 
 def _cast_to(node: onnx.NodeProto) -> int | None:

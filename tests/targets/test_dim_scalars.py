@@ -156,8 +156,8 @@ def test_left_as_is(case):
     elif case == "axis_1":
         gather = node("Gather", ["sx2", "k0"], ["s"], axis=1)
         extra = [node("Unsqueeze", ["sx", "k0"], ["sx2"])]
-    elif case == "div":
-        extra = [node("Div", ["s", "two"], ["half"])]
+    elif case == "div":  # by a dim, not a positive constant
+        extra = [node("Div", ["s", "s"], ["half"])]
         end = "half"
     elif case == "two_indices":  # the Slice's ends are two dims: [s, 4]
         gather = node("Gather", ["sx", "k12"], ["s"], axis=0)
@@ -413,6 +413,62 @@ def test_tvm_refuses_float_range_as_is_and_runs_converted(dims):
     converted it runs and gives ONNX Runtime's values (nudenet_320n with --input-shape)."""
     model = _anchor_grid(dims)
     feeds = {"x": np.random.default_rng(2).standard_normal((1, 2, 4, 5)).astype(np.float32)}
+    as_is = run_in("tvm", "0.27", model, feeds)
+    assert not as_is["ok"] and "CodeGenVM cannot emit" in as_is["error"]
+    converted = run_in("tvm", "0.27", convert_for(model, runtime="tvm==0.27")[0], feeds)
+    assert converted["ok"] and np.array_equal(converted["values"][0], _ort(model, feeds))
+
+
+def _resampled_mask(numerator=("Sub", 1), divisor=441) -> onnx.ModelProto:
+    """y = Where(arange(L) < 5, x[:, :L], 0) with L = (160 N + 441 - 1) / 441, N read by
+    Shape(x, start=1, end=2) (onnx-asr's 44.1 kHz -> 16 kHz resampler: its output length and mask).
+    ``numerator``: the op and constant applied to 160 N + 441 before the Div."""
+    op, c = numerator
+    inits = [_i64("n160", 160), _i64("n441", 441), _i64("c", c), _i64("div", divisor), _i64("zero", 0), _i64("one", 1),
+             _i64("k0", [0]), _i64("k1", [1]), _i64("five", 5)]
+    nodes = [node("Shape", ["x"], ["s"], start=1, end=2), node("Squeeze", ["s"], ["n"]),
+             node("Mul", ["n160", "n"], ["m"]), node("Add", ["m", "n441"], ["a"]), node(op, ["a", "c"], ["num"]),
+             node("Div", ["num", "div"], ["L"], name="length"), node("Range", ["zero", "L", "one"], ["r"], name="range"),
+             node("Unsqueeze", ["r", "k0"], ["r1"]), node("Less", ["r1", "five"], ["mask"]),
+             node("Unsqueeze", ["L", "k0"], ["L1"]), node("Slice", ["x", "k0", "L1", "k1"], ["head"], name="head"),
+             node("Where", ["mask", "head", "zf"], ["y"])]
+    inits.append(numpy_helper.from_array(np.array(0.0, np.float32), "zf"))
+    graph = helper.make_graph(nodes, "g", [vi("x", F, ["b", "N"])], [vi("y", F, [None, None])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("n", [1, 440, 2000])
+def test_division_of_a_dim_by_a_constant_read_on_scalars(n):
+    model = _resampled_mask()
+    out, notes = _rewritten(model)
+    rng = next(n for n in out.graph.node if n.name == "range")
+    length = _producer(out, rng.input[1])
+    assert length.op_type == "Div" and length.name != "length" and "'range'" in notes[0]
+    assert _producer(out, "r").op_type == "Reshape"
+    feeds = {"x": np.random.default_rng(n).standard_normal((2, n)).astype(np.float32)}
+    np.testing.assert_array_equal(_ort(out, feeds), _ort(model, feeds))
+
+
+@pytest.mark.parametrize("case", [("Sub", 500, 441), ("Add", 0, -441), ("Add", 0, 0), ("Mul", -1, 441)])
+def test_division_left_when_truncation_and_floor_may_differ(case):
+    """A numerator that may be negative ((160 N + 441) - 500, times -1) or a divisor that is not
+    positive: ONNX truncates, TVM's dims floor, so the Div is not written on scalars."""
+    op, c, divisor = case
+    model = _resampled_mask((op, c), divisor)
+    before = model.SerializeToString()
+    notes = dims_as_scalars(model, "tvm 0.27")
+    assert not any("'range'" in n for n in notes)
+    assert not any(n.op_type == "Div" and n.name != "length" for n in model.graph.node)
+    if not notes:
+        assert model.SerializeToString() == before
+
+
+def test_tvm_refuses_a_range_to_a_divided_dim_and_runs_converted():
+    """TVM 0.27 gives the Range a length of its own and cannot emit the Where of the mask and the
+    slice ("CodeGenVM cannot emit"); converted it runs (onnx_asr_resample_44_16 without
+    --input-shape)."""
+    model = _resampled_mask()
+    feeds = {"x": np.random.default_rng(3).standard_normal((2, 1500)).astype(np.float32)}
     as_is = run_in("tvm", "0.27", model, feeds)
     assert not as_is["ok"] and "CodeGenVM cannot emit" in as_is["error"]
     converted = run_in("tvm", "0.27", convert_for(model, runtime="tvm==0.27")[0], feeds)
