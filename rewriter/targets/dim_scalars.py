@@ -30,6 +30,7 @@ from onnx import helper, numpy_helper
 from rewriter.graph import traversal
 from rewriter.graph.names import first_few, fresh_name
 from rewriter.graph.schemas import is_default_domain
+from rewriter.targets.dim_exprs import cast_to, exact_division, gathers_a_dim, one_dim_shape
 from rewriter.targets.restriction_lookups import constant_array
 
 __all__ = ["READERS", "SHAPE_READERS", "dims_as_scalars", "scalar_constant_of_shape", "scalar_reshapes_unsqueezed",
@@ -72,22 +73,22 @@ class _Writer:
         kind, node, where = traversal.definition(name, self.scope)
         if kind != "node" or where is not self.scope or not is_default_domain(node.domain):
             return None
-        if node.op_type == "Gather" and _gathers_a_dim(node, self.scope):
+        if node.op_type == "Gather" and gathers_a_dim(node, self.scope):
             index = constant_array(node.input[1], self.scope)
             if index.ndim == 0:
                 return name, False
             k = self._int64(index.reshape(()), f"{name}_index")
             return self._node("Gather", [node.input[0], k], f"{name}_scalar", axis=0), True
-        k = _one_dim_shape(node)
+        k = one_dim_shape(node)
         if k is not None:  # Shape(x, start=k, end=k + 1): TVM keeps it as a shape, not its Squeeze for a Range
             shape = self._node("Shape", [node.input[0]], f"{name}_whole")
             return self._node("Gather", [shape, self._int64(k, f"{name}_index")], f"{name}_scalar", axis=0), True
         if node.op_type in ("Squeeze", "Unsqueeze"):  # TVM reads them on a dim it keeps as dims
             return self.scalar(node.input[0])
-        if node.op_type == "Cast" and _cast_to(node) == onnx.TensorProto.INT64:  # (a dim is int64 already)
+        if node.op_type == "Cast" and cast_to(node) == onnx.TensorProto.INT64:  # (a dim is int64 already)
             inner = self.scalar(node.input[0])
             return None if inner is None else (inner[0], True)
-        if (node.op_type in _ARITH or node.op_type == "Div" and _exact_division(node, self.scope)) \
+        if (node.op_type in _ARITH or node.op_type == "Div" and exact_division(node, self.scope)) \
                 and len(node.input) == 2:
             parts = [self.scalar(i) or self._constant_scalar(i) for i in node.input]
             if None in parts:
@@ -139,71 +140,9 @@ class _Writer:
         that dim (a dim below 2^24 is a float exactly)."""
         kind, node, where = traversal.definition(name, self.scope)
         if kind != "node" or where is not self.scope or node.op_type != "Cast" or not is_default_domain(node.domain) \
-                or _cast_to(node) not in _FLOATS:
+                or cast_to(node) not in _FLOATS:
             return None
         return self.scalar(node.input[0])
-
-
-def _exact_division(node: onnx.NodeProto, scope: traversal.Scope) -> bool:
-    """``node`` (a Div) divides a dim expression that cannot be negative by a positive int64
-    constant: truncation (ONNX) and floor division (TVM's on dims) agree (the resampler's output
-    length, (160 N + 440) / 441)."""
-    divisor = constant_array(node.input[1], scope) if len(node.input) == 2 else None
-    if divisor is None or divisor.size != 1 or divisor.dtype != np.int64 or divisor.item() <= 0:
-        return False
-    low = _lowest(node.input[0], scope)
-    return low is not None and low >= 0
-
-
-def _lowest(name: str, scope: traversal.Scope, depth: int = 0) -> int | None:
-    """A lower bound of the int64 dim expression ``name`` (a dim is at least 0), or None."""
-    value = constant_array(name, scope)
-    if value is not None:
-        return int(value.reshape(-1)[0]) if value.size == 1 and value.dtype == np.int64 else None
-    kind, node, where = traversal.definition(name, scope)
-    if kind != "node" or where is not scope or depth > 32 or not is_default_domain(node.domain):
-        return None
-    if node.op_type == "Gather" and _gathers_a_dim(node, scope) or _one_dim_shape(node) is not None:
-        return 0
-    if node.op_type in ("Squeeze", "Unsqueeze") or node.op_type == "Cast" and _cast_to(node) == onnx.TensorProto.INT64:
-        return _lowest(node.input[0], scope, depth + 1)
-    if node.op_type not in ("Add", "Sub", "Mul", "Div") or len(node.input) != 2:
-        return None
-    a = _lowest(node.input[0], scope, depth + 1)
-    if a is None:
-        return None
-    if node.op_type == "Sub":  # minus a constant only (a dim has no upper bound)
-        c = constant_array(node.input[1], scope)
-        return a - int(c.reshape(-1)[0]) if c is not None and c.size == 1 and c.dtype == np.int64 else None
-    if node.op_type == "Div":
-        return a // int(constant_array(node.input[1], scope).item()) if a >= 0 and _exact_division(node, scope) else None
-    b = _lowest(node.input[1], scope, depth + 1)
-    if b is None:
-        return None
-    return a + b if node.op_type == "Add" else (a * b if a >= 0 and b >= 0 else None)
-
-
-def _cast_to(node: onnx.NodeProto) -> int | None:
-    return next((a.i for a in node.attribute if a.name == "to"), None)
-
-
-def _one_dim_shape(node: onnx.NodeProto) -> int | None:
-    """k for a Shape with start k >= 0 and end k + 1 (one dim), else None."""
-    if node.op_type != "Shape" or not is_default_domain(node.domain):
-        return None
-    attrs = {a.name: a.i for a in node.attribute}
-    start, end = attrs.get("start"), attrs.get("end")
-    return start if start is not None and end is not None and start >= 0 and end == start + 1 else None
-
-
-def _gathers_a_dim(node: onnx.NodeProto, scope: traversal.Scope) -> bool:
-    """``node`` (a Gather) reads one dim of a Shape (without start / end) by a constant index."""
-    axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
-    kind, shape, _ = traversal.definition(node.input[0], scope)
-    if axis != 0 or kind != "node" or shape.op_type != "Shape" or shape.attribute:
-        return False
-    index = constant_array(node.input[1], scope)
-    return index is not None and index.size == 1 and index.ndim <= 1
 
 
 def _rewrite_scope(scope: traversal.Scope, taken: set) -> list[str]:
