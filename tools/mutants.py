@@ -3400,7 +3400,7 @@ MUTANTS: list[Mutant] = [
       '("Scan", "identity_written"): identity_written("Scan")}', '("Scan", "identity_written"): identity_written("Loop")}',
       'tests/targets/test_passthrough_outputs.py', "tract's Scan form rewriting Loops only"),
     M('pt-verify-scans', 'rewriter/verify/numerics/compare.py',
-      '    a, b = scans_written(a), scans_written(b)', '    a, b = a, b',
+      '    return scans_written(proto), base', '    return proto, base',
       'tests/targets/test_passthrough_outputs.py', "--verify comparing ONNX Runtime's wrong Scan values"),
     M('pt-scans-written-always-same', 'rewriter/targets/passthrough_outputs.py',
       '    if not _passing(model, "Scan"):\n        return model', '    if True:\n        return model',
