@@ -36,6 +36,7 @@ from rewriter.targets.int32_dims import int32_dims_widened
 from rewriter.targets.nan_fill import constant_branch_broadcast
 from rewriter.targets.node_splice import splice, taken_names
 from rewriter.targets.output_identity import producer_writes_output
+from rewriter.targets.pad_crops import negative_cropped
 from rewriter.targets.passthrough_outputs import identity_written
 from rewriter.targets.restriction_lookups import constant_array
 from rewriter.targets.same_pads import explicit_pads
@@ -132,7 +133,8 @@ _REWRITES = {("Tile", "rank_6"): _tile_rank_6, ("Identity", "producer_writes_out
              ("Expand", "codes_widened"): expand_codes_widened,
              ("Where", "constant_branch_broadcast"): constant_branch_broadcast,
              ("ConvInteger", "rank_4"): conv_integer_rank_4, ("TopK", "k_folded"): constants_folded("TopK"),
-             ("Loop", "identity_written"): identity_written("Loop"), ("Scan", "identity_written"): identity_written("Scan")}
+             ("Loop", "identity_written"): identity_written("Loop"), ("Scan", "identity_written"): identity_written("Scan"),
+             ("Pad", "negative_cropped"): negative_cropped}
 
 
 def rewrite_forms(model: onnx.ModelProto, table: dict, release: str, inferred=None) -> list[str]:

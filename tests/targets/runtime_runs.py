@@ -53,8 +53,10 @@ def run_in(runtime: str, release: str, model: onnx.ModelProto, feeds: dict, time
                               text=True, timeout=timeout)
         lines = proc.stdout.strip().splitlines()
         if not lines:  # the runtime itself crashed (a panic, a signal): no result line
+            err = proc.stderr.splitlines()
+            panic = [line for i, line in enumerate(err) if "panicked at" in line or i and "panicked at" in err[i - 1]]
             return {"ok": False, "stage": "crash", "error": f"the runner exited {proc.returncode}: "
-                                                             f"{proc.stderr.strip()[-300:]}"}
+                                                             f"{' '.join(panic[:2]) or proc.stderr.strip()[-300:]}"}
         result = json.loads(lines[-1])
         if result["ok"]:
             with np.load(paths[2], allow_pickle=True) as out:  # string outputs are object arrays
