@@ -1,6 +1,6 @@
 """A MatMulNBits at ``accuracy_level`` 4 refused by name for a release whose blocked
 DequantizeLinear is folded to float weights (``quantized_forms`` DequantizeLinear: ``fold_blocks``:
-tract 0.23, OpenVINO 2024.6; ``cast_and_scale``: LiteRT). At level 4 ONNX Runtime quantizes the
+tract 0.23, OpenVINO 2024.6, TVM 0.27; ``cast_and_scale``: LiteRT). At level 4 ONNX Runtime quantizes the
 activations to int8 per block (its MLAS int8 path, chosen by the CPU) before the product; the lowering multiplies in float, as
 ONNX Runtime does at level 0. Measured: onnxruntime-genai's llama_tiny_int4 is 7.3e-3 (relative L2)
 from ONNX Runtime in OpenVINO 2024.6 and in tract (its activations' own quantization error); at
