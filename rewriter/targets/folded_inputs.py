@@ -23,7 +23,7 @@ import onnx
 from rewriter.graph.names import first_few
 from rewriter.graph.schemas import is_default_domain
 
-__all__ = ["COMPUTED", "computed_inputs", "constants_folded"]
+__all__ = ["COMPUTED", "computed_inputs", "constants_folded", "fold_constants_and_shapes"]
 
 # op -> the inputs onnx2tf needs constant (the Conv's weights and bias, the Reshape's shape, the
 # Slice's starts, ends, axes and steps; TVM 0.27: TopK's k, "TopK k must be a constant")
@@ -44,7 +44,8 @@ def computed_inputs(model: onnx.ModelProto, op: str) -> list[str]:
             and any(i < len(n.input) and n.input[i] in written for i in COMPUTED[op])]
 
 
-def _fold(model: onnx.ModelProto) -> None:
+def fold_constants_and_shapes(model: onnx.ModelProto) -> None:
+    """Fold, in place, the model's constants and shape chains (the module docstring's passes)."""
     import onnx_ir as ir
     from onnx_ir.passes.common import LiftConstantsToInitializersPass
 
@@ -71,7 +72,7 @@ def constants_folded(op: str):
         found = computed_inputs(model, op)
         if not found:
             return []
-        _fold(model)
+        fold_constants_and_shapes(model)
         still = set(computed_inputs(model, op))
         done = [n for n in found if n not in still]
         what = {"Conv": "weight or bias", "Reshape": "shape", "Slice": "bound", "TopK": "k"}[op]

@@ -1,0 +1,93 @@
+"""Two TVM 0.27 forms measured on onnxruntime-genai's float16 Llama (tests/targets/test_half_matmul.py):
+
+- ``MatMul`` / ``float16_in_float32``: a float16 MatMul written as Casts to float32, the MatMul in
+  float32 and a Cast back. TVM 0.27 sums a float16 MatMul in float16: against ONNX Runtime (which
+  rounds a float32 sum once) relative L2 5.3e-4 at K = 16, 1.1e-3 at 64, 2.2e-3 at 256, 5.0e-3 at
+  1024, past the float16 unit roundoff (2^-10) from K = 64; written so it is ONNX Runtime's result
+  (float32 sums rounded once to float16).
+- ``Shape`` / ``folded_when_static``: when every graph input's dims are static (``--input-shape``,
+  ``--fix-dim``), the model's constants and shape chains are folded first by rewriter's exact
+  folder (:func:`rewriter.targets.folded_inputs.constants_folded`'s). TVM's frontend refuses
+  arithmetic on dims it keeps as shapes ("Node .../repeat_kv/Mul_1 cannot handle ShapeExpr
+  inputs": the Llama's repeat_kv reshape, Mul(Unsqueeze(Gather(Shape(k), 1)), 2)); folded, every
+  such shape is a constant.
+
+With both, llama_tiny_fp16 with ``--input-shape`` runs in TVM 0.27 (refused at load before) and
+its logits are 5.3e-4 from ONNX Runtime's.
+"""
+
+from __future__ import annotations
+
+import onnx
+from onnx import helper
+
+from rewriter.graph import traversal
+from rewriter.graph.model_index import value_types
+from rewriter.graph.names import first_few, fresh_name
+from rewriter.graph.schemas import is_default_domain
+from rewriter.graph.static_shapes import is_dynamic
+from rewriter.targets.folded_inputs import fold_constants_and_shapes
+from rewriter.targets.node_splice import splice, taken_names
+
+__all__ = ["float16_in_float32", "folded_when_static"]
+
+_F16, _F32 = onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT
+
+
+def _elem(types: dict, name: str) -> int | None:
+    kind = types.get(name)
+    return kind.tensor_type.elem_type if kind is not None and kind.HasField("tensor_type") else None
+
+
+def _in_float32(node: onnx.NodeProto, taken: set) -> list[onnx.NodeProto]:
+    base = node.name or node.output[0]
+    wide = [fresh_name(taken, f"{name}_float32") for name in node.input]
+    out = fresh_name(taken, f"{node.output[0]}_float32")
+    casts = [helper.make_node("Cast", [name], [w], name=fresh_name(taken, f"{base}_cast_in"), to=_F32)
+             for name, w in zip(node.input, wide)]
+    return casts + [helper.make_node("MatMul", wide, [out], name=node.name),
+                    helper.make_node("Cast", [out], list(node.output), name=fresh_name(taken, f"{base}_cast_out"), to=_F16)]
+
+
+def float16_in_float32(model: onnx.ModelProto, release: str, inferred=None) -> list[str]:
+    """Rewrite in place every float16 MatMul (any scope whose value types are known) in float32; one note."""
+    types = value_types(model, inferred)
+    plans = []
+    for scope in traversal.iter_scopes(model):
+        found = {i: None for i, node in enumerate(scope.body.node)
+                 if node.op_type == "MatMul" and is_default_domain(node.domain) and _elem(types, node.input[0]) == _F16}
+        if found:
+            plans.append((scope, found))
+    if not plans:
+        return []
+    taken, done = taken_names(model), []
+    for scope, found in reversed(plans):  # a subgraph before the graph whose node holds it
+        done += splice(scope, found, lambda node, _: _in_float32(node, taken))
+    return [f"{len(done)} float16 MatMul node(s) computed in float32 between Casts ({release} sums a float16 MatMul "
+            f"in float16, measured past float16 rounding from K = 64): {first_few(repr(n) for n in done)}"]
+
+
+def _static_inputs(model: onnx.ModelProto) -> bool:
+    inits = {t.name for t in model.graph.initializer}
+    for value in model.graph.input:
+        if value.name in inits or not value.type.HasField("tensor_type"):
+            continue
+        tensor = value.type.tensor_type
+        if not tensor.HasField("shape") or any(is_dynamic(d) for d in tensor.shape.dim):
+            return False
+    return True
+
+
+def folded_when_static(model: onnx.ModelProto, release: str, inferred=None) -> list[str]:
+    """Fold the model's constants and shape chains in place when every graph input's dims are
+    static and a node reads a Shape; one note."""
+    del inferred  # (the fold infers what it needs)
+    shapes = sum(1 for scope in traversal.iter_scopes(model) for node in scope.body.node
+                 if node.op_type == "Shape" and is_default_domain(node.domain))
+    if not shapes or not _static_inputs(model):
+        return []
+    fold_constants_and_shapes(model)
+    left = sum(1 for scope in traversal.iter_scopes(model) for node in scope.body.node
+               if node.op_type == "Shape" and is_default_domain(node.domain))
+    return [f"the model's constants and shape chains folded, every input's dims being static ({release} refuses "
+            f"arithmetic on dims it keeps as shapes): {shapes - left} of {shapes} Shape node(s) now constants"]
