@@ -3470,7 +3470,7 @@ MUTANTS: list[Mutant] = [
       'and _elem(types, node.input[0]) == _F16}', 'and True}',
       'tests/targets/test_half_matmul.py', "a float32 MatMul wrapped in Casts"),
     M('hm-symbolic-folded', 'rewriter/targets/half_matmul.py',
-      '    if not shapes or not _static_inputs(model):', '    if not shapes:',
+      '    if not found or not _static_inputs(model):', '    if not found:',
       'tests/targets/test_half_matmul.py', "a model with symbolic inputs folded for TVM"),
     M('hm-dynamic-dims', 'rewriter/targets/half_matmul.py',
       '        if not tensor.HasField("shape") or any(is_dynamic(d) for d in tensor.shape.dim):', '        if not tensor.HasField("shape"):',
@@ -3481,6 +3481,9 @@ MUTANTS: list[Mutant] = [
     M('hm-fold-registered', 'rewriter/targets/measured_rewrites.py',
       '("Shape", "folded_when_static"): folded_when_static}', '("Shape", "folded_when_static"): lambda *a: []}',
       'tests/targets/test_half_matmul.py', "TVM's static model not folded"),
+    M('hm-any-arithmetic', 'rewriter/targets/half_matmul.py',
+      'and is_default_domain(n.domain) and any(map(unsqueezed_dim, n.input))]', 'and is_default_domain(n.domain)]',
+      'tests/targets/test_half_matmul.py', "a static model folded without arithmetic on a dim"),
 ]
 
 

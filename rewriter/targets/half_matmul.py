@@ -6,7 +6,8 @@
   1024, past the float16 unit roundoff (2^-10) from K = 64; written so it is ONNX Runtime's result
   (float32 sums rounded once to float16).
 - ``Shape`` / ``folded_when_static``: when every graph input's dims are static (``--input-shape``,
-  ``--fix-dim``), the model's constants and shape chains are folded first by rewriter's exact
+  ``--fix-dim``) and a main-graph Add / Sub / Mul / Div reads an Unsqueeze of a dim, the model's
+  constants and shape chains are folded first by rewriter's exact
   folder (:func:`rewriter.targets.folded_inputs.constants_folded`'s). TVM's frontend refuses
   arithmetic on dims it keeps as shapes ("Node .../repeat_kv/Mul_1 cannot handle ShapeExpr
   inputs": the Llama's repeat_kv reshape, Mul(Unsqueeze(Gather(Shape(k), 1)), 2)); folded, every
@@ -78,16 +79,32 @@ def _static_inputs(model: onnx.ModelProto) -> bool:
     return True
 
 
+def _dim_arithmetic(model: onnx.ModelProto) -> list[str]:
+    """The main graph's Add / Sub / Mul / Div nodes reading an Unsqueeze of a dim (a Gather of a
+    Shape by a constant index): the form TVM refuses ("cannot handle ShapeExpr inputs")."""
+    producers = {o: n for n in model.graph.node for o in n.output}
+
+    def unsqueezed_dim(name: str) -> bool:
+        unsqueeze = producers.get(name)
+        if unsqueeze is None or unsqueeze.op_type != "Unsqueeze" or not is_default_domain(unsqueeze.domain):
+            return False
+        gather = producers.get(unsqueeze.input[0])
+        return gather is not None and gather.op_type == "Gather" and gather.input[0] in producers \
+            and producers[gather.input[0]].op_type == "Shape"
+
+    return [n.name or n.output[0] for n in model.graph.node
+            if n.op_type in ("Add", "Sub", "Mul", "Div") and is_default_domain(n.domain) and any(map(unsqueezed_dim, n.input))]
+
+
 def folded_when_static(model: onnx.ModelProto, release: str, inferred=None) -> list[str]:
     """Fold the model's constants and shape chains in place when every graph input's dims are
-    static and a node reads a Shape; one note."""
+    static and a node does arithmetic on an Unsqueeze of a dim; one note naming those nodes."""
     del inferred  # (the fold infers what it needs)
-    shapes = sum(1 for scope in traversal.iter_scopes(model) for node in scope.body.node
-                 if node.op_type == "Shape" and is_default_domain(node.domain))
-    if not shapes or not _static_inputs(model):
+    found = _dim_arithmetic(model)
+    if not found or not _static_inputs(model):
         return []
     fold_constants_and_shapes(model)
-    left = sum(1 for scope in traversal.iter_scopes(model) for node in scope.body.node
-               if node.op_type == "Shape" and is_default_domain(node.domain))
-    return [f"the model's constants and shape chains folded, every input's dims being static ({release} refuses "
-            f"arithmetic on dims it keeps as shapes): {shapes - left} of {shapes} Shape node(s) now constants"]
+    left = set(_dim_arithmetic(model))
+    return [f"the model's constants and shape chains folded, every input's dims being static: {len(found)} node(s) "
+            f"doing arithmetic on a dim ({release} refuses it on a dim it keeps as a shape), "
+            f"{len([n for n in found if n not in left])} now on constants: {first_few(repr(n) for n in found)}"]
