@@ -3467,7 +3467,7 @@ MUTANTS: list[Mutant] = [
       '("Reshape", "empty_shape_squeezed"): empty_shape_squeezed,', '("Reshape", "empty_shape_squeezed"): lambda *a: [],',
       'tests/targets/test_empty_reshapes.py', "OpenVINO 2024.6's Reshape form not rewritten"),
     M('hm-any-type', 'rewriter/targets/half_matmul.py',
-      'and _elem(types, node.input[0]) == _F16}', 'and True}',
+      '                        and _elem(types, node.input[0]) == _F16 else None,', '                        else None,',
       'tests/targets/test_half_matmul.py', "a float32 MatMul wrapped in Casts"),
     M('hm-symbolic-folded', 'rewriter/targets/half_matmul.py',
       '    if not found or not _static_inputs(model):', '    if not found:',

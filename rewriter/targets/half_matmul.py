@@ -22,13 +22,12 @@ from __future__ import annotations
 import onnx
 from onnx import helper
 
-from rewriter.graph import traversal
 from rewriter.graph.model_index import value_types
 from rewriter.graph.names import first_few, fresh_name
 from rewriter.graph.schemas import is_default_domain
 from rewriter.graph.static_shapes import is_dynamic
 from rewriter.targets.folded_inputs import fold_constants_and_shapes
-from rewriter.targets.node_splice import splice, taken_names
+from rewriter.targets.node_splice import splice_found
 
 __all__ = ["float16_in_float32", "folded_when_static"]
 
@@ -53,17 +52,11 @@ def _in_float32(node: onnx.NodeProto, taken: set) -> list[onnx.NodeProto]:
 def float16_in_float32(model: onnx.ModelProto, release: str, inferred=None) -> list[str]:
     """Rewrite in place every float16 MatMul (any scope whose value types are known) in float32; one note."""
     types = value_types(model, inferred)
-    plans = []
-    for scope in traversal.iter_scopes(model):
-        found = {i: None for i, node in enumerate(scope.body.node)
-                 if node.op_type == "MatMul" and is_default_domain(node.domain) and _elem(types, node.input[0]) == _F16}
-        if found:
-            plans.append((scope, found))
-    if not plans:
+    done = splice_found(model, lambda node, scope: True if node.op_type == "MatMul" and is_default_domain(node.domain)
+                        and _elem(types, node.input[0]) == _F16 else None,
+                        lambda node, _, taken: _in_float32(node, taken))
+    if not done:
         return []
-    taken, done = taken_names(model), []
-    for scope, found in reversed(plans):  # a subgraph before the graph whose node holds it
-        done += splice(scope, found, lambda node, _: _in_float32(node, taken))
     return [f"{len(done)} float16 MatMul node(s) computed in float32 between Casts ({release} sums a float16 MatMul "
             f"in float16, measured past float16 rounding from K = 64): {first_few(repr(n) for n in done)}"]
 

@@ -34,3 +34,20 @@ def splice(scope: traversal.Scope, found: dict, write: Callable) -> list[str]:
     del scope.body.node[:]
     scope.body.node.extend(nodes)
     return done
+
+
+def splice_found(model: onnx.ModelProto, plan_of: Callable, write: Callable) -> list[str]:
+    """Replace in place, in every scope, each node for which ``plan_of(node, scope)`` is not None by
+    ``write(node, plan, taken)`` (``taken``: the model's names, which new ones must avoid); the
+    replaced nodes' labels. Subgraphs are spliced before the graph whose node holds them."""
+    plans = []
+    for scope in traversal.iter_scopes(model):
+        found = {i: plan for i, node in enumerate(scope.body.node) if (plan := plan_of(node, scope)) is not None}
+        if found:
+            plans.append((scope, found))
+    if not plans:
+        return []
+    taken, done = taken_names(model), []
+    for scope, found in reversed(plans):
+        done += splice(scope, found, lambda node, plan: write(node, plan, taken))
+    return done

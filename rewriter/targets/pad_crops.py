@@ -19,7 +19,7 @@ from onnx import helper, numpy_helper
 from rewriter.graph import traversal
 from rewriter.graph.names import first_few, fresh_name
 from rewriter.graph.schemas import is_default_domain
-from rewriter.targets.node_splice import splice, taken_names
+from rewriter.targets.node_splice import splice_found
 from rewriter.targets.restriction_lookups import constant_array
 
 __all__ = ["negative_cropped"]
@@ -76,17 +76,9 @@ def _write(node: onnx.NodeProto, plan: tuple, taken: set) -> list[onnx.NodeProto
 def negative_cropped(model: onnx.ModelProto, release: str, inferred=None) -> list[str]:
     """Rewrite in place every Pad (any scope, pads an input) with a constant negative pad; one note."""
     del inferred  # (the form is read from the pads)
-    plans = []
-    for scope in traversal.iter_scopes(model):
-        if scope.opset is not None and scope.opset < 11:
-            continue
-        found = {i: plan for i, node in enumerate(scope.body.node) if (plan := _plan(node, scope)) is not None}
-        if found:
-            plans.append((scope, found))
-    if not plans:
+    done = splice_found(model, lambda node, scope: None if scope.opset is not None and scope.opset < 11
+                        else _plan(node, scope), _write)
+    if not done:
         return []
-    taken, done = taken_names(model), []
-    for scope, found in reversed(plans):  # a subgraph before the graph whose node holds it
-        done += splice(scope, found, lambda node, plan: _write(node, plan, taken))
     return [f"{len(done)} Pad node(s) with a negative pad written as a Slice removing those elements, then a Pad of "
             f"the rest ({release} aborts on a negative pad): {first_few(repr(n) for n in done)}"]
