@@ -66,7 +66,7 @@ def _convert(model: onnx.ModelProto, target: str = "openvino==2026.4"):
 def test_the_data_rewrites_the_tile_for_2026_4_only():
     assert parse_target("openvino==2026.4").rewrite_forms["Tile"]["form"] == "rank_6"
     assert "2026-12-06" in DATA["2026.4"]["rewrite_forms"]["Tile"]["measured"]
-    assert parse_target("openvino==2024.6").rewrite_forms == {}
+    assert "Tile" not in parse_target("openvino==2024.6").rewrite_forms
     assert "rewrite_forms" in tool("runtime_probe").OTHER_PROBES  # a re-probe keeps it
 
 
