@@ -3388,7 +3388,7 @@ MUTANTS: list[Mutant] = [
       '        if value.name in inputs:', '        if False:',
       'tests/targets/test_passthrough_outputs.py', "a body output that is a body input left as it is"),
     M('pt-every-body', 'rewriter/targets/passthrough_outputs.py',
-      'if body is not None and {v.name for v in body.input} & {v.name for v in body.output}:', 'if body is not None:',
+      'if body is not None and _outputs_to_write(body, read):', 'if body is not None:',
       'tests/targets/test_passthrough_outputs.py', "a body without such an output named in the note"),
     M('pt-any-op', 'rewriter/targets/passthrough_outputs.py',
       '            if node.op_type != op or not is_default_domain(node.domain):', '            if not is_default_domain(node.domain):',
@@ -3484,6 +3484,15 @@ MUTANTS: list[Mutant] = [
     M('hm-any-arithmetic', 'rewriter/targets/half_matmul.py',
       'and is_default_domain(n.domain) and any(map(unsqueezed_dim, n.input))]', 'and is_default_domain(n.domain)]',
       'tests/targets/test_half_matmul.py', "a static model folded without arithmetic on a dim"),
+    M('pt-read-off', 'rewriter/targets/passthrough_outputs.py',
+      '        names |= {i for node in body.node for i in node.input}', '        pass',
+      'tests/targets/test_passthrough_outputs.py', "a scan output read in the body left for tract"),
+    M('pt-read-always', 'rewriter/targets/passthrough_outputs.py',
+      '    if read:\n        names |=', '    if True:\n        names |=',
+      'tests/targets/test_passthrough_outputs.py', "every target given tract's read-output Identity"),
+    M('pt-read-registered', 'rewriter/targets/measured_rewrites.py',
+      '("Scan", "read_outputs_written"): identity_written("Scan", read=True),', '("Scan", "read_outputs_written"): identity_written("Scan"),',
+      'tests/targets/test_passthrough_outputs.py', "tract's Scan read-output form registered without reads"),
 ]
 
 

@@ -136,6 +136,7 @@ _REWRITES = {("Tile", "rank_6"): _tile_rank_6, ("Identity", "producer_writes_out
              ("Where", "constant_branch_broadcast"): constant_branch_broadcast,
              ("ConvInteger", "rank_4"): conv_integer_rank_4, ("TopK", "k_folded"): constants_folded("TopK"),
              ("Loop", "identity_written"): identity_written("Loop"), ("Scan", "identity_written"): identity_written("Scan"),
+             ("Scan", "read_outputs_written"): identity_written("Scan", read=True),
              ("Pad", "negative_cropped"): negative_cropped, ("Reshape", "empty_shape_squeezed"): empty_shape_squeezed,
              ("MatMul", "float16_in_float32"): float16_in_float32, ("Shape", "folded_when_static"): folded_when_static}
 

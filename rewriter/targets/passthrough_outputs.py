@@ -1,4 +1,4 @@
-"""``Loop`` / ``Scan`` ``identity_written``: a body output that is one of the body's own inputs
+"""``Loop`` / ``Scan`` ``identity_written`` (and tract's ``Scan`` ``read_outputs_written``, below): a body output that is one of the body's own inputs
 (a loop-carried value the body passes on unchanged: tf2onnx's while loops carry their weights
 so, piper_nakdimon's four LSTM Loops five values each) is written by an Identity node of its own.
 
@@ -9,6 +9,11 @@ right; tract 0.23.9 aborts on the Scan (a panic). With an Identity writing each 
 run and give the values the spec defines. ONNX Runtime 1.15 to 1.32 compute such a Scan wrongly
 themselves (zeros, or what memory held, for the passed-on state and for every scan row after the
 first) and right written so: their targets take the form for Scan too. The same values: an Identity.
+
+``read_outputs_written`` (tract's Scan) also gives an Identity to a body output that a body node
+reads (onnx-asr's wespeaker frames its samples with a Scan whose frame, a scan output, is sliced for
+the next state): tract 0.23.9 refuses such a Scan at load, its dims static or not ("output-0-adjust-dim
+AddDims ... Impossible to unify 2 with 3"), and runs it with the Identity.
 """
 
 from __future__ import annotations
@@ -34,9 +39,17 @@ def _taken(model: onnx.ModelProto) -> set[str]:
     return names
 
 
-def _write_passthroughs(body: onnx.GraphProto, taken: set[str]) -> int:
-    """Give every output of ``body`` that is one of its inputs an Identity; how many."""
-    inputs = {v.name for v in body.input}
+def _outputs_to_write(body: onnx.GraphProto, read: bool) -> set[str]:
+    """The outputs of ``body`` that are body inputs and, with ``read``, those a body node reads too."""
+    names = {v.name for v in body.input}
+    if read:
+        names |= {i for node in body.node for i in node.input}
+    return names & {v.name for v in body.output}
+
+
+def _write_passthroughs(body: onnx.GraphProto, taken: set[str], read: bool = False) -> int:
+    """Give every output of ``body`` that :func:`_outputs_to_write` names an Identity; how many."""
+    inputs = _outputs_to_write(body, read)
     count = 0
     for value in body.output:
         if value.name in inputs:
@@ -47,15 +60,16 @@ def _write_passthroughs(body: onnx.GraphProto, taken: set[str]) -> int:
     return count
 
 
-def _passing(model: onnx.ModelProto, op: str) -> list[tuple[onnx.NodeProto, onnx.GraphProto]]:
-    """(node, body) of each ``op`` node, in any scope, whose body has an output that is a body input."""
+def _passing(model: onnx.ModelProto, op: str, read: bool = False) -> list[tuple[onnx.NodeProto, onnx.GraphProto]]:
+    """(node, body) of each ``op`` node, in any scope, whose body has an output that is a body input
+    (with ``read``: or that a body node reads)."""
     found = []
     for scope in traversal.iter_scopes(model):
         for node in scope.body.node:
             if node.op_type != op or not is_default_domain(node.domain):
                 continue
             body = next((a.g for a in node.attribute if a.name == "body" and a.type == onnx.AttributeProto.GRAPH), None)
-            if body is not None and {v.name for v in body.input} & {v.name for v in body.output}:
+            if body is not None and _outputs_to_write(body, read):
                 found.append((node, body))
     return found
 
@@ -72,18 +86,21 @@ def scans_written(model: onnx.ModelProto) -> onnx.ModelProto:
     return copy
 
 
-def identity_written(op: str):
+def identity_written(op: str, read: bool = False):
     """The rewrite for ``op`` (Loop or Scan): in place, each body output of an ``op`` node (any
-    scope) that is a body input written by an Identity; one note naming the nodes."""
+    scope) that is a body input (``read``: or that a body node reads) written by an Identity; one
+    note naming the nodes."""
+    what = "pass a body input on unchanged, or are read in the body too," if read else \
+        "pass a body input on unchanged"
+
     def rewrite(model: onnx.ModelProto, release: str, inferred=None) -> list[str]:
         del inferred  # (the form is read from the bodies' names)
-        found = _passing(model, op)
+        found = _passing(model, op, read)
         if not found:
             return []
         taken = _taken(model)
-        count = sum(_write_passthroughs(body, taken) for _, body in found)
+        count = sum(_write_passthroughs(body, taken, read) for _, body in found)
         done = [node.name or node.output[0] for node, _ in found]
-        return [f"{count} output(s) of {len(done)} {op} bodies that pass a body input on unchanged written by an "
-                f"Identity ({release} refuses, aborts on or miscomputes such a body: measured): "
-                f"{first_few(repr(n) for n in done)}"]
+        return [f"{count} output(s) of {len(done)} {op} bodies that {what} written by an Identity "
+                f"({release} refuses, aborts on or miscomputes such a body: measured): {first_few(repr(n) for n in done)}"]
     return rewrite

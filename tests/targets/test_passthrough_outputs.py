@@ -141,7 +141,9 @@ def test_data_names_the_forms():
                         ("onnxruntime==1.15", {"Scan"}), ("onnxruntime==1.20", {"Scan"}), ("onnxruntime==1.32", {"Scan"}),
                         ("onnxruntime==1.14", set())]:
         forms = parse_target(target).rewrite_forms
-        assert {op for op in ("Loop", "Scan") if forms.get(op, {}).get("form") == "identity_written"} == ops, target
+        named = {op: f if isinstance(f := forms.get(op, {}).get("form", []), list) else [f] for op in ("Loop", "Scan")}
+        assert {op for op, f in named.items() if "identity_written" in f} == ops, target
+    assert parse_target("tract==0.23").rewrite_forms["Scan"]["form"] == ["identity_written", "read_outputs_written"]
 
 
 def _measured(runtime: str, release: str, model: onnx.ModelProto, target: str):
@@ -241,3 +243,57 @@ def test_onnxruntime_data_survives_a_rebuild(tmp_path, monkeypatch):
     shipped = json.loads((root / "rewriter" / "targets" / "data" / "onnxruntime.json").read_text())["releases"]
     assert kept["releases"]["1.20"]["rewrite_forms"] == shipped["1.20"]["rewrite_forms"]
     assert "rewrite_forms" not in kept["releases"]["1.3"]
+
+
+def _framing() -> onnx.ModelProto:
+    """frames[:, t] = Concat(prev, x[:, t]) and the next state its last 6 values (onnx-asr's
+    wespeaker frames its samples so): a scan output a body node reads too."""
+    inits = [helper.make_tensor(n, TensorProto.INT64, [1], [v]) for n, v in (("hop", 4), ("big", 2 ** 63 - 1), ("one", 1))]
+    body = helper.make_graph([helper.make_node("Concat", ["prev", "curr"], ["frame"], axis=1),
+                              helper.make_node("Slice", ["frame", "hop", "big", "one", "one"], ["next"])], "body",
+                             [vi("prev", F, [1, 6]), vi("curr", F, [1, 4])], [vi("next", F, [1, 6]), vi("frame", F, [1, 10])],
+                             inits)
+    graph = helper.make_graph([helper.make_node("Scan", ["x0", "x"], ["last", "frames"], name="framing", body=body,
+                                                num_scan_inputs=1, scan_input_axes=[1], scan_output_axes=[1])], "g",
+                              [vi("x0", F, [1, 6]), vi("x", F, [1, 5, 4])], [vi("last", F, [1, 6]), vi("frames", F, [1, 5, 10])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _framed(feeds: dict) -> dict:
+    state, frames = feeds["x0"], []
+    for t in range(feeds["x"].shape[1]):
+        frame = np.concatenate([state, feeds["x"][:, t]], axis=1)
+        frames.append(frame)
+        state = frame[:, 4:]
+    return {"last": state, "frames": np.stack(frames, axis=1)}
+
+
+def test_read_outputs_written():
+    model = _framing()
+    assert identity_written("Scan")(model, "tract 0.23") == []  # no body output is a body input
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    notes = identity_written("Scan", read=True)(out, "tract 0.23")
+    onnx.checker.check_model(out, full_check=True)
+    body = _bodies(out, "Scan")[0]
+    written = next(n for n in body.node if n.op_type == "Identity")
+    assert written.input[0] == "frame" and body.output[1].name == written.output[0] and body.output[0].name == "next"
+    assert "or are read in the body too" in notes[0] and "'framing'" in notes[0]
+    feeds = {"x0": np.random.default_rng(3).random((1, 6), dtype=np.float32),
+             "x": np.random.default_rng(4).random((1, 5, 4), dtype=np.float32)}
+    want, got = _framed(feeds), _ort(out, feeds)
+    assert all(np.array_equal(want[k], got[k]) for k in want)
+
+
+def test_tract_refuses_a_read_scan_output_and_runs_it_written():
+    model = _framing()
+    feeds = {"x0": np.random.default_rng(3).random((1, 6), dtype=np.float32),
+             "x": np.random.default_rng(4).random((1, 5, 4), dtype=np.float32)}
+    converted, report = convert_for(model, runtime="tract==0.23")
+    assert any("or are read in the body too" in n for n in report.target_notes)
+    as_is = run_in("tract", "0.23", model, feeds)
+    assert not as_is["ok"] and "Impossible to unify" in as_is["error"]
+    got = run_in("tract", "0.23", converted, feeds)
+    assert got["ok"], got
+    want = _framed(feeds)
+    assert all(np.array_equal(want[o.name], v) for o, v in zip(model.graph.output, got["values"]))
