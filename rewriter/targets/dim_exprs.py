@@ -8,10 +8,11 @@ import numpy as np
 import onnx
 
 from rewriter.graph import traversal
+from rewriter.graph.attributes import attribute_int
 from rewriter.graph.schemas import is_default_domain
 from rewriter.targets.restriction_lookups import constant_array
 
-__all__ = ["cast_to", "exact_division", "gathers_a_dim", "lowest", "one_dim_shape"]
+__all__ = ["exact_division", "gathers_a_dim", "lowest", "one_dim_shape"]
 
 
 def exact_division(node: onnx.NodeProto, scope: traversal.Scope) -> bool:
@@ -35,7 +36,7 @@ def lowest(name: str, scope: traversal.Scope, depth: int = 0) -> int | None:
         return None
     if node.op_type == "Gather" and gathers_a_dim(node, scope) or one_dim_shape(node) is not None:
         return 0
-    if node.op_type in ("Squeeze", "Unsqueeze") or node.op_type == "Cast" and cast_to(node) == onnx.TensorProto.INT64:
+    if node.op_type in ("Squeeze", "Unsqueeze") or node.op_type == "Cast" and attribute_int(node, "to") == onnx.TensorProto.INT64:
         return lowest(node.input[0], scope, depth + 1)
     if node.op_type not in ("Add", "Sub", "Mul", "Div") or len(node.input) != 2:
         return None
@@ -51,10 +52,6 @@ def lowest(name: str, scope: traversal.Scope, depth: int = 0) -> int | None:
     if b is None:
         return None
     return a + b if node.op_type == "Add" else (a * b if a >= 0 and b >= 0 else None)
-
-
-def cast_to(node: onnx.NodeProto) -> int | None:
-    return next((a.i for a in node.attribute if a.name == "to"), None)
 
 
 def one_dim_shape(node: onnx.NodeProto) -> int | None:

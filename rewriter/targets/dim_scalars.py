@@ -28,9 +28,11 @@ import onnx
 from onnx import helper, numpy_helper
 
 from rewriter.graph import traversal
+from rewriter.graph.attributes import attribute_int
 from rewriter.graph.names import first_few, fresh_name
 from rewriter.graph.schemas import is_default_domain
-from rewriter.targets.dim_exprs import cast_to, exact_division, gathers_a_dim, one_dim_shape
+from rewriter.targets.dim_exprs import exact_division, gathers_a_dim, one_dim_shape
+from rewriter.targets.node_splice import taken_names
 from rewriter.targets.restriction_lookups import constant_array
 
 __all__ = ["READERS", "SHAPE_READERS", "dims_as_scalars", "scalar_constant_of_shape", "scalar_reshapes_unsqueezed",
@@ -85,7 +87,7 @@ class _Writer:
             return self._node("Gather", [shape, self._int64(k, f"{name}_index")], f"{name}_scalar", axis=0), True
         if node.op_type in ("Squeeze", "Unsqueeze"):  # TVM reads them on a dim it keeps as dims
             return self.scalar(node.input[0])
-        if node.op_type == "Cast" and cast_to(node) == onnx.TensorProto.INT64:  # (a dim is int64 already)
+        if node.op_type == "Cast" and attribute_int(node, "to") == onnx.TensorProto.INT64:  # (a dim is int64 already)
             inner = self.scalar(node.input[0])
             return None if inner is None else (inner[0], True)
         if (node.op_type in _ARITH or node.op_type == "Div" and exact_division(node, self.scope)) \
@@ -140,7 +142,7 @@ class _Writer:
         that dim (a dim below 2^24 is a float exactly)."""
         kind, node, where = traversal.definition(name, self.scope)
         if kind != "node" or where is not self.scope or node.op_type != "Cast" or not is_default_domain(node.domain) \
-                or cast_to(node) not in _FLOATS:
+                or attribute_int(node, "to") not in _FLOATS:
             return None
         return self.scalar(node.input[0])
 
@@ -175,9 +177,7 @@ def _rewrite_scope(scope: traversal.Scope, taken: set) -> list[str]:
 def dims_as_scalars(model: onnx.ModelProto, release: str, inferred=None) -> list[str]:
     """Rewrite in place the dim expressions ``READERS`` read (module docstring); one note."""
     del inferred  # (the forms are read from the nodes)
-    taken = {n for s in traversal.iter_scopes(model) for node in s.body.node
-             for n in [*node.input, *node.output, node.name]}
-    taken |= {v.name for v in [*model.graph.input, *model.graph.output, *model.graph.initializer]}
+    taken = taken_names(model)
     done = []
     for scope in list(traversal.iter_scopes(model)):
         done += _rewrite_scope(scope, taken)
@@ -291,8 +291,7 @@ def shapes_cast_for_readers(model: onnx.ModelProto, release: str, inferred=None)
     the Cast's output a tensor, or a constant when the dims are static), in place (form
     ``cast_for_readers``)."""
     del inferred
-    taken = {n for s in traversal.iter_scopes(model) for node in s.body.node
-             for n in [*node.input, *node.output, node.name]}
+    taken = taken_names(model)
     done = []
     for scope in traversal.iter_scopes(model):
         shapes = {node.output[0] for node in scope.body.node
@@ -329,8 +328,7 @@ def scalar_reshapes_unsqueezed(model: onnx.ModelProto, release: str, inferred=No
     from rewriter.graph.model_index import value_types
 
     types = {n: t.tensor_type for n, t in value_types(model, inferred).items() if t.HasField("tensor_type")}
-    taken = {n for s in traversal.iter_scopes(model) for node in s.body.node
-             for n in [*node.input, *node.output, node.name]}
+    taken = taken_names(model)
     done = []
     for scope in traversal.iter_scopes(model):
         seen, nodes, changed = {}, [], False

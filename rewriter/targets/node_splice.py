@@ -13,11 +13,14 @@ __all__ = ["splice", "taken_names"]
 
 
 def taken_names(model: onnx.ModelProto) -> set:
-    """Every node name and value name of every scope, the main graph's inputs, outputs and
-    initializers: what a new name must not be."""
-    taken = {n for s in traversal.iter_scopes(model) for node in s.body.node
-             for n in [*node.input, *node.output, node.name]}
-    return taken | {v.name for v in [*model.graph.input, *model.graph.output, *model.graph.initializer]}
+    """Every node name and value name of every scope, and every scope's inputs, outputs and
+    initializers (a subgraph input no node reads included): what a new name must not be."""
+    taken = set()
+    for s in traversal.iter_scopes(model):
+        body = s.body
+        taken |= {n for node in body.node for n in [*node.input, *node.output, node.name]}
+        taken |= {getattr(v, "name", v) for v in [*body.input, *body.output, *getattr(body, "initializer", [])]}
+    return taken  # (a function's inputs and outputs are names; it has no initializers)
 
 
 def splice(scope: traversal.Scope, found: dict, write: Callable) -> list[str]:

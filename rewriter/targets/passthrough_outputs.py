@@ -29,16 +29,6 @@ from rewriter.targets.node_splice import taken_names
 __all__ = ["identity_written", "scans_written"]
 
 
-def _taken(model: onnx.ModelProto) -> set[str]:
-    """Every name of every scope, the subgraphs' inputs, outputs and initializers too (a body input
-    no node reads is a name a new one must not take)."""
-    names = taken_names(model)
-    for scope in traversal.iter_scopes(model):
-        body = scope.body
-        names |= {getattr(v, "name", v) for v in [*body.input, *body.output, *getattr(body, "initializer", [])]}
-    return names
-
-
 def _outputs_to_write(body: onnx.GraphProto, read: bool) -> set[str]:
     """The outputs of ``body`` that are body inputs and, with ``read``, those a body node reads too."""
     names = {v.name for v in body.input}
@@ -98,7 +88,7 @@ def identity_written(op: str, read: bool = False):
         found = _passing(model, op, read)
         if not found:
             return []
-        taken = _taken(model)
+        taken = taken_names(model)
         count = sum(_write_passthroughs(body, taken, read) for _, body in found)
         done = [node.name or node.output[0] for node, _ in found]
         return [f"{count} output(s) of {len(done)} {op} bodies that {what} written by an Identity "

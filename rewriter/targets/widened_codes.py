@@ -10,11 +10,10 @@ from __future__ import annotations
 import onnx
 from onnx import TensorProto, helper
 
-from rewriter.graph import traversal
 from rewriter.graph.model_index import elem_of, value_types
 from rewriter.graph.names import first_few, fresh_name
 from rewriter.graph.schemas import is_default_domain
-from rewriter.targets.node_splice import splice, taken_names
+from rewriter.targets.node_splice import splice_found
 
 __all__ = ["NARROW", "expand_codes_widened"]
 
@@ -36,17 +35,12 @@ def expand_codes_widened(model: onnx.ModelProto, release: str, inferred=None) ->
     """Rewrite in place each Expand of an int8, uint8 or uint16 tensor as the module's docstring
     says; one note naming them."""
     types = value_types(model, inferred)
-    taken = taken_names(model)
-    plans = []
-    for scope in traversal.iter_scopes(model):
-        found = {i: elem for i, node in enumerate(scope.body.node)
-                 if node.op_type == "Expand" and is_default_domain(node.domain)
-                 and (elem := elem_of(types.get(node.input[0]))) in NARROW}
-        if found:
-            plans.append((scope, found))
-    done = []
-    for scope, found in reversed(plans):  # a subgraph before the graph whose node holds it
-        done += splice(scope, found, lambda node, elem: _widened(node, elem, taken))
+
+    def narrow(node: onnx.NodeProto, scope) -> int | None:
+        elem = elem_of(types.get(node.input[0])) if node.op_type == "Expand" and is_default_domain(node.domain) else None
+        return elem if elem in NARROW else None
+
+    done = splice_found(model, narrow, _widened)
     if not done:
         return []
     return [f"{len(done)} Expand node(s) of 8- or 16-bit integers computed in int32 and cast back "

@@ -136,6 +136,17 @@ def test_new_names_are_fresh():
     assert all(np.array_equal(want[k], got[k]) for k in want)
 
 
+def test_new_names_avoid_a_body_initializer():
+    """A name only a body's initializer has (no node reads it) is taken too."""
+    model = _scan()
+    body = _bodies(model, "Scan")[0]
+    body.initializer.append(helper.make_tensor("k_in_passed", F, [1], [0.0]))
+    identity_written("Scan")(model, "tract 0.23")
+    onnx.checker.check_model(model, full_check=True)
+    written = next(n for n in body.node if n.op_type == "Identity")
+    assert written.input[0] == "k_in" and written.output[0] != "k_in_passed"
+
+
 def test_data_names_the_forms():
     for target, ops in [("openvino==2026.4", {"Loop", "Scan"}), ("openvino==2024.6", set()), ("tract==0.23", {"Scan"}),
                         ("onnxruntime==1.15", {"Scan"}), ("onnxruntime==1.20", {"Scan"}), ("onnxruntime==1.32", {"Scan"}),
