@@ -119,6 +119,13 @@ def convert_for(model: onnx.ModelProto, target_opset: int | str | TargetSpec | N
         model, lowered = lower_for(model, spec.runtime)
         if lowered is not None:
             kwargs.pop("inferred", None)  # (the input's inference is not the lowered model's)
+    if spec.runtime is not None and target_lacks(spec.runtime, "", "Loop"):  # (Loops unrolled in turn)
+        from rewriter.graph.loop_trips import with_trip_shapes
+
+        shaped = with_trip_shapes(model)
+        if shaped is not model:
+            model = shaped
+            kwargs.pop("inferred", None)
     spec = for_model(model, spec, kwargs.get("inferred"), half)
     try:
         result, report = _convert(model, spec, source, lowered, kwargs)

@@ -24,7 +24,7 @@ from rewriter.convert.decompositions import decomposition
 from rewriter.graph import traversal
 from rewriter.graph.attributes import attribute_value
 
-__all__ = ["MAX_ITERATIONS", "MAX_NODES"]
+__all__ = ["MAX_ITERATIONS", "MAX_NODES", "UnrolledBody", "unsqueezed", "without_subgraphs"]
 
 MAX_ITERATIONS = 4096
 MAX_NODES = 200_000
@@ -60,19 +60,20 @@ def _iterations(ctx, scans: list[str], axes: list[int]) -> int:
     return counts.pop()
 
 
-def _unsqueeze(ctx, value: str, axis: int, opset: int) -> str:
+def unsqueezed(ctx, value: str, axis: int, opset: int) -> str:
     if opset >= 13:
         return ctx.insert_before("Unsqueeze", [value, ctx.ints_constant("scan_axes", (axis,))]).output[0]
     return ctx.insert_before("Unsqueeze", [value], axes=[axis]).output[0]
 
 
-class _Body:
-    """The body written once per iteration; see the module doc."""
+class UnrolledBody:
+    """A Scan or Loop body written once per iteration (its initializers become constants of the graph
+    once); see the module doc."""
 
     def __init__(self, ctx, body: onnx.GraphProto):
         self.ctx, self.body = ctx, body
         self.types = {v.name: v.type for v in [*body.input, *body.output, *body.value_info]}
-        self.constants = {t.name: ctx.add_constant(f"{ctx.node.name or 'Scan'}_{t.name}",
+        self.constants = {t.name: ctx.add_constant(f"{ctx.node.name or ctx.node.op_type}_{t.name}",
                                                    onnx.numpy_helper.to_array(t)) for t in body.initializer}
 
     def iteration(self, inputs: list[str], i: int) -> list[str]:
@@ -95,19 +96,20 @@ class _Body:
         return [names.get(v.name, v.name) for v in self.body.output]
 
 
-def _checked_body(ctx) -> onnx.GraphProto:
-    if ctx.step[0] < 9:
-        ctx.block("Scan-8's batch axis and sequence_lens are not unrolled (Scan from opset 9 is)")
+def without_subgraphs(ctx) -> onnx.GraphProto:
+    """The node's body, refused when a node of it has subgraphs of its own."""
     body = attribute_value(ctx.node, "body")
     if any(True for n in body.node for a in n.attribute if traversal.attribute_graphs(a)):
-        ctx.block("a Scan body with subgraphs of its own is not unrolled")
+        ctx.block(f"a {ctx.node.op_type} body with subgraphs of its own is not unrolled")
     return body
 
 
 @decomposition("Scan", None)
 def scan_unrolled(node: onnx.NodeProto, ctx) -> None:
     """Scan unrolled over its static iteration count (see the module doc)."""
-    body = _checked_body(ctx)
+    if ctx.step[0] < 9:
+        ctx.block("Scan-8's batch axis and sequence_lens are not unrolled (Scan from opset 9 is)")
+    body = without_subgraphs(ctx)
     count = int(attribute_value(node, "num_scan_inputs"))
     states, scans = list(node.input[:len(node.input) - count]), list(node.input[len(node.input) - count:])
     outputs = len(body.output) - len(states)
@@ -122,7 +124,7 @@ def scan_unrolled(node: onnx.NodeProto, ctx) -> None:
         ctx.block(f"{steps} iterations of a body of {len(body.node)} nodes are not unrolled (from 1 to "
                   f"{MAX_ITERATIONS} iterations, at most {MAX_NODES} nodes)")
     opset = ctx.step[1]
-    written = _Body(ctx, body)
+    written = UnrolledBody(ctx, body)
     current, per_output = states, [[] for _ in range(outputs)]
     for i in range(steps):
         slices = []
@@ -132,7 +134,7 @@ def scan_unrolled(node: onnx.NodeProto, ctx) -> None:
         results = written.iteration([*current, *slices], i)
         current = results[:len(states)]
         for k, value in enumerate(results[len(states):]):
-            per_output[k].append(_unsqueeze(ctx, value, out_axes[k], opset))
+            per_output[k].append(unsqueezed(ctx, value, out_axes[k], opset))
     finals = list(current)
     for k in range(outputs):
         parts = per_output[k][::-1] if out_dirs[k] else per_output[k]
