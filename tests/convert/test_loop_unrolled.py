@@ -140,6 +140,12 @@ def test_no_iteration_with_a_scan_output_is_refused_and_without_one_gives_the_in
     result, _ = convert_for(model, runtime="tract==0.23")
     got = _run(result, feeds)
     assert np.array_equal(got[0], [0.5, -1.0, 2.0]) and int(got[1]) == 0
+    for kind in ("while", "for"):  # no rows: the initial condition 0.0 < 0.0 is false (for: M = 3 too)
+        model, feeds = _loop(kind, 0, 0, None if kind == "while" else 3)
+        result, report = convert_for(model, runtime="tract==0.23")
+        assert report.decomposed["Loop"] == 1
+        got, want = _run(result, feeds), _run(model, feeds)
+        assert int(want[1]) == int(got[1]) == 0 and np.array_equal(got[0], want[0])
 
 
 def _two_loops():
@@ -174,13 +180,18 @@ def test_known_values_read_the_known_dims_of_a_partly_known_shape():
              helper.make_node("Gather", ["s", "two"], ["last"], axis=0),
              helper.make_node("Gather", ["s", "one"], ["batch"], axis=0),
              helper.make_node("Add", ["last", "last"], ["eight"]),
-             helper.make_node("Add", ["batch", "last"], ["unknown"])]
+             helper.make_node("Add", ["batch", "last"], ["unknown"]),
+             helper.make_node("Gather", ["s", "batch"], ["at_unknown"], axis=0),
+             helper.make_node("Shape", ["x"], ["tail"], start=1)]
     producers = {o: n for n in nodes for o in n.output}
     consts = {"a": np.array([0]), "b": np.array([1]), "two": np.array(2), "one": np.array(1)}
     values = KnownValues(consts.get, {"x": [7, None, 4]}.get, producers.get, 16)
     assert values("first").tolist() == [7] and values("first").dtype == np.int32
     assert int(values("eight")) == 8
     assert values("batch") is None and values("unknown") is None and values("s") is None
+    assert values("at_unknown") is None  # (an index not known selects nothing, though x's dim 0 is)
+    tail = KnownValues(consts.get, {"x": [7, 5, 4]}.get, producers.get, 16)("tail")
+    assert tail.tolist() == [5, 4]
 
 
 def test_a_float_sum_is_not_read_and_a_never_ending_loop_is_refused():
