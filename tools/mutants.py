@@ -3541,6 +3541,21 @@ MUTANTS: list[Mutant] = [
     M('lu-sequences', 'rewriter/convert/decompositions/loop.py',
       '    if kinds - {"tensor_type", None}:', '    if False:',
       'tests/convert/test_loop_unrolled.py', 'sequence-carrying Loops unrolled'),
+    M('rs-where-swapped', 'rewriter/convert/decompositions/reverse_sequence.py',
+      'index = ctx.insert_before("Where", [inside, back, i]).output[0]', 'index = ctx.insert_before("Where", [inside, i, back]).output[0]',
+      'tests/convert/test_reverse_sequence.py', 'the reversed and kept indices swapped'),
+    M('rs-last-index', 'rewriter/convert/decompositions/reverse_sequence.py',
+      'back = ctx.insert_before("Sub", [ctx.insert_before("Sub", [n, one]).output[0], i]).output[0]', 'back = ctx.insert_before("Sub", [n, i]).output[0]',
+      'tests/convert/test_reverse_sequence.py', 'lens - i in place of lens - 1 - i'),
+    M('rs-time-layout', 'rewriter/convert/decompositions/reverse_sequence.py',
+      '    i = unsqueezed(ctx, steps, 1 - time, opset)\n', '    i = unsqueezed(ctx, steps, 1, opset)\n',
+      'tests/convert/test_reverse_sequence.py', 'the time grid laid out time-first always'),
+    M('rs-gather-axis', 'rewriter/convert/decompositions/reverse_sequence.py',
+      'ctx.insert_before("GatherElements", [x, index], [node.output[0]], axis=time)', 'ctx.insert_before("GatherElements", [x, index], [node.output[0]], axis=0)',
+      'tests/convert/test_reverse_sequence.py', 'gathered along axis 0 always'),
+    M('rs-opset-10', 'rewriter/convert/decompositions/reverse_sequence.py',
+      '    if opset < 11:\n', '    if False:\n',
+      'tests/convert/test_reverse_sequence.py', 'no refusal below opset 11'),
 ]
 
 
