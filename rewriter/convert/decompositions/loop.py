@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 
 from rewriter.convert.decompositions import decomposition
-from rewriter.convert.decompositions.scan import MAX_NODES, UnrolledBody, unsqueezed, without_subgraphs
+from rewriter.convert.decompositions.scan import MAX_NODES, UnrolledBody, unsqueezed, without_subgraphs, written_for
 from rewriter.graph import traversal
 from rewriter.graph.loop_trips import KnownValues, NotDecided, trip_count
 
@@ -85,10 +85,4 @@ def loop_unrolled(node: onnx.NodeProto, ctx) -> None:
     for parts in per_output:
         finals.append(ctx.insert_before("Concat", parts, axis=0).output[0] if len(parts) > 1 else
                       parts[0] if parts else "")
-    for value, out in zip(finals, node.output):
-        if out:
-            ctx.insert_before("Identity", [value], [out])
-    for name in node.input:
-        if name:
-            ctx.maybe_unused(name)
-    ctx.remove()
+    written_for(ctx, finals)

@@ -24,7 +24,7 @@ from rewriter.convert.decompositions import decomposition
 from rewriter.graph import traversal
 from rewriter.graph.attributes import attribute_value
 
-__all__ = ["MAX_ITERATIONS", "MAX_NODES", "UnrolledBody", "unsqueezed", "without_subgraphs"]
+__all__ = ["MAX_ITERATIONS", "MAX_NODES", "UnrolledBody", "unsqueezed", "without_subgraphs", "written_for"]
 
 MAX_ITERATIONS = 4096
 MAX_NODES = 200_000
@@ -96,6 +96,19 @@ class UnrolledBody:
         return [names.get(v.name, v.name) for v in self.body.output]
 
 
+def written_for(ctx, finals: list[str]) -> None:
+    """The node's outputs written by ``finals`` (an Identity each), its inputs maybe unused, the node
+    removed: the end of an unrolling."""
+    node = ctx.node
+    for value, out in zip(finals, node.output):
+        if out:
+            ctx.insert_before("Identity", [value], [out])
+    for name in node.input:
+        if name:
+            ctx.maybe_unused(name)
+    ctx.remove()
+
+
 def without_subgraphs(ctx) -> onnx.GraphProto:
     """The node's body, refused when a node of it has subgraphs of its own."""
     body = attribute_value(ctx.node, "body")
@@ -139,10 +152,4 @@ def scan_unrolled(node: onnx.NodeProto, ctx) -> None:
     for k in range(outputs):
         parts = per_output[k][::-1] if out_dirs[k] else per_output[k]
         finals.append(ctx.insert_before("Concat", parts, axis=out_axes[k]).output[0] if len(parts) > 1 else parts[0])
-    for value, out in zip(finals, node.output):
-        if out:
-            ctx.insert_before("Identity", [value], [out])
-    for name in node.input:
-        if name:
-            ctx.maybe_unused(name)
-    ctx.remove()
+    written_for(ctx, finals)
