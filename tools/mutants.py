@@ -3476,7 +3476,7 @@ MUTANTS: list[Mutant] = [
       '("MatMul", "float16_in_float32"): float16_in_float32,', '("MatMul", "float16_in_float32"): lambda *a: [],',
       'tests/targets/test_half_matmul.py', "TVM's float16 MatMul left"),
     M('hm-fold-registered', 'rewriter/targets/measured_rewrites.py',
-      '("Shape", "folded_when_static"): folded_when_static}', '("Shape", "folded_when_static"): lambda *a: []}',
+      '("Shape", "folded_when_static"): folded_when_static,', '("Shape", "folded_when_static"): lambda *a: [],',
       'tests/targets/test_half_matmul.py', "TVM's static model not folded"),
     M('hm-any-arithmetic', 'rewriter/targets/half_matmul.py',
       'and is_default_domain(n.domain) and any(map(unsqueezed_dim, n.input))]', 'and is_default_domain(n.domain)]',
@@ -3556,6 +3556,12 @@ MUTANTS: list[Mutant] = [
     M('rs-opset-10', 'rewriter/convert/decompositions/reverse_sequence.py',
       '    if opset < 11:\n', '    if False:\n',
       'tests/convert/test_reverse_sequence.py', 'no refusal below opset 11'),
+    M('cs-expand-form', 'rewriter/targets/half_matmul.py',
+      'forms = {"reshape_shape_through_cast": "", "expand_shape_through_cast": ""}', 'forms = {"reshape_shape_through_cast": ""}',
+      'tests/targets/test_half_matmul.py', 'an Expand of a cast shape not looked for'),
+    M('cs-registered', 'rewriter/targets/measured_rewrites.py',
+      '("Reshape", "cast_shape_folded"): cast_shapes_folded}', '("Reshape", "cast_shape_folded"): folded_when_static}',
+      'tests/targets/test_half_matmul.py', 'the form registered with the dim-arithmetic finder'),
 ]
 
 

@@ -1,4 +1,4 @@
-"""Two TVM 0.27 forms measured on onnxruntime-genai's float16 Llama (tests/targets/test_half_matmul.py):
+"""Three TVM 0.27 forms measured on onnxruntime-genai's float16 Llama (tests/targets/test_half_matmul.py):
 
 - ``MatMul`` / ``float16_in_float32``: a float16 MatMul written as Casts to float32, the MatMul in
   float32 and a Cast back. TVM 0.27 sums a float16 MatMul in float16: against ONNX Runtime (which
@@ -13,8 +13,12 @@
   arithmetic on dims it keeps as shapes ("Node .../repeat_kv/Mul_1 cannot handle ShapeExpr
   inputs": the Llama's repeat_kv reshape, Mul(Unsqueeze(Gather(Shape(k), 1)), 2)); folded, every
   such shape is a constant.
+- ``Reshape`` / ``cast_shape_folded``: likewise when a Reshape's or an Expand's shape is computed
+  from a Shape through a Cast (tf2onnx's Tensordot reshapes, ``Cast(Shape(x))`` to int32 and back),
+  which TVM refuses with static dims too: folded, the shape is a constant (piper_nakdimon with
+  ``--input-shape``, its Loops unrolled).
 
-With both, llama_tiny_fp16 with ``--input-shape`` runs in TVM 0.27 (refused at load before) and
+With the first two, llama_tiny_fp16 with ``--input-shape`` runs in TVM 0.27 (refused at load before) and
 its logits are 5.3e-4 from ONNX Runtime's.
 """
 
@@ -30,9 +34,9 @@ from rewriter.graph.schemas import is_default_domain
 from rewriter.targets.dim_exprs import gathers_a_dim
 from rewriter.targets.folded_inputs import fold_constants_and_shapes
 from rewriter.targets.node_splice import splice_found
-from rewriter.targets.static_dims import dynamic_inputs
+from rewriter.targets.static_dims import dynamic_inputs, static_dims_blockers
 
-__all__ = ["float16_in_float32", "folded_when_static"]
+__all__ = ["cast_shapes_folded", "float16_in_float32", "folded_when_static"]
 
 _F16, _F32 = onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT
 
@@ -76,15 +80,31 @@ def _dim_arithmetic(model: onnx.ModelProto) -> list[str]:
             if n.op_type in ("Add", "Sub", "Mul", "Div") and is_default_domain(n.domain) and any(map(unsqueezed_dim, n.input))]
 
 
-def folded_when_static(model: onnx.ModelProto, release: str, inferred=None) -> list[str]:
-    """Fold the model's constants and shape chains in place when every graph input's dims are
-    static and a node does arithmetic on an Unsqueeze of a dim; one note naming those nodes."""
-    del inferred  # (the fold infers what it needs)
-    found = _dim_arithmetic(model)
-    if not found or dynamic_inputs(model):
-        return []
-    fold_constants_and_shapes(model)
-    left = set(_dim_arithmetic(model))
-    return [f"the model's constants and shape chains folded, every input's dims being static: {len(found)} node(s) "
-            f"doing arithmetic on a dim ({release} refuses it on a dim it keeps as a shape), "
-            f"{len([n for n in found if n not in left])} now on constants: {first_few(repr(n) for n in found)}"]
+def _cast_shapes(model: onnx.ModelProto) -> list[str]:
+    """The Reshape / Expand nodes whose shape is computed from a Shape through a Cast: the form TVM
+    0.27 refuses with static dims too (``refused_forms``: "Reshape requires the input new shape to
+    be Shape. However, the given one is relax.TensorType")."""
+    forms = {"reshape_shape_through_cast": "", "expand_shape_through_cast": ""}
+    return [b[4] or b[0] for b in static_dims_blockers(model, {}, "", None, forms)]
+
+
+def _static_fold(find, what: str):
+    """The rewrite folding the model's constants and shape chains in place when every graph input's
+    dims are static and ``find(model)`` names a node (``what`` says which); one note naming them."""
+    def rewrite(model: onnx.ModelProto, release: str, inferred=None) -> list[str]:
+        del inferred  # (the fold infers what it needs)
+        found = find(model)
+        if not found or dynamic_inputs(model):
+            return []
+        fold_constants_and_shapes(model)
+        left = set(find(model))
+        return [f"the model's constants and shape chains folded, every input's dims being static: {len(found)} node(s) "
+                f"{what.format(release=release)}, {len([n for n in found if n not in left])} now on constants: "
+                f"{first_few(repr(n) for n in found)}"]
+    return rewrite
+
+
+folded_when_static = _static_fold(_dim_arithmetic, "doing arithmetic on a dim ({release} refuses it on a dim it keeps "
+                                                   "as a shape)")
+cast_shapes_folded = _static_fold(_cast_shapes, "reading a shape computed from a Shape through a Cast ({release} "
+                                                "refuses it with static dims too)")

@@ -33,7 +33,7 @@ from rewriter.targets.dim_scalars import (
 from rewriter.targets.empty_reshapes import empty_shape_squeezed
 from rewriter.targets.folded_inputs import constants_folded
 from rewriter.targets.forced_dims import forced_dims_fixed
-from rewriter.targets.half_matmul import float16_in_float32, folded_when_static
+from rewriter.targets.half_matmul import cast_shapes_folded, float16_in_float32, folded_when_static
 from rewriter.targets.int32_dims import int32_dims_widened
 from rewriter.targets.nan_fill import constant_branch_broadcast
 from rewriter.targets.node_splice import splice, taken_names
@@ -138,7 +138,8 @@ _REWRITES = {("Tile", "rank_6"): _tile_rank_6, ("Identity", "producer_writes_out
              ("Loop", "identity_written"): identity_written("Loop"), ("Scan", "identity_written"): identity_written("Scan"),
              ("Scan", "read_outputs_written"): identity_written("Scan", read=True),
              ("Pad", "negative_cropped"): negative_cropped, ("Reshape", "empty_shape_squeezed"): empty_shape_squeezed,
-             ("MatMul", "float16_in_float32"): float16_in_float32, ("Shape", "folded_when_static"): folded_when_static}
+             ("MatMul", "float16_in_float32"): float16_in_float32, ("Shape", "folded_when_static"): folded_when_static,
+             ("Reshape", "cast_shape_folded"): cast_shapes_folded}
 
 
 def rewrite_forms(model: onnx.ModelProto, table: dict, release: str, inferred=None) -> list[str]:

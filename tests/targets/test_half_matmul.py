@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from rewriter.convert.for_target import convert_for
 from rewriter.targets import parse_target
-from rewriter.targets.half_matmul import float16_in_float32, folded_when_static
+from rewriter.targets.half_matmul import cast_shapes_folded, float16_in_float32, folded_when_static
 from tests.targets.runtime_runs import run_in
 
 F16, F, vi, node = TensorProto.FLOAT16, TensorProto.FLOAT, helper.make_tensor_value_info, helper.make_node
@@ -101,6 +101,7 @@ def test_symbolic_inputs_not_folded():
 def test_data_names_the_forms():
     forms = parse_target("tvm==0.27").rewrite_forms
     assert forms["MatMul"]["form"] == "float16_in_float32" and forms["Shape"]["form"][0] == "folded_when_static"
+    assert forms["Reshape"]["form"][0] == "cast_shape_folded"
 
 
 def test_tvm_sums_float16_in_float16_and_converted_in_float32():
@@ -123,3 +124,63 @@ def test_tvm_refuses_dim_arithmetic_and_runs_it_folded():
     assert not as_is["ok"] and "cannot handle ShapeExpr inputs" in as_is["error"]
     got = run_in("tvm", "0.27", converted, feeds)
     assert got["ok"] and np.array_equal(got["values"][0], _ort(model, feeds))
+
+
+def _tensordot(dims=(2, 3, 4), cast=True) -> onnx.ModelProto:
+    """tf2onnx's Tensordot reshape: x [a, b, c] to [a * b, c] with the shape computed in int32 from
+    Cast(Shape(x)) and Cast back to int64 (``cast``; else in int64 from the Shape), and an Expand of
+    a constant to the shape read likewise."""
+    i32, i64 = TensorProto.INT32, TensorProto.INT64
+    t = np.int32 if cast else np.int64
+    consts = [numpy_helper.from_array(np.array(v, dtype=d), n) for n, v, d in
+              (("lead", [0], np.int64), ("two", [2], np.int64), ("last", [-1], t), ("one", [1.0], np.float32))]
+    nodes = [node("Shape", ["x"], ["s"]), node("Cast", ["s"], ["s32"], to=i32) if cast else node("Identity", ["s"], ["s32"]),
+             node("Slice", ["s32", "lead", "two"], ["ab"]), node("ReduceProd", ["ab"], ["p"], keepdims=1),
+             node("Concat", ["p", "last"], ["shape32"], axis=0),
+             node("Cast", ["shape32"], ["shape"], to=i64) if cast else node("Identity", ["shape32"], ["shape"]),
+             node("Reshape", ["x", "shape"], ["y"], name="tensordot"),
+             node("Cast", ["s32"], ["s64"], to=i64) if cast else node("Identity", ["s32"], ["s64"]),
+             node("Expand", ["one", "s64"], ["ones"], name="ones_like"), node("Mul", ["x", "ones"], ["z"])]
+    rows = dims[0] * dims[1] if isinstance(dims[0], int) else "ab"
+    graph = helper.make_graph(nodes, "g", [vi("x", F, list(dims))], [vi("y", F, [rows, dims[2]]), vi("z", F, list(dims))],
+                              consts)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8)
+
+
+def _feeds_x(seed):
+    return {"x": np.random.default_rng(seed).standard_normal((2, 3, 4)).astype(np.float32)}
+
+
+def _ort_all(model, feeds):
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def test_cast_shapes_folded_when_static():
+    model = _tensordot()
+    out, notes = _rewritten(model, cast_shapes_folded)
+    assert "2 node(s) reading a shape computed from a Shape through a Cast" in notes[0] and "2 now on constants" in notes[0]
+    assert not {"Shape", "Cast"} & {n.op_type for n in out.graph.node}
+    for a, b in zip(_ort_all(out, _feeds_x(2)), _ort_all(model, _feeds_x(2)), strict=True):
+        np.testing.assert_array_equal(a, b)
+    symbolic = _tensordot(("a", 3, 4))
+    before = symbolic.SerializeToString()
+    assert cast_shapes_folded(symbolic, "tvm 0.27") == [] and symbolic.SerializeToString() == before
+
+
+def test_a_shape_read_without_a_cast_is_not_folded():
+    model = _tensordot(cast=False)
+    onnx.checker.check_model(model, full_check=True)
+    before = model.SerializeToString()
+    assert cast_shapes_folded(model, "tvm 0.27") == [] and model.SerializeToString() == before
+
+
+def test_tvm_refuses_a_cast_shape_and_runs_it_folded():
+    model, feeds = _tensordot(), _feeds_x(3)
+    converted, report = convert_for(model, runtime="tvm==0.27")
+    assert any("through a Cast" in n and "folded" in n for n in report.target_notes)
+    as_is = run_in("tvm", "0.27", model, feeds)
+    assert not as_is["ok"] and "Reshape requires the input new shape to be Shape" in as_is["error"]
+    got = run_in("tvm", "0.27", converted, feeds)
+    assert got["ok"]
+    for a, b in zip(got["values"], _ort_all(model, feeds), strict=True):
+        np.testing.assert_array_equal(a, b)
