@@ -3562,6 +3562,9 @@ MUTANTS: list[Mutant] = [
     M('cs-registered', 'rewriter/targets/measured_rewrites.py',
       '("Reshape", "cast_shape_folded"): cast_shapes_folded}', '("Reshape", "cast_shape_folded"): folded_when_static}',
       'tests/targets/test_half_matmul.py', 'the form registered with the dim-arithmetic finder'),
+    M('rf-zero-dim-named', 'rewriter/targets/runtime_forms.py',
+      'if (dim.HasField("dim_value") and dim.dim_value >= 0) or', 'if (dim.HasField("dim_value") and dim.dim_value > 0) or',
+      'tests/targets/test_runtime_forms.py', "a dim of 0 given as a value named for tract"),
 ]
 
 

@@ -31,9 +31,10 @@ _SHAPE_OPS = frozenset({"Shape", "Size"})  # their outputs depend on shapes only
 
 
 def name_anonymous_dims(model: onnx.ModelProto) -> list[str]:
-    """Give every main-graph input dim without a value > 0 or a plain symbolic name (no field, -1,
+    """Give every main-graph input dim without a value >= 0 or a plain symbolic name (no field, -1,
     "?") a fresh name ``<input>_d<axis>``, in place; one note per input changed. A name marks a
-    dim as unknown just as no name does (two dims share a name only when it was given to both)."""
+    dim as unknown just as no name does (two dims share a name only when it was given to both).
+    A dim of 0 set as a value is kept: an empty input (a past key of length 0, ``--input-shape``)."""
     taken = {d.dim_param for v in [*model.graph.input, *model.graph.output, *model.graph.value_info]
              for d in v.type.tensor_type.shape.dim if d.HasField("dim_param")}
     inits = {t.name for t in model.graph.initializer}
@@ -43,7 +44,7 @@ def name_anonymous_dims(model: onnx.ModelProto) -> list[str]:
             continue
         named = []
         for axis, dim in enumerate(value.type.tensor_type.shape.dim):
-            if (dim.HasField("dim_value") and dim.dim_value > 0) or \
+            if (dim.HasField("dim_value") and dim.dim_value >= 0) or \
                     (dim.HasField("dim_param") and _SYMBOL.match(dim.dim_param)):
                 continue
             base = re.sub(r"\W", "_", f"{value.name}_d{axis}")

@@ -144,6 +144,16 @@ def test_anonymous_input_dims_get_fresh_names_and_the_rest_stays():
     assert len(notes) == 2 and "x_d1" in notes[0]
 
 
+def test_a_dim_of_zero_set_as_a_value_is_kept():
+    """An empty past key given by --input-shape (1, 2, 0, 16): tract unifies a name there with
+    nothing (llama's repeat_kv: 'Impossible to unify Val(5) with Add([Sym(..._d2), Val(5)])')."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 0, 16])
+    model = helper.make_model(helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "g", [x],
+                                                [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]))
+    assert model.graph.input[0].type.tensor_type.shape.dim[2].HasField("dim_value")
+    assert name_anonymous_dims(model) == [] and _dims(model.graph.input[0]) == [1, 2, 0, 16]
+
+
 def test_convert_for_tract_names_the_dims_and_not_for_others():
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [None, 2])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 2])
