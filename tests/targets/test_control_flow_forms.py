@@ -44,13 +44,24 @@ def test_releases_without_loop_list_every_version(runtime, release):
     assert {13, 16, 19, 21} <= set(entry["missing"][""]["Loop"])
 
 
-def test_convert_names_a_loop_for_tvm():
+def test_convert_unrolls_a_loop_for_tvm_and_names_one_it_cannot():
+    """The probe's Loop has a constant trip count: unrolled for TVM, it gives the case's values; with
+    the trip count fed at run time it is refused, naming the node and why."""
     from rewriter import RewriterError
     from rewriter.convert.for_target import convert_for
+    from tests.oracle import run
 
     loop = next(c for c in CASES if c.id == "form/Loop-13/float/tensors_only")
-    with pytest.raises(RewriterError, match=r"unnamed Loop node #0 .*does not implement Loop-13"):
-        convert_for(loop.model, runtime="tvm==0.27")
+    result, report = convert_for(loop.model, runtime="tvm==0.27")
+    assert report.decomposed["Loop"] == 1 and "Loop" not in {n.op_type for n in result.graph.node}
+    np.testing.assert_array_equal(run(result, loop.feeds)[0], loop.expected[0])
+    fed = onnx.ModelProto()
+    fed.CopyFrom(loop.model)
+    trips = fed.graph.initializer[0]
+    fed.graph.input.append(onnx.helper.make_tensor_value_info(trips.name, trips.data_type, list(trips.dims)))
+    del fed.graph.initializer[:]
+    with pytest.raises(RewriterError, match=r"unnamed Loop node #0 .*the trip count M \('trips'\) is not known before"):
+        convert_for(fed, runtime="tvm==0.27")
 
 
 def test_tvm_lists_every_recurrent_version_missing():
