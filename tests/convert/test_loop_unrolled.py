@@ -263,3 +263,14 @@ def test_the_unrolled_form_runs_in_tract():
     assert got["ok"], got
     for w, g in zip(_run(model, feeds), got["values"], strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+
+
+def test_an_inference_that_fails_leaves_the_model(monkeypatch):
+    import rewriter.graph.inferred as inferred
+
+    def fails(model):
+        raise onnx.shape_inference.InferenceError("no")
+
+    model, _ = _two_loops()
+    monkeypatch.setattr(inferred, "infer_with_static_shapes", fails)
+    assert with_trip_shapes(model) is model
