@@ -3569,6 +3569,12 @@ MUTANTS: list[Mutant] = [
       '        except Exception:  # noqa: BLE001 - a model inference fails on decides nothing here (refused later, named)\n            return result\n',
       '        except ZeroDivisionError:\n            return result\n',
       'tests/convert/test_loop_unrolled.py', "an inference failure raised out of the Loop pre-pass"),
+    M('inf-static-symbolic', 'rewriter/graph/inferred.py',
+      ' and (not static or _static_dims(v))}', '}',
+      'tests/convert/test_shape_values.py', 'symbolic dims of shape takers not decided with static inputs'),
+    M('inf-mod', 'rewriter/graph/inferred.py',
+      '"Div", "Mod", "Identity"', '"Div", "Identity"',
+      'tests/convert/test_shape_values.py', 'Mod not evaluated in shape arithmetic'),
 ]
 
 

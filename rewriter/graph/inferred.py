@@ -55,7 +55,8 @@ def inferred_model(inferred, model: onnx.ModelProto) -> onnx.ModelProto | None:
 # Ops whose integer results static shapes and constants decide (exporters compute Reshape
 # targets with them: Concat(Slice(Shape(x)), [-1])).
 _DECIDABLE_OPS = frozenset({"Shape", "Size", "Gather", "Slice", "Concat", "Unsqueeze", "Squeeze", "Cast",
-                            "Add", "Sub", "Mul", "Div", "Identity", "Range", "ReduceProd", "Equal", "Where", "Max", "Min"})
+                            "Add", "Sub", "Mul", "Div", "Mod", "Identity", "Range", "ReduceProd", "Equal", "Where", "Max",
+                            "Min"})
 _ROUNDS = 3
 
 
@@ -99,16 +100,23 @@ _SHAPE_TAKERS = frozenset({"Reshape", "Expand", "ConstantOfShape", "Tile", "Slic
 
 def _shapeless(inferred: onnx.ModelProto) -> list[str]:
     """Outputs of main-graph nodes that take their shape from an input's values (Reshape, Expand,
-    ...) and that the inferred model gives no shape (only those: checking every value costs
-    as much as an inference on big graphs)."""
+    ...) and that the inferred model gives no shape, or, when every graph input's dims are static
+    (``--input-shape``), a dim that is not static (only those: checking every value costs as much
+    as an inference on big graphs)."""
     graph = inferred.graph
     wanted = [o for n in graph.node if n.op_type in _SHAPE_TAKERS for o in n.output if o]
     if not wanted:
         return []
     wanted_set = set(wanted)
+    static = all(_static_dims(v) for v in graph.input)
     known = {v.name for values in (graph.value_info, graph.output) for v in values
-             if v.name in wanted_set and v.type.tensor_type.HasField("shape")}
+             if v.name in wanted_set and v.type.tensor_type.HasField("shape") and (not static or _static_dims(v))}
     return [o for o in wanted if o not in known]
+
+
+def _static_dims(value: onnx.ValueInfoProto) -> bool:
+    tensor = value.type.tensor_type
+    return tensor.HasField("shape") and all(d.HasField("dim_value") for d in tensor.shape.dim)
 
 
 def _decided(model: onnx.ModelProto, inferred: onnx.ModelProto) -> dict[str, np.ndarray]:

@@ -160,3 +160,59 @@ def test_an_op_the_target_lacks_on_a_large_or_computed_input_still_blocks():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     with pytest.raises(ConversionBlocked, match="'where'.*Where expand"):
         convert_model(model, 8)
+
+
+# ---------------------------------------------------------------- static inputs: dims that stay symbolic
+
+def _framing(n):
+    """onnx-asr's wespeaker framing: x [1, n] sliced to n - (n - 400) % 160 samples from 240 and
+    reshaped to [0, -1, 160]; the Slice's end needs Mod, and ONNX's inference leaves its dims symbolic."""
+    i64 = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)  # noqa: E731
+    nodes = [helper.make_node("Shape", ["x"], ["n1"], start=1, end=2), helper.make_node("Squeeze", ["n1"], ["n"]),
+             helper.make_node("Sub", ["n", "win"], ["over"]), helper.make_node("Mod", ["over", "hop"], ["rest"]),
+             helper.make_node("Sub", ["n", "rest"], ["keep"]), helper.make_node("Unsqueeze", ["keep", "zero"], ["end"]),
+             helper.make_node("Slice", ["x", "start", "end", "one"], ["kept"]),
+             helper.make_node("Reshape", ["kept", "frames"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, n])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [i64("win", 400), i64("hop", 160), i64("zero", [0]), i64("one", [1]), i64("start", [240]),
+                               i64("frames", [0, -1, 160])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_static_inputs_decide_dims_inference_leaves_symbolic():
+    from rewriter.graph.inferred import infer_with_static_shapes
+
+    dims = lambda m, name: [d.dim_value if d.HasField("dim_value") else d.dim_param  # noqa: E731
+                            for v in [*m.graph.value_info, *m.graph.output] if v.name == name
+                            for d in v.type.tensor_type.shape.dim]
+    plain = onnx.shape_inference.infer_shapes(_framing(16000), data_prop=True)
+    assert not all(isinstance(d, int) for d in dims(plain, "y"))  # (what ONNX's inference alone leaves)
+    inferred = infer_with_static_shapes(_framing(16000))
+    assert dims(inferred, "kept") == [1, 15680] and dims(inferred, "y") == [1, 98, 160]
+    y = run(_framing(16000), {"x": np.zeros((1, 16000), np.float32)})[0]
+    assert list(y.shape) == [1, 98, 160]
+    symbolic = _framing("n")
+    assert not all(isinstance(d, int) for d in dims(infer_with_static_shapes(symbolic), "y"))
+
+
+def test_a_scan_over_those_frames_is_unrolled_with_static_inputs():
+    from rewriter.convert.for_target import convert_for
+
+    model = _framing(2000)  # (2000 - 240) / 160 = 11 frames
+    f = TensorProto.FLOAT
+    body = helper.make_graph([helper.make_node("Add", ["s", "frame"], ["s2"]), helper.make_node("Identity", ["s2"], ["o"])],
+                             "body", [helper.make_tensor_value_info("s", f, [1, 160]),
+                                      helper.make_tensor_value_info("frame", f, [1, 160])],
+                             [helper.make_tensor_value_info("s2", f, [1, 160]), helper.make_tensor_value_info("o", f, [1, 160])])
+    model.graph.initializer.append(numpy_helper.from_array(np.zeros((1, 160), np.float32), "s0"))
+    model.graph.node.append(helper.make_node("Scan", ["s0", "y"], ["total", "sums"], name="scan", body=body,
+                                             num_scan_inputs=1, scan_input_axes=[1], scan_output_axes=[1]))
+    del model.graph.output[:]
+    model.graph.output.extend([helper.make_tensor_value_info("total", f, [1, 160]),
+                               helper.make_tensor_value_info("sums", f, [1, 11, 160])])
+    result, report = convert_for(model, runtime="tvm==0.27")
+    assert report.decomposed["Scan"] == 1
+    x = {"x": np.random.default_rng(0).standard_normal((1, 2000)).astype(np.float32)}
+    for got, want in zip(run(result, x), run(model, x), strict=True):
+        np.testing.assert_array_equal(got, want)
