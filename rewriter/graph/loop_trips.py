@@ -18,6 +18,9 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
+from rewriter.graph import traversal
+from rewriter.graph.attributes import attribute_int, attribute_value
+from rewriter.graph.constants import constant_value
 from rewriter.graph.evaluate import evaluate_node
 from rewriter.graph.schemas import is_default_domain
 
@@ -80,7 +83,7 @@ class KnownValues:
             dims = self._dims(node.input[0])
             if dims is None:
                 return None
-            start, end = _attribute(node, "start", 0), _attribute(node, "end", None)
+            start, end = attribute_value(node, "start", 0), attribute_value(node, "end")
             dims = dims[start:end]
             return (np.array([d or 0 for d in dims], dtype=np.int64), np.array([d is not None for d in dims]))
         inputs = [self._partial(i, depth + 1) if i else None for i in node.input]
@@ -105,13 +108,8 @@ class KnownValues:
         return out, np.ones(out.shape, dtype=bool)
 
 
-def _attribute(node: onnx.NodeProto, name: str, default):
-    found = next((a for a in node.attribute if a.name == name), None)
-    return onnx.helper.get_attribute_value(found) if found is not None else default
-
-
 def _integer_cast(node: onnx.NodeProto) -> bool:
-    to = _attribute(node, "to", None)
+    to = attribute_int(node, "to")
     return to is not None and issubclass(onnx.helper.tensor_dtype_to_np_dtype(to).type, np.integer)
 
 
@@ -150,7 +148,7 @@ def _known(values: KnownValues, name: str, what: str) -> np.ndarray:
 
 def trip_count(node: onnx.NodeProto, values: KnownValues) -> int:
     """The number of iterations ``node`` (a Loop) runs; raises :class:`NotDecided`."""
-    body = next(a.g for a in node.attribute if a.name == "body")
+    body = attribute_value(node, "body")
     carried = list(node.input[2:])
     bound = int(_known(values, node.input[0], "the trip count M").reshape(-1)[0]) if node.input[0] else None
     going = bool(_known(values, node.input[1], "the initial condition").reshape(-1)[0]) \
@@ -233,21 +231,12 @@ def _write(graph: onnx.GraphProto, written: list[onnx.ValueInfoProto]) -> None:
 
 
 def _model_values(model: onnx.ModelProto, shapes: dict, opset: int) -> KnownValues:
-    inputs = {v.name for v in model.graph.input}
-    initializers = {t.name: t for t in model.graph.initializer if t.name not in inputs}
-    producers = {o: n for n in model.graph.node for o in n.output if o}
+    """The main graph's values known before the run: its constants (external data left unread),
+    ``shapes``' dims (an inferred model's value infos by name)."""
+    main = next(traversal.iter_scopes(model))
 
-    def constant(name):
-        t = initializers.get(name)
-        if t is not None and t.data_location != onnx.TensorProto.EXTERNAL:
-            return onnx.numpy_helper.to_array(t)
-        node = producers.get(name)
-        if node is not None and node.op_type == "Constant" and is_default_domain(node.domain):
-            try:
-                return evaluate_node(node, [], opset)
-            except Exception:  # noqa: BLE001 - a Constant the reference cannot read decides nothing
-                return None
-        return None
+    def read(tensor: onnx.TensorProto) -> np.ndarray | None:
+        return None if tensor.data_location == onnx.TensorProto.EXTERNAL else onnx.numpy_helper.to_array(tensor)
 
     def dims(name):
         v = shapes.get(name)
@@ -255,7 +244,7 @@ def _model_values(model: onnx.ModelProto, shapes: dict, opset: int) -> KnownValu
             return None
         return [d.dim_value if d.HasField("dim_value") else None for d in v.type.tensor_type.shape.dim]
 
-    return KnownValues(constant, dims, producers.get, opset)
+    return KnownValues(lambda name: constant_value(name, main, read), dims, main.producers().get, opset)
 
 
 def _scan_lengths(loop: onnx.NodeProto, trips: int, shapes: dict) -> list[onnx.ValueInfoProto]:

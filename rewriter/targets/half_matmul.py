@@ -93,8 +93,10 @@ def _static_fold(find, what: str):
     dims are static and ``find(model)`` names a node (``what`` says which); one note naming them."""
     def rewrite(model: onnx.ModelProto, release: str, inferred=None) -> list[str]:
         del inferred  # (the fold infers what it needs)
+        if dynamic_inputs(model):  # (cheaper than looking for the form)
+            return []
         found = find(model)
-        if not found or dynamic_inputs(model):
+        if not found:
             return []
         fold_constants_and_shapes(model)
         left = set(find(model))
