@@ -22,6 +22,10 @@ of the models ONNX Runtime runs), every WRONG, and every refusal of column 3 wit
 (its first line that says something: OpenVINO's "Exception from src/...:N:" location lines
 are skipped).
 
+``REWRITER_OPENVINO_PRECISION=default`` runs OpenVINO without its float32 precision hint (what a
+user who sets nothing gets: bfloat16 inference on a CPU with AMX or avx512_bf16); the runs are
+cached apart.
+
 With ``--input-shape`` a fourth column converts with ``--input-shape NAME:DIMS`` taken from
 the sample for every input whose shape is not static: what static shapes would add.
 
@@ -520,7 +524,8 @@ def main(argv=None) -> int:
                 per[STATIC] = convert_file(model, target, cache, src, args.timeout, shapes) if shapes else conv
             files[name] = {c: per[c] for c in columns}
         cases, results, rt_key = [], {}, _sha(runtime_venvs.runner(runtime), ROOT / "tools" / "runtime_run_common.py",
-                                              _runtime_version(python, runtime))
+                                              _runtime_version(python, runtime),
+                                              os.environ.get("REWRITER_OPENVINO_PRECISION", "f32"))
         for name, model, sample in runs:
             for col, made in files[name].items():
                 if not made["ok"]:

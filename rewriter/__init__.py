@@ -65,7 +65,8 @@ _LAZY = {
 
 def convert_opset(model: ModelLike, target_opset: int | str | None = None, *, ml_opset: int | None = None,
                   ir_version: int | None = None, target: str | None = None, allow_invalid_input: bool = False,
-                  freeze_input_defaults: bool | str | list[str] | None = None) -> Any:
+                  freeze_input_defaults: bool | str | list[str] | None = None,
+                  input_shapes: dict[str, list[int]] | None = None, fix_dims: dict[str, int] | None = None) -> Any:
     """Convert a model's default-domain opset to ``target_opset``, up or down.
 
     Every node is converted one schema step at a time in every scope (main graph,
@@ -89,6 +90,10 @@ def convert_opset(model: ModelLike, target_opset: int | str | None = None, *, ml
             the result is still held to the checker.
         freeze_input_defaults: True, or graph input names: those inputs that have an initializer
             (a default a caller may override) become constants first, as ``--freeze-input-defaults``.
+        input_shapes: graph input name -> sizes, fixed in the result as ``--input-shape`` fixes them
+            (the input's symbols take these sizes wherever they appear); runtimes that need static
+            dims (tract, TVM, LiteRT) take forms with them that they refuse otherwise.
+        fix_dims: symbol -> size, fixed wherever it appears, as ``--fix-dim``.
 
     Returns:
         The converted model: the same kind as ``model`` (a ModelProto for a path), self-contained
@@ -111,6 +116,7 @@ def convert_opset(model: ModelLike, target_opset: int | str | None = None, *, ml
 
     proto, kind, base_dir = entry.open_model(model, allow_invalid_input)
     proto, frozen = entry.freeze(proto, freeze_input_defaults)
+    proto = entry.fixed_shapes(proto, input_shapes, fix_dims)
     try:
         result = convert_for(proto, target_opset, ml_opset=ml_opset, ir_version=ir_version, runtime=target,
                              base_dir=base_dir)[0]
@@ -237,7 +243,8 @@ def fold_constants(model: ModelLike, *, int_overflow: str = "skip", allow_invali
 
 def optimize_model(model: ModelLike, *, fold_limit: int = 512 * 512 * 4, int_overflow: str = "skip",
              strip_metadata: bool = False, allow_removing_custom_ops: bool = False,
-             allow_invalid_input: bool = False, freeze_input_defaults: bool | str | list[str] | None = None) -> Any:
+             allow_invalid_input: bool = False, freeze_input_defaults: bool | str | list[str] | None = None,
+             input_shapes: dict[str, list[int]] | None = None, fix_dims: dict[str, int] | None = None) -> Any:
     """Shrink a model without changing what it computes or losing names and metadata.
 
     In the main graph, every subgraph and every model-local function: ReduceProd folded by
@@ -256,6 +263,8 @@ def optimize_model(model: ModelLike, *, fold_limit: int = 512 * 512 * 4, int_ove
         allow_invalid_input: process a model ``onnx.checker`` refuses (``--allow-invalid-input``).
         freeze_input_defaults: True, or graph input names: those inputs that have an initializer
             (a default a caller may override) become constants first, as ``--freeze-input-defaults``.
+        input_shapes, fix_dims: dims fixed first, as for :func:`convert_opset` (``--input-shape``,
+            ``--fix-dim``); shape computations they decide are then folded.
 
     Returns:
         The optimized model, the same kind as ``model`` (a ModelProto for a path).
@@ -275,6 +284,7 @@ def optimize_model(model: ModelLike, *, fold_limit: int = 512 * 512 * 4, int_ove
         raise RewriterError(f"int_overflow must be one of {', '.join(FOLD_INT_OVERFLOW_POLICIES)}, "
                             f"got {int_overflow!r}")
     proto, kind, base_dir = entry.open_model(model, allow_invalid_input)
+    proto = entry.fixed_shapes(proto, input_shapes, fix_dims)
     options = OptimizeOptions(fold_limit=fold_limit, int_overflow=int_overflow, strip_metadata=strip_metadata,
                               allow_removing_custom_ops=allow_removing_custom_ops,
                               freeze_input_defaults=freeze_input_defaults)

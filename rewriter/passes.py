@@ -56,6 +56,7 @@ class ConvertOpsetPass(ir.passes.FunctionalPass):
         ml_opset: the ``ai.onnx.ml`` opset to reach (default: kept).
         ir_version: the IR version of the result (default: the lowest it needs going down).
         target: a runtime (``"onnxruntime==1.15"``, ``"tensorrt==10.16"``) or a profile path.
+        input_shapes, fix_dims: dims fixed in the result, as ``--input-shape`` / ``--fix-dim``.
 
     Attributes:
         report: after a run, the :class:`rewriter.convert.ConvertReport` (what changed, per op).
@@ -75,11 +76,14 @@ class ConvertOpsetPass(ir.passes.FunctionalPass):
 
     def __init__(self, target_opset: int | str | None = None, *, ml_opset: int | None = None,
                  ir_version: int | None = None, target: str | None = None, allow_invalid_input: bool = False,
-                 freeze_input_defaults=None) -> None:
+                 freeze_input_defaults=None, input_shapes: dict[str, list[int]] | None = None,
+                 fix_dims: dict[str, int] | None = None) -> None:
         super().__init__()
-        from rewriter.entry import convert_args
+        from rewriter.entry import convert_args, fixed_shapes
 
         self.target_opset = convert_args(target_opset, ml_opset, ir_version, target)
+        fixed_shapes(None, input_shapes, fix_dims, check_only=True)  # a TypeError when made, as the others
+        self.input_shapes, self.fix_dims = input_shapes, fix_dims
         self.ml_opset, self.ir_version, self.target = ml_opset, ir_version, target
         self.allow_invalid_input, self.freeze_input_defaults = allow_invalid_input, freeze_input_defaults
         self.report = None
@@ -90,8 +94,11 @@ class ConvertOpsetPass(ir.passes.FunctionalPass):
 
         from rewriter.graph.input_defaults import check_kept
 
+        from rewriter.entry import fixed_shapes
+
         proto, base_dir, frozen = _checked(model, self.allow_invalid_input, freeze=self.freeze_input_defaults)
         before = proto.SerializeToString()
+        proto = fixed_shapes(proto, self.input_shapes, self.fix_dims)
         try:
             result, self.report = convert_for(proto, self.target_opset, ml_opset=self.ml_opset,
                                               ir_version=self.ir_version, runtime=self.target, base_dir=base_dir)

@@ -5,6 +5,9 @@ Usage and file formats: tools/runtime_run_common.py.  The model is read with
 ``INFERENCE_PRECISION_HINT=f32``: on a CPU with AMX (or avx512_bf16) OpenVINO otherwise infers
 in bfloat16 and its results differ from float32 ones (issue 41 counted 337 backend node tests
 that way), so float32 is asked for and the hint is recorded in the batch's "config" line.
+``REWRITER_OPENVINO_PRECISION=default`` leaves the hint out (what a user gets who sets nothing:
+``bench/bench_runtime_targets.py`` measures that too); the config line then records the precision
+the compiled model reports.
 ``INFERENCE_NUM_THREADS`` is 1 unless REWRITER_RUNTIME_THREADS says otherwise (the probe runs
 beside other work).  Inputs are fed by ONNX input name; outputs are named by the ONNX output
 name the compiled model keeps (the first of its tensor names otherwise).  bfloat16, float8 and
@@ -43,18 +46,25 @@ class OpenVINO(Backend):
         ov = self._ov()
         return ov.__version__ if hasattr(ov, "__version__") else ov.get_version()
 
+    def _hint(self) -> dict:
+        if os.environ.get("REWRITER_OPENVINO_PRECISION", "f32") == "default":
+            return {}
+        return {"INFERENCE_PRECISION_HINT": "f32"}
+
     def config(self) -> dict:
-        return {"device": "CPU", "INFERENCE_PRECISION_HINT": "f32",
+        ov = self._ov()
+        hint = self._hint().get("INFERENCE_PRECISION_HINT")
+        if hint is None:  # what the plugin picks on this CPU when nothing is asked
+            hint = "default: " + str(self._core.get_property("CPU", "INFERENCE_PRECISION_HINT"))
+        return {"device": "CPU", "INFERENCE_PRECISION_HINT": hint,
                 "INFERENCE_NUM_THREADS": int(os.environ.get("REWRITER_RUNTIME_THREADS") or 1),
-                "full_version": self._ov().get_version()}
+                "full_version": ov.get_version()}
 
     def load(self, path: str):
         self._ov()
         model = self._core.read_model(path)
-        cfg = self.config()
-        compiled = self._core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32",
-                                                           "INFERENCE_NUM_THREADS": cfg["INFERENCE_NUM_THREADS"]})
-        return compiled
+        threads = int(os.environ.get("REWRITER_RUNTIME_THREADS") or 1)
+        return self._core.compile_model(model, "CPU", {**self._hint(), "INFERENCE_NUM_THREADS": threads})
 
     def exotic(self, bits, type_name: str):
         ov = self._ov()

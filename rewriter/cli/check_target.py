@@ -11,7 +11,7 @@ __all__ = ["target_check"]
 
 
 def target_check(args, model) -> dict:
-    """The ``target`` part of check's report: {"target", "loads", "blockers", "convert"}."""
+    """The ``target`` part of check's report: {"target", "loads", "blockers", "run_notes", "convert"}."""
     from rewriter.convert.lowering import lowerable_ops
     from rewriter.targets import blockers
     from rewriter.targets.foreign_ops import foreign_lines
@@ -20,7 +20,7 @@ def target_check(args, model) -> dict:
     base_dir = os.path.dirname(os.path.abspath(args.model))
     found = blockers(model, runtime, base_dir=base_dir) + foreign_lines(model, runtime, lowerable_ops())
     found += measured_form_lines(model, runtime)
-    result = {"target": runtime.name, "loads": not found, "blockers": found}
+    result = {"target": runtime.name, "loads": not found, "blockers": found, "run_notes": runtime.run_notes()}
     if found:
         result["convert"] = would(args, model, base_dir)
     return result

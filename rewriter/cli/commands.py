@@ -288,15 +288,16 @@ def cmd_check(args) -> int:
     from rewriter.verify.shapes.shape_report import table_lines
     from rewriter.verify.shapes import check_report
 
-    report = check_report(args.run.input_model)
+    model, static = _fixed_shapes(args)
+    report = check_report(model)
     target = None
     runtime = args.spec.runtime if getattr(args, "spec", None) is not None else None
     if runtime is not None:
         from rewriter.cli.check_target import target_check
 
-        target = target_check(args, args.run.input_model)
+        target = target_check(args, model)
         if not target["loads"]:
-            target["input_defaults"] = _unlocks(args, args.run.input_model)
+            target["input_defaults"] = _unlocks(args, model)
     _check_verdict(args, report, target)
     frozen = freeze_option.summary_line(args)
     if args.json:
@@ -305,14 +306,18 @@ def cmd_check(args) -> int:
             doc["target"] = target
         if frozen is not None:
             doc["frozen_input_defaults"] = list(args.run.frozen_inputs)
+        if static:
+            doc["static_shapes"] = static[0].split(": ", 1)[1].split("; ")
         print(json.dumps(doc, indent=2))
     else:
-        print(f"{args.model}:" + (f" {frozen}" if frozen else ""))
+        print(f"{args.model}:" + (f" {frozen}" if frozen else "") + (f" ({static[0]})" if static else ""))
         for line in table_lines(report):
             print(line)
         if target is not None:
             if target["loads"]:
                 print(f"{target['target']}: nothing stops it from loading the model as it is")
+                for line in target["run_notes"]:
+                    print(f"  {line}")
             else:
                 print(f"{target['target']}: {len(target['blockers'])} thing(s) stop it from loading the model "
                       f"as it is or computing it right (rewriter convert MODEL --target {args.target} -o OUT "

@@ -264,6 +264,11 @@ def _add_check(sub) -> None:
                    help="also say whether that runtime release (onnxruntime==1.15, tensorrt==8.6, a JSON "
                    "profile) loads the model as it is, and what stops it (IR version, opsets, ops it "
                    "lacks); exit 1 when something does")
+    p.add_argument("--input-shape", type=arg_types.input_shape_arg, action="append", default=None,
+                   metavar="NAME:DIMS", help="check the model with graph input NAME's shape fixed, e.g. "
+                   "x:1,3,224,224, as convert --input-shape writes it (with --target: what that release makes "
+                   "of it, and what convert --target X --input-shape would do); repeat for several inputs")
+    _add_static_shapes(p)
     p.set_defaults(handler=commands.cmd_check)
 
 

@@ -226,6 +226,7 @@ def _measured_forms(source, result, report, target, plan_only: bool) -> None:
 
         report.target_notes.extend(single_input_concats(result, target.form_verdicts, target.name))
         report.target_notes.extend(reversed_slices(result, target.form_verdicts, target.name))
+    report.target_notes.extend(target.run_notes())
     unmeasured = verdicts.unmeasured_present(result, target.unmeasured)
     if unmeasured:
         report.target_notes.append(f"op versions {target.name} was not measured in (no node test reaches them, "

@@ -74,10 +74,23 @@ class Target:
     refused_forms: dict = dataclasses.field(default_factory=dict)
     # op -> {"form": what convert writes instead, "measured": ...} (rewriter.targets.measured_rewrites)
     rewrite_forms: dict = dataclasses.field(default_factory=dict)
+    # how the release was run when measured (the data's "config": device, precision hint, ...)
+    measured_with: dict = dataclasses.field(default_factory=dict)
 
     def release_of(self, runtime: str) -> str | None:
         """"MAJOR.MINOR" of this target when it is a release of ``runtime``, else None."""
         return release_text(self.release) if self.runtime == runtime and self.release is not None else None
+
+    def run_notes(self) -> list[str]:
+        """How to run a result as the release was measured, where a setting changes what it computes
+        (OpenVINO's CPU plugin infers float32 models in bfloat16 on a CPU with AMX or avx512_bf16
+        unless compiled with a float32 precision hint)."""
+        hint = self.measured_with.get("INFERENCE_PRECISION_HINT")
+        if not hint:
+            return []
+        return [f"{self.name} was measured with INFERENCE_PRECISION_HINT={hint}: pass "
+                f"{{'INFERENCE_PRECISION_HINT': '{hint}'}} to compile_model, as on a CPU with AMX or avx512_bf16 "
+                f"OpenVINO otherwise computes float32 models in bfloat16"]
 
     def lacks(self, domain: str, op: str, version: int | None) -> bool:
         """Whether the runtime lacks ``op`` at schema ``version`` of ``domain``.
@@ -175,7 +188,7 @@ def load_release(runtime: str, wanted: tuple[int, int]) -> Target:
                   dict(entry.get("types_refused", {})), _by_version(entry.get("type_verdicts")),
                   _by_version(entry.get("form_verdicts")), _table_of(entry.get("unmeasured")),
                   needs_static_dims=_static_forms(entry), refused_forms=_static_forms(entry, "refused"),
-                  rewrite_forms=dict(entry.get("rewrite_forms") or {}))
+                  rewrite_forms=dict(entry.get("rewrite_forms") or {}), measured_with=dict(entry.get("config") or {}))
 
 
 def _static_forms(entry: dict, which: str = "needed") -> dict:

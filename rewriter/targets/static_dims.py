@@ -9,10 +9,9 @@ dim read through a Cast ("shape input is variable"), a GRU whose sequence_lens i
 unify"); TVM 0.27 the last (and its Add); both a Pad whose pads are computed from a dim (whisper's
 pad of the samples to 30 seconds) and a Concat of a symbolic dim with a static one off its axis
 (onnxruntime-genai's Llama: the past key's "kv_cache_dim" against the new key's 16); TVM a Sub of
-two Slices of one value with other bounds (nemo's preemphasis x[:, 1:] - 0.97 x[:, :-1]). Each form has a recognizer here; a node of a model
-whose graph inputs have a dim that is not static is blocked when it is in such a form, naming
-the inputs ``--input-shape`` must fix. A model whose inputs are all static (as ``--input-shape``
-/ ``--fix-dim`` make them) has none.
+two Slices of one value with other bounds (nemo's preemphasis x[:, 1:] - 0.97 x[:, :-1]). Each
+form has a recognizer here; a node of a model whose graph inputs have a dim that is not static is
+blocked when it is in such a form, naming the inputs ``--input-shape`` must fix.
 
 Beside the forms, ``clear_declared_symbols``: tract unifies the dims a model's value_info declares
 with those it computes, and a symbol no graph input has (Paddle's ``DynamicDimension.0``) can
@@ -301,7 +300,7 @@ REFUSED_FORMS = {
     "expand_shape_through_cast": ("Expand", _shape_cast_any_dims),
     "lessorequal_dim_of_shape": ("LessOrEqual", _compares_dims),
 }
-# what runs instead, by form (default: a constant shape)
+# what runs instead, by form (default: a constant shape, which static dims make of a shape read through a Cast)
 _RUNS_INSTEAD = {"lessorequal_dim_of_shape": "no comparison of dims: with --input-shape a lowering that compares "
                                              "them at run time (QLinearAdd's span order) decides it when converting"}
 
@@ -332,12 +331,13 @@ def static_dims_blockers(model: onnx.ModelProto, needed: dict, release: str, inf
     if not refused and not (needed and inputs):
         return []
     m = _Model(model, inferred)
-    found = _blocked(model, refused or {}, REFUSED_FORMS, m, lambda what, why, form: (
+    hint = f"give --input-shape NAME:DIMS for {', '.join(inputs)} (or --fix-dim SYMBOL=N)"
+    folds = "a shape that is a constant runs" + (f": {hint}, and convert folds it into one" if inputs else "")
+    found = _blocked(model, refused or {}, REFUSED_FORMS, m, lambda what, why, form: (  # (TVM's cast_shape_folded)
         f"{release} refuses this form with symbolic and with static dims alike: {what} (measured: "
-        f"'{_last_cause(why)}'); {_RUNS_INSTEAD.get(form, 'a shape that is a constant runs')}"))
+        f"'{_last_cause(why)}'); {_RUNS_INSTEAD.get(form, folds)}"))
     if not needed or not inputs:
         return found
-    hint = f"give --input-shape NAME:DIMS for {', '.join(inputs)} (or --fix-dim SYMBOL=N)"
     named = {b[0] for b in found}
     return found + [b for b in _blocked(model, needed, FORMS, m, lambda what, why, form: (
         f"{release} needs static dims here: {what}, a form it refuses with symbolic dims and runs with static ones "

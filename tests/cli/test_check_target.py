@@ -5,6 +5,7 @@ says it lacks), with what ``convert --target X`` would do about it, planned befo
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -97,3 +98,20 @@ def test_onnx_runtime_keeps_what_it_runs(tmp_path, capsys):
     assert main(["convert", str(tmp_path / "m.onnx"), "--target", "onnxruntime==1.20", "-o", str(tmp_path / "o.onnx"),
                  "-q"]) == 0
     assert [n.op_type for n in onnx.load(tmp_path / "o.onnx").graph.node] == ["FastGelu", "SimplifiedLayerNormalization"]
+
+
+@pytest.mark.parametrize("target, said", [("openvino==2026.4", True), ("openvino==2024.6", True),
+                                          ("tract==0.23", False), ("onnxruntime==1.20", False)])
+def test_openvino_says_the_precision_hint_it_was_measured_with(tmp_path, capsys, target, said):
+    """OpenVINO's CPU plugin infers float32 models in bfloat16 on a CPU with AMX unless compiled with
+    INFERENCE_PRECISION_HINT=f32, the hint its data was measured with: check and convert say so."""
+    plain = onnx.load(Path(__file__).resolve().parents[2] / "models" / "mixed_opset13.onnx")
+    code, out = _check(tmp_path, capsys, plain, target)
+    assert code == 0 and ("INFERENCE_PRECISION_HINT=f32" in out) == said, out
+    code, out = _check(tmp_path, capsys, plain, target, "--json")
+    assert json.loads(out)["target"]["run_notes"] == ([
+        f"openvino {target.split('==')[1]} was measured with INFERENCE_PRECISION_HINT=f32: pass "
+        "{'INFERENCE_PRECISION_HINT': 'f32'} to compile_model, as on a CPU with AMX or avx512_bf16 OpenVINO "
+        "otherwise computes float32 models in bfloat16"] if said else [])
+    assert main(["convert", str(tmp_path / "m.onnx"), "--target", target, "-o", str(tmp_path / "o.onnx")]) == 0
+    assert ("INFERENCE_PRECISION_HINT=f32" in capsys.readouterr().out) == said

@@ -82,7 +82,7 @@ def test_check_target_names_what_stops_an_old_release(tmp_path, capsys):
     assert "IR version 10 (it loads up to" in out and "opset 21 of ai.onnx (it implements up to 19)" in out
     assert cli.main(["check", path, "--target", "onnxruntime==1.20", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["target"] == {"target": "onnxruntime 1.20", "loads": True, "blockers": []}
+    assert doc["target"] == {"target": "onnxruntime 1.20", "loads": True, "blockers": [], "run_notes": []}
 
 
 def test_a_profile_describes_any_runtime(tmp_path):

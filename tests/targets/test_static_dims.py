@@ -156,6 +156,16 @@ def test_cli_check_and_convert(tmp_path):
     assert reshape.input[1] in {t.name for t in folded.graph.initializer}
     check = run("check", str(path), "--target", "tvm==0.27")
     assert "with symbolic and with static dims alike" in check.stdout + check.stderr
+    assert "give --input-shape NAME:DIMS for 'x'" in check.stdout and "convert folds it into one" in check.stdout
+    assert check.stdout.split("would ")[1].startswith("not help"), check.stdout
+    # check with the dims convert is given: what the release makes of that model, and the fold planned
+    check = run("check", str(path), "--target", "tvm==0.27", "--input-shape", "x:2,3,6,7", "--json")
+    doc = json.loads(check.stdout)
+    assert check.returncode == 1 and doc["static_shapes"][0] == "input 'x' fixed to [2, 3, 6, 7]"
+    assert doc["target"]["convert"]["ok"] and any("shape chains folded" in line for line in doc["target"]["convert"]["lines"])
+    assert not any("give --input-shape" in line for line in doc["target"]["blockers"])
+    check = run("check", str(path), "--target", "tvm==0.27", "--input-shape", "y:2")
+    assert check.returncode == 2 and "no graph input 'y'" in check.stderr
 
 
 def test_a_form_refused_static_too_is_named_only_where_measured_so():
