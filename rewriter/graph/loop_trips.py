@@ -58,6 +58,11 @@ class KnownValues:
         found = self._partial(name, 0)
         return found[0] if found is not None and found[1].all() else None
 
+    def partial(self, name: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """(values, known) of ``name``: each element's value where ``known`` is true (a Concat of a
+        Shape's unknown dims with constants is known where the constants are), or None."""
+        return self._partial(name, 0)
+
     def _partial(self, name: str, depth: int) -> tuple[np.ndarray, np.ndarray] | None:
         if name in self._memo:
             return self._memo[name]

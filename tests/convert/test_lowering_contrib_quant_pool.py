@@ -132,3 +132,45 @@ def test_average_pool_refuses_dynamic_spatial_dims():
                       [("Y", T.UINT8, [None] * 4)], initializers=inits, kernel_shape=[2, 2])
     with pytest.raises(RewriterError, match="not static"):
         lower_ops(model)
+
+
+def _dfl(elem, sx, sy, zy, batch="batch", anchors="anchors", before=True):
+    """YOLOv8's DFL head as onnxruntime.quantization writes it (nudenet_320n_qop): x [b, 64, a] (after a
+    QLinearSigmoid when ``before``, so ONNX's inference knows nothing of it) reshaped to the shape
+    Concat(b, 4, 16, a) read from its own Shape, transposed to [b, 16, 4, a], QLinearSoftmax over axis
+    1 (16 wide)."""
+    from onnx import helper, numpy_helper
+
+    inits = qparams("x", sx, 0, elem) + qparams("y", sy, zy, elem) + [
+        numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+        (("i0", 0), ("i2", 2), ("four", [4]), ("sixteen", [16]), ("ax0", [0]))]
+    com = "com.microsoft"
+    nodes = [helper.make_node("QLinearSigmoid", ["X", "x_s", "x_z", "x_s", "x_z"], ["xs"], domain=com) if before
+             else helper.make_node("Identity", ["X"], ["xs"]),
+             helper.make_node("Shape", ["xs"], ["s"]),
+             helper.make_node("Gather", ["s", "i0"], ["b"], axis=0), helper.make_node("Gather", ["s", "i2"], ["a"], axis=0),
+             helper.make_node("Unsqueeze", ["b", "ax0"], ["bu"]), helper.make_node("Unsqueeze", ["a", "ax0"], ["au"]),
+             helper.make_node("Concat", ["bu", "four", "sixteen", "au"], ["shape"], axis=0),
+             helper.make_node("Reshape", ["xs", "shape"], ["r"]),
+             helper.make_node("Transpose", ["r"], ["t"], perm=[0, 2, 1, 3]),
+             helper.make_node("QLinearSoftmax", ["t", "x_s", "x_z", "y_s", "y_z"], ["Y"], domain=com, axis=1, opset=13,
+                              name="dfl")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("X", elem, [batch, 64, anchors])],
+                              [helper.make_tensor_value_info("Y", elem, [batch, 16, 4, anchors])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(com, 1)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("elem", Q8)
+@pytest.mark.parametrize("dims", [("batch", "anchors"), (1, 40)])
+@pytest.mark.parametrize("before", [True, False])
+def test_softmax_after_a_reshape_to_dims_read_from_a_shape(elem, dims, before):
+    """The reduced length, 16, is a constant of the Reshape's computed shape: the lowering reads it
+    there (the kernel's own table, no run-time choice of table), whatever the other dims."""
+    rng = np.random.default_rng(7 + before)
+    info = np.iinfo(NP[elem])
+    model = _dfl(elem, np.float32(0.05), np.float32(1 / 256), info.min, *dims, before=before)
+    lowered = check_lowering(model, {"X": random_q(rng, elem, (2 if dims[0] == "batch" else 1, 64, 40))})
+    ops = {n.op_type for n in lowered.graph.node}
+    assert not {"LessOrEqual", "Range", "Exp"} & ops, ops  # the 16-wide table is a constant

@@ -16,6 +16,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from rewriter.graph import traversal
+from rewriter.graph.attributes import attribute_value
 from rewriter.graph.schemas import is_default_domain
 
 __all__ = ["COM", "output_types", "fill_contrib_types", "dims_of", "tensor_type", "broadcast_dims"]
@@ -106,11 +107,59 @@ def _infer_standard(node, scope, types, imports) -> list:
         logger.debug("no types after %s: %s", node.op_type, e)
         return []
     out = [got.get(o) for o in node.output]
-    if node.op_type == "Reshape" and out and _rank_unknown(out[0]):
-        _, shape = dims_of(types[node.input[1]])
-        if shape is not None and len(shape) == 1 and isinstance(shape[0], int):  # the rank, not the dims
-            out[0] = tensor_type(dims_of(types[node.input[0]])[0] or onnx.TensorProto.UNDEFINED, [None] * shape[0])
+    if node.op_type == "Reshape" and out and _dims_unknown(out[0]):
+        out[0] = _reshaped(node, scope, types, out[0])
     return out
+
+
+def _more_dims(tp, old) -> bool:
+    """``tp`` has the rank of ``old`` and more static dims."""
+    (_, a), (_, b) = dims_of(tp), dims_of(old)
+    return a is not None and b is not None and len(a) == len(b) and \
+        sum(isinstance(d, int) for d in a) > sum(isinstance(d, int) for d in b)
+
+
+def _dims_unknown(tp) -> bool:
+    return _rank_unknown(tp) or any(not isinstance(d, int) for d in dims_of(tp)[1] or [None])
+
+
+def _reshaped(node, scope, types, tp):
+    """A Reshape's output type from the elements of its shape known before the run (a Concat of a
+    Shape's Gathers and constants: YOLOv8's DFL reshapes to [batch, 4, 16, anchors]), else its rank."""
+    from rewriter.graph.loop_trips import KnownValues
+
+    elem, dims = dims_of(types[node.input[0]])
+    _, old = dims_of(tp)
+    def int_dims(name):
+        got = dims_of(types.get(name))[1]
+        return None if got is None else [d if isinstance(d, int) else None for d in got]
+
+    values = KnownValues(lambda n: _constant_array(n, scope), int_dims, scope.producers().get, scope.opset or 1)
+    found = values.partial(node.input[1])
+    if found is None or np.ndim(found[0]) != 1:
+        _, shape = dims_of(types[node.input[1]])
+        if _rank_unknown(tp) and shape is not None and len(shape) == 1 and isinstance(shape[0], int):
+            return tensor_type(elem or onnx.TensorProto.UNDEFINED, [None] * shape[0])  # the rank, not the dims
+        return tp
+    keep_zero = attribute_value(node, "allowzero", 0)
+    new = []
+    for i, (v, known) in enumerate(zip(found[0].tolist(), found[1].tolist())):
+        if old is not None and i < len(old) and isinstance(old[i], int):
+            new.append(old[i])
+        elif known and v == 0 and not keep_zero:
+            new.append(dims[i] if dims is not None and i < len(dims) and isinstance(dims[i], int) else None)
+        else:
+            new.append(int(v) if known and v >= 0 else None)
+    if new.count(None) == 1 and dims is not None and all(isinstance(d, int) for d in dims):
+        rest = int(np.prod([d for d in new if d is not None]))
+        if rest and found[1][new.index(None)] and found[0][new.index(None)] == -1:
+            new[new.index(None)] = int(np.prod(dims)) // rest
+    return tensor_type(elem or onnx.TensorProto.UNDEFINED, new)
+
+
+def _constant_array(name, scope):
+    t = _constant_data(name, scope)
+    return None if t is None else numpy_helper.to_array(t)
 
 
 def _rank_unknown(tp) -> bool:
@@ -123,8 +172,11 @@ def fill_contrib_types(model: onnx.ModelProto, types: dict) -> dict:
     if not any(n.domain == COM for n in model.graph.node):
         return types
     scope = next(iter(traversal.iter_scopes(model)))
+    improved: set[str] = set()  # the values given a type, or more static dims, here
     for node in model.graph.node:
-        if all(not o or not _rank_unknown(types.get(o)) for o in node.output):
+        refine = any(i in improved for i in node.input) or (
+            node.op_type == "Reshape" and is_default_domain(node.domain) and _dims_unknown(types.get(node.output[0])))
+        if all(not o or not _rank_unknown(types.get(o)) for o in node.output) and not refine:
             continue
         if node.domain == COM:
             rule = RULES.get(node.op_type)
@@ -138,6 +190,8 @@ def fill_contrib_types(model: onnx.ModelProto, types: dict) -> dict:
         else:
             continue
         for name, tp in zip(node.output, got):
-            if name and tp is not None and (name not in types or _rank_unknown(types[name]) and not _rank_unknown(tp)):
+            if name and tp is not None and (name not in types or _rank_unknown(types[name]) and not _rank_unknown(tp)
+                                            or refine and _more_dims(tp, types[name])):
                 types[name] = tp
+                improved.add(name)
     return types
