@@ -174,3 +174,45 @@ def test_softmax_after_a_reshape_to_dims_read_from_a_shape(elem, dims, before):
     lowered = check_lowering(model, {"X": random_q(rng, elem, (2 if dims[0] == "batch" else 1, 64, 40))})
     ops = {n.op_type for n in lowered.graph.node}
     assert not {"LessOrEqual", "Range", "Exp"} & ops, ops  # the 16-wide table is a constant
+
+
+@pytest.mark.parametrize("shape, dims, want", [
+    (["b", [4], [16], "a"], [2, 64, 40], [2, 4, 16, 40]),           # read from the Shape: static input
+    (["b", [4], [16], "a"], ["n", 64, "m"], [None, 4, 16, None]),   # only the constants are known
+    ([[0], [4], [16], [-1]], [2, 64, 40], [2, 4, 16, 40]),           # 0 copies the input's dim, -1 the rest
+    ([[0], [4], [16], [-1]], ["n", 64, 40], [None, 4, 16, None]),
+    ([[0], [-1], [16], [8]], [3, 64, 40], [3, 20, 16, 8]),
+])
+def test_reshape_dims_read_from_the_known_elements_of_its_shape(shape, dims, want):
+    """ONNX's inference knows nothing after a contrib node; the types the lowerings read give a Reshape
+    the dims its computed shape's known elements say, checked against ONNX Runtime's output shape."""
+    from onnx import helper, numpy_helper
+
+    from rewriter.convert.lowering.contrib_types import dims_of
+    from rewriter.convert.lowering.types import model_types
+
+    inits = qparams("x", 0.05, 0, T.UINT8) + [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in
+                                              (("i0", 0), ("i2", 2), ("ax0", [0]))]
+    nodes = [helper.make_node("QLinearSigmoid", ["X", "x_s", "x_z", "x_s", "x_z"], ["xs"], domain="com.microsoft"),
+             helper.make_node("Shape", ["xs"], ["s"]),
+             helper.make_node("Gather", ["s", "i0"], ["b0"], axis=0), helper.make_node("Gather", ["s", "i2"], ["a0"], axis=0),
+             helper.make_node("Unsqueeze", ["b0", "ax0"], ["b"]), helper.make_node("Unsqueeze", ["a0", "ax0"], ["a"])]
+    parts = []
+    for k, part in enumerate(shape):
+        if isinstance(part, list):
+            inits.append(numpy_helper.from_array(np.array(part, np.int64), f"c{k}"))
+            part = f"c{k}"
+        parts.append(part)
+    nodes += [helper.make_node("Concat", parts, ["shape"], axis=0), helper.make_node("Reshape", ["xs", "shape"], ["Y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("X", T.UINT8, dims)],
+                              [helper.make_tensor_value_info("Y", T.UINT8, None)], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 8
+    got = dims_of(model_types(model)["Y"])[1]
+    assert [d if isinstance(d, int) else None for d in got] == want
+    import onnxruntime as ort
+
+    static = [d if isinstance(d, int) else 2 for d in dims]
+    x = np.zeros(static, np.uint8)
+    out = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"X": x})[0]
+    assert all(w is None or w == o for w, o in zip(want, out.shape)) and len(out.shape) == len(want)
