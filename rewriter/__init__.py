@@ -136,7 +136,8 @@ def convert_precision(model: ModelLike, dtype: str = "float16", *, keep_io_types
                       target: str | None = None, opset: int | str | None = None, optimize: bool = False,
                       calibrate: bool = False, max_error: float | None = None, calibration_data: list | None = None,
                       keep_io_precision: bool = False,
-                      allow_invalid_input: bool = False, freeze_input_defaults: bool | str | list[str] | None = None) -> Any:
+                      allow_invalid_input: bool = False, freeze_input_defaults: bool | str | list[str] | None = None,
+                      input_shapes: dict[str, list[int]] | None = None, fix_dims: dict[str, int] | None = None) -> Any:
     """Rewrite a model's float32 computation to ``dtype`` ("float16" or "bfloat16").
 
     Initializers, Constant and ConstantOfShape values, Cast targets, random ops' dtypes and
@@ -166,13 +167,16 @@ def convert_precision(model: ModelLike, dtype: str = "float16", *, keep_io_types
             this, as ``convert --max-error``.
         calibration_data: for ``max_error`` and ``calibrate``: a list of {graph input name: array}
             (default: one set of random inputs, seed 0), as ``--calibration-data``.
+        allow_invalid_input: process a model ``onnx.checker`` refuses (``--allow-invalid-input``).
+        freeze_input_defaults: True, or graph input names: those inputs that have an initializer
+            (a default a caller may override) become constants first, as ``--freeze-input-defaults``.
+        input_shapes, fix_dims: dims fixed in the result, as for :func:`convert_opset`
+            (``--input-shape``, ``--fix-dim``); the random inputs of ``calibrate`` / ``max_error``
+            take those sizes.
 
     The CLI's ``convert --dtype``, this function and :class:`rewriter.ConvertPrecisionPass` run
     one pipeline (:func:`rewriter.precision.pipeline.convert_half`): the same arguments give the
     same model.
-        allow_invalid_input: process a model ``onnx.checker`` refuses (``--allow-invalid-input``).
-        freeze_input_defaults: True, or graph input names: those inputs that have an initializer
-            (a default a caller may override) become constants first, as ``--freeze-input-defaults``.
 
     Raises:
         ModelLoadError: the input is not a valid model (the node or tensor named).
@@ -186,8 +190,10 @@ def convert_precision(model: ModelLike, dtype: str = "float16", *, keep_io_types
     spec = TargetSpec.parse(opset, target=target) if opset is not None or target is not None else None
     options = HalfOptions(keep_io_types=keep_io_types, keep_op_types=keep_op_types, keep_nodes=keep_nodes,
                           optimize=optimize, calibrate=calibrate, max_error=max_error,
-                          calibration_data=calibration_data, keep_io_precision=keep_io_precision)
+                          calibration_data=calibration_data, keep_io_precision=keep_io_precision,
+                          input_shapes={k: list(v) for k, v in (input_shapes or {}).items()})
     proto, frozen = entry.freeze(proto, freeze_input_defaults)
+    proto = entry.fixed_shapes(proto, input_shapes, fix_dims)
     result, _ = convert_half(proto, dtype, spec, options, base_dir=base_dir)
     from rewriter.graph.input_defaults import check_kept
 

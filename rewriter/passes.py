@@ -123,10 +123,15 @@ class ConvertPrecisionPass(ir.passes.FunctionalPass):
     def __init__(self, dtype: str = "float16", *, keep_io_types: bool = True, keep_op_types=(), keep_nodes=(),
                  target=None, opset: int | str | None = None, optimize: bool = False, calibrate: bool = False,
                  max_error: float | None = None, calibration_data=None, allow_invalid_input: bool = False,
-                 freeze_input_defaults=None, keep_io_precision: bool = False) -> None:
+                 freeze_input_defaults=None, keep_io_precision: bool = False,
+                 input_shapes: dict[str, list[int]] | None = None, fix_dims: dict[str, int] | None = None) -> None:
         super().__init__()
+        from rewriter.entry import fixed_shapes
         from rewriter.precision.pipeline import HalfOptions
         from rewriter.targets.spec import TargetSpec
+
+        fixed_shapes(None, input_shapes, fix_dims, check_only=True)  # a TypeError when made
+        self.input_shapes, self.fix_dims = input_shapes, fix_dims
 
         self.dtype, self.allow_invalid_input = dtype, allow_invalid_input
         self.freeze_input_defaults = freeze_input_defaults
@@ -134,7 +139,8 @@ class ConvertPrecisionPass(ir.passes.FunctionalPass):
         # (keep_op_types / keep_nodes as given: a str is one name, read by rewriter.precision.keep)
         self.options = HalfOptions(keep_io_types=keep_io_types, keep_op_types=keep_op_types, keep_nodes=keep_nodes,
                                    optimize=optimize, calibrate=calibrate, max_error=max_error,
-                                   calibration_data=calibration_data, keep_io_precision=keep_io_precision)
+                                   calibration_data=calibration_data, keep_io_precision=keep_io_precision,
+                                   input_shapes={k: list(v) for k, v in (input_shapes or {}).items()})
         self.report = None
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
@@ -143,12 +149,16 @@ class ConvertPrecisionPass(ir.passes.FunctionalPass):
 
         from rewriter.graph.input_defaults import check_kept
 
+        from rewriter.entry import fixed_shapes
+
         proto, base_dir, frozen = _checked(model, self.allow_invalid_input, freeze=self.freeze_input_defaults)
+        proto = fixed_shapes(proto, self.input_shapes, self.fix_dims)
         proto, done = convert_half(proto, self.dtype, self.spec, self.options, base_dir=base_dir)
         check_kept(proto, frozen)
         self.report = done.report
         modified = bool(self.report.half_nodes or self.report.applied.constants_converted
-                        or self.report.applied.casts or done.migration is not None or frozen)
+                        or self.report.applied.casts or done.migration is not None or frozen
+                        or bool(self.input_shapes or self.fix_dims))
         return ir.passes.PassResult(result_to_ir(proto, base_dir), modified=modified)
 
 

@@ -122,3 +122,28 @@ def test_the_pass_gives_the_functions_model():
     assert ir.to_proto(result.model).graph.SerializeToString() == same.graph.SerializeToString()
     with pytest.raises(TypeError, match=r"input_shapes\['x'\]"):  # when made, as its other arguments
         rewriter.ConvertOpsetPass(13, input_shapes={"x": "2,3,4"})
+
+
+def _mlp(dims=("n", 8)) -> onnx.ModelProto:
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array(rng.standard_normal((8, 4)).astype(np.float32), "w")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"), helper.make_node("Relu", ["h"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, list(dims))],
+                              [helper.make_tensor_value_info("y", F, [dims[0], 4])], [w])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_precision_with_input_shapes_is_the_cli_model(tmp_path):
+    import onnx_ir as ir
+
+    model = _mlp()
+    got = rewriter.convert_precision(model, "float16", input_shapes={"x": [3, 8]}, calibrate=True)
+    assert [d.dim_value for d in got.graph.input[0].type.tensor_type.shape.dim] == [3, 8]
+    assert got.graph.output[0].type.tensor_type.shape.dim[0].dim_value == 3
+    cli = _cli(tmp_path, model, "convert", "--dtype", "float16", "--input-shape", "x:3,8", "--calibrate")
+    assert got.graph.SerializeToString() == cli.graph.SerializeToString()
+    passed = rewriter.ConvertPrecisionPass("float16", input_shapes={"x": [3, 8]}, calibrate=True)(ir.from_proto(model))
+    same = ir.to_proto(ir.from_proto(got))
+    assert ir.to_proto(passed.model).graph.SerializeToString() == same.graph.SerializeToString()
+    with pytest.raises(TypeError, match=r"fix_dims\['n'\]"):
+        rewriter.convert_precision(model, "float16", fix_dims={"n": 1.5})
