@@ -29,25 +29,10 @@ ModelLike = Union["onnx.ModelProto", "onnx_ir.Model", str, os.PathLike]
 
 
 __all__ = [
-    "RewriterError",
-    "ModelLoadError",
-    "convert_opset",
-    "convert_precision",
-    "fold_reduce_prod",
-    "fold_constants",
-    "optimize_model",
-    "verify_reduce_prod_shapes",
-    "verify_shapes",
-    "verify_numerics",
-    "reduce_prod",
-    "lower_ops",
-    "LowerOpsPass",
-    "ConvertOpsetPass",
-    "ConvertPrecisionPass",
-    "FoldReduceProdPass",
-    "VerifyReduceProdShapesPass",
-    "VerifyShapesPass",
-    "OptimizePass",
+    "RewriterError", "ModelLoadError", "convert_opset", "convert_precision", "fold_reduce_prod", "fold_constants",
+    "optimize_model", "verify_reduce_prod_shapes", "verify_shapes", "verify_numerics", "reduce_prod", "lower_ops",
+    "LowerOpsPass", "ConvertOpsetPass", "ConvertPrecisionPass", "FoldReduceProdPass", "VerifyReduceProdShapesPass",
+    "VerifyShapesPass", "OptimizePass",
 ]
 
 _LAZY = {
