@@ -44,6 +44,7 @@ from rewriter.targets.restriction_lookups import constant_array
 from rewriter.targets.same_pads import explicit_pads
 from rewriter.targets.slice_ends import huge_ends_maximal
 from rewriter.targets.tdim_casts import topk_cast_bypassed
+from rewriter.targets.tract_declutter import duplicates_merged, int_products_in_float
 from rewriter.targets.widened_codes import expand_codes_widened
 from rewriter.targets.where_branches import branches_swapped, strings_gathered
 
@@ -139,7 +140,8 @@ _REWRITES = {("Tile", "rank_6"): _tile_rank_6, ("Identity", "producer_writes_out
              ("Scan", "read_outputs_written"): identity_written("Scan", read=True),
              ("Pad", "negative_cropped"): negative_cropped, ("Reshape", "empty_shape_squeezed"): empty_shape_squeezed,
              ("MatMul", "float16_in_float32"): float16_in_float32, ("Shape", "folded_when_static"): folded_when_static,
-             ("Reshape", "cast_shape_folded"): cast_shapes_folded}
+             ("Reshape", "cast_shape_folded"): cast_shapes_folded, ("Mul", "int_products_in_float"): int_products_in_float,
+             ("Less", "duplicates_merged"): duplicates_merged}
 
 
 def rewrite_forms(model: onnx.ModelProto, table: dict, release: str, inferred=None) -> list[str]:
