@@ -166,3 +166,19 @@ def test_the_largest_exact_product_is_rewritten():
     want = feeds["a"].astype(np.int64) * 65793 + feeds["b"]
     np.testing.assert_array_equal(_ort(rewritten, feeds)[0], want)
     np.testing.assert_array_equal(_ort(model, feeds)[0], want)
+
+
+@pytest.mark.parametrize("op, want", [("Sub", (-127, 383)), ("Add", (-128, 382)), ("Mul", (-32640, 32385))])
+def test_value_ranges_of_two_ranged_inputs(op, want):
+    """uint8 x op int8 y: the interval arithmetic against numpy on every pair."""
+    nodes = [helper.make_node("Cast", ["x"], ["xi"], to=T.INT32), helper.make_node("Cast", ["y"], ["yi"], to=T.INT32),
+             helper.make_node(op, ["xi", "yi"], ["z"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", T.UINT8, [None]),
+                                           helper.make_tensor_value_info("y", T.INT8, [None])],
+                              [helper.make_tensor_value_info("z", T.INT32, [None])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+    elems = {n: t.tensor_type.elem_type for n, t in value_types(model).items() if t.HasField("tensor_type")}
+    assert value_range("z", next(iter(traversal.iter_scopes(model))), elems) == want
+    x, y = np.repeat(np.arange(256), 256).astype(np.uint8), np.tile(np.arange(-128, 128), 256).astype(np.int8)
+    out = _ort(model, {"x": x, "y": y})[0]
+    assert (int(out.min()), int(out.max())) == want
