@@ -171,7 +171,7 @@ def _quantize_linear(node, scope, w: _Writer, ranks: dict, form: str = "divide")
         return
     try:  # (a QDQ group the fusion left: OpenVINO's, tract's and LiteRT's float sums are not ONNX Runtime's, measured)
         if form in ("threshold_table", "divide_in_double", "divide_by_fed"):
-            float_reduction(x, scope)
+            float_reduction(x, scope, upstream=form == "divide_in_double")
         if form == "threshold_table":  # comparisons with ONNX Runtime's thresholds: quant_table.py
             write_threshold_table(w, x, scale, zp, elem, node.output[0], shape)
             return

@@ -117,18 +117,30 @@ def quantized_constant(x: np.ndarray, scale: np.ndarray, zp: np.ndarray, elem: i
     return onnx_runtime_codes(x, scale, zp, elem).astype(_NP[elem])
 
 
-def float_reduction(x: str, scope) -> None:
+def float_reduction(x: str, scope, upstream: bool = False) -> None:
     """Raises ValueError when ``x`` (a QuantizeLinear's input, seen from ``scope``) is a QDQ group's
     float Conv / MatMul / Gemm of DequantizeLinear outputs: the table gives ONNX Runtime's codes of
-    the runtime's x, and the runtime's x differs there (:data:`REDUCTIONS`)."""
-    kind, producer, where = definition(x, scope)
-    if kind != "node" or producer.op_type not in REDUCTIONS or producer.domain not in ("", "ai.onnx"):
-        return
-    for name in producer.input:
-        k, p, _ = definition(name, where) if name else (None, None, None)
-        if k == "node" and p.op_type == "DequantizeLinear":
-            raise ValueError(f"x is a QDQ group's float {producer.op_type} ('{producer.name or x}') of "
-                             f"DequantizeLinear outputs, which {REDUCTIONS[producer.op_type]}")
+    the runtime's x, and the runtime's x differs there (:data:`REDUCTIONS`). ``upstream``: also when
+    such a reduction is further up, through float ops, before any DequantizeLinear (tract 0.23)."""
+    seen, todo = set(), [(x, scope)]
+    while todo and len(seen) < _UPSTREAM_LIMIT:
+        name, at = todo.pop()
+        kind, producer, where = definition(name, at)
+        if kind != "node" or name in seen or producer.domain not in ("", "ai.onnx"):
+            continue
+        seen.add(name)
+        if producer.op_type in REDUCTIONS:
+            for i in producer.input:
+                k, p, _ = definition(i, where) if i else (None, None, None)
+                if k == "node" and p.op_type == "DequantizeLinear":
+                    via = "" if name == x else " (through the float ops after it)"
+                    raise ValueError(f"x is a QDQ group's float {producer.op_type} ('{producer.name or name}'){via} "
+                                     f"of DequantizeLinear outputs, which {REDUCTIONS[producer.op_type]}")
+        if upstream and producer.op_type not in ("DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear"):
+            todo.extend((i, where) for i in producer.input if i)
+
+
+_UPSTREAM_LIMIT = 4096  # values walked back from one QuantizeLinear
 
 
 _INTEGERS = frozenset({TensorProto.INT8, TensorProto.UINT8, TensorProto.INT16, TensorProto.UINT16,
