@@ -271,3 +271,37 @@ def test_a_qdq_group_the_fusion_leaves_is_named_for_a_dividing_form():
     for form in ("divide",):
         count, blockers = rewrite_quantized(_qdq_conv(), {"QuantizeLinear": form}, "R 1.0")
         assert count > 0 and not any("QDQ group's" in b[3] for b in blockers), form
+
+
+def test_a_reduction_further_up_is_named_for_tract_only():
+    """A QuantizeLinear whose x is a float op (Tanh) of a QDQ group's float Conv: for tract's form the
+    Conv is found through the Tanh and named (tract computed piper_tashkeel_qdq's GRU outputs, Gemms
+    of dequantized values through float ops, otherwise than ONNX Runtime: 0.0147 from its result,
+    the converted model being exact in ONNX Runtime); OpenVINO's and LiteRT's forms look at x's own
+    producer only (their data measured nothing further up), and TVM's is written."""
+    from rewriter.convert.lowering.quant_explicit import rewrite_quantized
+
+    def model():
+        m = _qdq_conv()
+        q = next(n for n in m.graph.node if n.name == "q_conv")
+        q.input[0] = "t"
+        m.graph.node.insert(3, helper.make_node("Tanh", ["v"], ["t"], name="tanh"))
+        return m
+
+    count, blockers = rewrite_quantized(model(), {"QuantizeLinear": "divide_in_double"}, "tract 0.23")
+    assert count == 0 and blockers and "float Conv ('conv') (through the float ops after it)" in blockers[0][3]
+    for form in ("threshold_table", "divide_by_fed", "divide"):
+        count, blockers = rewrite_quantized(model(), {"QuantizeLinear": form}, "R 1.0")
+        assert count > 0 and not any("QDQ group's" in b[3] for b in blockers), form
+    direct = _qdq_conv()  # (the Conv read directly: named for every dividing form, as before)
+    count, blockers = rewrite_quantized(direct, {"QuantizeLinear": "divide_in_double"}, "tract 0.23")
+    assert blockers and "through" not in blockers[0][3]
+
+
+def test_the_walk_up_stops_at_the_group_before():
+    """q_add reads Add(DQ(q_conv's codes), DQ(x)): the Conv before q_conv belongs to the group before,
+    whose own QuantizeLinear is the one named; q_add is not."""
+    from rewriter.convert.lowering.quant_explicit import rewrite_quantized
+
+    count, blockers = rewrite_quantized(_qdq_conv(add=True), {"QuantizeLinear": "divide_in_double"}, "tract 0.23")
+    assert [b[0] for b in blockers if "QDQ group's" in b[3]] == ["node 'q_conv' (QuantizeLinear) in main graph"]
