@@ -15,7 +15,8 @@ __all__ = ["lower_ops"]
 
 
 def lower_ops(model: ModelLike, ops: str | set | None = None, *, opset: int | None = None,
-              allow_invalid_input: bool = False, freeze_input_defaults: bool | str | list[str] | None = None) -> Any:
+              allow_invalid_input: bool = False, freeze_input_defaults: bool | str | list[str] | None = None,
+              input_shapes: dict[str, list[int]] | None = None, fix_dims: dict[str, int] | None = None) -> Any:
     """Replace the nodes of ``ops`` by standard ONNX ops that compute what ONNX Runtime's kernel
     computes (bit for bit where docs/lowering.md says so, else within its stated tolerance), in
     every scope.
@@ -26,7 +27,9 @@ def lower_ops(model: ModelLike, ops: str | set | None = None, *, opset: int | No
             ``"ai.onnx.ml::Scaler,TreeEnsembleClassifier"``); or a set of (domain, op_type) pairs.
         opset: the default-domain opset of the result (default: the model's, at least 13, the
             opset the lowerings are written at).
-        allow_invalid_input, freeze_input_defaults: as for :func:`rewriter.convert_opset`.
+        allow_invalid_input, freeze_input_defaults, input_shapes, fix_dims: as for
+            :func:`rewriter.convert_opset` (dims fixed first: a lowering that reads a dim then writes
+            it as a constant, as ``convert --lower-ops ... --input-shape`` does).
 
     Returns:
         The lowered model, the same kind as ``model`` (a ModelProto for a path), self-contained.
@@ -42,4 +45,5 @@ def lower_ops(model: ModelLike, ops: str | set | None = None, *, opset: int | No
     chosen = parse_ops(ops) if isinstance(ops, str) else ops
     proto, kind, base_dir = entry.open_model(model, allow_invalid_input)
     proto, _ = entry.freeze(proto, freeze_input_defaults)
+    proto = entry.fixed_shapes(proto, input_shapes, fix_dims)
     return entry.result_of(lower(proto, chosen, opset=opset)[0], kind, base_dir)

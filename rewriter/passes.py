@@ -168,21 +168,29 @@ class LowerOpsPass(ir.passes.FunctionalPass):
     :class:`rewriter.convert.lowering.LoweringReport`."""
 
     def __init__(self, ops=None, *, opset: int | None = None, allow_invalid_input: bool = False,
-                 freeze_input_defaults=None) -> None:
+                 freeze_input_defaults=None, input_shapes: dict[str, list[int]] | None = None,
+                 fix_dims: dict[str, int] | None = None) -> None:
         super().__init__()
         from rewriter.convert.lowering import parse_ops
+        from rewriter.entry import fixed_shapes
 
         self.ops = parse_ops(ops) if isinstance(ops, str) else ops
         self.opset, self.allow_invalid_input, self.freeze_input_defaults = opset, allow_invalid_input, freeze_input_defaults
+        fixed_shapes(None, input_shapes, fix_dims, check_only=True)  # a TypeError when made
+        self.input_shapes, self.fix_dims = input_shapes, fix_dims
         self.report = None
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         """Lower ``model``; returns a new model and whether any node was lowered."""
         from rewriter.convert.lower_ops import lower_ops
 
+        from rewriter.entry import fixed_shapes
+
         proto, base_dir, frozen = _checked(model, self.allow_invalid_input, freeze=self.freeze_input_defaults)
+        proto = fixed_shapes(proto, self.input_shapes, self.fix_dims)
         proto, self.report = lower_ops(proto, self.ops, opset=self.opset)
-        return ir.passes.PassResult(result_to_ir(proto, base_dir), modified=self.report.changed or bool(frozen))
+        return ir.passes.PassResult(result_to_ir(proto, base_dir), modified=self.report.changed or bool(frozen)
+                                    or bool(self.input_shapes or self.fix_dims))
 
 
 class FoldReduceProdPass(ir.passes.FunctionalPass):

@@ -147,3 +147,33 @@ def test_precision_with_input_shapes_is_the_cli_model(tmp_path):
     assert ir.to_proto(passed.model).graph.SerializeToString() == same.graph.SerializeToString()
     with pytest.raises(TypeError, match=r"fix_dims\['n'\]"):
         rewriter.convert_precision(model, "float16", fix_dims={"n": 1.5})
+
+
+def test_lower_ops_with_input_shapes_is_the_cli_model(tmp_path):
+    """A lowering that reads a dim writes it as a constant once the dim is fixed: QLinearSoftmax's table
+    for a reduced length given by --input-shape, the same model from the API and the CLI."""
+    from rewriter.lowering import lower_ops
+
+    inits = [numpy_helper.from_array(np.array(v, dt), n) for n, v, dt in
+             (("x_s", 0.05, np.float32), ("x_z", 0, np.uint8), ("y_s", 1 / 256, np.float32), ("y_z", 0, np.uint8))]
+    node = helper.make_node("QLinearSoftmax", ["X", "x_s", "x_z", "y_s", "y_z"], ["Y"], domain="com.microsoft",
+                            axis=-1, opset=13, name="softmax")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", TensorProto.UINT8, ["n", "d"])],
+                              [helper.make_tensor_value_info("Y", TensorProto.UINT8, ["n", "d"])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
+                              ir_version=8)
+    dynamic = lower_ops(model, "com.microsoft")
+    assert "Range" in {n.op_type for n in dynamic.graph.node}  # the table chosen at run time
+    got = lower_ops(model, "com.microsoft", input_shapes={"X": [2, 10]})
+    assert "Range" not in {n.op_type for n in got.graph.node}  # the table for 10, a constant
+    cli = _cli(tmp_path, model, "convert", "--lower-ops", "com.microsoft", "--input-shape", "X:2,10")
+    assert got.graph.SerializeToString() == cli.graph.SerializeToString()
+    import onnx_ir as ir
+
+    passed = rewriter.LowerOpsPass("com.microsoft", input_shapes={"X": [2, 10]})(ir.from_proto(model))
+    same = ir.to_proto(ir.from_proto(got))
+    assert ir.to_proto(passed.model).graph.SerializeToString() == same.graph.SerializeToString()
+    x = np.random.default_rng(4).integers(0, 256, (2, 10)).astype(np.uint8)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"X": x})[0]
+    np.testing.assert_array_equal(
+        ort.InferenceSession(got.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"X": x})[0], want)

@@ -3667,6 +3667,9 @@ MUTANTS: list[Mutant] = [
       'if upstream and producer.op_type not in ("DequantizeLinear", "QuantizeLinear", "DynamicQuantizeLinear"):',
       'if upstream:',
       'tests/convert/test_quant_fusion.py', 'the walk goes past the group'),
+    M('api-shape-lower', 'rewriter/lowering.py',
+      '    proto = entry.fixed_shapes(proto, input_shapes, fix_dims)\n', '',
+      'tests/test_api_static_shapes.py', 'lower_ops ignores input_shapes'),
 ]
 
 
