@@ -3670,6 +3670,10 @@ MUTANTS: list[Mutant] = [
     M('api-shape-lower', 'rewriter/lowering.py',
       '    proto = entry.fixed_shapes(proto, input_shapes, fix_dims)\n', '',
       'tests/test_api_static_shapes.py', 'lower_ops ignores input_shapes'),
+    M('help-runtimes', 'rewriter/cli/parser.py',
+      '"8.6, 10.x), openvino==2026.4 / 2024.6, tract==0.23, tvm==0.27, litert (onnx2tf 2.6 into "',
+      '"8.6, 10.x), (onnx2tf 2.6 into "',
+      'tests/cli/test_cli_conventions.py', "convert --target's help without the measured runtimes"),
 ]
 
 

@@ -151,7 +151,9 @@ def _add_convert(sub) -> None:
                    "else the command fails naming it and the lowest K that works")
     p.add_argument("--target", default=None, metavar="RUNTIME==VERSION|PROFILE.json",
                    help="convert for a runtime release: onnxruntime==1.15 (1.0 ..), tensorrt==8.6 (8.5, "
-                   "8.6, 10.x), or a JSON profile {\"opsets\": {\"\": 13, \"ai.onnx.ml\": 2}, \"ir_version\": 7, "
+                   "8.6, 10.x), openvino==2026.4 / 2024.6, tract==0.23, tvm==0.27, litert (onnx2tf 2.6 into "
+                   "LiteRT; each measured in that release: the result runs there, or the nodes that block "
+                   "are named; some forms need --input-shape), or a JSON profile {\"opsets\": {\"\": 13, \"ai.onnx.ml\": 2}, \"ir_version\": 7, "
                    "\"unsupported\": {\"\": [\"LayerNormalization\"]}}: its opsets and IR version are "
                    "chosen (opsets it takes are kept) and an op it lacks is expanded into its ONNX "
                    "function body, or blocks; instead of --opset/--ml-opset/--ir-version. The "
@@ -261,8 +263,8 @@ def _add_check(sub) -> None:
     p.add_argument("--json", action="store_true",
                    help="print one JSON document (schema rewriter.check/1) instead of a table")
     p.add_argument("--target", default=None, metavar="RUNTIME==VERSION|PROFILE.json",
-                   help="also say whether that runtime release (onnxruntime==1.15, tensorrt==8.6, a JSON "
-                   "profile) loads the model as it is, and what stops it (IR version, opsets, ops it "
+                   help="also say whether that runtime release (onnxruntime==1.15, tensorrt==8.6, "
+                   "openvino==2026.4, tract==0.23, tvm==0.27, litert, a JSON profile) loads the model as it is, and what stops it (IR version, opsets, ops it "
                    "lacks); exit 1 when something does")
     p.add_argument("--input-shape", type=arg_types.input_shape_arg, action="append", default=None,
                    metavar="NAME:DIMS", help="check the model with graph input NAME's shape fixed, e.g. "

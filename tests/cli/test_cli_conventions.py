@@ -357,6 +357,22 @@ def test_check_help_has_description_and_epilog(capsys):
     assert "strict shape inference" in text and "Exit status" in text
 
 
+@pytest.mark.parametrize("command", ["convert", "check"])
+def test_target_help_names_every_runtime_the_package_has_data_for(command, capsys):
+    """Each release table shipped in rewriter/targets/data is named in --target's help."""
+    import pathlib
+    import re
+
+    with pytest.raises(SystemExit):
+        cli.main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    data = pathlib.Path(cli.__file__).resolve().parents[1] / "targets" / "data"
+    runtimes = {f.stem for f in data.glob("*.json") if "_" not in f.stem}  # (not onnxruntime_half's tables)
+    assert {"onnxruntime", "tensorrt", "openvino", "tract", "tvm", "litert"} <= runtimes
+    for runtime in runtimes:
+        assert re.search(rf"\b{runtime}(==|\b)", text), runtime
+
+
 def test_check_accepts_a_directory(tmp_path, capsys):
     d = tmp_path / "models"
     d.mkdir()
