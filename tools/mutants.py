@@ -3674,6 +3674,9 @@ MUTANTS: list[Mutant] = [
       '"8.6, 10.x), openvino==2026.4 / 2024.6, tract==0.23, tvm==0.27, litert (onnx2tf 2.6 into "',
       '"8.6, 10.x), (onnx2tf 2.6 into "',
       'tests/cli/test_cli_conventions.py', "convert --target's help without the measured runtimes"),
+    M('litert-dql-kept', 'rewriter/targets/data/litert.json',
+      '"DynamicQuantizeLinear": {\n      "form": "kept_if_exact_input",\n      "measured": "2026-12-07', '"DynamicQuantizeLinear": {\n      "form": [],\n      "measured": "2026-12-07',
+      'tests/convert/test_quant_dynamic.py', "LiteRT keeps a DynamicQuantizeLinear after inexact float ops"),
 ]
 
 

@@ -292,7 +292,7 @@ def test_kept_form_leaves_the_node_or_names_the_inexact_op(nodes, x_type, blocke
         assert blockers == [] and copy.SerializeToString() == before
 
 
-@pytest.mark.parametrize("release", ["tract==0.23", "tvm==0.27"])
+@pytest.mark.parametrize("release", ["tract==0.23", "tvm==0.27", "litert==2.6"])
 def test_convert_for_tract_and_tvm_keeps_or_blocks(release):
     from rewriter.convert.for_target import convert_for
     from rewriter.convert.planner import ConversionBlocked
