@@ -11,7 +11,12 @@ when the float values before each DynamicQuantizeLinear are; they are within flo
 one ulp off can move its row's scale by an ulp and a code lying on a rounding boundary by one step. So:
 relative L2 <= 1e-5 (the issue's float32 bar) when no code moved; when one did, every code within one
 step, at most 1% of them moved, and relative L2 <= 1e-3 (measured on bert_tiny_opt_qdyn in OpenVINO 2026.4
-and tract 0.23: 1 code of 1792 moved in layer 0 by the runtime's own LayerNormalization rounding, 1.0e-4)."""
+and tract 0.23: 1 code of 1792 moved in layer 0 by the runtime's own LayerNormalization rounding, 1.0e-4).
+A code that moved changes what every later DynamicQuantizeLinear quantizes, its scale included, so the
+codes of those after the first one with a moved code are not compared, and the output is held to
+relative L2 <= 1e-2: on an Intel Xeon with AMX (seed 452, 4 heads of 8, batch 3, 5 tokens, a mask,
+QInt8 per tensor) 1 of 480 embedding codes moved by one step, then 466 of 480 attention codes by up to
+2 with the attention output's scale, and the output was 3.6e-3 from ONNX Runtime's."""
 
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto as T
 from onnx import helper
@@ -82,15 +87,21 @@ def _with_codes(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _judge(want: list, got: list) -> str:
-    """Fails unless ``got`` (output, then the codes) is ONNX Runtime's ``want`` within the tolerance above."""
-    moved, total = 0, 0
+    """Fails unless ``got`` (output, then the codes in graph order) is ONNX Runtime's ``want`` within the
+    tolerance above; after the first DynamicQuantizeLinear with a moved code, the later ones compute
+    from other values (a cascade) and only the output's bound is held."""
+    moved, total, cascade = 0, 0, False
     for a, b in zip(want[1:], got[1:]):
         step = np.abs(a.astype(np.int32) - np.asarray(b).reshape(a.shape).astype(np.int32))
+        if moved:
+            cascade = cascade or bool(step.any())
+            continue
         assert step.max(initial=0) <= 1, f"a code moved by {step.max()} steps"
         moved, total = moved + int((step > 0).sum()), total + step.size
+        assert moved <= 0.01 * max(total, 1), (moved, total)
     error = _rel_l2(want[0], np.asarray(got[0]).reshape(want[0].shape))
-    assert error <= (1e-3 if moved else 1e-5) and moved <= 0.01 * max(total, 1), (error, moved, total)
-    return f"{error:.1e} ({moved} of {total} codes moved)"
+    assert error <= (1e-2 if cascade else 1e-3 if moved else 1e-5), (error, moved, total, cascade)
+    return f"{error:.1e} ({moved} of {total} codes moved{', then a cascade' if cascade else ''})"
 
 
 def _feeds(rng, batch: int, seq: int, mask: bool) -> dict:
@@ -106,6 +117,8 @@ def _feeds(rng, batch: int, seq: int, mask: bool) -> dict:
 @given(seed=st.integers(0, 2**16), heads=st.sampled_from([1, 2, 4]), head_size=st.sampled_from([4, 8]),
        batch=st.integers(1, 3), seq=st.integers(1, POSITIONS), mask=st.booleans(), unidirectional=st.integers(0, 1),
        weights=st.sampled_from(["QInt8", "QUInt8"]), per_channel=st.booleans(), reduce_range=st.booleans())
+@example(seed=452, heads=4, head_size=8, batch=3, seq=5, mask=True, unidirectional=0, weights="QInt8",
+         per_channel=False, reduce_range=False)
 def test_quantize_dynamic_bert_layer_lowered(tmp_path, seed, heads, head_size, batch, seq, mask, unidirectional,
                                             weights, per_channel, reduce_range):
     rng = np.random.default_rng(seed)
