@@ -97,11 +97,12 @@ def convert_opset(model: ModelLike, target_opset: int | str | None = None, *, ml
         >>> for_old_ort = rewriter.convert_opset("model.onnx", target="onnxruntime==1.15")  # doctest: +SKIP
     """
     target_opset = entry.convert_args(target_opset, ml_opset, ir_version, target)
+    shapes = entry.shape_args(input_shapes, fix_dims)
     from rewriter.convert import convert_for
 
     proto, kind, base_dir = entry.open_model(model, allow_invalid_input)
     proto, frozen = entry.freeze(proto, freeze_input_defaults)
-    proto = entry.fixed_shapes(proto, input_shapes, fix_dims)
+    proto = entry.fixed_shapes(proto, *shapes)
     try:
         result = convert_for(proto, target_opset, ml_opset=ml_opset, ir_version=ir_version, runtime=target,
                              base_dir=base_dir)[0]
@@ -171,14 +172,15 @@ def convert_precision(model: ModelLike, dtype: str = "float16", *, keep_io_types
     from rewriter.precision.pipeline import HalfOptions, convert_half
     from rewriter.targets.spec import TargetSpec
 
+    shapes = entry.shape_args(input_shapes, fix_dims)
     proto, kind, base_dir = entry.open_model(model, allow_invalid_input)
     spec = TargetSpec.parse(opset, target=target) if opset is not None or target is not None else None
     options = HalfOptions(keep_io_types=keep_io_types, keep_op_types=keep_op_types, keep_nodes=keep_nodes,
                           optimize=optimize, calibrate=calibrate, max_error=max_error,
                           calibration_data=calibration_data, keep_io_precision=keep_io_precision,
-                          input_shapes={k: list(v) for k, v in (input_shapes or {}).items()})
+                          input_shapes=shapes[0])
     proto, frozen = entry.freeze(proto, freeze_input_defaults)
-    proto = entry.fixed_shapes(proto, input_shapes, fix_dims)
+    proto = entry.fixed_shapes(proto, *shapes)
     result, _ = convert_half(proto, dtype, spec, options, base_dir=base_dir)
     from rewriter.graph.input_defaults import check_kept
 
@@ -274,8 +276,9 @@ def optimize_model(model: ModelLike, *, fold_limit: int = 512 * 512 * 4, int_ove
     if int_overflow not in FOLD_INT_OVERFLOW_POLICIES:
         raise RewriterError(f"int_overflow must be one of {', '.join(FOLD_INT_OVERFLOW_POLICIES)}, "
                             f"got {int_overflow!r}")
+    shapes = entry.shape_args(input_shapes, fix_dims)
     proto, kind, base_dir = entry.open_model(model, allow_invalid_input)
-    proto = entry.fixed_shapes(proto, input_shapes, fix_dims)
+    proto = entry.fixed_shapes(proto, *shapes)
     options = OptimizeOptions(fold_limit=fold_limit, int_overflow=int_overflow, strip_metadata=strip_metadata,
                               allow_removing_custom_ops=allow_removing_custom_ops,
                               freeze_input_defaults=freeze_input_defaults)

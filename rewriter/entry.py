@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import onnx
 
-__all__ = ["open_model", "read_model", "freeze", "fixed_shapes", "result_of", "convert_args", "ACCEPTED"]
+__all__ = ["open_model", "read_model", "freeze", "shape_args", "fixed_shapes", "result_of", "convert_args", "ACCEPTED"]
 
 ACCEPTED = "an onnx.ModelProto, an onnx_ir.Model or a path (str or os.PathLike) to a model file"
 
@@ -36,11 +36,9 @@ def freeze(proto, freeze) -> tuple[Any, list[str]]:
     return freeze_input_defaults(proto, freeze)
 
 
-def fixed_shapes(proto, input_shapes, fix_dims, check_only: bool = False):
-    """``proto`` with the dims ``input_shapes`` (graph input name -> sizes) and ``fix_dims`` (symbol ->
-    size) fix, as ``--input-shape`` / ``--fix-dim`` (a copy; ``proto`` itself when both are empty):
-    TypeError for arguments of the wrong type, RewriterError for a name the model lacks or a size
-    that contradicts its declared dims (``check_only``: the types only)."""
+def shape_args(input_shapes, fix_dims) -> tuple[dict, dict]:
+    """``input_shapes`` (graph input name -> sizes) and ``fix_dims`` (symbol -> size) as dicts of
+    lists / ints (None: empty); TypeError for arguments of the wrong type."""
     def size(v) -> bool:
         return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
@@ -53,21 +51,16 @@ def fixed_shapes(proto, input_shapes, fix_dims, check_only: bool = False):
             ok = size(given) if arg == "fix_dims" else isinstance(given, (list, tuple)) and all(map(size, given))
             if not ok:
                 raise TypeError(f"{arg}[{name!r}] must be {what}, got {given!r}")
-    if check_only or (not input_shapes and not fix_dims):
-        return proto
-    import onnx
+    return {k: list(v) for k, v in (input_shapes or {}).items()}, dict(fix_dims or {})
 
-    from rewriter.graph.static_shapes import fix_shapes
 
-    from rewriter.errors import RewriterError
+def fixed_shapes(proto, input_shapes: dict, fix_dims: dict):
+    """``proto`` with the dims :func:`shape_args`' dicts fix, as ``--input-shape`` / ``--fix-dim`` (a
+    copy; ``proto`` itself when both are empty): RewriterError for a name the model lacks or a size
+    that contradicts its declared dims, naming the arguments."""
+    from rewriter.graph.static_shapes import fixed_copy
 
-    copy = onnx.ModelProto()
-    copy.CopyFrom(proto)
-    try:
-        fix_shapes(copy, {k: list(v) for k, v in input_shapes.items()} if input_shapes else None, fix_dims)
-    except RewriterError as e:  # the messages name the command line's flags: here, the arguments
-        raise RewriterError(str(e).replace("--input-shape", "input_shapes").replace("--fix-dim", "fix_dims")) from None
-    return copy
+    return fixed_copy(proto, input_shapes, fix_dims, names=("input_shapes", "fix_dims"))[0]
 
 
 def read_model(model) -> tuple[Any, str, str | None]:

@@ -43,7 +43,8 @@ def lower_ops(model: ModelLike, ops: str | set | None = None, *, opset: int | No
     from rewriter.convert.lowering import parse_ops
 
     chosen = parse_ops(ops) if isinstance(ops, str) else ops
+    shapes = entry.shape_args(input_shapes, fix_dims)
     proto, kind, base_dir = entry.open_model(model, allow_invalid_input)
     proto, _ = entry.freeze(proto, freeze_input_defaults)
-    proto = entry.fixed_shapes(proto, input_shapes, fix_dims)
+    proto = entry.fixed_shapes(proto, *shapes)
     return entry.result_of(lower(proto, chosen, opset=opset)[0], kind, base_dir)

@@ -31,15 +31,18 @@ __all__ = ["ConvertOpsetPass", "LowerOpsPass", "ConvertPrecisionPass", "FoldRedu
            "RemoveUnusedPass", "DropToolMetadataPass", "StripMetadataPass"]
 
 
-def _checked(model: ir.Model, allow_invalid: bool, base_dir: str | None = None, freeze=None):
+def _checked(model: ir.Model, allow_invalid: bool, base_dir: str | None = None, freeze=None, shapes=None):
     """(proto, base_dir, frozen) of ``model``, checked as every entry point checks its input
     (:func:`rewriter.verify.inputs.validate.check_input`: ModelLoadError naming the node or tensor),
-    with the graph inputs ``freeze`` names made constants (``freeze_input_defaults``; their names)."""
+    with the graph inputs ``freeze`` names made constants (``freeze_input_defaults``; their names)
+    and then the dims ``shapes`` (:func:`rewriter.entry.shape_args`' pair) fixed."""
+    from rewriter.entry import fixed_shapes
     from rewriter.graph.input_defaults import freeze_in_place
 
     proto, base_dir = proto_of(model, base_dir)
     check_input(proto, allow_invalid=allow_invalid)
-    return proto, base_dir, freeze_in_place(proto, freeze)  # (proto_of made a new proto)
+    frozen = freeze_in_place(proto, freeze)  # (proto_of made a new proto)
+    return (fixed_shapes(proto, *shapes) if shapes else proto), base_dir, frozen
 
 
 class ConvertOpsetPass(ir.passes.FunctionalPass):
@@ -79,11 +82,10 @@ class ConvertOpsetPass(ir.passes.FunctionalPass):
                  freeze_input_defaults=None, input_shapes: dict[str, list[int]] | None = None,
                  fix_dims: dict[str, int] | None = None) -> None:
         super().__init__()
-        from rewriter.entry import convert_args, fixed_shapes
+        from rewriter.entry import convert_args, shape_args
 
         self.target_opset = convert_args(target_opset, ml_opset, ir_version, target)
-        fixed_shapes(None, input_shapes, fix_dims, check_only=True)  # a TypeError when made, as the others
-        self.input_shapes, self.fix_dims = input_shapes, fix_dims
+        self.shapes = shape_args(input_shapes, fix_dims)
         self.ml_opset, self.ir_version, self.target = ml_opset, ir_version, target
         self.allow_invalid_input, self.freeze_input_defaults = allow_invalid_input, freeze_input_defaults
         self.report = None
@@ -91,14 +93,12 @@ class ConvertOpsetPass(ir.passes.FunctionalPass):
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         """Convert ``model``; returns a new model and whether anything changed."""
         from rewriter.convert import convert_for
-
-        from rewriter.graph.input_defaults import check_kept
-
         from rewriter.entry import fixed_shapes
+        from rewriter.graph.input_defaults import check_kept
 
         proto, base_dir, frozen = _checked(model, self.allow_invalid_input, freeze=self.freeze_input_defaults)
         before = proto.SerializeToString()
-        proto = fixed_shapes(proto, self.input_shapes, self.fix_dims)
+        proto = fixed_shapes(proto, *self.shapes)  # (after ``before``: fixed dims are a change)
         try:
             result, self.report = convert_for(proto, self.target_opset, ml_opset=self.ml_opset,
                                               ir_version=self.ir_version, runtime=self.target, base_dir=base_dir)
@@ -126,13 +126,11 @@ class ConvertPrecisionPass(ir.passes.FunctionalPass):
                  freeze_input_defaults=None, keep_io_precision: bool = False,
                  input_shapes: dict[str, list[int]] | None = None, fix_dims: dict[str, int] | None = None) -> None:
         super().__init__()
-        from rewriter.entry import fixed_shapes
+        from rewriter.entry import shape_args
         from rewriter.precision.pipeline import HalfOptions
         from rewriter.targets.spec import TargetSpec
 
-        fixed_shapes(None, input_shapes, fix_dims, check_only=True)  # a TypeError when made
-        self.input_shapes, self.fix_dims = input_shapes, fix_dims
-
+        self.shapes = shape_args(input_shapes, fix_dims)
         self.dtype, self.allow_invalid_input = dtype, allow_invalid_input
         self.freeze_input_defaults = freeze_input_defaults
         self.spec = TargetSpec.parse(opset, target=target) if opset is not None or target is not None else None
@@ -140,7 +138,7 @@ class ConvertPrecisionPass(ir.passes.FunctionalPass):
         self.options = HalfOptions(keep_io_types=keep_io_types, keep_op_types=keep_op_types, keep_nodes=keep_nodes,
                                    optimize=optimize, calibrate=calibrate, max_error=max_error,
                                    calibration_data=calibration_data, keep_io_precision=keep_io_precision,
-                                   input_shapes={k: list(v) for k, v in (input_shapes or {}).items()})
+                                   input_shapes=self.shapes[0])
         self.report = None
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
@@ -149,16 +147,14 @@ class ConvertPrecisionPass(ir.passes.FunctionalPass):
 
         from rewriter.graph.input_defaults import check_kept
 
-        from rewriter.entry import fixed_shapes
-
-        proto, base_dir, frozen = _checked(model, self.allow_invalid_input, freeze=self.freeze_input_defaults)
-        proto = fixed_shapes(proto, self.input_shapes, self.fix_dims)
+        proto, base_dir, frozen = _checked(model, self.allow_invalid_input, freeze=self.freeze_input_defaults,
+                                           shapes=self.shapes)
         proto, done = convert_half(proto, self.dtype, self.spec, self.options, base_dir=base_dir)
         check_kept(proto, frozen)
         self.report = done.report
         modified = bool(self.report.half_nodes or self.report.applied.constants_converted
                         or self.report.applied.casts or done.migration is not None or frozen
-                        or bool(self.input_shapes or self.fix_dims))
+                        or any(self.shapes))
         return ir.passes.PassResult(result_to_ir(proto, base_dir), modified=modified)
 
 
@@ -172,25 +168,22 @@ class LowerOpsPass(ir.passes.FunctionalPass):
                  fix_dims: dict[str, int] | None = None) -> None:
         super().__init__()
         from rewriter.convert.lowering import parse_ops
-        from rewriter.entry import fixed_shapes
+        from rewriter.entry import shape_args
 
         self.ops = parse_ops(ops) if isinstance(ops, str) else ops
         self.opset, self.allow_invalid_input, self.freeze_input_defaults = opset, allow_invalid_input, freeze_input_defaults
-        fixed_shapes(None, input_shapes, fix_dims, check_only=True)  # a TypeError when made
-        self.input_shapes, self.fix_dims = input_shapes, fix_dims
+        self.shapes = shape_args(input_shapes, fix_dims)
         self.report = None
 
     def call(self, model: ir.Model) -> ir.passes.PassResult:
         """Lower ``model``; returns a new model and whether any node was lowered."""
         from rewriter.convert.lower_ops import lower_ops
 
-        from rewriter.entry import fixed_shapes
-
-        proto, base_dir, frozen = _checked(model, self.allow_invalid_input, freeze=self.freeze_input_defaults)
-        proto = fixed_shapes(proto, self.input_shapes, self.fix_dims)
+        proto, base_dir, frozen = _checked(model, self.allow_invalid_input, freeze=self.freeze_input_defaults,
+                                           shapes=self.shapes)
         proto, self.report = lower_ops(proto, self.ops, opset=self.opset)
         return ir.passes.PassResult(result_to_ir(proto, base_dir), modified=self.report.changed or bool(frozen)
-                                    or bool(self.input_shapes or self.fix_dims))
+                                    or any(self.shapes))
 
 
 class FoldReduceProdPass(ir.passes.FunctionalPass):

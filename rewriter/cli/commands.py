@@ -43,7 +43,8 @@ def cmd_convert(args) -> int:
     from rewriter.convert import convert_for
 
     start = args.run.started or time.perf_counter()  # _run sets it before loading
-    model, static = _fixed_shapes(args)
+    model, fixed = _fixed_shapes(args)
+    static = _static_line(fixed)
     original, lowered = model, _lower_first(args, model) if getattr(args, "lower_ops", None) else None
     if lowered is not None:  # (verified against the original, the result computes what it does)
         model, static = lowered[0], static + lowered[1]
@@ -96,22 +97,21 @@ def cmd_convert(args) -> int:
 
 def _fixed_shapes(args):
     """The input with the dims ``--input-shape`` / ``--fix-dim`` fix (a copy; the input itself
-    when neither is given), and what was fixed (summary lines)."""
-    shapes, dims = dict(getattr(args, "input_shape", None) or []), dict(getattr(args, "fix_dim", None) or [])
-    if not shapes and not dims:
-        return args.run.input_model, []
-    import onnx
+    when neither is given), and what was fixed (one line each)."""
+    from rewriter.graph.static_shapes import fixed_copy
 
-    from rewriter.graph.static_shapes import fix_shapes
-
-    model = onnx.ModelProto()
-    model.CopyFrom(args.run.input_model)
-    lines = fix_shapes(model, shapes, dims)
-    if args.run.input_inferred is not None:
+    model, lines = fixed_copy(args.run.input_model, dict(getattr(args, "input_shape", None) or []),
+                              dict(getattr(args, "fix_dim", None) or []))
+    if lines and args.run.input_inferred is not None:
         from rewriter.graph.inferred import LazyInference
 
         args.run.input_inferred = LazyInference(model)
-    return model, [f"static shapes: {'; '.join(lines)}"]
+    return model, lines
+
+
+def _static_line(lines: list[str]) -> list[str]:
+    """The summary line saying what ``--input-shape`` / ``--fix-dim`` fixed (none when nothing was)."""
+    return [f"static shapes: {'; '.join(lines)}"] if lines else []
 
 
 def _plan(args, model, base_dir) -> int:
@@ -203,7 +203,8 @@ def cmd_optimize(args) -> int:
     from rewriter.optimize import OptimizeOptions, optimize_proto
 
     start = args.run.started or time.perf_counter()  # _run sets it before loading
-    model, static = _fixed_shapes(args)
+    model, fixed = _fixed_shapes(args)
+    static = _static_line(fixed)
     before = summary.model_stats(args.run.input_model, input_layout(args, args.run.input_model).files)
     options = OptimizeOptions(fold_limit=args.fold_limit, int_overflow=args.int_overflow,
                               strip_metadata=args.strip_metadata,
@@ -288,7 +289,7 @@ def cmd_check(args) -> int:
     from rewriter.verify.shapes.shape_report import table_lines
     from rewriter.verify.shapes import check_report
 
-    model, static = _fixed_shapes(args)
+    model, fixed = _fixed_shapes(args)
     report = check_report(model)
     target = None
     runtime = args.spec.runtime if getattr(args, "spec", None) is not None else None
@@ -306,11 +307,11 @@ def cmd_check(args) -> int:
             doc["target"] = target
         if frozen is not None:
             doc["frozen_input_defaults"] = list(args.run.frozen_inputs)
-        if static:
-            doc["static_shapes"] = static[0].split(": ", 1)[1].split("; ")
+        if fixed:
+            doc["static_shapes"] = fixed
         print(json.dumps(doc, indent=2))
     else:
-        print(f"{args.model}:" + (f" {frozen}" if frozen else "") + (f" ({static[0]})" if static else ""))
+        print(f"{args.model}:" + (f" {frozen}" if frozen else "") + "".join(f" ({line})" for line in _static_line(fixed)))
         for line in table_lines(report):
             print(line)
         if target is not None:

@@ -17,7 +17,7 @@ import onnx
 from rewriter.errors import RewriterError
 from rewriter.graph import traversal
 
-__all__ = ["fix_shapes", "is_dynamic", "symbol", "ANONYMOUS"]
+__all__ = ["fix_shapes", "fixed_copy", "is_dynamic", "symbol", "ANONYMOUS"]
 
 
 def is_dynamic(d: onnx.TensorShapeProto.Dimension) -> bool:
@@ -32,13 +32,13 @@ def symbol(d: onnx.TensorShapeProto.Dimension) -> str | None:
     return d.dim_param if d.WhichOneof("value") == "dim_param" and d.dim_param not in ANONYMOUS else None
 
 
-def _symbol_sizes(graph: onnx.GraphProto, input_shapes: dict, fixed: dict) -> dict[str, int]:
+def _symbol_sizes(graph: onnx.GraphProto, input_shapes: dict, fixed: dict, flag: str) -> dict[str, int]:
     inputs = {vi.name: vi for vi in graph.input}
     initializers = {t.name for t in graph.initializer}
     unknown = sorted(n for n in input_shapes if n not in inputs or n in initializers)
     if unknown:
         names = ", ".join(sorted(n for n in inputs if n not in initializers)) or "none"
-        raise RewriterError(f"--input-shape: the model has no graph input {', '.join(map(repr, unknown))} "
+        raise RewriterError(f"{flag}: the model has no graph input {', '.join(map(repr, unknown))} "
                             f"(inputs: {names})")
     symbols = dict(fixed)
     for name, sizes in input_shapes.items():
@@ -47,26 +47,27 @@ def _symbol_sizes(graph: onnx.GraphProto, input_shapes: dict, fixed: dict) -> di
             continue
         dims = tensor.shape.dim
         if len(dims) != len(sizes):
-            raise RewriterError(f"--input-shape {name}: {len(sizes)} dim(s) given, the input has rank {len(dims)}")
+            raise RewriterError(f"{flag} {name}: {len(sizes)} dim(s) given, the input has rank {len(dims)}")
         for i, (d, size) in enumerate(zip(dims, sizes)):
             if not is_dynamic(d) and d.dim_value != size:
-                raise RewriterError(f"--input-shape {name}: dim {i} is declared {d.dim_value}, not {size}")
+                raise RewriterError(f"{flag} {name}: dim {i} is declared {d.dim_value}, not {size}")
             if symbol(d):
                 given = symbols.setdefault(d.dim_param, size)
                 if given != size:
-                    raise RewriterError(f"--input-shape {name}: dim {i} is '{d.dim_param}', which is {given} "
+                    raise RewriterError(f"{flag} {name}: dim {i} is '{d.dim_param}', which is {given} "
                                         f"elsewhere, not {size}")
     return symbols
 
 
 def fix_shapes(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None = None,
-               fixed: dict[str, int] | None = None) -> list[str]:
-    """Fix the dims of ``model`` in place; returns what changed (one line each)."""
+               fixed: dict[str, int] | None = None, names: tuple[str, str] = ("--input-shape", "--fix-dim")) -> list[str]:
+    """Fix the dims of ``model`` in place; returns what changed (one line each). ``names``: what the
+    refusals call the two arguments (the command line's flags, or the API's argument names)."""
     input_shapes, fixed = dict(input_shapes or {}), dict(fixed or {})
     if not input_shapes and not fixed:
         return []
     graph = model.graph
-    symbols = _symbol_sizes(graph, input_shapes, fixed)
+    symbols = _symbol_sizes(graph, input_shapes, fixed, names[0])
     seen: set[str] = set()
     changed = 0
     for name, sizes in input_shapes.items():
@@ -98,7 +99,18 @@ def fix_shapes(model: onnx.ModelProto, input_shapes: dict[str, list[int]] | None
                     changed += 1
     unused = sorted(set(fixed) - seen)
     if unused:
-        raise RewriterError(f"--fix-dim: no declared shape uses the symbol(s) {', '.join(map(repr, unused))}")
+        raise RewriterError(f"{names[1]}: no declared shape uses the symbol(s) {', '.join(map(repr, unused))}")
     lines = [f"input '{n}' fixed to [{', '.join(map(str, s))}]" for n, s in input_shapes.items()]
     lines += [f"symbol '{s}' = {v} wherever it appears" for s, v in sorted(symbols.items()) if s in seen]
     return lines + [f"{changed} dim(s) made static"]
+
+
+def fixed_copy(model: onnx.ModelProto, input_shapes: dict | None, fixed: dict | None,
+               names: tuple[str, str] = ("--input-shape", "--fix-dim")) -> tuple[onnx.ModelProto, list[str]]:
+    """(a copy of ``model`` with the dims fixed, what changed) as :func:`fix_shapes`; ``model`` itself
+    and no lines when nothing is asked."""
+    if not input_shapes and not fixed:
+        return model, []
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    return copy, fix_shapes(copy, input_shapes, fixed, names)

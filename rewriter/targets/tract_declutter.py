@@ -130,12 +130,12 @@ def duplicates_merged(model: onnx.ModelProto, release: str, inferred=None) -> li
     from rewriter.optimize import bridge
     from rewriter.optimize.cse import CommonSubexpressionEliminationPass
 
-    before = len(model.graph.node)
     work, carry = bridge.to_ir(model)
     CommonSubexpressionEliminationPass()(work)
-    model.CopyFrom(bridge.to_proto(work, carry))
-    merged = before - len(model.graph.node)
-    if not merged:
+    merged_model = bridge.to_proto(work, carry)
+    merged = len(model.graph.node) - len(merged_model.graph.node)
+    if not merged:  # (the model is left as it was, not as the bridge writes it back)
         return []
+    model.CopyFrom(merged_model)
     return [f"{merged} node(s) identical to another merged ({release} merges identical nodes itself and can leave "
             f"a Less it deleted in the graph)"]

@@ -130,6 +130,7 @@ def _reshaped(node, scope, types, tp):
 
     elem, dims = dims_of(types[node.input[0]])
     _, old = dims_of(tp)
+
     def int_dims(name):
         got = dims_of(types.get(name))[1]
         return None if got is None else [d if isinstance(d, int) else None for d in got]
@@ -151,9 +152,9 @@ def _reshaped(node, scope, types, tp):
         else:
             new.append(int(v) if known and v >= 0 else None)
     if new.count(None) == 1 and dims is not None and all(isinstance(d, int) for d in dims):
-        rest = int(np.prod([d for d in new if d is not None]))
-        if rest and found[1][new.index(None)] and found[0][new.index(None)] == -1:
-            new[new.index(None)] = int(np.prod(dims)) // rest
+        k, rest = new.index(None), int(np.prod([d for d in new if d is not None]))
+        if rest and found[1][k] and found[0][k] == -1:  # the one -1: what the other dims leave
+            new[k] = int(np.prod(dims)) // rest
     return tensor_type(elem or onnx.TensorProto.UNDEFINED, new)
 
 
