@@ -25,6 +25,8 @@ def _masks(rng, past=0):
     return {
         "none": None,
         "end": (np.array([total, 3], np.int32), ["b"]),
+        "end_zero": (np.array([0, total], np.int32), ["b"]),  # a row with every key masked
+        "end_own_symbol": (np.array([total, 3], np.int32), ["m"]),  # [B] or [2B]: told at run time
         "end_start": (np.array([total, 4, 0, 2], np.int32), ["bb"]),
         "raw2d": ((rng.random((B, total)) > 0.3).astype(np.int32), ["b", "t"]),
         "raw3d": ((rng.random((B, S, total)) > 0.3).astype(np.int32), ["b", "s", "t"]),
@@ -54,7 +56,7 @@ def _attention(rng, mask, *, past=0, bias=True, attn_bias=False, sizes=None, pre
                      **attrs), feeds
 
 
-@pytest.mark.parametrize("mask", ["none", "end", "end_start", "raw2d", "raw3d"])
+@pytest.mark.parametrize("mask", ["none", "end", "end_zero", "end_own_symbol", "end_start", "raw2d", "raw3d"])
 @pytest.mark.parametrize("unidirectional", [0, 1])
 @pytest.mark.parametrize("opset", [None, 23])
 def test_attention_masks(mask, unidirectional, opset):
@@ -72,6 +74,24 @@ def test_attention_past_present_bias_and_attributes(opset, mask):
     check_lowering(model, feeds, opset=opset, **TOL)
     model, feeds = _attention(rng, _masks(rng)[mask], attn_bias=True, present=True, mask_filter_value=-500.0)
     check_lowering(model, feeds, opset=opset, **TOL)
+
+
+@pytest.mark.parametrize("symbol, computed", [("b", False), ("m", True), (B, False), (None, True)])
+def test_a_mask_index_as_long_as_the_batch_is_read_without_computed_bounds(symbol, computed):
+    """A 1-d mask whose length is the queries' batch (the same symbol or number) holds end positions
+    only: no Slice by the batch, no zeros for the start positions (LiteRT's onnx2tf loses the dims
+    through those; tests/targets/test_computed_shapes.py). Another length is told at run time."""
+    rng = np.random.default_rng(6)
+    model, feeds = _attention(rng, (np.array([S, 3], np.int32), [symbol or "m"]))
+    if symbol == B:
+        model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = B
+    if symbol is None:  # both unknown: not known to be equal
+        for value in model.graph.input[:1] + [i for i in model.graph.input if i.name == "M"]:
+            value.type.tensor_type.shape.dim[0].Clear()
+    lowered, _ = lower_ops(model)
+    ops = [n.op_type for n in lowered.graph.node]
+    assert ("Slice" in ops and "ConstantOfShape" in ops) == computed
+    check_lowering(model, feeds, **TOL)
 
 
 def test_attention_unequal_widths_and_no_bias():

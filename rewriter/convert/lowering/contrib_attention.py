@@ -47,7 +47,10 @@ def _mask_and_bias(ctx, mask_i: int, bias_i: int | None, query: str, keys: str, 
     masked = None
     mask = ctx.name(mask_i)
     if mask is not None:
-        masked = key_mask(ctx, mask, ctx.input(mask_i).rank, total, dim(e, query, 0))
+        lengths, queries = ctx.input(mask_i).shape, ctx.input(0).shape
+        ends_only = bool(lengths and queries and len(lengths) == 1 and lengths[0] is not None
+                         and lengths[0] == queries[0])  # the same symbol or number: [B], not [2B]
+        masked = key_mask(ctx, mask, ctx.input(mask_i).rank, total, dim(e, query, 0), ends_only)
     tri = causal_mask(e, scalar(e, dim(e, query, 1)), total) if causal else None
     return masked, tri, None if bias_i is None else ctx.name(bias_i)
 

@@ -31,11 +31,14 @@ def _positions(e, total: str) -> str:
     return e.cast(e.op("Range", [e.const(np.int64(0), hint="zero"), total, e.const(np.int64(1), hint="one")]), INT32)
 
 
-def key_mask(ctx, mask: str, rank: int | None, total: str, batch: str) -> str:
+def key_mask(ctx, mask: str, rank: int | None, total: str, batch: str, ends_only: bool = False) -> str:
     """Boolean "masked" for the mask input's format: 1D [B] (keys at or after the end position) or
     [2B] (also before the start), 2D [B, T] / 3D [B, S, T] raw (masked where <= 0). Shape
     broadcastable to [B, 1, S, T]."""
     e = ctx.emit
+    if rank == 1 and ends_only:  # [B]: end positions only (ONNX Runtime tells [B] from [2B] by the length)
+        keys = e.unsqueeze(_positions(e, total), [0])  # [1, T]
+        return e.unsqueeze(e.op("GreaterOrEqual", [keys, e.unsqueeze(mask, [1])]), [1, 2])  # [B, 1, 1, T]
     if rank == 1:
         ends = e.op("Slice", [mask, e.ints([0]), batch, e.ints([0])])
         pad = e.op("ConstantOfShape", [batch], value=_zero_int32())
