@@ -85,11 +85,12 @@ def _past_lengths(e, seqlens: str, total: str, query_len: str) -> str:
     return e.op("Where", [first, e.const(np.int64(0), hint="zero"), rest])
 
 
-def _repeat_kv(e, x: str, groups: int, heads: int, head: int) -> str:
+def _repeat_kv(e, x: str, groups: int, heads: int) -> str:
     if groups == 1:
         return x
-    wide = e.op("Expand", [e.unsqueeze(x, [2]), e.ints([1, 1, groups, 1, 1])])
-    return e.op("Reshape", [wide, e.ints([0, heads, -1, head])])
+    # head i reads key/value head i // groups: a Gather of constant indices (no Reshape whose -1 is the
+    # key length: LiteRT's onnx2tf derives that shape wrongly while the length is not static)
+    return e.op("Gather", [x, e.ints(list(np.arange(heads) // groups))], axis=1)
 
 
 def _allowed(e, past: str, query_len: str, keys: str, window: int) -> str:
@@ -141,7 +142,7 @@ def group_query_attention(ctx) -> None:
             e.identity(full, ctx.node.output[i])
     allowed = _allowed(e, past, scalar(e, query_len), scalar(e, dim(e, k, 2)), int(ctx.attr("local_window_size", -1)))
     scale = ctx.attr("scale", 0.0) or float(np.float32(1) / np.sqrt(np.float32(head)))
-    out = _attend(e, q, _repeat_kv(e, k, heads // kv, heads, head), _repeat_kv(e, v, heads // kv, heads, head),
+    out = _attend(e, q, _repeat_kv(e, k, heads // kv, heads), _repeat_kv(e, v, heads // kv, heads),
                   allowed, float(np.float32(scale)), float(ctx.attr("softcap", 0.0)), elem)
     merge_heads(e, out, out=ctx.node.output[0])
 
