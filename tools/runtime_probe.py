@@ -662,8 +662,9 @@ def _highest_contiguous(table: dict, start: int) -> int | None:
     return best
 
 
-# runtime_probe_symbolic.py, runtime_probe_quant.py; rewrite_forms: measured by hand (each says its command)
-OTHER_PROBES = ("needs_static_dims", "quantized_forms", "rewrite_forms")
+# runtime_probe_symbolic.py, runtime_probe_quant.py, runtime_computed_shapes.py; rewrite_forms: measured by hand
+# (each says its command)
+OTHER_PROBES = ("needs_static_dims", "quantized_forms", "rewrite_forms", "computed_shapes")
 
 
 def summarize(raw: dict) -> dict:

@@ -20,7 +20,10 @@ def target_check(args, model) -> dict:
     base_dir = os.path.dirname(os.path.abspath(args.model))
     found = blockers(model, runtime, base_dir=base_dir) + foreign_lines(model, runtime, lowerable_ops())
     found += measured_form_lines(model, runtime)
-    result = {"target": runtime.name, "loads": not found, "blockers": found, "run_notes": runtime.run_notes()}
+    from rewriter.targets.computed_shapes import computed_shapes_note
+
+    notes = runtime.run_notes() + computed_shapes_note(model, runtime.computed_shapes, runtime.name)
+    result = {"target": runtime.name, "loads": not found, "blockers": found, "run_notes": notes}
     if found:
         result["convert"] = would(args, model, base_dir)
     return result

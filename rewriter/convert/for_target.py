@@ -227,6 +227,9 @@ def _measured_forms(source, result, report, target, plan_only: bool) -> None:
         report.target_notes.extend(single_input_concats(result, target.form_verdicts, target.name))
         report.target_notes.extend(reversed_slices(result, target.form_verdicts, target.name))
     report.target_notes.extend(target.run_notes())
+    from rewriter.targets.computed_shapes import computed_shapes_note
+
+    report.target_notes.extend(computed_shapes_note(result, target.computed_shapes, target.name))
     unmeasured = verdicts.unmeasured_present(result, target.unmeasured)
     if unmeasured:
         report.target_notes.append(f"op versions {target.name} was not measured in (no node test reaches them, "

@@ -76,6 +76,8 @@ class Target:
     rewrite_forms: dict = dataclasses.field(default_factory=dict)
     # how the release was run when measured (the data's "config": device, precision hint, ...)
     measured_with: dict = dataclasses.field(default_factory=dict)
+    # real models refused for shapes computed from dims (rewriter.targets.computed_shapes)
+    computed_shapes: dict = dataclasses.field(default_factory=dict)
 
     def release_of(self, runtime: str) -> str | None:
         """"MAJOR.MINOR" of this target when it is a release of ``runtime``, else None."""
@@ -188,7 +190,8 @@ def load_release(runtime: str, wanted: tuple[int, int]) -> Target:
                   dict(entry.get("types_refused", {})), _by_version(entry.get("type_verdicts")),
                   _by_version(entry.get("form_verdicts")), _table_of(entry.get("unmeasured")),
                   needs_static_dims=_static_forms(entry), refused_forms=_static_forms(entry, "refused"),
-                  rewrite_forms=dict(entry.get("rewrite_forms") or {}), measured_with=dict(entry.get("config") or {}))
+                  rewrite_forms=dict(entry.get("rewrite_forms") or {}), measured_with=dict(entry.get("config") or {}),
+                  computed_shapes=dict(entry.get("computed_shapes") or {}))
 
 
 def _static_forms(entry: dict, which: str = "needed") -> dict:
