@@ -92,7 +92,8 @@ def test_a_value_reached_twice_is_decided_after_its_inputs():
              helper.make_node("ConstantOfShape", ["shape"], ["y"], name="zeros")]
     model = _model(nodes, [_i64("one", [1]), _i64("zero", [0]), _i64("minus1", [-1])])
     assert computed_shape_nodes(model) == [_label('zeros', 'ConstantOfShape')]
-    alone = _model([helper.make_node("Add", ["d", "zero"], ["a"]), helper.make_node("Concat", ["a", "d"], ["c"], axis=0),
+    alone = _model([helper.make_node("Add", ["d", "zero"], ["a"]),
+                    helper.make_node("Concat", ["a", "d"], ["c"], axis=0),
                     helper.make_node("ConstantOfShape", ["c"], ["y"], name="zeros")], [_i64("zero", [0])],
                    graph_inputs=[helper.make_tensor_value_info("d", T.INT64, [1])])
     assert computed_shape_nodes(alone) == []  # a graph input's values are not dims read
@@ -132,7 +133,8 @@ def test_no_note_for_static_inputs_nor_without_a_measured_refusal():
     fixed_only.CopyFrom(_flatten_by_shape())
     for d in fixed_only.graph.input[0].type.tensor_type.shape.dim:
         d.dim_value = d.dim_value or 2
-    assert computed_shape_nodes(fixed_only) == [_label('flat', 'Reshape')] and computed_shapes_note(fixed_only, MEASURED, "r") == []
+    assert computed_shape_nodes(fixed_only) == [_label('flat', 'Reshape')]
+    assert computed_shapes_note(fixed_only, MEASURED, "r") == []
     assert computed_shapes_note(_flatten_by_shape(), {**MEASURED, "refused": {}}, "r") == []
     assert computed_shapes_note(_flatten_by_shape(), {}, "r") == []
 
@@ -163,7 +165,8 @@ def test_convert_and_check_give_the_note(tmp_path):
     assert done.returncode == 0, done.stderr
     said = done.stdout + done.stderr
     assert "real models measured whose shapes are computed" in said and _label("positions", "Range") in said
-    fixed = _cli("convert", str(src), "--target", "litert==2.6", "--input-shape", "x:2,8", "-o", str(tmp_path / "o2.onnx"))
+    fixed = _cli("convert", str(src), "--target", "litert==2.6", "--input-shape", "x:2,8",
+                 "-o", str(tmp_path / "o2.onnx"))
     assert fixed.returncode == 0 and "shapes are computed" not in fixed.stdout + fixed.stderr
     check = _cli("check", str(src), "--target", "litert==2.6", "--json")
     notes = json.loads(check.stdout)["target"]["run_notes"]
@@ -184,8 +187,8 @@ def _attention_mask_index(lengths: str = "lengths") -> tuple[onnx.ModelProto, di
     graph = helper.make_graph(nodes, "attn", [helper.make_tensor_value_info("x", T.FLOAT, ["batch", "seq", 16]),
                                               helper.make_tensor_value_info("mask", T.INT32, [lengths])],
                               [helper.make_tensor_value_info("y", T.FLOAT, ["batch", "seq", 16])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
-                              ir_version=8)
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=8)
     feeds = {"x": rng.standard_normal((2, 7, 16)).astype(np.float32), "mask": np.array([7, 5], np.int32)}
     return model, feeds
 
