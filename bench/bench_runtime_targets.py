@@ -509,6 +509,7 @@ def main(argv=None) -> int:
         print(f"  ONNX Runtime does not run {name}: {why}")
     print()
 
+    digests = {name: _sha(model) for name, model, _ in runs}  # a runner must leave the models as they are
     cells = []
     for target, runtime, python in targets:
         # column 3 for this target, then every file of every model in one runner batch, the
@@ -569,6 +570,9 @@ def main(argv=None) -> int:
                 cells.append(cell)
         report(target, runtime, python, len(runs), columns, [c for c in cells if c["runtime"] == target])
         sys.stdout.flush()
+        changed = [name for name, model, _ in runs if _sha(model) != digests[name]]
+        if changed:
+            raise SystemExit(f"{target}'s runs changed the models they were given: {', '.join(changed)}")
     if args.json:
         Path(args.json).write_text(json.dumps(cells, indent=1))
     return 0

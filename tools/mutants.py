@@ -3746,6 +3746,9 @@ MUTANTS: list[Mutant] = [
       'ends_only = bool(lengths and queries and len(lengths) == 1 and lengths[0] is not None',
       'ends_only = bool(lengths and queries and len(lengths) == 1',
       'tests/convert/test_lowering_contrib_attention.py', 'two unknown lengths taken as equal'),
+    M('litert-runner-copy', 'tools/runtime_run_litert.py',
+      'source = _static_copy(path, shapes or {}, folder)', 'source = _static_copy(path, shapes, folder) if shapes else os.path.abspath(path)',
+      'tests/targets/test_litert_target.py', "onnx2tf given the caller's file, which it rewrites"),
 ]
 
 

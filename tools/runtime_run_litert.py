@@ -142,7 +142,7 @@ def _convert(path: str, inputs: list, shapes: dict | None):
 
     folder = tempfile.mkdtemp(prefix="onnx2tf-")
     log = io.StringIO()
-    source = _static_copy(path, shapes, folder) if shapes else os.path.abspath(path)
+    source = _static_copy(path, shapes or {}, folder)  # a copy always: onnx2tf rewrites the file it is given
     kwargs = {"input_onnx_file_path": source, "output_folder_path": os.path.join(folder, "out"), "non_verbose": True,
               "keep_shape_absolutely_input_names": list(inputs) or None}
     here = os.getcwd()
@@ -170,7 +170,9 @@ def _convert(path: str, inputs: list, shapes: dict | None):
 
 
 def _static_copy(path: str, shapes: dict, folder: str) -> str:
-    """A copy of the model in ``folder`` whose graph inputs have the dims of ``shapes``."""
+    """A copy of the model in ``folder`` whose graph inputs have the dims of ``shapes``. onnx2tf 2.6
+    saves its simplified model over the file it converts (a model whose initializers are also graph
+    inputs loses those inputs), so it is never given the caller's file."""
     import onnx
 
     model = onnx.load(path)

@@ -157,5 +157,34 @@ def test_a_refusal_is_reported_with_onnx2tf_s_reason():
     assert "select_last_index" in result["error"]
 
 
+def test_the_runner_leaves_the_model_file_as_it_was(tmp_path):
+    """onnx2tf 2.6 saves its simplified model over the file it converts: a static model whose weight
+    is also a graph input lost that input on disk when the runner gave onnx2tf the caller's file."""
+    import subprocess
+
+    from tests.targets.runtime_runs import tool
+
+    python = tool("runtime_venvs").venv_python("litert", "2.6")
+    if python is None:
+        pytest.skip("no litert 2.6 venv (python tools/runtime_venvs.py litert==2.6)")
+    w = numpy_helper.from_array(np.random.default_rng(5).standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8]),
+                               helper.make_tensor_value_info("w", TensorProto.FLOAT, [4, 3, 3, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=7)
+    path, feeds, out = tmp_path / "m.onnx", tmp_path / "in.npz", tmp_path / "out.npz"
+    onnx.save(model, path)
+    before = path.read_bytes()
+    x = np.random.default_rng(6).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    np.savez(feeds, x=x)
+    done = subprocess.run([str(python), str(ROOT / "tools" / "runtime_run_litert.py"), str(path), str(feeds), str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert json.loads(done.stdout.strip().splitlines()[-1])["ok"], done.stdout[-500:]
+    assert path.read_bytes() == before
+    with np.load(out) as got:
+        np.testing.assert_allclose(got["y"], _reference(model, {"x": x}), rtol=1e-4, atol=1e-5)
+
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
