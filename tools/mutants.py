@@ -3749,6 +3749,12 @@ MUTANTS: list[Mutant] = [
     M('litert-runner-copy', 'tools/runtime_run_litert.py',
       'source = _static_copy(path, shapes or {}, folder)', 'source = _static_copy(path, shapes, folder) if shapes else os.path.abspath(path)',
       'tests/targets/test_litert_target.py', "onnx2tf given the caller's file, which it rewrites"),
+    M('fed-default-note', 'rewriter/targets/runtime_forms.py',
+      '+ (f": {default_note(late)}" if late in defaults and scope.body is model.graph else ""),', '+ "",',
+      'tests/targets/test_runtime_forms.py', 'a weight input with a default refused without the flag that freezes it'),
+    M('fed-default-any', 'rewriter/targets/runtime_forms.py',
+      'if late in defaults and scope.body is model.graph else ""', 'if scope.body is model.graph else ""',
+      'tests/targets/test_runtime_forms.py', 'the flag named for an input without a default'),
 ]
 
 

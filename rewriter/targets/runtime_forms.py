@@ -86,8 +86,10 @@ class _Fed:
 def fed_blockers(model: onnx.ModelProto, table: dict, release: str) -> list[tuple]:
     """(node label, op, version, input) for every node of a version in ``table`` (domain -> op ->
     versions: ``needs_constant``) with an input after the first fed at run time."""
+    from rewriter.graph.input_defaults import default_note, input_defaults
+
     imports = {("" if o.domain in DEFAULT_DOMAINS else o.domain): o.version for o in model.opset_import}
-    fed, found = _Fed(), []
+    fed, found, defaults = _Fed(), [], set(input_defaults(model))
     for scope in traversal.iter_scopes(model):
         for node in scope.body.node:
             domain, version = _version(node, scope, imports)
@@ -97,7 +99,9 @@ def fed_blockers(model: onnx.ModelProto, table: dict, release: str) -> list[tupl
             if late is not None:
                 found.append((traversal.node_label(node, scope), node.op_type, version,
                               f"{release} runs {node.op_type}-{version} only with its inputs after the first "
-                              f"constant (measured), and '{late}' is computed from a graph input at run time", node.name))
+                              f"constant (measured), and '{late}' is computed from a graph input at run time"
+                              + (f": {default_note(late)}" if late in defaults and scope.body is model.graph else ""),
+                              node.name))
     return found
 
 

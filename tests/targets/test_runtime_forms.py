@@ -102,6 +102,32 @@ def test_slice_with_starts_fed_at_run_time_is_refused_for_tract_naming_the_node(
     _convert(_slice_model("input"), "onnxruntime==1.20")  # ONNX Runtime takes it
 
 
+def _conv_weight_input(default: bool) -> onnx.ModelProto:
+    """A Conv whose weight is a graph input, with an initializer as its default or without one."""
+    w = numpy_helper.from_array(np.random.default_rng(7).standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Conv", ["x", "w"], ["y"], name="conv", pads=[1, 1, 1, 1])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8]),
+                               helper.make_tensor_value_info("w", TensorProto.FLOAT, [4, 3, 3, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], [w] if default else [])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=7)
+
+
+def test_a_weight_input_with_a_default_is_refused_naming_the_flag_that_freezes_it():
+    """LiteRT 2.6 runs Conv only with constant weights: a weight that is a graph input with an
+    initializer (torch's keep_initializers_as_inputs) is named with --freeze-input-defaults, which
+    then converts it; one without a default is named without the flag."""
+    import rewriter
+
+    with pytest.raises(RewriterError, match=r"node 'conv' \(Conv\).*'w' is computed from a graph input at run time: "
+                                            r"'w' is a graph input; .*--freeze-input-defaults w makes it a constant"):
+        rewriter.convert_opset(_conv_weight_input(True), target="litert==2.6")
+    frozen = rewriter.convert_opset(_conv_weight_input(True), target="litert==2.6", freeze_input_defaults=True)
+    assert [i.name for i in frozen.graph.input] == ["x"]
+    with pytest.raises(RewriterError) as e:
+        rewriter.convert_opset(_conv_weight_input(False), target="litert==2.6")
+    assert "'w' is computed from a graph input at run time" in str(e.value) and "--freeze-input-defaults" not in str(e.value)
+
+
 @pytest.mark.parametrize("target", ["openvino==2026.4", "tract==0.23", "tvm==0.27"])
 def test_string_tensors_are_refused_naming_the_node(target):
     with pytest.raises(RewriterError, match=r"node 'same' \(Equal\).*'x' is a string tensor"):
