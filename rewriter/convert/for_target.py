@@ -230,6 +230,7 @@ def _measured_forms(source, result, report, target, plan_only: bool) -> None:
     from rewriter.targets.computed_shapes import computed_shapes_note
 
     report.target_notes.extend(computed_shapes_note(result, target.computed_shapes, target.name))
+    report.target_notes.extend(forms.defaults_frozen_note(result, target.runtime, target.name))
     unmeasured = verdicts.unmeasured_present(result, target.unmeasured)
     if unmeasured:
         report.target_notes.append(f"op versions {target.name} was not measured in (no node test reaches them, "
@@ -242,7 +243,7 @@ def _measured_forms(source, result, report, target, plan_only: bool) -> None:
         return
     from rewriter.graph.inferred import LazyInference
 
-    found += forms.fed_blockers(result, target.needs_constant, target.name)
+    found += forms.fed_blockers(result, target.needs_constant, target.name, target.runtime in forms.FREEZES_DEFAULTS)
     if target.needs_static_dims or target.refused_forms:
         found += static_dims.static_dims_blockers(result, target.needs_static_dims, target.name,
                                                   LazyInference(result)(), target.refused_forms)

@@ -31,9 +31,9 @@ def refused_ops(model, runtime) -> frozenset:
         return frozenset()
     from rewriter.graph.inferred import LazyInference
     from rewriter.targets.measured_verdicts import type_blockers
-    from rewriter.targets.runtime_forms import fed_blockers
+    from rewriter.targets.runtime_forms import FREEZES_DEFAULTS, fed_blockers
 
-    found = fed_blockers(model, constant, runtime.name) if constant else []
+    found = fed_blockers(model, constant, runtime.name, runtime.runtime in FREEZES_DEFAULTS) if constant else []
     if types:
         found += type_blockers(model, types, runtime.name, LazyInference(model)())
     return frozenset(f[1] for f in found)

@@ -21,10 +21,14 @@ from rewriter.graph import traversal
 from rewriter.graph.names import fresh_name
 from rewriter.graph.schemas import DEFAULT_DOMAINS, schema_version_at_domain
 
-__all__ = ["NAMES_DIMS", "name_anonymous_dims", "fed_blockers", "type_blockers"]
+__all__ = ["FREEZES_DEFAULTS", "NAMES_DIMS", "defaults_frozen_note", "name_anonymous_dims", "fed_blockers",
+           "type_blockers"]
 
 # runtime -> why its graph inputs need named dims (tract 0.23: "Source node without a determined fact")
 NAMES_DIMS = {"tract": "tract reads a graph input's dims only when each has a value or a symbolic name"}
+# runtimes whose converter makes a graph input that has an initializer a constant (onnx2tf 2.6 saves
+# its simplified model without such inputs: tests/targets/test_litert_target.py runs it so)
+FREEZES_DEFAULTS = {"litert": "onnx2tf makes a graph input that has an initializer a constant"}
 
 _SYMBOL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _SHAPE_OPS = frozenset({"Shape", "Size"})  # their outputs depend on shapes only, never on values
@@ -65,8 +69,9 @@ def _version(node: onnx.NodeProto, scope: traversal.Scope, imports: dict) -> tup
 class _Fed:
     """Which values depend on a graph input's values (not only on its shape), memoized."""
 
-    def __init__(self):
+    def __init__(self, constants: frozenset = frozenset(), graph=None):
         self._memo: dict[tuple[int, str], bool] = {}
+        self._constants, self._graph = constants, graph  # main-graph inputs the runtime takes as constants
 
     def __call__(self, name: str, scope: traversal.Scope) -> bool:
         key = (id(scope.body), name)
@@ -74,7 +79,7 @@ class _Fed:
             self._memo[key] = False  # (a cycle cannot happen in a valid graph)
             kind, node, where = traversal.definition(name, scope)
             if kind == "input":
-                fed = True
+                fed = not (name in self._constants and where is not None and where.body is self._graph)
             elif kind == "node" and node.op_type not in _SHAPE_OPS and node.op_type != "Constant":
                 fed = any(self(i, where) for i in node.input if i) or any(True for _ in traversal.subgraphs(node))
             else:
@@ -83,13 +88,15 @@ class _Fed:
         return self._memo[key]
 
 
-def fed_blockers(model: onnx.ModelProto, table: dict, release: str) -> list[tuple]:
+def fed_blockers(model: onnx.ModelProto, table: dict, release: str, defaults_constant: bool = False) -> list[tuple]:
     """(node label, op, version, input) for every node of a version in ``table`` (domain -> op ->
-    versions: ``needs_constant``) with an input after the first fed at run time."""
+    versions: ``needs_constant``) with an input after the first fed at run time (``defaults_constant``:
+    the main graph's inputs that have an initializer are constants there, :data:`FREEZES_DEFAULTS`)."""
     from rewriter.graph.input_defaults import default_note, input_defaults
 
     imports = {("" if o.domain in DEFAULT_DOMAINS else o.domain): o.version for o in model.opset_import}
-    fed, found, defaults = _Fed(), [], set(input_defaults(model))
+    defaults = frozenset(input_defaults(model))
+    fed, found = _Fed(defaults if defaults_constant else frozenset(), model.graph), []
     for scope in traversal.iter_scopes(model):
         for node in scope.body.node:
             domain, version = _version(node, scope, imports)
@@ -127,3 +134,16 @@ def type_blockers(model: onnx.ModelProto, refused: dict, release: str, inferred=
                               f"'{hit}' is a {kind} tensor, and {release} ran none of the node tests on {kind} "
                               f"tensors ({refused[kind]})", node.name))
     return found
+
+
+def defaults_frozen_note(model: onnx.ModelProto, runtime: str | None, release: str) -> list[str]:
+    """A note naming the main graph's inputs with an initializer, for a runtime that makes them
+    constants (:data:`FREEZES_DEFAULTS`): there they can no longer be fed."""
+    from rewriter.graph.input_defaults import input_defaults
+
+    names = input_defaults(model) if runtime in FREEZES_DEFAULTS else []
+    if not names:
+        return []
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return [f"{release}: {FREEZES_DEFAULTS[runtime]} (measured): {len(names)} such input(s) ({shown}) compute with "
+            f"their defaults there and cannot be fed"]

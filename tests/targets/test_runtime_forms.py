@@ -112,20 +112,50 @@ def _conv_weight_input(default: bool) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=7)
 
 
-def test_a_weight_input_with_a_default_is_refused_naming_the_flag_that_freezes_it():
-    """LiteRT 2.6 runs Conv only with constant weights: a weight that is a graph input with an
-    initializer (torch's keep_initializers_as_inputs) is named with --freeze-input-defaults, which
-    then converts it; one without a default is named without the flag."""
+def test_an_input_with_a_default_is_refused_naming_the_flag_that_freezes_it():
+    """tract 0.23 runs Slice-13 only with constant starts: a starts that is a graph input with an
+    initializer is named with --freeze-input-defaults, which then converts it."""
     import rewriter
 
-    with pytest.raises(RewriterError, match=r"node 'conv' \(Conv\).*'w' is computed from a graph input at run time: "
-                                            r"'w' is a graph input; .*--freeze-input-defaults w makes it a constant"):
-        rewriter.convert_opset(_conv_weight_input(True), target="litert==2.6")
-    frozen = rewriter.convert_opset(_conv_weight_input(True), target="litert==2.6", freeze_input_defaults=True)
+    model = _slice_model("input")
+    model.graph.initializer.append(numpy_helper.from_array(np.array([1], np.int64), "starts"))
+    with pytest.raises(RewriterError, match=r"node 'cut' \(Slice\).*'starts' is computed from a graph input at run "
+                                            r"time: 'starts' is a graph input; .*--freeze-input-defaults starts makes"):
+        rewriter.convert_opset(model, target="tract==0.23")
+    frozen = rewriter.convert_opset(model, target="tract==0.23", freeze_input_defaults=True)
     assert [i.name for i in frozen.graph.input] == ["x"]
     with pytest.raises(RewriterError) as e:
+        rewriter.convert_opset(_slice_model("input"), target="tract==0.23")
+    assert "'starts' is computed from a graph input at run time" in str(e.value)
+    assert "--freeze-input-defaults" not in str(e.value)
+
+
+def test_litert_takes_an_input_with_a_default_as_the_constant_onnx2tf_makes_it():
+    """onnx2tf makes a graph input with an initializer a constant, so a Conv weight that is one
+    (torch's keep_initializers_as_inputs) is converted for LiteRT with a note, and runs there as
+    ONNX Runtime computes it with the default; a weight input without a default is refused."""
+    import rewriter
+    from rewriter.convert.for_target import convert_for
+
+    model = _conv_weight_input(True)
+    result, report = convert_for(model, runtime="litert==2.6")
+    assert [i.name for i in result.graph.input] == ["x", "w"]
+    assert any("litert 2.6: onnx2tf makes a graph input that has an initializer a constant" in n and "(w)" in n
+               for n in report.target_notes)
+    with pytest.raises(RewriterError, match=r"'w' is computed from a graph input at run time"):
         rewriter.convert_opset(_conv_weight_input(False), target="litert==2.6")
-    assert "'w' is computed from a graph input at run time" in str(e.value) and "--freeze-input-defaults" not in str(e.value)
+    with_bias = _conv_weight_input(True)  # a bias input without a default beside the weight with one
+    with_bias.graph.node[0].input.append("b")
+    with_bias.graph.input.append(helper.make_tensor_value_info("b", TensorProto.FLOAT, [4]))
+    with pytest.raises(RewriterError, match=r"'b' is computed from a graph input at run time"):
+        rewriter.convert_opset(with_bias, target="litert==2.6")
+    assert not [n for n in convert_for(_slice_model("init"), runtime="tract==0.23")[1].target_notes
+                if "has an initializer" in n]
+    x = np.random.default_rng(8).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    ran = run_in("litert", "2.6", result, {"x": x})
+    assert ran["ok"], ran
+    np.testing.assert_allclose(ran["values"][0], want, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("target", ["openvino==2026.4", "tract==0.23", "tvm==0.27"])
