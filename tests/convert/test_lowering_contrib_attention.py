@@ -94,6 +94,54 @@ def test_a_mask_index_as_long_as_the_batch_is_read_without_computed_bounds(symbo
     check_lowering(model, feeds, **TOL)
 
 
+def _after_positions(anonymous_sum: bool):
+    """Attention over x + P[:, :seq] (a [1, 32, D] position table sliced to the length read by Shape),
+    with a mask index declared [b]: ONNX's inference knows none of the Slice's dims, so the sum's
+    batch is known only from the table's leading 1 kept (contrib_types._sliced)."""
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(9)
+    model, feeds = _attention(rng, (np.array([S, 2], np.int32), ["b"]))
+    table = numpy_helper.from_array((rng.normal(size=(1, 32, D)) * 0.1).astype(np.float32), "P")
+    consts = [numpy_helper.from_array(np.array(v, np.int64), n) for n, v in (("i1", 1), ("z", [0]), ("a1", [1]))]
+    nodes = [helper.make_node("Shape", ["X"], ["shape"]), helper.make_node("Gather", ["shape", "i1"], ["n"], axis=0),
+             helper.make_node("Unsqueeze", ["n", "z"], ["end"]),
+             helper.make_node("Identity", ["a1"], ["a1x"]),  # axes not a constant: nothing known kept
+             helper.make_node("Slice", ["P", "z", "end", "a1x" if anonymous_sum else "a1"], ["pos"]),
+             helper.make_node("Add", ["X", "pos"], ["q"])]
+    model.graph.node[0].input[0] = "q"
+    model.graph.node.insert(0, nodes[-1])
+    for node in reversed(nodes[:-1]):
+        model.graph.node.insert(0, node)
+    model.graph.initializer.extend([table, *consts])
+    return model, feeds
+
+
+@pytest.mark.parametrize("axes_kept", [True, False])
+def test_a_mask_index_after_a_sliced_position_table(axes_kept):
+    """Sliced along axis 1 only, the table keeps its 1 and the sum its batch b: the mask index is read
+    as end positions. With the axes computed (an Identity of them), nothing is kept, and the mask's
+    length is told at run time. Both against ONNX Runtime."""
+    from rewriter.convert.lowering.contrib_types import _known, dims_of
+    from rewriter.convert.lowering.types import model_types
+
+    model, feeds = _after_positions(anonymous_sum=not axes_kept)
+    pos = dims_of(model_types(model)["pos"])[1]
+    assert [d if _known(d) else None for d in pos] == ([1, None, D] if axes_kept else [None, None, None])
+    lowered = check_lowering(model, feeds, **TOL)
+    ops = [n.op_type for n in lowered.graph.node]
+    assert ("ConstantOfShape" not in ops) == axes_kept
+
+
+def test_known_dims_are_values_and_the_model_s_names():
+    from rewriter.convert.lowering.contrib_types import _more_dims, tensor_type
+
+    assert _more_dims(tensor_type(T.FLOAT, ["b", None, 16]), tensor_type(T.FLOAT, ["unk__2", "unk__3", 16]))
+    assert not _more_dims(tensor_type(T.FLOAT, [None, None, 16]), tensor_type(T.FLOAT, ["unk__2", "unk__3", 16]))
+    assert not _more_dims(tensor_type(T.FLOAT, ["b", None, 16]), tensor_type(T.FLOAT, ["b", "s", 16]))
+    assert not _more_dims(tensor_type(T.FLOAT, ["b", "s"]), tensor_type(T.FLOAT, [None, None, 16]))
+
+
 def test_attention_unequal_widths_and_no_bias():
     rng = np.random.default_rng(3)
     model, feeds = _attention(rng, _masks(rng)["raw2d"], bias=False, sizes=[8, 8, 12])

@@ -9,6 +9,7 @@ Rules register with :func:`output_types` beside their lowerings."""
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -25,6 +26,7 @@ logger = logging.getLogger(__name__)
 COM = "com.microsoft"
 RULES: dict[str, Callable] = {}
 _SMALL = 4096  # constant inputs handed to inference as data (shapes, axes) up to this many elements
+_ANONYMOUS = re.compile(r"unk__\d+")
 
 
 def output_types(*op_types: str):
@@ -109,14 +111,36 @@ def _infer_standard(node, scope, types, imports) -> list:
     out = [got.get(o) for o in node.output]
     if node.op_type == "Reshape" and out and _dims_unknown(out[0]):
         out[0] = _reshaped(node, scope, types, out[0])
+    if node.op_type == "Slice" and out and _dims_unknown(out[0]):
+        out[0] = _sliced(node, scope, types, out[0])
     return out
 
 
+def _known(d) -> bool:
+    """A dim with a value or a name of the model's (ONNX's inference names the dims it does not
+    know ``unk__N``)."""
+    return isinstance(d, int) or (isinstance(d, str) and not _ANONYMOUS.fullmatch(d))
+
+
 def _more_dims(tp, old) -> bool:
-    """``tp`` has the rank of ``old`` and more static dims."""
+    """``tp`` has the rank of ``old`` and more known dims."""
     (_, a), (_, b) = dims_of(tp), dims_of(old)
     return a is not None and b is not None and len(a) == len(b) and \
-        sum(isinstance(d, int) for d in a) > sum(isinstance(d, int) for d in b)
+        sum(map(_known, a)) > sum(map(_known, b))
+
+
+def _sliced(node, scope, types, tp):
+    """A Slice's output type with the dims of the axes it does not slice (constant ``axes``) kept
+    from its input: ONNX's inference knows none of them when the bounds are computed (a position
+    table sliced to the sequence length read by Shape keeps its leading 1)."""
+    elem, dims = dims_of(types[node.input[0]])
+    _, old = dims_of(tp)
+    axes = _constant_array(node.input[3], scope) if len(node.input) > 3 and node.input[3] else None
+    if dims is None or old is None or len(old) != len(dims) or axes is None or (scope.opset or 1) < 10:
+        return tp
+    cut = {int(a) % len(dims) for a in np.ravel(axes)}
+    new = [o if _known(o) or i in cut else dims[i] for i, o in enumerate(old)]
+    return tensor_type(elem or onnx.TensorProto.UNDEFINED, new)
 
 
 def _dims_unknown(tp) -> bool:
@@ -175,8 +199,9 @@ def fill_contrib_types(model: onnx.ModelProto, types: dict) -> dict:
     scope = next(iter(traversal.iter_scopes(model)))
     improved: set[str] = set()  # the values given a type, or more static dims, here
     for node in model.graph.node:
-        refine = any(i in improved for i in node.input) or (
-            node.op_type == "Reshape" and is_default_domain(node.domain) and _dims_unknown(types.get(node.output[0])))
+        refine = any(i in improved for i in node.input) or (node.op_type in ("Reshape", "Slice") and
+                                                             is_default_domain(node.domain) and
+                                                             _dims_unknown(types.get(node.output[0])))
         if all(not o or not _rank_unknown(types.get(o)) for o in node.output) and not refine:
             continue
         if node.domain == COM:
