@@ -166,6 +166,7 @@ def test_tree_ensemble_opset_5(seed, targets, aggregate, post):
 
     rng = np.random.default_rng(seed)
     attrs = random_forest(rng, trees=int(rng.integers(1, 5)), depth=int(rng.integers(0, 4)), targets=targets)
+    assume(attrs["target_ids"])  # a forest with no vote at all (every leaf skipped every target) has no node
     regressor = helper.make_node("TreeEnsembleRegressor", ["X"], ["Y"], domain="ai.onnx.ml", n_targets=targets,
                                  aggregate_function=aggregate, **attrs)
     try:
