@@ -83,7 +83,7 @@ def _cause(reason: str) -> str:
 
 
 def record(target: str, entry: dict, command: str, bench: str, data_dir: Path = DATA_DIR) -> Path:
-    """Write ``entry`` as the release's ``computed_shapes`` (``bench``: how the run was made)."""
+    """Write ``entry`` as the release's ``computed_shapes`` (``bench``: the run's file)."""
     runtime, release = target.split("==")
     path = data_dir / f"{runtime}.json"
     table = json.loads(path.read_text())
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", required=True, help="RUNTIME==RELEASE, e.g. litert==2.6")
     parser.add_argument("--corpus", action="append", help="the bench's folders (default: its own)")
     parser.add_argument("--bench-run", help="how the benchmark run was made (its command and commit), recorded "
-                                            "beside the file's name")
+                                            "in the command written to the data")
     parser.add_argument("--dry-run", action="store_true", help="print the entry, write nothing")
     args = parser.parse_args(argv)
     files = {f"{Path(d).name}/{p.stem}": p for d in (args.corpus or CORPORA) for p in sorted(Path(d).glob("*.onnx"))}
@@ -108,8 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(entry, indent=1))
     if not args.dry_run:
         command = "python tools/runtime_computed_shapes.py " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
-        bench = Path(args.bench).name + (f": {args.bench_run}" if args.bench_run else "")
-        print(record(args.target, entry, command, bench))
+        print(record(args.target, entry, command, Path(args.bench).name))  # (--bench-run is in the command)
     return 0
 
 
