@@ -12,9 +12,10 @@ from onnx import numpy_helper
 from rewriter.convert.lowering.emit import BOOL, F32, F64, I64, STR, negative_zeros
 from rewriter.convert.lowering.registry import lowering
 
-__all__ = []
+__all__ = ["STRING_EQUAL_OPSET", "looks_strings_up"]
 
 INT32 = 6
+STRING_EQUAL_OPSET = 19  # Equal takes strings from this opset
 EXACT = "exact: a selection, no arithmetic (identical in every runtime)"
 
 
@@ -23,7 +24,7 @@ def lookup(e, x: str, keys, strings: bool) -> tuple[str, str]:
     one does (bool)) for distinct ``keys``."""
     k = len(keys)
     key_t = e.const(np.asarray(keys, dtype=object) if strings else np.asarray(keys), hint="keys")
-    if strings and e.final_opset < 19:  # Equal takes strings from opset 19
+    if strings and e.final_opset < STRING_EQUAL_OPSET:
         flat = e.op("Reshape", [x, e.ints([-1])])
         _, _, inverse, _ = e.op("Unique", [e.op("Concat", [key_t, flat], axis=0)], n_out=4, sorted=0)
         tail = e.op("Slice", [inverse, e.ints([k]), e.ints([np.iinfo(np.int64).max]), e.ints([0])])
@@ -36,6 +37,24 @@ def lookup(e, x: str, keys, strings: bool) -> tuple[str, str]:
     index = e.op("ArgMax", [as_int], axis=-1, keepdims=0)
     hit = e.cast(e.reduce("ReduceMax", as_int, [-1], keepdims=0), BOOL)
     return index, hit
+
+
+def looks_strings_up(model) -> bool:
+    """Whether a LabelEncoder or OneHotEncoder of ``model`` (any scope) has string keys, so that
+    its lowering below :data:`STRING_EQUAL_OPSET` writes a Unique (LabelEncoder-1's string classes
+    count: they are keys when its input is a string)."""
+    from rewriter.graph import traversal
+
+    for scope in traversal.iter_scopes(model):
+        for node in scope.body.node:
+            if node.domain != "ai.onnx.ml" or node.op_type not in ("LabelEncoder", "OneHotEncoder"):
+                continue
+            for a in node.attribute:
+                if a.name in ("cats_strings", "keys_strings", "classes_strings") and len(a.strings):
+                    return True
+                if a.name == "keys_tensor" and a.t.data_type == STR:
+                    return True
+    return False
 
 
 @lowering("ArrayFeatureExtractor", exactness=EXACT)
