@@ -960,7 +960,7 @@ def main(argv: list[str] | None = None) -> int:
     built = node_cases(None) + form_cases(None) + move_form_cases(None)
     reached = {(c.op, c.version) for c in built if c.kind in JUDGED and c.domain == ""}
     built += gen.where_nan_cases(Case, None) + gen.double_inside_cases(Case, None) + gen.single_input_cases(Case, None) + \
-        gen.negative_steps_cases(Case, None) + gen.control_flow_cases(Case, None) + gen.recurrent_cases(Case, None) + gen.generated_cases(Case, reached, pattern)
+        gen.negative_steps_cases(Case, None) + gen.string_labels_cases(Case, None) + gen.control_flow_cases(Case, None) + gen.recurrent_cases(Case, None) + gen.generated_cases(Case, reached, pattern)
     types_of = {c.id: gen.case_types(c.model) for c in built}
     cases = [c for c in built if not pattern or pattern.search(c.id)]
     if not pattern or pattern.search("opset/"):

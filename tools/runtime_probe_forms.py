@@ -39,7 +39,9 @@ NAMED_FORMS = {"nan_in_untaken_branch": "NaN in the branch the condition does no
                "double_inside": "a double tensor computed inside the graph (not a graph input)",
                "single_input": "one input (a shape computed at run time, as torch exports write it)",
                "negative_steps": "a constant negative step reversing part of an axis (from its third element), every "
-                                 "input but the data constant"}
+                                 "input but the data constant",
+               "string_labels": "a constant string table gathered by a fed int64 index, passed on by Identities to a "
+                                "graph output that nothing else reads, as a lowered classifier writes its labels"}
 
 
 def case_types(model: onnx.ModelProto) -> list[str]:
@@ -262,6 +264,35 @@ def negative_steps_cases(make_case, pattern: re.Pattern | None) -> list:
         cases.append(make_case(id=cid, kind="form", model=model, feeds={"x": x}, expected=[x[:, 2::-1].copy()], op="Slice",
                                version=version, opset=opset,
                                extra={"form": NAMED_FORMS["negative_steps"], "named": "negative_steps"}))
+    return cases
+
+
+def string_labels_cases(make_case, pattern: re.Pattern | None) -> list:
+    """Gather at each version of a constant string table (ASCII and the empty string) by a fed
+    int64 index, twice, each result passed on by Identities (one, two) to its own graph output and
+    read by nothing else: what a classifier with string class labels is, lowered from
+    ``ai.onnx.ml``. (OpenVINO 2026.4.1 runs it while it runs no string op of the node tests; a
+    string that is a graph output and also read by an Identity writing another output aborts it
+    at exit, "free(): invalid pointer", which :mod:`rewriter.targets.string_labels` never takes.)"""
+    vi = helper.make_tensor_value_info
+    table = np.array(["setosa", "versicolor", "", "virginica"], dtype=object)
+    index = np.array([[3, 0], [2, 1], [0, 0]], np.int64)
+    cases = []
+    for version in _versions("Gather"):
+        cid = f"form/Gather-{version}/string/string_labels"
+        if pattern and not pattern.search(cid):
+            continue
+        nodes = [helper.make_node("Gather", ["table", "i"], ["y"], axis=0, name="n"),
+                 helper.make_node("Identity", ["y"], ["z"]),
+                 helper.make_node("Gather", ["table", "i"], ["y2"], axis=0),
+                 helper.make_node("Identity", ["y2"], ["z2"]), helper.make_node("Identity", ["z2"], ["z3"])]
+        graph = helper.make_graph(nodes, "g", [vi("i", TensorProto.INT64, [3, 2])],
+                                  [vi("z", TensorProto.STRING, [3, 2]), vi("z3", TensorProto.STRING, [3, 2])],
+                                  [onnx.numpy_helper.from_array(table, "table")])
+        model, opset = _at_version(graph, version)
+        cases.append(make_case(id=cid, kind="form", model=model, feeds={"i": index}, expected=[table[index]] * 2,
+                               op="Gather", version=version, opset=opset,
+                               extra={"form": NAMED_FORMS["string_labels"], "named": "string_labels"}))
     return cases
 
 

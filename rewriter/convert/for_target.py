@@ -248,7 +248,10 @@ def _measured_forms(source, result, report, target, plan_only: bool) -> None:
         found += static_dims.static_dims_blockers(result, target.needs_static_dims, target.name,
                                                   LazyInference(result)(), target.refused_forms)
     if target.types_refused:
-        found += forms.type_blockers(source, target.types_refused, target.name, LazyInference(source)())
+        from rewriter.targets.string_labels import gathered_labels
+
+        labels = gathered_labels(result, target.form_verdicts, LazyInference(result)())
+        found += forms.type_blockers(source, target.types_refused, target.name, LazyInference(source)(), labels)
     if target.type_verdicts or target.form_verdicts:
         inferred = LazyInference(result)()
         found += verdicts.type_blockers(result, target.type_verdicts, target.name, inferred)

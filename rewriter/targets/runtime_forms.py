@@ -112,10 +112,12 @@ def fed_blockers(model: onnx.ModelProto, table: dict, release: str, defaults_con
     return found
 
 
-def type_blockers(model: onnx.ModelProto, refused: dict, release: str, inferred=None) -> list[tuple]:
+def type_blockers(model: onnx.ModelProto, refused: dict, release: str, inferred=None,
+                  allowed=frozenset()) -> list[tuple]:
     """(node label, op, None, reason) for every node reading or writing a tensor of an element type
-    in ``refused`` (type name -> the measurement), types from ``inferred`` (shape inference of
-    ``model``) or the model's own value_info."""
+    in ``refused`` (type name -> the measurement) whose name is not in ``allowed`` (the string labels
+    the converted model writes in a form the release runs: :mod:`rewriter.targets.string_labels`),
+    types from ``inferred`` (shape inference of ``model``) or the model's own value_info."""
     if not refused:
         return []
     codes = {onnx.helper.tensor_dtype_to_string(getattr(onnx.TensorProto, t.upper())): t for t in refused}
@@ -125,7 +127,7 @@ def type_blockers(model: onnx.ModelProto, refused: dict, release: str, inferred=
     found = []
     for scope in traversal.iter_scopes(model):
         for node in scope.body.node:
-            names = [n for n in [*node.input, *node.output] if n]
+            names = [n for n in [*node.input, *node.output] if n and n not in allowed]
             hit = next((n for n in names if types.get(n) and
                         onnx.helper.tensor_dtype_to_string(types[n]) in codes), None)
             if hit is not None:
