@@ -68,15 +68,16 @@ def _profile(tmp_path, top: int, unsupported: list) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("top,unsupported,raised", [(21, ["Unique"], True), (21, [], False), (18, ["Unique"], False),
-                                                    (21, ["Unique", "Equal"], False)])
-def test_a_profile_is_raised_only_when_it_lacks_unique_and_has_equal_at_19(tmp_path, top, unsupported, raised):
-    """Raised: opset 19 for the lookup; else the model's opset 15 with a Unique (a blocker when the
-    profile lacks it)."""
-    model = _encoder(opset=15)
+@pytest.mark.parametrize("opset,top,unsupported,raised", [(15, 21, ["Unique"], True), (15, 21, [], False),
+                                                           (15, 18, ["Unique"], False), (15, 21, ["Unique", "Equal"], False),
+                                                           (21, 21, ["Unique"], False)])
+def test_a_profile_is_raised_only_when_it_lacks_unique_and_has_equal_at_19(tmp_path, opset, top, unsupported, raised):
+    """Raised: opset 19 for the lookup; else the model's own opset (15: with a Unique, a blocker
+    when the profile lacks it; 21: Equal, kept at 21)."""
+    model = _encoder(opset=opset)
     result, report = convert_for(model, runtime=_profile(tmp_path, top, unsupported), plan_only=True)
-    assert _default_opset(result) == (19 if raised else 15)
-    assert ("Unique" in {n.op_type for n in result.graph.node}) is not raised
+    assert _default_opset(result) == (19 if raised else opset)
+    assert ("Unique" in {n.op_type for n in result.graph.node}) is (opset < 19 and not raised)
 
 
 def test_onnx_runtime_targets_keep_the_model_opset():
@@ -97,6 +98,8 @@ def test_integer_keys_are_not_string_lookups():
     int_tensor = _encoder(keys_tensor=onnx.numpy_helper.from_array(np.array([1], np.int64)),
                           values_tensor=onnx.numpy_helper.from_array(np.array([3], np.int64)), ml=4)
     assert not looks_strings_up(int_tensor)
+    mapper = _encoder("CategoryMapper", cats_strings=["a", "b"], cats_int64s=[1, 2])
+    assert not looks_strings_up(mapper)  # (string attributes of another ml op)
 
 
 def test_an_integer_lookup_is_not_raised_for_litert():
