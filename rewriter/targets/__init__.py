@@ -286,6 +286,15 @@ def restriction_violations(model, target: Target, *, base_dir: str | None = None
     return violations(model, target.rules, read_tensor=tensor_reader(base_dir), inferred=inferred)
 
 
+def _lacks_ml(target: Target) -> bool:
+    """Whether ``target`` implements no ``ai.onnx.ml`` op: its data gives no ML opset (the measured
+    releases load none: their ML node tests and a Binarizer at every ML opset were refused) and its
+    documented ops, if any, have none (TensorRT); ONNX Runtime's data gives its ML opset."""
+    if target.opsets.get("ai.onnx.ml") is not None:
+        return False
+    return target.ops is None or "ai.onnx.ml" not in target.ops
+
+
 def blockers(model, target: Target, *, base_dir: str | None = None) -> list[str]:
     """What stops ``target`` from loading ``model`` (a ModelProto) as it is: the IR version, an
     opset it does not implement, each op it lacks (with the node), the half-precision nodes an old
@@ -300,6 +309,7 @@ def blockers(model, target: Target, *, base_dir: str | None = None) -> list[str]
     if target.ir_version is not None and model.ir_version > target.ir_version:
         found.append(f"IR version {model.ir_version} (it loads up to {target.ir_version})")
     imports = {("" if o.domain in _DEFAULT else o.domain): o.version for o in model.opset_import}
+    absent = {"ai.onnx.ml"} if _lacks_ml(target) else set()
     for domain, version in sorted(imports.items()):
         high, low = target.opsets.get(domain), target.min_opsets.get(domain)
         name = domain or "ai.onnx"
@@ -307,7 +317,7 @@ def blockers(model, target: Target, *, base_dir: str | None = None) -> list[str]
             found.append(f"opset {version} of {name} (it implements up to {high})")
         if low is not None and version < low:
             found.append(f"opset {version} of {name} (it takes {low} and newer)")
-        if high is None and domain in ("ai.onnx.ml",) and target.ops is not None and domain not in target.ops:
+        if domain in absent:
             found.append(f"the {name} domain (it does not implement it)")
     lacking: dict[tuple[str, str, int | None], list[str]] = {}
     for scope in traversal.iter_scopes(model):
@@ -318,7 +328,7 @@ def blockers(model, target: Target, *, base_dir: str | None = None) -> list[str]
             if domain not in ("", "ai.onnx.ml") or domain not in fn_imports:
                 continue
             version = schema_version_at_domain(node.op_type, fn_imports[domain], domain)
-            if target.lacks(domain, node.op_type, version):
+            if domain in absent or target.lacks(domain, node.op_type, version):
                 lacking.setdefault((domain, node.op_type, version), []).append(traversal.node_label(node, scope))
     for (domain, op, version), labels in sorted(lacking.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         at = f"-{version}" if version is not None else ""

@@ -115,3 +115,37 @@ def test_openvino_says_the_precision_hint_it_was_measured_with(tmp_path, capsys,
         "otherwise computes float32 models in bfloat16"] if said else [])
     assert main(["convert", str(tmp_path / "m.onnx"), "--target", target, "-o", str(tmp_path / "o.onnx")]) == 0
     assert ("INFERENCE_PRECISION_HINT=f32" in capsys.readouterr().out) == said
+
+
+def _ml_model(op: str = "Normalizer", **attrs) -> onnx.ModelProto:
+    node = helper.make_node(op, ["X"], ["Y"], name="ml", domain="ai.onnx.ml", **(attrs or {"norm": "L1"}))
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", T.FLOAT, [2, H])],
+                              [helper.make_tensor_value_info("Y", T.FLOAT, [2, H])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)],
+                             ir_version=8)
+
+
+@pytest.mark.parametrize("target", ["openvino==2026.4", "openvino==2024.6", "tract==0.23", "tvm==0.27", "litert==2.6",
+                                    "tensorrt==10.8"])
+def test_an_ml_op_no_node_test_reached_is_named_for_a_release_without_the_domain(tmp_path, capsys, target):
+    """No node test reaches Normalizer, but the measured releases load no ai.onnx.ml opset (nor
+    does TensorRT document one): check names the domain and the node, and convert's lowering."""
+    code, out = _check(tmp_path, capsys, _ml_model(), target)
+    assert code == 1, out
+    assert "the ai.onnx.ml domain (it does not implement it)" in out
+    assert "Normalizer-1 (ai.onnx.ml), which it does not implement: node 'ml' (Normalizer)" in out
+
+
+def test_onnx_runtime_runs_the_ml_op(tmp_path, capsys):
+    code, out = _check(tmp_path, capsys, _ml_model(), "onnxruntime==1.20")
+    assert code == 0 and "nothing stops it from loading the model as it is" in out
+
+
+def test_a_profile_with_an_ml_opset_is_taken_at_its_word(tmp_path, capsys):
+    profile = tmp_path / "p.json"
+    profile.write_text(json.dumps({"name": "npu", "opsets": {"": 18, "ai.onnx.ml": 3}}))
+    code, out = _check(tmp_path, capsys, _ml_model(), str(profile))
+    assert code == 0 and "nothing stops it" in out
+    profile.write_text(json.dumps({"name": "npu", "opsets": {"": 18}}))
+    code, out = _check(tmp_path, capsys, _ml_model(), str(profile))
+    assert code == 1 and "the ai.onnx.ml domain (it does not implement it)" in out
