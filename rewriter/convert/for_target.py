@@ -317,26 +317,15 @@ def lower_for(model: onnx.ModelProto, target):
         return model, None
     from rewriter.convert.lower_ops import lower_ops
     from rewriter.convert.lowering.avoid import DOUBLE, LOOP, avoiding
+    from rewriter.convert.lowering.ml_encoders import string_equal_opset
     from rewriter.targets.measured_verdicts import refuses_double_inside
 
     avoided = ({LOOP} if target_lacks(target, "", "Loop") else set()) | (
         {DOUBLE} if refuses_double_inside(target.form_verdicts) else set())
     with avoiding(avoided):  # a lowering writes other forms then
-        return lower_ops(model, lacking, opset=_string_equal_opset(model, target))
+        return lower_ops(model, lacking, opset=string_equal_opset(model, target, target_lacks(target, "", "Unique")))
 
 
-def _string_equal_opset(model: onnx.ModelProto, target) -> int | None:
-    """The opset to lower ``model`` at when ``target`` runs its string lookups only so: below
-    opset 19 they are a Unique, which a target may lack while it runs Equal on strings from 19
-    (LiteRT 2.6: a string LabelEncoder of a model at opset 15). None: at the model's own."""
-    from rewriter.convert.lowering.ml_encoders import STRING_EQUAL_OPSET, looks_strings_up
-
-    current = traversal.opset_version(model.opset_import)
-    if current is None or current >= STRING_EQUAL_OPSET or (target.opsets.get("") or 0) < STRING_EQUAL_OPSET:
-        return None
-    if not target_lacks(target, "", "Unique") or target.lacks("", "Equal", STRING_EQUAL_OPSET):
-        return None
-    return STRING_EQUAL_OPSET if looks_strings_up(model) else None
 
 
 def _restriction_blockers(model, target, base_dir, seen=frozenset(), inferred=None) -> list[Blocker]:

@@ -1,8 +1,9 @@
 """A string LabelEncoder / OneHotEncoder lowered for a target: below opset 19 the lookup is a
 Unique (Equal takes strings from 19), which LiteRT 2.6 lacks while it runs Equal on strings, so
-``convert --target litert==2.6`` lowers such a model at opset 19 (rewriter/convert/for_target.py
-``_string_equal_opset``). The rules run without the runtime; with the LiteRT venv (skipped when
-absent) the converted model runs there as ONNX Runtime computes the original."""
+``convert --target litert==2.6`` lowers such a model at opset 19
+(rewriter/convert/lowering/ml_encoders.py ``string_equal_opset``). The rules run without the
+runtime; with the LiteRT venv (skipped when absent) the converted model runs there as ONNX Runtime
+computes the original."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from onnx import numpy_helper
 from rewriter.convert.lowering.emit import BOOL, F32, F64, I64, STR, negative_zeros
 from rewriter.convert.lowering.registry import lowering
 
-__all__ = ["STRING_EQUAL_OPSET", "looks_strings_up"]
+__all__ = ["STRING_EQUAL_OPSET", "looks_strings_up", "string_equal_opset"]
 
 INT32 = 6
 STRING_EQUAL_OPSET = 19  # Equal takes strings from this opset
@@ -55,6 +55,21 @@ def looks_strings_up(model) -> bool:
                 if a.name == "keys_tensor" and a.t.data_type == STR:
                     return True
     return False
+
+
+def string_equal_opset(model, target, lacks_unique: bool) -> int | None:
+    """The opset to lower ``model`` at for ``target`` (a :class:`rewriter.targets.Target`) when it
+    runs the string lookups only so: below :data:`STRING_EQUAL_OPSET` they are a Unique, which a
+    target may lack (``lacks_unique``) while it runs Equal on strings from there (LiteRT 2.6: a
+    string LabelEncoder of a model at opset 15). None: at the model's own."""
+    from rewriter.graph import traversal
+
+    current = traversal.opset_version(model.opset_import)
+    if current is None or current >= STRING_EQUAL_OPSET or (target.opsets.get("") or 0) < STRING_EQUAL_OPSET:
+        return None
+    if not lacks_unique or target.lacks("", "Equal", STRING_EQUAL_OPSET):
+        return None
+    return STRING_EQUAL_OPSET if looks_strings_up(model) else None
 
 
 @lowering("ArrayFeatureExtractor", exactness=EXACT)
