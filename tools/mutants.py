@@ -3856,7 +3856,12 @@ MUTANTS: list[Mutant] = [
       'if domain in absent or target.lacks(domain, node.op_type, version):', 'if target.lacks(domain, node.op_type, version):',
       'tests/cli/test_check_target.py', 'an ML op no node test reached not named'),
     M('ml-absent-line', 'rewriter/targets/__init__.py',
-      'if domain in absent:\n            found.append(f"the {name} domain', 'if False:\n            found.append(f"the {name} domain',
+      'found += [f"the {d} domain (it does not implement it)" for d in sorted(absent & {k[0] for k in lacking})]',
+      'found += [f"the {d} domain (it does not implement it)" for d in sorted(absent)]',
+      'tests/cli/test_check_target.py', 'an ML opset imported and unused said to block'),
+    M('ml-absent-line-missing', 'rewriter/targets/__init__.py',
+      'found += [f"the {d} domain (it does not implement it)" for d in sorted(absent & {k[0] for k in lacking})]',
+      'found += []',
       'tests/cli/test_check_target.py', 'the domain not said'),
 ]
 

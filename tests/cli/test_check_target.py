@@ -149,3 +149,16 @@ def test_a_profile_with_an_ml_opset_is_taken_at_its_word(tmp_path, capsys):
     profile.write_text(json.dumps({"name": "npu", "opsets": {"": 18}}))
     code, out = _check(tmp_path, capsys, _ml_model(), str(profile))
     assert code == 1 and "the ai.onnx.ml domain (it does not implement it)" in out
+
+
+@pytest.mark.parametrize("target", ["litert==2.6", "openvino==2026.4", "tensorrt==10.8"])
+def test_an_ml_opset_imported_and_unused_is_no_blocker(tmp_path, capsys, target):
+    """tf2onnx and jax2tf import ai.onnx.ml without using it; the releases load such models."""
+    graph = helper.make_graph([helper.make_node("Relu", ["X"], ["Y"], name="r")], "g",
+                              [helper.make_tensor_value_info("X", T.FLOAT, [2, H])],
+                              [helper.make_tensor_value_info("Y", T.FLOAT, [2, H])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("ai.onnx.ml", 2)],
+                              ir_version=8)
+    code, out = _check(tmp_path, capsys, model, target)
+    assert "ai.onnx.ml domain" not in out
+    assert code == 0, out
