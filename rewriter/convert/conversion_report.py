@@ -60,6 +60,8 @@ class ConvertReport:
     target_ml_opset: int | None = None
     # for a runtime target: whose data, what its per-op restrictions made the conversion rewrite
     target_notes: list = dataclasses.field(default_factory=list)
+    # the target_notes that say a form was rewritten for what the release refuses or computes wrongly
+    target_forms: list = dataclasses.field(default_factory=list)
     notes: list = dataclasses.field(default_factory=list)  # what the conversion learned or chose, in words
     # what the user must know of the result: a graph output whose type changed (ZipMap's maps as a tensor)
     warnings: list = dataclasses.field(default_factory=list)
@@ -67,6 +69,13 @@ class ConvertReport:
     @property
     def ok(self) -> bool:
         return not self.blockers and not self.ir_blockers
+
+    def rewrote_for_target(self, notes) -> None:
+        """Notes of forms rewritten for the target (what it refuses or computes wrongly as they were):
+        among the target notes, and kept apart for ``check --target``."""
+        notes = list(notes)
+        self.target_notes.extend(notes)
+        self.target_forms.extend(notes)
 
     def summary_lines(self) -> list[str]:
         lines = []

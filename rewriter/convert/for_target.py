@@ -175,6 +175,12 @@ def _convert(model, spec, source, lowered, kwargs):
     return result, report
 
 
+def _copy(model: onnx.ModelProto) -> onnx.ModelProto:
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    return copy
+
+
 def expand_over_constant(target):
     """``target`` with the op versions it runs only with constant inputs (``needs_constant``)
     missing again where the conversion can write the op otherwise (a function body, the project's
@@ -208,24 +214,26 @@ def _measured_forms(source, result, report, target, plan_only: bool) -> None:
     from rewriter.targets import measured_verdicts as verdicts
 
     if target.runtime in forms.NAMES_DIMS and not plan_only:
-        report.target_notes.extend(forms.name_anonymous_dims(result))
+        report.rewrote_for_target(forms.name_anonymous_dims(result))
     if target.runtime in static_dims.CLEARS_FOREIGN_SYMBOLS and not plan_only:
-        report.target_notes.extend(static_dims.clear_declared_symbols(result))
+        report.rewrote_for_target(static_dims.clear_declared_symbols(result))
     if target.rewrite_forms:
         from rewriter.graph.inferred import LazyInference
         from rewriter.targets.measured_rewrites import rewrite_forms, rewritten_copy
 
         if plan_only:  # the plan names what convert leaves: the rewrites run on a copy
-            result = rewritten_copy(result, target.rewrite_forms, target.name, report.target_notes)
+            notes: list = []
+            result = rewritten_copy(result, target.rewrite_forms, target.name, notes)
+            report.rewrote_for_target(notes)
         else:
-            report.target_notes.extend(rewrite_forms(result, target.rewrite_forms, target.name,
-                                                     LazyInference(result)()))
-    if target.form_verdicts and not plan_only:
+            report.rewrote_for_target(rewrite_forms(result, target.rewrite_forms, target.name, LazyInference(result)()))
+    if target.form_verdicts:
         from rewriter.targets.reversal import reversed_slices
         from rewriter.targets.single_input import single_input_concats
 
-        report.target_notes.extend(single_input_concats(result, target.form_verdicts, target.name))
-        report.target_notes.extend(reversed_slices(result, target.form_verdicts, target.name))
+        written = result if not plan_only else _copy(result)
+        report.rewrote_for_target(single_input_concats(written, target.form_verdicts, target.name))
+        report.rewrote_for_target(reversed_slices(written, target.form_verdicts, target.name))
     report.target_notes.extend(target.run_notes())
     from rewriter.targets.computed_shapes import computed_shapes_note
 
@@ -373,7 +381,7 @@ def _meet_restrictions(result, report, target, base_dir, plan_only: bool, strict
         from rewriter.graph import unused_values as unused
 
         unused.remove_unused(result, only=replaced)
-        report.target_notes.extend(changes)
+        report.rewrote_for_target(changes)
         inferred = LazyInference(result)  # a rewrite may have made values (1D pooling as 2D)
     blocked = _restriction_blockers(result, target, base_dir, inferred=inferred)
     if plan_only:

@@ -162,3 +162,61 @@ def test_an_ml_opset_imported_and_unused_is_no_blocker(tmp_path, capsys, target)
     code, out = _check(tmp_path, capsys, model, target)
     assert "ai.onnx.ml domain" not in out
     assert code == 0, out
+
+
+def _one(nodes, inputs, outputs, opset=17, inits=()) -> onnx.ModelProto:
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(nodes, "g", [vi(n, t, s) for n, t, s in inputs], [vi(n, t, s) for n, t, s in outputs],
+                              list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+def _stft() -> onnx.ModelProto:
+    inits = [numpy_helper.from_array(np.array(4, np.int64), "step"), numpy_helper.from_array(np.hanning(8).astype(np.float32), "w")]
+    return _one([helper.make_node("STFT", ["x", "step", "w"], ["y"], name="stft")], [("x", T.FLOAT, [1, "n", 1])],
+                [("y", T.FLOAT, [1, None, 5, 2])], inits=inits)
+
+
+def _quantize(after: str | None) -> onnx.ModelProto:
+    nodes = [helper.make_node(after, ["x"], ["a"], name="act")] if after else []
+    nodes.append(helper.make_node("DynamicQuantizeLinear", ["a" if after else "x"], ["q", "s", "z"], name="dql"))
+    return _one(nodes, [("x", T.FLOAT, [2, H])], [("q", T.UINT8, [2, H]), ("s", T.FLOAT, []), ("z", T.UINT8, [])],
+                opset=13)
+
+
+def _quantize_linear() -> onnx.ModelProto:
+    inits = [numpy_helper.from_array(np.array(0.05, np.float32), "s"), numpy_helper.from_array(np.array(3, np.uint8), "z")]
+    return _one([helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], name="ql")], [("x", T.FLOAT, [2, H])],
+                [("q", T.UINT8, [2, H])], opset=13, inits=inits)
+
+
+@pytest.mark.parametrize("case,target,said", [
+    ("stft", "openvino==2026.4", "decomposed by convert: STFT x1"),
+    ("dql after sigmoid", "tract==0.23", "named by convert: node 'dql' (DynamicQuantizeLinear)"),
+    ("quantize linear", "openvino==2026.4", "form: 1 quantized node(s) written as integer arithmetic"),
+    ("anonymous dim", "tract==0.23", "form: "),
+])
+def test_what_only_the_plan_shows_is_said(tmp_path, capsys, case, target, said):
+    """Forms the op versions do not show (an op version run only with constant inputs, a measured
+    quantized form, tract's unnamed input dims): check asks the plan, and says what it does."""
+    model = {"stft": _stft, "dql after sigmoid": lambda: _quantize("Sigmoid"), "quantize linear": _quantize_linear,
+             "anonymous dim": lambda: _one([helper.make_node("Relu", ["x"], ["y"])], [("x", T.FLOAT, [None, H])],
+                                           [("y", T.FLOAT, [None, H])])}[case]()
+    code, out = _check(tmp_path, capsys, model, target)
+    assert code == 1, out
+    listed = out.split("converts for it):")[1].split("convert --target")[0]
+    assert said in listed, out
+    assert "INFERENCE_PRECISION_HINT" not in listed  # (how to run it is a note, not a blocker)
+
+
+@pytest.mark.parametrize("target", ["openvino==2026.4", "tract==0.23", "tensorrt==10.8", "litert==2.6"])
+def test_a_model_the_plan_leaves_as_it_is_loads(tmp_path, capsys, target):
+    model = _one([helper.make_node("Relu", ["x"], ["y"])], [("x", T.FLOAT, [2, H])], [("y", T.FLOAT, [2, H])])
+    code, out = _check(tmp_path, capsys, model, target)
+    assert code == 0 and "nothing stops it" in out, out
+
+
+def test_a_quantize_of_an_exact_value_loads_for_tract(tmp_path, capsys):
+    """tract computes DynamicQuantizeLinear as ONNX Runtime does (kept_if_exact_input): of a graph input it loads."""
+    code, out = _check(tmp_path, capsys, _quantize(None), "tract==0.23")
+    assert code == 0, out

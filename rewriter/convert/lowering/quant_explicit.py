@@ -370,14 +370,14 @@ def meet_quantized_forms(result: onnx.ModelProto, report, target, plan_only: boo
     fused, why = (fuse_like_onnx_runtime(result, base_dir, target.runtime) if forms.get("QDQ") == FORM
                   else (0, ""))  # first
     if fused:
-        report.target_notes.append(f"QDQ groups fused as ONNX Runtime fuses them: {fused} integer node(s)")
+        report.rewrote_for_target([f"QDQ groups fused as ONNX Runtime fuses them: {fused} integer node(s)"])
     found = _refusals(result, entry.get("refused", {}), target.name)
     if not plan_only or not found:
         count, more = rewrite_quantized(result, forms, target.name, tensor_reader(base_dir)) if not found else (0, [])
         found += more
         if count:
-            report.target_notes.append(f"{count} quantized node(s) written as integer arithmetic with one rounding "
-                                       f"step, which {target.name} computes as ONNX Runtime does (measured)")
+            report.rewrote_for_target([f"{count} quantized node(s) written as integer arithmetic with one "
+                                       f"rounding step, which {target.name} computes as ONNX Runtime does (measured)"])
     blocked = [Blocker(label, op, "form", reason + (why if "a QDQ group's" in reason else ""),
                        "a runtime that computes it as ONNX Runtime does", name=name) for label, op, name, reason in found]
     if plan_only:
