@@ -329,11 +329,14 @@ def blockers(model, target: Target, *, base_dir: str | None = None) -> list[str]
             if domain in absent or target.lacks(domain, node.op_type, version):
                 lacking.setdefault((domain, node.op_type, version), []).append(traversal.node_label(node, scope))
     # (a domain imported and not used is no blocker: the releases load such models, tf2onnx's and jax2tf's)
-    found += [f"the {d} domain (it does not implement it)" for d in sorted(absent & {k[0] for k in lacking})]
+    unknown = target.ops is None  # (measured: the data says what failed, not every op it has)
+    found += [f"the {d} domain ({'no ML opset in its data' if unknown else 'it does not implement it'})"
+              for d in sorted(absent & {k[0] for k in lacking})]
     for (domain, op, version), labels in sorted(lacking.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         at = f"-{version}" if version is not None else ""
         shown = first_few(labels)
-        found.append(f"{op}{at}{' (' + domain + ')' if domain else ''}, which it does not implement: {shown}")
+        verb = "is not known to implement" if domain in absent and unknown else "does not implement"
+        found.append(f"{op}{at}{' (' + domain + ')' if domain else ''}, which it {verb}: {shown}")
     from rewriter.targets.ort_quirks import half_precision_blockers
 
     found += half_precision_blockers(model, target)
