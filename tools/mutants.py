@@ -3892,6 +3892,13 @@ MUTANTS: list[Mutant] = [
     M('rft-quant-rewrite', 'rewriter/convert/lowering/quant_explicit.py',
       'report.rewrote_for_target([f"{count} quantized node(s)', 'report.target_notes.extend([f"{count} quantized node(s)',
       'tests/cli/test_check_target.py', "the quantized forms' rewrite not counted by check"),
+    M('inf-decided-typed', 'rewriter/graph/inferred.py',
+      'inferred = _typed(better, {n: v for n, v in decided.items() if n not in outputs})', 'inferred = better',
+      'tests/convert/test_shape_values.py tests/targets/test_tvm_shape_forms.py',
+      "a decided value keeps the shapeless declaration (TVM's Reshape of total_sequence_length missed)"),
+    M('inf-decided-kept-twice', 'rewriter/graph/inferred.py',
+      'kept = [v for v in inferred.graph.value_info if v.name not in decided]', 'kept = list(inferred.graph.value_info)',
+      'tests/convert/test_shape_values.py', 'a decided value described twice'),
 ]
 
 

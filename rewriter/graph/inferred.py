@@ -89,7 +89,20 @@ def infer_with_static_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
             break
         if len(_shapeless(better)) >= len(_shapeless(inferred)):
             break
-        inferred = better
+        inferred = _typed(better, {n: v for n, v in decided.items() if n not in outputs})
+    return inferred
+
+
+def _typed(inferred: onnx.ModelProto, decided: dict) -> onnx.ModelProto:
+    """``inferred`` with the values made initializers described by their arrays: a value_info
+    the model declares for one without a shape (onnxruntime-genai's builder gives its scalars an
+    element type only) stays as declared in the copy, which inference does not revise."""
+    kept = [v for v in inferred.graph.value_info if v.name not in decided]
+    del inferred.graph.value_info[:]
+    inferred.graph.value_info.extend(kept)
+    inferred.graph.value_info.extend(
+        onnx.helper.make_tensor_value_info(name, onnx.helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape))
+        for name, v in decided.items())
     return inferred
 
 

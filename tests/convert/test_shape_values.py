@@ -196,6 +196,25 @@ def test_static_inputs_decide_dims_inference_leaves_symbolic():
     assert not all(isinstance(d, int) for d in dims(infer_with_static_shapes(symbolic), "y"))
 
 
+def test_a_value_decided_keeps_its_shape_where_the_model_declares_only_its_type():
+    """onnxruntime-genai's builder declares its scalars with an element type only; such a value
+    decided by static dims (the framing's "n", a Squeeze of a dim) is described by its array, a
+    scalar, not by the declaration the copy kept (TVM's Reshape of a scalar to [1] is found so)."""
+    from rewriter.graph.inferred import infer_with_static_shapes
+
+    model = _framing(16000)
+    model.graph.value_info.append(helper.make_tensor_value_info("n", TensorProto.INT64, None))
+    model.graph.value_info.append(helper.make_tensor_value_info("keep", TensorProto.INT64, None))
+    inferred = infer_with_static_shapes(model)
+    typed = {v.name: v.type.tensor_type for v in inferred.graph.value_info}
+    for name in ("n", "keep"):
+        assert typed[name].elem_type == TensorProto.INT64 and typed[name].HasField("shape"), name
+        assert len(typed[name].shape.dim) == 0, name
+    assert sum(v.name == "n" for v in inferred.graph.value_info) == 1
+    assert [d.dim_value for v in inferred.graph.value_info if v.name == "kept" for d in v.type.tensor_type.shape.dim] \
+        == [1, 15680]
+
+
 def test_a_scan_over_those_frames_is_unrolled_with_static_inputs():
     from rewriter.convert.for_target import convert_for
 

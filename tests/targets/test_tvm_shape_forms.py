@@ -255,6 +255,24 @@ def test_scalar_reshape_unsqueezed(elem, shape):
     np.testing.assert_array_equal(_ort(out, feeds)[0], _ort(model, feeds)[0])
 
 
+def test_scalar_reshape_unsqueezed_with_static_dims_and_a_type_only_declaration():
+    """onnxruntime-genai's Llama declares its scalars with an element type only; with the mask's
+    dims static (--input-shape) the inference decides the length, and the decided value is still
+    known as a scalar, so convert unsqueezes the Reshape (llama_tiny_fp32 with --input-shape was
+    refused by TVM at load: "Reshape requires the input data to be Tensor")."""
+    model = _total_length()
+    model.graph.input[0].type.tensor_type.shape.dim[1].dim_value = 5
+    model.graph.value_info.append(vi("total", TensorProto.INT32, None))
+    result, report = convert_for(model, runtime="tvm==0.27")
+    assert any("'reshape_total'" in note and "Unsqueeze" in note for note in report.target_notes), report.target_notes
+    assert not any(n.op_type == "Reshape" for n in result.graph.node)
+    feeds = {"mask": np.ones((1, 5), np.int64)}
+    np.testing.assert_array_equal(_ort(result, feeds)[0], _ort(model, feeds)[0])
+    ran = run_in("tvm", "0.27", result, feeds)
+    assert ran["ok"], ran
+    np.testing.assert_array_equal(ran["values"][0], _ort(model, feeds)[0])
+
+
 def _producer_of(model, name):
     return next(n for n in model.graph.node if name in n.output)
 
