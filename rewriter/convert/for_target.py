@@ -334,8 +334,6 @@ def lower_for(model: onnx.ModelProto, target):
         return lower_ops(model, lacking, opset=string_equal_opset(model, target, target_lacks(target, "", "Unique")))
 
 
-
-
 def _restriction_blockers(model, target, base_dir, seen=frozenset(), inferred=None) -> list[Blocker]:
     from rewriter.targets import restriction_violations
 

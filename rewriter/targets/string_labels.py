@@ -14,6 +14,8 @@ from __future__ import annotations
 import onnx
 
 from rewriter.graph import traversal
+from rewriter.graph.model_index import value_types
+from rewriter.graph.schemas import is_default_domain
 from rewriter.targets.measured_verdicts import node_versions
 
 __all__ = ["FORM", "gathered_labels"]
@@ -58,15 +60,12 @@ def _chain(gather: onnx.NodeProto, readers: dict, outputs: list) -> set[str]:
         uses = readers.get(name, [])
         if name in outputs:
             return names if not uses and outputs.count(name) == 1 else set()
-        if len(uses) != 1 or uses[0].op_type != "Identity" or uses[0].domain not in ("", "ai.onnx"):
+        if len(uses) != 1 or uses[0].op_type != "Identity" or not is_default_domain(uses[0].domain):
             return set()
         name = uses[0].output[0]
 
 
 def _only_strings(model: onnx.ModelProto, taken: set, inferred) -> bool:
-    """Whether every string tensor of the main graph whose type is known is in ``taken``."""
-    graph = inferred.graph if inferred is not None else model.graph
-    typed = [v for v in [*graph.input, *graph.output, *graph.value_info] if v.type.HasField("tensor_type")]
-    strings = {v.name for v in typed if v.type.tensor_type.elem_type == _STRING}
-    strings |= {t.name for t in model.graph.initializer if t.data_type == _STRING}
-    return strings <= taken
+    """Whether every string tensor of the model whose type is known is in ``taken``."""
+    return all(name in taken for name, t in value_types(model, inferred).items()
+               if t.HasField("tensor_type") and t.tensor_type.elem_type == _STRING)
