@@ -243,15 +243,12 @@ def _measured_forms(source, result, report, target, plan_only: bool) -> None:
     if unmeasured:
         report.target_notes.append(f"op versions {target.name} was not measured in (no node test reaches them, "
                                    f"no one-node form was built): {', '.join(unmeasured)}")
-    from rewriter.convert.lowering.nbits_level import nbits_level_blockers
-
-    found = nbits_level_blockers(source, target)  # (from the release's quantized_forms, not the keys below)
-    if not (found or target.needs_constant or target.types_refused or target.type_verdicts or target.form_verdicts
+    if not (target.needs_constant or target.types_refused or target.type_verdicts or target.form_verdicts
             or target.needs_static_dims or target.refused_forms):
         return
     from rewriter.graph.inferred import LazyInference
 
-    found += forms.fed_blockers(result, target.needs_constant, target.name, target.runtime in forms.FREEZES_DEFAULTS)
+    found = forms.fed_blockers(result, target.needs_constant, target.name, target.runtime in forms.FREEZES_DEFAULTS)
     if target.needs_static_dims or target.refused_forms:
         found += static_dims.static_dims_blockers(result, target.needs_static_dims, target.name,
                                                   LazyInference(result)(), target.refused_forms)

@@ -15,25 +15,26 @@ from onnx import TensorProto as T
 from rewriter.convert.lower_ops import lower_ops
 from rewriter.errors import RewriterError
 from tests.convert.support.contrib_oracle import com_model, const
-from tests.convert.support.lowering_oracle import check_lowering
+from tests.convert.support.lowering_oracle import check_lowering, ort_run
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 TOL = {"exact_ort": False, "exact_ref": False, "rtol": 1e-5, "atol": 1e-5}
 
 
-def _nbits(rng, bits, k, n, block, *, zp=True, bias=False, **extra):
+def _nbits(rng, bits, k, n, block, *, zp=True, bias=False, a_shape=("m",), elem=T.FLOAT, **extra):
     blocks = -(-k // block)
-    names = [("A", T.FLOAT, ["m", k]), "B", "S"]
+    floats = np.float32 if elem == T.FLOAT else np.float16
+    names = [("A", elem, [*a_shape, k]), "B", "S"]
     inits = [const("B", rng.integers(0, 256, size=(n, blocks, block * bits // 8)), np.uint8),
-             const("S", rng.random(n * blocks) * 0.1 + 0.01, np.float32)]
+             const("S", rng.random(n * blocks) * 0.1 + 0.01, floats)]
     if zp:
         names.append("Z")
         inits.append(const("Z", rng.integers(0, 256, size=n * -(-blocks * bits // 8)), np.uint8))
     if bias:
         names += [""] * (4 - len(names)) + ["", "bias"]
-        inits.append(const("bias", rng.normal(size=n), np.float32))
+        inits.append(const("bias", rng.normal(size=n), floats))
     attrs = {"K": k, "N": n, "bits": bits, "block_size": block, "accuracy_level": 0, **extra}
-    return com_model("MatMulNBits", names, [("Y", T.FLOAT, ["m", n])], initializers=inits, **attrs)
+    return com_model("MatMulNBits", names, [("Y", elem, [*a_shape, n])], initializers=inits, **attrs)
 
 
 @pytest.mark.parametrize("bits,k,n,block", [(4, 64, 32, 32), (4, 70, 20, 16), (8, 48, 16, 16), (2, 64, 8, 32)])
@@ -45,6 +46,60 @@ def test_matmul_nbits(bits, k, n, block, zp, opset):
     lowered = check_lowering(model, {"A": rng.normal(size=(3, k)).astype(np.float32)}, opset=opset, **TOL)
     ops = {nd.op_type for nd in lowered.graph.node}
     assert ("DequantizeLinear" in ops) == (opset == 21 and bits in (4, 8))
+
+
+LEVEL4 = [(4, 64, 32, 32, ("m",)), (4, 70, 20, 16, ("b", "s")), (8, 48, 16, 16, ("b", "s")), (2, 64, 8, 32, ()),
+          (4, 256, 24, 128, ("b", "s"))]
+
+
+@pytest.mark.parametrize("bits,k,n,block,a_shape", LEVEL4)
+@pytest.mark.parametrize("opset", [None, 21])
+def test_matmul_nbits_level_4_quantizes_the_activations_as_onnx_runtime_does(bits, k, n, block, a_shape, opset):
+    """At accuracy_level 4 ONNX Runtime (1.19 and later, x86-64) quantizes A to int8 per block before the
+    product: float weights alone are about 5e-3 (relative L2) from it, the lowering within float32
+    rounding, in ONNX Runtime (graph optimizations off: they fuse the blocks back) and onnx.reference.
+    Rank 1 to 3, a partial last block (70 = 4 x 16 + 6), an all-zero block, zero points or not."""
+    rng = np.random.default_rng(bits * 1000 + k)
+    model = _nbits(rng, bits, k, n, block, zp=k != 64, bias=bits == 4, a_shape=a_shape, accuracy_level=4)
+    a = rng.normal(size=(*((2, 3)[:len(a_shape)]), k)).astype(np.float32)
+    a[..., :block] = 0  # (max |a| = 0: codes 0, not 0 * inf)
+    lowered = check_lowering(model, {"A": a}, opset=opset, **TOL)
+    assert "GlobalMaxPool" in {nd.op_type for nd in lowered.graph.node}
+    plain = _nbits(np.random.default_rng(bits * 1000 + k), bits, k, n, block, zp=k != 64, bias=bits == 4,
+                   a_shape=a_shape)
+    level0 = ort_run(lower_ops(plain, opset=opset)[0], {"A": a})[0]
+    level4 = ort_run(model, {"A": a})[0]
+    assert np.linalg.norm(level0 - level4) / np.linalg.norm(level4) > 1e-3  # (the activations' own error)
+
+
+def test_matmul_nbits_level_4_rounds_ties_to_even():
+    """max |a| = 127 makes the scale 1: codes are a rounded, 2.5 -> 2, 3.5 -> 4, -0.5 -> -0 (the
+    kernel's _mm256_round_ps), against ONNX Runtime bit for bit."""
+    model = _nbits(np.random.default_rng(3), 4, 16, 4, 16, zp=False, a_shape=(), accuracy_level=4)
+    a = np.array([127, 2.5, 3.5, -0.5, 0.5, 1.5, -2.5, 4.5, 5.5, -126.5, 6.5, 7.5, 8.5, 9.5, 10.5, -11.5], np.float32)
+    lowered = check_lowering(model, {"A": a}, **TOL)
+    b = lower_ops(_nbits(np.random.default_rng(3), 4, 16, 4, 16, zp=False, a_shape=()))[0]
+    away = np.where(a - np.floor(a) == 0.5, np.floor(a) + (a > 0), np.round(a)).astype(np.float32)
+    assert not np.allclose(ort_run(b, {"A": away})[0], ort_run(lowered, {"A": a})[0], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(ort_run(b, {"A": np.round(a)})[0], ort_run(lowered, {"A": a})[0], rtol=1e-6, atol=1e-6)
+
+
+def test_matmul_nbits_level_4_float16():
+    """A float16 A is widened, quantized, multiplied and the bias added in float32, then narrowed (the
+    kernel's order); float16 weights and sums would be 1e-3 off."""
+    rng = np.random.default_rng(16)
+    model = _nbits(rng, 4, 64, 16, 32, bias=True, a_shape=("b", "s"), elem=T.FLOAT16, accuracy_level=4)
+    a = rng.normal(size=(2, 3, 64)).astype(np.float16)
+    lowered = check_lowering(model, {"A": a}, exact_ort=False, exact_ref=False, rtol=2e-3, atol=2e-3)
+    got, want = ort_run(lowered, {"A": a})[0], ort_run(model, {"A": a})[0]
+    assert got.dtype == np.float16
+    assert np.count_nonzero(got != want) <= 2, (got, want)  # (float16 rounding of one sum at most, measured 0-1)
+
+
+def test_matmul_nbits_level_4_rank_4_is_refused_by_name():
+    model = _nbits(np.random.default_rng(0), 4, 32, 8, 16, a_shape=("a", "b", "c"), accuracy_level=4)
+    with pytest.raises(RewriterError, match=r"accuracy_level 4: A of rank 4"):
+        lower_ops(model)
 
 
 @pytest.mark.parametrize("bits", [4, 8])

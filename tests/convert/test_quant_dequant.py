@@ -184,7 +184,7 @@ def test_tvm_refuses_blocked_codes_and_runs_them_folded(elem):
     """TVM 0.27 refuses a blocked DequantizeLinear-21 at load (uint4: its constant is read as a byte
     per code, "TensorCopyFromBytes: size mismatch (256 vs. 512)"; uint8 too); folded to float
     weights (``fold_blocks``) it runs and gives ONNX Runtime's values (onnxruntime-genai's int4
-    Llama: refused at load, unnamed -> named for its accuracy_level 4)."""
+    Llama: refused at load, unnamed -> match, its accuracy_level 4 activations written out)."""
     from rewriter.convert.for_target import convert_for
     from tests.targets.runtime_runs import run_in
 

@@ -5,8 +5,10 @@
   When the final opset is 21 or newer the codes stay codes: a uint4/uint8 initializer [K, N] and
   DequantizeLinear-21 with ``block_size`` along K, then MatMul; below 21 the weight is stored as
   float [K, N] (8x the 4-bit bytes, 4x the 8-bit ones) and multiplied. As ONNX Runtime computes it
-  at accuracy_level 0 (float), within float32 rounding; at accuracy_level 4 ONNX Runtime itself
-  quantizes A to int8 per block, which the lowering does not imitate.
+  at accuracy_level 0 (float), within float32 rounding. At accuracy_level 4 ONNX Runtime quantizes A
+  to int8 per block of K (MLAS ``QuantizeARow_CompInt8``) before the product; the lowering writes the
+  same codes in front of the MatMul (``int8_activations``), so any runtime computes what ONNX Runtime
+  does at that level instead of 5e-3 (relative L2) from it.
 - GatherBlockQuantized (``quantization/gather_block_quantized.cc``; 2D tables, uint8-packed 2/4/8-bit
   or int4/uint4 codes, quantized along the last axis): the rows' codes (one byte each), zero points
   (default 2^(bits-1) for packed uint8, 0 for int4/uint4) and scales gathered, then float32(code -
@@ -32,8 +34,8 @@ from rewriter.graph.attributes import attribute_int
 __all__ = ["unpack_codes", "rotate", "cos_sin"]
 
 NEAR = "within float32 rounding of ONNX Runtime's kernel"
-NBITS = ("float weights: within float32 rounding of ONNX Runtime at accuracy_level 0 (its int8 activations at "
-         "level 4 differ by their own quantization error)")
+NBITS = ("float weights: within float32 rounding of ONNX Runtime (at accuracy_level 4 A quantized to int8 per block "
+         "first, as its kernel does from release 1.19 on x86-64: 4 bits from 1.19, 8 bits from 1.22, 2 bits from 1.32)")
 
 
 def unpack_codes(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
@@ -74,13 +76,16 @@ def _nbits_types(node, types):
 @lowering("MatMulNBits", COM, exactness=NBITS)
 def matmul_nbits(ctx) -> None:
     ctx.known("K", "N", "bits", "block_size", "accuracy_level", "weight_prepacked")
-    ctx.input_elem(FLOATS)
     if ctx.attr("weight_prepacked", 0):
         ctx.block("weight_prepacked=1: B is in a backend's own layout")
     if len(ctx.node.input) > 4 and ctx.node.input[4]:
         ctx.block("g_idx (act-order groups) is not lowered")
+    elem = ctx.input_elem(FLOATS)
     codes, scales, zp, k, n, bits, block = _nbits_weights(ctx)
     e, a = ctx.emit, ctx.node.input[0]
+    level4 = ctx.attr("accuracy_level", 0) == 4
+    if level4:  # (float32 throughout, as the kernel widens a float16 A and adds the bias before narrowing)
+        a, scales = int8_activations(ctx, a, k, block, elem), scales.astype(np.float32)
     zero = np.full(scales.shape, 1 << (bits - 1), np.uint8) if zp is None else zp
     if e.final_opset >= 21 and bits in (4, 8):
         ctx.exactness = NBITS.replace("float weights", "DequantizeLinear-21 blocks")
@@ -93,10 +98,45 @@ def matmul_nbits(ctx) -> None:
         diff = (codes.astype(np.int32) - zero[:, steps].astype(np.int32)).astype(np.float32)
         w = e.const((diff * scales[:, steps].astype(np.float32)).astype(scales.dtype).T.copy(), hint="weight")
     y = ctx.node.output[0]
-    if len(ctx.node.input) > 5 and ctx.node.input[5]:
-        e.op("Add", [e.op("MatMul", [a, w]), ctx.node.input[5]], out=y)
-    else:
-        e.op("MatMul", [a, w], out=y)
+    narrow = level4 and elem != F32
+    product = e.op("MatMul", [a, w], out=None if narrow or _has_bias(ctx) else y)
+    if _has_bias(ctx):
+        bias = e.cast(ctx.node.input[5], F32) if narrow else ctx.node.input[5]
+        product = e.op("Add", [product, bias], out=None if narrow else y)
+    if narrow:
+        e.cast(product, elem, out=y)
+
+
+def _has_bias(ctx) -> bool:
+    return len(ctx.node.input) > 5 and bool(ctx.node.input[5])
+
+
+def int8_activations(ctx, a: str, k: int, block: int, elem: int) -> str:
+    """``a`` (float32, or float16 widened) as ONNX Runtime's accuracy_level 4 kernel reads it: per block
+    of ``block`` along K (a partial last block as if padded with zeros), the codes round(a * (127 /
+    max|a|)) (half to even; 0 in an all-zero block) times max|a| / 127, each a float32 operation as
+    MLAS writes it, so the MatMul after it sums the kernel's int8 products within float32 rounding.
+    The blocks' maxima are a GlobalMaxPool over [rows, blocks, 1, block] (one version from opset 1 to
+    21, which every measured release runs; ReduceMax-20 is unmeasured or measured wrongly on its
+    empty set there; 4D, where onnx.reference's GlobalMaxPool reduces the right axes), so A has rank
+    1, 2 or 3 (LLM exports: [batch, sequence, K])."""
+    e, rank = ctx.emit, ctx.input(0).rank
+    if rank not in (1, 2, 3):
+        ctx.block(f"accuracy_level 4: A of rank {rank} (its int8 blocks are written for rank 1 to 3)")
+    if e.final_opset < 11:
+        ctx.block(f"accuracy_level 4: the int8 blocks need Round (opset 11), the final opset is {e.final_opset}")
+    blocks = -(-k // block)
+    x = a if elem == F32 else e.cast(a, F32)
+    if blocks * block != k:
+        x = e.op("Pad", [x, e.ints([0] * (2 * rank - 1) + [blocks * block - k])])
+    x = e.op("Reshape", [x, e.ints([1 if rank == 1 else 0, -1, 1, block])])
+    most = e.op("GlobalMaxPool", [e.op("Abs", [x])])
+    top, zero = e.const(np.float32(127), hint="int8_max"), e.const(np.float32(0), hint="zero")
+    inverse = e.op("Where", [e.op("Equal", [most, zero]), zero, e.op("Div", [top, most])])
+    codes = e.op("Round", [e.op("Mul", [x, inverse])])
+    back = {1: [blocks * block], 2: [0, blocks * block], 3: [0, -1, blocks * block]}[rank]
+    x = e.op("Reshape", [e.op("Mul", [codes, e.op("Div", [most, top])]), e.ints(back)])
+    return x if blocks * block == k else e.op("Slice", [x, e.ints([0]), e.ints([k]), e.ints([-1])])
 
 
 def cos_sin(e, cos_cache: str, sin_cache: str, positions: str) -> tuple[str, str]:

@@ -22,8 +22,7 @@ from onnx import TensorProto, helper
 from rewriter.convert.lowering.quant_double import Keep, Refused
 from rewriter.graph.constants import constant_value
 
-__all__ = ["FOLDS_BLOCKS", "dequantize"]
-FOLDS_BLOCKS = ("fold_blocks", "cast_and_scale")  # the forms that write blocked DequantizeLinear as float weights
+__all__ = ["dequantize"]
 _F32 = TensorProto.FLOAT
 _EXACT_IN_FLOAT = (np.uint8, np.int8, np.uint16, np.int16)  # every difference of two codes is a float32
 
