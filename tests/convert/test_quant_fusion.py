@@ -208,33 +208,35 @@ def _with_average_pool():
     return model
 
 
-def test_a_fused_average_pool_leaves_the_model_as_it_was():
-    """ONNX Runtime fuses DQ -> AveragePool -> Q into QLinearAveragePool, whose lowering divides by float32
-    constants: OpenVINO's division is not correctly rounded (ppocr_v4_rec_qdq with static shapes: 84 of 9600
-    codes, WRONG 0.0128), so for OpenVINO the fused graph is not taken and the reason is given."""
+def test_a_fused_average_pool_divides_as_onnx_runtime_rounds():
+    """ONNX Runtime fuses DQ -> AveragePool -> Q into QLinearAveragePool, whose two divisions (the window
+    sum by its count, the mean by y_scale) the lowering writes correctly rounded with only a faithful Div
+    (exact_divide.py: OpenVINO, tract and LiteRT divide by a reciprocal; ppocr_v4_rec_qdq gave 84 of 9600
+    other codes in OpenVINO with plain Divs): the fused graph is taken and computes ONNX Runtime's codes."""
     model = _with_average_pool()
-    before = model.SerializeToString()
-    count, why = fuse_like_onnx_runtime(model, runtime="openvino")
-    assert count == 0 and "QLinearAveragePool" in why and "divides in float32, which openvino" in why
-    assert model.SerializeToString() == before
-    assert fuse_like_onnx_runtime(_qdq_conv(), runtime="openvino")[0] > 0  # without the pool: fused
-    exact = onnx.ModelProto.FromString(before)
-    assert fuse_like_onnx_runtime(exact, runtime="tvm")[0] > 0  # TVM divides exactly: fused, pool and all
-    assert any(n.op_type == "Div" for n in exact.graph.node)
+    want = _ort(model)
+    count, why = fuse_like_onnx_runtime(model)
+    assert count > 0 and why == ""
+    ops = [n.op_type for n in model.graph.node]
+    assert "QLinearAveragePool" not in ops and ops.count("Div") == 2  # (one faithful Div per division)
+    for got, expected in zip(_ort(model), want):
+        np.testing.assert_array_equal(got, expected)
 
 
-@pytest.mark.parametrize("release", ["openvino==2026.4", "tract==0.23", "litert==2.6"])
-def test_convert_refuses_a_fused_average_pool_by_name(release):
-    """tract 0.23 and LiteRT divide by a constant as a product with its reciprocal (their QuantizeLinear data): as for
-    OpenVINO the fused graph is not taken, and the QDQ group's QuantizeLinear is named (its x is tract's
-    float Conv sum, not ONNX Runtime's), not written with a division."""
-    from rewriter import RewriterError as Error
+@pytest.mark.parametrize("release", ["openvino==2026.4", "openvino==2024.6", "tract==0.23", "litert==2.6"])
+def test_convert_for_a_fused_average_pool_matches_in_the_release(release):
+    """The releases whose division is a product with the reciprocal (before: the model refused by name)."""
     from rewriter.convert.for_target import convert_for
+    from tests.targets.runtime_runs import run_in
 
-    runtime = release.split("==")[0]
-    with pytest.raises(Error, match=r"'q_conv'.*float Conv.*fused graph has QLinearAveragePool, whose lowering "
-                                    rf"divides in float32, which {runtime} does not round"):
-        convert_for(_with_average_pool(), runtime=release)
+    model = _with_average_pool()
+    result, _ = convert_for(model, runtime=release)
+    assert "AveragePool" not in {n.op_type for n in result.graph.node}
+    runtime, version = release.split("==")
+    ran = run_in(runtime, version, result, _feeds())
+    assert ran.get("ok"), ran
+    for got, want in zip(ran["values"], _ort(model)):
+        np.testing.assert_array_equal(np.asarray(got).reshape(want.shape), want)
 
 
 @pytest.mark.parametrize("release", ["tract==0.23", "tvm==0.27", "litert==2.6"])

@@ -29,6 +29,7 @@ from rewriter.convert.lowering.contrib_common import (
     COM, INT32, QTYPES, qtype, scale_input, zero_point_input)
 from rewriter.convert.lowering.contrib_types import dims_of, output_types, tensor_type
 from rewriter.convert.lowering.emit import F32, F64, I64
+from rewriter.convert.lowering.exact_divide import divide_rounded
 from rewriter.convert.lowering.registry import lowering
 from rewriter.graph.attributes import attribute_int
 
@@ -199,7 +200,8 @@ def _avgpool_types(node, types):
 
 
 @lowering("QLinearAveragePool", COM, exactness="exact: the kernel's float window sums in its order, then "
-          "round(y / y_scale + zero point)")
+          "round(y / y_scale + zero point), both divisions correctly rounded with only a faithful Div "
+          "(exact_divide)")
 def qlinear_average_pool(ctx) -> None:
     ctx.known("kernel_shape", "strides", "pads", "auto_pad", "ceil_mode", "count_include_pad", "channels_last")
     elem = qtype(ctx, (U8, I8), zero_point=2)
@@ -232,8 +234,8 @@ def qlinear_average_pool(ctx) -> None:
             mask_shape[a] = d
         mask = e.const(np.ones(mask_shape, np.float32), hint="ones")
         count = _window_sum(e, e.op("Pad", [mask, e.ints(pads)]) if any(pads) else mask, axes, kernel, strides, out)
-    y = e.op("Div", [total, count])
-    shifted = e.op("Add", [e.op("Div", [y, e.const(sy, hint="y_scale")]), e.const(np.float32(zy), hint="zp")])
+    y = divide_rounded(e, total, count)  # (correctly rounded also where a runtime divides by a reciprocal)
+    shifted = e.op("Add", [divide_rounded(e, y, e.const(sy, hint="y_scale")), e.const(np.float32(zy), hint="zp")])
     q = e.op("Round", [shifted])  # nearbyintf(y / y_scale + zero point): the zero point added before rounding
     info = np.iinfo(QTYPES[elem])
     q = e.op("Clip", [q, e.const(np.float32(info.min), hint="qmin"), e.const(np.float32(info.max), hint="qmax")])

@@ -367,7 +367,7 @@ def meet_quantized_forms(result: onnx.ModelProto, report, target, plan_only: boo
     from rewriter.io.load import tensor_reader
 
     forms = {op: v["form"] for op, v in entry.get("forms", {}).items()}
-    fused, why = (fuse_like_onnx_runtime(result, base_dir, target.runtime) if forms.get("QDQ") == FORM
+    fused, why = (fuse_like_onnx_runtime(result, base_dir) if forms.get("QDQ") == FORM
                   else (0, ""))  # first
     if fused:
         report.rewrote_for_target([f"QDQ groups fused as ONNX Runtime fuses them: {fused} integer node(s)"])

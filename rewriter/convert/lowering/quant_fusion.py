@@ -32,12 +32,6 @@ from rewriter.convert.lowering.quant_table import REDUCTIONS
 
 __all__ = ["FORM", "fuse_like_onnx_runtime", "has_qdq_reduction"]
 FORM = "onnx_runtime_fusion"
-# fused ops whose lowering divides by a float32 constant, and the runtimes whose division is not correctly rounded
-# (OpenVINO: with static shapes ppocr_v4_rec_qdq's QLinearAveragePool gave other codes, 84 of 9600, WRONG 0.0128):
-# there the fused graph is not taken (the model refused by name); TVM's division is exact (ppocr_v4_rec matches);
-# tract 0.23 divides by a constant as a product with the reciprocal (its QuantizeLinear data)
-DIVIDING = ("QLinearAveragePool",)
-INEXACT_DIVISION = ("openvino", "tract", "litert")  # (tract, LiteRT: a division by a constant is a product with its reciprocal)
 _STANDARD = ("", "ai.onnx")
 
 
@@ -72,11 +66,10 @@ def _onnx_runtime_graph(model: onnx.ModelProto) -> onnx.ModelProto | None:
             return None
 
 
-def fuse_like_onnx_runtime(model: onnx.ModelProto, base_dir: str | None = None,
-                           runtime: str | None = None) -> tuple[int, str]:
+def fuse_like_onnx_runtime(model: onnx.ModelProto, base_dir: str | None = None) -> tuple[int, str]:
     """``model`` (in place; external data relative to ``base_dir``, which the command line's loader
     leaves in a large model's file) as ONNX Runtime's optimizer fuses its QDQ groups, the com.microsoft
-    ops it wrote lowered (not when ``runtime`` divides inexactly and a fused op's lowering divides); returns the number of quantized integer nodes it wrote (0: unchanged) and,
+    ops it wrote lowered; returns the number of quantized integer nodes it wrote (0: unchanged) and,
     when the lowerings refused the fused graph, why (a sentence to add to the refusals), else ""."""
     if not has_qdq_reduction(model):
         return 0, ""
@@ -101,10 +94,6 @@ def fuse_like_onnx_runtime(model: onnx.ModelProto, base_dir: str | None = None,
     count = sum(n.op_type.startswith("QLinear") or n.op_type == "QGemm" for n in fused.graph.node)
     if not count:
         return 0, ""
-    inexact = sorted(op for _, op in contrib if op in DIVIDING and runtime in INEXACT_DIVISION)
-    if inexact:
-        return 0, (f"; ONNX Runtime fuses the group, but its fused graph has {', '.join(inexact)}, whose lowering "
-                   f"divides in float32, which {runtime} does not round as ONNX Runtime does (measured)")
     try:
         lowered = lower_ops(fused, contrib)[0] if contrib else fused
     except RewriterError as e:
