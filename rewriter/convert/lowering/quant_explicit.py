@@ -25,6 +25,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from rewriter.convert.lowering.quant_convtranspose import FORM as SEQUENTIAL, sequential_conv_transposes
 from rewriter.convert.lowering.quant_dequant import dequantize
 from rewriter.convert.lowering.quant_double import Keep as _Keep, Refused as _Refused, conv_accumulator, conv_integer
 from rewriter.convert.lowering.quant_dynamic import dynamic_quantize
@@ -371,6 +372,12 @@ def meet_quantized_forms(result: onnx.ModelProto, report, target, plan_only: boo
                   else (0, ""))  # first
     if fused:
         report.rewrote_for_target([f"QDQ groups fused as ONNX Runtime fuses them: {fused} integer node(s)"])
+    if forms.get("ConvTranspose") == SEQUENTIAL:  # (before the QuantizeLinear after it is looked at)
+        done = sequential_conv_transposes(result)
+        if done:
+            report.rewrote_for_target([f"{done} QDQ group(s)' float ConvTranspose written as ONNX Runtime sums it "
+                                       f"(one multiply-add per input channel, in double), which {target.name} "
+                                       f"then computes as ONNX Runtime does (measured)"])
     found = _refusals(result, entry.get("refused", {}), target.name)
     if not plan_only or not found:
         count, more = rewrite_quantized(result, forms, target.name, tensor_reader(base_dir)) if not found else (0, [])
