@@ -28,6 +28,7 @@ from rewriter.convert.lowering.contrib_common import COM, INT32, const_input
 from rewriter.convert.lowering.contrib_norm import FLOATS
 from rewriter.convert.lowering.contrib_types import dims_of, output_types, tensor_type
 from rewriter.convert.lowering.emit import F32
+from rewriter.convert.lowering.exact_divide import divide_rounded
 from rewriter.convert.lowering.registry import lowering
 from rewriter.graph.attributes import attribute_int
 
@@ -115,7 +116,8 @@ def int8_activations(ctx, a: str, k: int, block: int, elem: int) -> str:
     """``a`` (float32, or float16 widened) as ONNX Runtime's accuracy_level 4 kernel reads it: per block
     of ``block`` along K (a partial last block as if padded with zeros), the codes round(a * (127 /
     max|a|)) (half to even; 0 in an all-zero block) times max|a| / 127, each a float32 operation as
-    MLAS writes it, so the MatMul after it sums the kernel's int8 products within float32 rounding.
+    MLAS writes it (the two divisions correctly rounded: ``exact_divide``), so the MatMul after it sums
+    the kernel's int8 products within float32 rounding.
     The blocks' maxima are a GlobalMaxPool over [rows, blocks, 1, block] (one version from opset 1 to
     21, which every measured release runs; ReduceMax-20 is unmeasured or measured wrongly on its
     empty set there; 4D, where onnx.reference's GlobalMaxPool reduces the right axes), so A has rank
@@ -132,10 +134,13 @@ def int8_activations(ctx, a: str, k: int, block: int, elem: int) -> str:
     x = e.op("Reshape", [x, e.ints([1 if rank == 1 else 0, -1, 1, block])])
     most = e.op("GlobalMaxPool", [e.op("Abs", [x])])
     top, zero = e.const(np.float32(127), hint="int8_max"), e.const(np.float32(0), hint="zero")
-    inverse = e.op("Where", [e.op("Equal", [most, zero]), zero, e.op("Div", [top, most])])
+    # (both quotients correctly rounded where a runtime divides by a reciprocal; a zero block divides
+    # a harmless 127 / FLT_MIN, not 127 / 0, and takes 0)
+    positive = e.op("Max", [most, e.const(np.float32(np.finfo(np.float32).tiny), hint="tiny")])
+    inverse = e.op("Where", [e.op("Equal", [most, zero]), zero, divide_rounded(e, top, positive)])
     codes = e.op("Round", [e.op("Mul", [x, inverse])])
     back = {1: [blocks * block], 2: [0, blocks * block], 3: [0, -1, blocks * block]}[rank]
-    x = e.op("Reshape", [e.op("Mul", [codes, e.op("Div", [most, top])]), e.ints(back)])
+    x = e.op("Reshape", [e.op("Mul", [codes, divide_rounded(e, most, top)]), e.ints(back)])
     return x if blocks * block == k else e.op("Slice", [x, e.ints([0]), e.ints([k]), e.ints([-1])])
 
 
