@@ -22,6 +22,8 @@ from onnx import TensorProto, helper, numpy_helper
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ort_venvs  # noqa: E402
 
+from rewriter.convert.lowering.contrib_llm import unpack_codes  # noqa: E402  (MatMulNBits' packing, low bits first)
+
 CASES = [(64, 128, 4, 32, False), (256, 96, 4, 64, True), (128, 64, 8, 32, False), (128, 64, 2, 32, False),
          (128, 64, 4, 16, False)]
 _RUN = """
@@ -35,11 +37,6 @@ for name, blob, a, plain, written in pickle.load(open(sys.argv[1], "rb")):
     kind = "int8" if rel(written) < 1e-6 < rel(plain) else "float" if rel(plain) < 1e-6 < rel(written) else "other"
     print(ort.__version__, name, kind, f"(float weights {rel(plain):.1e}, int8 activations {rel(written):.1e})")
 """
-
-
-def _unpack(packed: np.ndarray, bits: int, count: int) -> np.ndarray:
-    shifts = np.arange(8 // bits, dtype=np.uint8) * bits
-    return ((packed[..., None] >> shifts) & np.uint8((1 << bits) - 1)).reshape(packed.shape[0], -1)[:, :count]
 
 
 def _written(a: np.ndarray, k: int, block: int) -> np.ndarray:
@@ -64,7 +61,7 @@ def case(rng, k: int, n: int, bits: int, block: int, zp: bool):
     if zp:
         zbytes = rng.integers(0, 256, n * -(-blocks * bits // 8), dtype=np.uint8)
         inits.append(numpy_helper.from_array(zbytes, "Z"))
-        zero = _unpack(zbytes.reshape(n, -1), bits, blocks).astype(np.int32)
+        zero = unpack_codes(zbytes.reshape(n, -1), bits, blocks).astype(np.int32)
     node = helper.make_node("MatMulNBits", ["A", "B", "S"] + (["Z"] if zp else []), ["Y"], domain="com.microsoft",
                             K=k, N=n, bits=bits, block_size=block, accuracy_level=4)
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("A", TensorProto.FLOAT, [None, None, k])],
@@ -72,7 +69,7 @@ def case(rng, k: int, n: int, bits: int, block: int, zp: bool):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
                               ir_version=8)
     steps = np.repeat(np.arange(blocks), block)[:k]
-    codes = _unpack(packed.reshape(n, -1), bits, k).astype(np.int32)
+    codes = unpack_codes(packed.reshape(n, -1), bits, k).astype(np.int32)
     w = ((codes - zero[:, steps]).astype(np.float32) * scales.reshape(n, blocks)[:, steps]).T.astype(np.float64)
     a = rng.standard_normal((1, 7, k)).astype(np.float32)
     return (f"{bits} bits, block {block}", model.SerializeToString(), a, a.astype(np.float64) @ w,

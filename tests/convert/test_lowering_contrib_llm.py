@@ -273,3 +273,59 @@ def test_gather_block_quantized(bits, zp, scale_type, kind):
     model = com_model("GatherBlockQuantized", names, [("Y", out, ["n", 3, cols])], initializers=inits, bits=bits,
                       block_size=block)
     check_lowering(model, {"I": rng.integers(-rows, rows, size=(2, 3)).astype(np.int64)})
+
+
+def _reciprocal_sensitive_block(rng, block):
+    """A block whose max|a| has 127 / m and 127 * (1 / m) one ulp apart, and whose other values each get
+    another code from the two: where the division decides the codes."""
+    f = np.float32
+    while True:
+        most = f(rng.uniform(0.5, 2))
+        right, product = f(f(127) / most), f(f(127) * f(f(1) / most))
+        if right == product:
+            continue
+        values = [most]
+        for j in rng.permutation(127):
+            base = f((j + 0.5) / np.float64(right))
+            for step in range(-3, 4):
+                v = f(base + step * np.spacing(base))
+                if abs(v) < most and np.rint(f(v * right)) != np.rint(f(v * product)):
+                    values.append(v if len(values) % 2 else -v)
+                    break
+            if len(values) == block:
+                return np.array(values, np.float32)
+
+
+def test_matmul_nbits_level_4_activations_are_mlas_codes_bit_for_bit_with_a_reciprocal_division():
+    """The int8 activations the level-4 lowering writes (the MatMul's A) against MLAS's formulas in numpy
+    (per block: scale = max|a| / 127, codes = rint(a * (127 / max|a|)), each a float32 operation), bit
+    for bit, also when every Div of the graph is computed as a product with the reciprocal (OpenVINO,
+    tract and LiteRT divide so); half the rows are blocks where that product gives other codes."""
+    from onnx import helper
+
+    k, block = 64, 32
+    model = _nbits(np.random.default_rng(5), 4, k, 8, block, zp=False, a_shape=("b", "s"), accuracy_level=4)
+    lowered = lower_ops(model)[0]
+    matmul = next(nd for nd in lowered.graph.node if nd.op_type == "MatMul")
+    lowered.graph.output.append(helper.make_tensor_value_info(matmul.input[0], T.FLOAT, None))
+    rng = np.random.default_rng(6)
+    a = (rng.normal(size=(4, 50, k)) * np.exp2(rng.integers(-8, 8, size=(4, 50, 1)))).astype(np.float32)
+    a[2:] = np.stack([_reciprocal_sensitive_block(rng, block) for _ in range(2 * 50 * 2)]).reshape(2, 50, k)
+    blocks = a.reshape(4, 50, 2, block)
+    most = np.abs(blocks).max(-1, keepdims=True)
+    want = (np.rint((blocks * (np.float32(127) / most)).astype(np.float32)) * (most / np.float32(127)).astype(np.float32))
+    want = want.astype(np.float32).reshape(4, 50, k)
+    reciprocal = onnx.ModelProto()
+    reciprocal.CopyFrom(lowered)
+    nodes = []
+    for nd in reciprocal.graph.node:
+        if nd.op_type == "Div":
+            inverse = nd.output[0] + "_inverse"
+            nodes.append(helper.make_node("Reciprocal", [nd.input[1]], [inverse]))
+            nd = helper.make_node("Mul", [nd.input[0], inverse], list(nd.output))
+        nodes.append(nd)
+    del reciprocal.graph.node[:]
+    reciprocal.graph.node.extend(nodes)
+    for m in (lowered, reciprocal):
+        got = ort_run(m, {"A": a})[-1]
+        np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))

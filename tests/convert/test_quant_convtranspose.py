@@ -21,10 +21,12 @@ def _model(cin=24, cout=5, kernel=(2, 2), strides=(2, 2), bias=False, group=1, h
              numpy_helper.from_array(np.uint8(118), "xz"), numpy_helper.from_array(np.float32(0.0517), "ys"),
              numpy_helper.from_array(np.uint8(121), "yz")]
     inputs = ["xd", "wd"]
-    if bias:
-        inits.append(numpy_helper.from_array(RNG.normal(size=cout).astype(np.float32), "b"))
+    if bias:  # (quantized as QDQ exporters write it: int32 codes at x_scale * w_scale)
+        inits.append(numpy_helper.from_array(RNG.integers(-999, 999, size=cout).astype(np.int32), "bq"))
+        inits.append(numpy_helper.from_array(np.float32(0.0371 * 0.0123), "bs"))
         inputs.append("b")
-    nodes = [helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xd"], name="dq_x"),
+    nodes = [helper.make_node("DequantizeLinear", ["bq", "bs"], ["b"], name="dq_b")] if bias else []
+    nodes += [helper.make_node("DequantizeLinear", ["x", "xs", "xz"], ["xd"], name="dq_x"),
              helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"], name="dq_w"),
              helper.make_node("ConvTranspose", inputs, ["y"], name="up", kernel_shape=list(kernel), strides=list(strides),
                               group=group),

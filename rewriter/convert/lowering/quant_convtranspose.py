@@ -17,11 +17,13 @@ interleaved as the ConvTranspose places them. Any other ConvTranspose is left as
 from __future__ import annotations
 
 import onnx
-from onnx import TensorProto, helper
+from onnx import TensorProto
 
+from rewriter.convert.lowering.contrib_types import dims_of
+from rewriter.convert.lowering.emit import Emitter, ScopeWriter
 from rewriter.graph.attributes import attribute_values
 from rewriter.graph.model_index import value_types
-from rewriter.graph.names import fresh_name
+from rewriter.graph.schemas import is_default_domain
 from rewriter.graph.traversal import definition
 from rewriter.targets.node_splice import splice_found
 
@@ -29,25 +31,18 @@ __all__ = ["FORM", "MAX_CHANNELS", "sequential_conv_transposes"]
 
 FORM = "sequential_fma_in_double"
 MAX_CHANNELS = 128  # one K block of MLAS's SGEMM: past it, partial sums are added
-_F32, _F64, _I64 = TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT64
-
-
-def _dims(t) -> list | None:
-    if t is None or not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
-        return None
-    return [d.dim_value if d.HasField("dim_value") else None for d in t.tensor_type.shape.dim]
+_F32, _F64 = TensorProto.FLOAT, TensorProto.DOUBLE
 
 
 def _plan(node: onnx.NodeProto, scope, types: dict):
     """(input channels, output channels, kernel, spatial dims) of a ConvTranspose this writes, else None."""
-    if node.op_type != "ConvTranspose" or node.domain not in ("", "ai.onnx") or len(node.input) != 2:
+    if node.op_type != "ConvTranspose" or not is_default_domain(node.domain) or len(node.input) != 2:
         return None
-    if any(definition(i, scope)[1] is None or definition(i, scope)[1].op_type != "DequantizeLinear"
-           for i in node.input):
+    if any(getattr(definition(i, scope)[1], "op_type", None) != "DequantizeLinear" for i in node.input):
         return None
-    x, w = _dims(types.get(node.input[0])), _dims(types.get(node.input[1]))
-    if x is None or w is None or len(x) != 4 or len(w) != 4 or None in x[1:] or None in w:
-        return None
+    x, w = dims_of(types.get(node.input[0]))[1], dims_of(types.get(node.input[1]))[1]
+    if x is None or w is None or len(x) != 4 or len(w) != 4 or not all(isinstance(d, int) for d in x[1:] + w):
+        return None  # (the batch may be symbolic: the Reshapes copy it)
     attrs = attribute_values(node, decode=True)
     kernel = list(attrs.get("kernel_shape", w[2:]))
     if (attrs.get("group", 1) != 1 or list(attrs.get("strides", [1, 1])) != kernel or any(attrs.get("pads", []))
@@ -59,35 +54,18 @@ def _plan(node: onnx.NodeProto, scope, types: dict):
     return w[0], w[1], kernel, x[2:]
 
 
-class _Writer:
-    def __init__(self, base: str, taken: set):
-        self.base, self.taken, self.nodes = base, taken, []
-
-    def op(self, op_type: str, inputs: list, n_out: int = 1, out: str | None = None, **attrs):
-        outs = [out] if out else [fresh_name(self.taken, f"{self.base}_{op_type.lower()}") for _ in range(n_out)]
-        self.nodes.append(helper.make_node(op_type, inputs, outs, name=fresh_name(self.taken, f"{self.base}_{op_type}"),
-                                           **attrs))
-        return outs[0] if n_out == 1 else outs
-
-    def ints(self, values) -> str:
-        out = fresh_name(self.taken, f"{self.base}_shape")
-        self.nodes.append(helper.make_node("Constant", [], [out], name=fresh_name(self.taken, f"{self.base}_const"),
-                                           value=helper.make_tensor(out, _I64, [len(values)], list(values))))
-        return out
-
-
 def _write(node: onnx.NodeProto, plan, taken: set) -> list[onnx.NodeProto]:
     channels, outs, (kh, kw), (h, wd) = plan
-    e = _Writer(node.name or node.output[0], taken)
+    e = Emitter(ScopeWriter(taken, True, 13), node.name or node.output[0])  # (in_function: Constant nodes)
     ones = e.ints([1] * channels)  # (Split's sizes as an input: opset 13 on)
-    wide = e.op("Cast", [node.input[0]], to=_F64)
+    wide = e.cast(node.input[0], _F64)
     xs = e.op("Split", [wide, ones], n_out=channels, axis=1) if channels > 1 else [wide]
-    rows = e.op("Reshape", [e.op("Cast", [node.input[1]], to=_F64), e.ints([channels, outs * kh * kw, 1, 1])])
+    rows = e.op("Reshape", [e.cast(node.input[1], _F64), e.ints([channels, outs * kh * kw, 1, 1])])
     ws = e.op("Split", [rows, ones], n_out=channels, axis=0) if channels > 1 else [rows]
     acc = None  # [N, outs * kh * kw, h, wd]: every kernel offset's map, channel by channel
     for x, w in zip(xs, ws):
         product = e.op("Mul", [x, w])
-        acc = e.op("Cast", [product if acc is None else e.op("Add", [e.op("Cast", [acc], to=_F64), product])], to=_F32)
+        acc = e.cast(product if acc is None else e.op("Add", [e.cast(acc, _F64), product]), _F32)
     grid = e.op("Reshape", [acc, e.ints([0, outs, kh, kw, h, wd])])
     placed = e.op("Transpose", [grid], perm=[0, 1, 4, 2, 5, 3])
     e.op("Reshape", [placed, e.ints([0, outs, h * kh, wd * kw])], out=node.output[0])
@@ -104,4 +82,3 @@ def sequential_conv_transposes(model: onnx.ModelProto) -> int:
         return _plan(node, scope, types) if scope.body is model.graph and (scope.opset or 0) >= 13 else None
 
     return len(splice_found(model, plan, _write))
-
